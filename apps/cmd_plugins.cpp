@@ -1,0 +1,39 @@
+// `fresco plugins`: the search path, every plugin loaded (name, version, ABI, device, kernels) and every
+// candidate refused with its reason.
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "fresco/core/error.h"
+#include "fresco/core/plugin_loader.h"
+
+namespace fresco::cli {
+
+int cmd_plugins(const std::vector<std::string>& extra_paths) {
+  auto& reg = PluginRegistry::instance();
+  std::printf("search path:\n");
+  for (const auto& [dir, why] : reg.search_dirs(extra_paths))
+    std::printf("  %s  (%s)\n", dir.c_str(), why.c_str());
+  reg.load_default(extra_paths);
+  const auto loaded = reg.loaded();
+  std::printf("loaded (%zu):\n", loaded.size());
+  for (const auto& p : loaded)
+    std::printf("  %-8s %-8s ABI %u.%u  device %-5s %3zu kernels  %s\n", p.name.c_str(), p.version.c_str(),
+                p.abi_major, p.abi_minor, p.device.empty() ? "-" : p.device.c_str(), p.n_kernels,
+                p.path.c_str());
+  const auto refused = reg.refused();
+  std::printf("refused (%zu):\n", refused.size());
+  for (const auto& r : refused) std::printf("  %s: %s\n", r.path.c_str(), r.reason.c_str());
+  std::fflush(stdout);
+  // A plugin the user named explicitly must load: its refusal is an error (exit 78, one line).
+  for (const auto& want : extra_paths) {
+    std::error_code ec;
+    const std::string canon = std::filesystem::weakly_canonical(want, ec).string();
+    for (const auto& r : refused)
+      if (r.path == canon || r.path == want)
+        throw Error(ErrorCode::kBadConfig, "plugin " + r.path + " refused: " + r.reason);
+  }
+  return 0;
+}
+
+}  // namespace fresco::cli

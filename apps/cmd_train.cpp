@@ -1,0 +1,45 @@
+// `fresco train JOB`: one progress line per epoch, then the final test accuracy.
+#include <cstdio>
+
+#include "commands.h"
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/job.h"
+
+namespace fresco::cli {
+
+std::string format_epoch_line(int epoch, int epochs, double train_loss, double test_loss, double test_acc,
+                              double lr, double samples_per_s, double seconds) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "epoch %3d/%-3d  train loss %.4f  test loss %.4f  test top-1 %6.2f%%  lr %.3e  %9.0f "
+                "samples/s  %6.2f s",
+                epoch, epochs, train_loss, test_loss, 100.0 * test_acc, lr, samples_per_s, seconds);
+  return buf;
+}
+
+int cmd_train(const TrainArgs& a) {
+  JobSpec job = load_job(a.job);
+  if (!a.device.empty()) job.device = a.device;
+  if (a.epochs > 0) job.epochs = a.epochs;
+  if (!a.data_path.empty()) job.data.path = a.data_path;
+  DeepLearningTask task;
+  configure(task, job);
+  task.on_epoch([&](const EpochReport& r) {
+    std::printf("%s\n", format_epoch_line(r.epoch, job.epochs, r.train_loss, r.test_loss, r.test_acc, r.lr,
+                                          r.samples_per_s, r.seconds)
+                            .c_str());
+    std::fflush(stdout);
+  });
+  std::printf("job %s: %s, %s, batch %lld, %d epochs\n", job.name.c_str(), job.model.describe().c_str(),
+              job.optimizer.name(), static_cast<long long>(job.batch_size), job.epochs);
+  task.compile();
+  std::printf("device %s, %lld training / %lld test samples\n", task.device_name().c_str(),
+              static_cast<long long>(task.train_set().n), static_cast<long long>(task.test_set().n));
+  std::fflush(stdout);
+  const TrainingResult r = task.run();
+  std::printf("final test accuracy: %.2f%% (%d epochs, %.1f s)\n", 100.0 * r.final_test_acc, job.epochs,
+              r.seconds);
+  return 0;
+}
+
+}  // namespace fresco::cli

@@ -1,0 +1,22 @@
+// The subcommands of the `fresco` CLI. Each returns the process exit status; fresco::Error escapes to main(),
+// which prints one line and maps the code to a sysexits status.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fresco::cli {
+
+struct TrainArgs {
+  std::string job;
+  std::string device;  // empty: the job's
+  int epochs = 0;      // 0: the job's
+  std::string data_path;
+};
+int cmd_train(const TrainArgs& a);
+int cmd_plugins(const std::vector<std::string>& extra_paths);
+int cmd_golden(const std::vector<std::string>& cases, const std::string& device);
+std::string format_epoch_line(int epoch, int epochs, double train_loss, double test_loss, double test_acc,
+                              double lr, double samples_per_s, double seconds);
+
+}  // namespace fresco::cli

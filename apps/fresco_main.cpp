@@ -1,0 +1,53 @@
+// `fresco`: train a job, list plugins, replay golden cases. Exit statuses follow sysexits (64 usage, 65 bad
+// data, 66 missing input, 70 internal, 74 I/O, 78 bad configuration). Tested by tests/e2e/test_cli.cpp.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "fresco/core/error.h"
+#include "fresco/core/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fresco: ahead-of-time compiled neural-network training"};
+  app.require_subcommand(1);
+  std::string level;
+  app.add_option("--log-level", level, "trace, debug, info, warn, error, off (default: $FRESCO_LOG or info)");
+
+  fresco::cli::TrainArgs ta;
+  auto* train = app.add_subcommand("train", "train the model described by a job file (JSON)");
+  train->add_option("job", ta.job, "job file, e.g. jobs/mlp_fashion_mnist.json")->required();
+  train->add_option("--device", ta.device, "cpu, cuda or auto (default: the job's)");
+  train->add_option("--epochs", ta.epochs, "override the job's epoch count")->check(CLI::PositiveNumber);
+  train->add_option("--data", ta.data_path, "override the job's dataset directory");
+
+  std::vector<std::string> plugin_paths;
+  auto* plugins = app.add_subcommand("plugins", "list the plugins found and refused");
+  plugins->add_option("paths", plugin_paths, "extra plugin files or directories, searched first");
+
+  std::vector<std::string> cases;
+  std::string golden_device = "cpu";
+  auto* golden = app.add_subcommand("golden", "replay PyTorch golden cases and compare (exit 1 on any FAIL)");
+  golden->add_option("cases", cases, "case directories (manifest.json + data.bin)")->required();
+  golden->add_option("--device", golden_device, "cpu, cuda or auto");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 64;
+  }
+  try {
+    if (!level.empty()) fresco::set_log_level(level);
+    if (*train) return fresco::cli::cmd_train(ta);
+    if (*plugins) return fresco::cli::cmd_plugins(plugin_paths);
+    if (*golden) return fresco::cli::cmd_golden(cases, golden_device);
+  } catch (const fresco::Error& e) {
+    std::fprintf(stderr, "fresco: error: %s\n", e.what());
+    return e.exit_status();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fresco: internal error: %s\n", e.what());
+    return 70;
+  }
+  return 64;
+}

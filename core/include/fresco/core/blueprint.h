@@ -1,0 +1,48 @@
+// BluePrint: the model DSL. seq(fc(1024), relu(), dropout(0.1), fc(10)) or the same list as JSON
+// ([{"layer":"fc","out":1024}, {"layer":"relu"}, ...], the format of the golden manifests).
+// Invariant: a BluePrint is only a description; every check of widths and kinds happens in from_json()
+// (syntax) and in the Compiler (semantics), each naming the layer. Tested by test_blueprint.cpp.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace fresco {
+
+struct LayerSpec {
+  std::string kind;  // "fc", "relu", "flatten", "dropout"
+  int64_t out = 0;   // fc: output features
+  bool bias = true;  // fc
+  float p = 0.0f;    // dropout probability
+  std::string path;  // position in the model list ("0", "3"), set by BluePrint
+};
+
+LayerSpec fc(int64_t out, bool bias = true);
+LayerSpec relu();
+LayerSpec flatten();
+LayerSpec dropout(float p);
+
+class BluePrint {
+ public:
+  BluePrint() = default;
+  explicit BluePrint(std::vector<LayerSpec> layers);
+  const std::vector<LayerSpec>& layers() const noexcept { return layers_; }
+  bool empty() const noexcept { return layers_.empty(); }
+  std::string describe() const;
+  // Parses a JSON array of layer objects. `source` names the file for error messages. Unknown layers or
+  // fields, wrong types and non-positive widths are errors (ErrorCode::kBadConfig) naming the layer index and
+  // field.
+  static BluePrint from_json(const std::string& json_text, const std::string& source);
+
+ private:
+  std::vector<LayerSpec> layers_;
+};
+
+BluePrint seq(std::initializer_list<LayerSpec> layers);
+
+// The layer kinds this build knows (for messages).
+const std::vector<std::string>& known_layer_kinds();
+
+}  // namespace fresco

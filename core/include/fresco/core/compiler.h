@@ -1,0 +1,98 @@
+// Compiler: BluePrint -> ArchPlan -> (shapes, slots, memory plans, zero-shape graphs, atlas) in five stages.
+// Invariants: every variant's MemoryPlan has the same offsets for the same tensor; the train graph is shared
+// by all train variants and the inference graph by both val variants. Tested by test_compiler.cpp.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fresco/core/atlas.h"
+#include "fresco/core/blueprint.h"
+#include "fresco/core/graph.h"
+#include "fresco/core/memory_plan.h"
+#include "fresco/core/train_config.h"
+
+namespace fresco {
+
+enum class LayerKind : uint8_t { FC, RELU, FLATTEN, DROPOUT };
+
+// One layer of the ArchPlan: kind, params, the tensors it owns, and where its activations live.
+struct LayerDescriptor {
+  int32_t index = 0;
+  LayerKind kind = LayerKind::FC;
+  LayerSpec spec;
+  std::string name;             // "fc0", "relu1", ...
+  Shape in_sample, out_sample;  // per-sample shapes (n = 1)
+  bool first_param_layer = false;
+  // Set by create_memory_plans:
+  TensorId weight = kNoTensor, bias = kNoTensor;
+  TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
+  TensorId out = kNoTensor;      // activation (aliases the input for views)
+  TensorId grad_in = kNoTensor;  // gradient w.r.t. this layer's input (kNoTensor when not needed)
+};
+
+struct ArchPlan {
+  std::vector<LayerDescriptor> layers;
+  Shape input_sample;  // per-sample input (1,H,W,C)
+  int32_t num_classes = 0;
+  int64_t parameter_count = 0;
+};
+
+struct CompileOptions {
+  Shape input_sample;  // (1,H,W,C) of one stored image
+  int32_t num_classes = 0;
+  int64_t batch = 128;
+  int64_t train_samples = 0;
+  int64_t val_batch = 0;  // 0 = same as batch
+  int64_t val_samples = 0;
+  int64_t total_steps = 0;      // for cosine schedules
+  int64_t steps_per_epoch = 0;  // for warm-up in epochs
+  Normalization normalize;
+  CrossEntropyLoss loss;
+  Optimizer optimizer;
+  Scheduler scheduler;
+  uint64_t seed = 0;
+};
+
+// Handles of the job-level tensors the executor reads or writes.
+struct JobTensors {
+  TensorId step_scalars = kNoTensor, lr_table = kNoTensor;
+  TensorId labels_a = kNoTensor, data_a = kNoTensor, labels_b = kNoTensor, data_b = kNoTensor;
+  TensorId input_f32 = kNoTensor;  // normalised input
+  TensorId labels = kNoTensor;     // current batch labels (copied from A or B)
+  TensorId logits = kNoTensor, grad_logits = kNoTensor;
+  TensorId batch_train = kNoTensor, batch_val = kNoTensor;  // FrBatchResults
+  TensorId acc_train = kNoTensor, acc_val = kNoTensor;      // FrMetricAccumulators
+};
+
+struct CompiledModel {
+  ArchPlan arch;
+  CompileOptions options;
+  std::array<std::unique_ptr<MemoryPlan>, kVariantCount> plans;  // heap: the atlas points at them
+  std::unique_ptr<ComputationGraph> train, inference;
+  GraphAtlas atlas;
+  JobTensors t;
+  std::array<int64_t, kVariantCount> batch_of{};  // batch size per variant (0 = absent)
+  const MemoryPlan& base_plan() const { return *plans[static_cast<int>(Variant::TRAIN_BASE)]; }
+};
+
+class Compiler {
+ public:
+  CompiledModel compile(const BluePrint& blueprint, const CompileOptions& options);
+
+  // The five stages, public so tests can check each one.
+  ArchPlan derive_arch_plan(const BluePrint& blueprint, const CompileOptions& options);
+  void derive_all_shapes(CompiledModel& m);
+  void compute_max_slot_bytes(CompiledModel& m);
+  void create_memory_plans(CompiledModel& m);
+  void build_computation_graph(CompiledModel& m);
+  void share_or_clone(CompiledModel& m);
+
+ private:
+  MemoryPlan layout_;  // base plan being built
+};
+
+}  // namespace fresco

@@ -1,0 +1,49 @@
+// In-memory image datasets (compact uint8 NHWC + int32 labels), the IDX reader (MNIST, Fashion-MNIST; raw or
+// gzip) and the epoch shuffle. Invariants: images.size() == n*h*w*c, labels.size() == n, every label is in
+// [0, num_classes); a loader never trusts a header before validating it and never allocates more than the
+// file really holds. shuffled_indices is a pure function of (seed, epoch). Tested by
+// tests/core/test_idx_reader.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fresco::data {
+
+// Images as compact uint8 NHWC storage plus int32 labels.
+struct Dataset {
+  std::string name;  // e.g. "fashion-mnist/train"
+  int64_t n = 0, h = 0, w = 0, c = 0;
+  std::vector<uint8_t> images;  // n*h*w*c bytes, NHWC
+  std::vector<int32_t> labels;  // n entries in [0, num_classes)
+  int32_t num_classes = 0;
+  int64_t sample_bytes() const { return h * w * c; }
+};
+
+// One IDX file (http://yann.lecun.com/exdb/mnist/ format), gzip-compressed (detected by the 1f 8b magic, read
+// with zlib) or raw. Only the unsigned-byte element type (0x08) is accepted. Limits: every dimension in
+// [1, 1<<24], at most 1<<32 elements, images (ndim 3) at most 4096x4096. Throws fresco::Error: kMissingInput
+// (no such file), kBadData (malformed header, corrupt gzip, truncated data, trailing bytes), kIo (read
+// failed).
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+};
+IdxArray read_idx(const std::string& path, int expected_ndim /* 1 for labels, 3 for images */);
+
+// Pairs an images file (ndim 3: n,h,w -> c = 1) and a labels file; checks counts match and labels <
+// num_classes.
+Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int32_t num_classes,
+                      const std::string& name);
+
+// MNIST / Fashion-MNIST directory with train-images-idx3-ubyte(.gz) etc.; split is "train" or "test"
+// (t10k-* files). Accepts both the .gz and the uncompressed file names (prefers .gz if both exist).
+// The dataset is named name_prefix + "/" + split.
+Dataset load_mnist_dir(const std::string& dir, const std::string& split, const std::string& name_prefix);
+
+// A permutation of [0, n) that is a pure function of (seed, epoch): Fisher-Yates driven by Philox draws
+// (purpose FR_RNG_SHUFFLE, counter = (index, epoch)), identical on any machine and thread count.
+std::vector<uint32_t> shuffled_indices(uint32_t n, uint64_t seed, uint32_t epoch);
+
+}  // namespace fresco::data

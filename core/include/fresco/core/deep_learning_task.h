@@ -1,0 +1,118 @@
+// DeepLearningTask: the builder-style training job (model, data, loss, optimizer, scheduler, epochs, device),
+// compiled ahead of time (plan, graphs, capture) and run by the Executor's epoch loop.
+// Invariant: setters only in PLANNING; compile() moves to COMPILED; run() and the step-level calls need
+// COMPILED. Tested by tests/e2e/test_mlp_fashion_mnist.cpp, test_determinism.cpp and the golden cases.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fresco/core/blueprint.h"
+#include "fresco/core/compiler.h"
+#include "fresco/core/data/dataset.h"
+#include "fresco/core/task.h"
+#include "fresco/core/train_config.h"
+
+namespace fresco {
+
+class Runtime;
+class Executor;
+
+struct DataSpec {
+  std::string kind;  // "fashion-mnist", "mnist"
+  std::string path;
+};
+inline DataSpec FashionMnist(std::string dir = "/usr/share/datasets/fashion-mnist") {
+  return {"fashion-mnist", std::move(dir)};
+}
+inline DataSpec Mnist(std::string dir) {
+  return {"mnist", std::move(dir)};
+}
+
+struct EpochReport {
+  int epoch = 0;  // 1-based
+  double train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
+  double lr = 0;  // lr of the last step of the epoch
+  double samples_per_s = 0, train_seconds = 0, seconds = 0;
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  int64_t samples = 0;
+};
+
+struct TrainingResult {
+  std::vector<EpochReport> epochs;
+  double final_test_acc = 0;
+  double seconds = 0;
+};
+
+class DeepLearningTask : public TaskBase {
+ public:
+  DeepLearningTask();
+  ~DeepLearningTask() override;
+
+  DeepLearningTask& model(BluePrint bp);
+  DeepLearningTask& data(DataSpec spec);
+  DeepLearningTask& data(data::Dataset train, data::Dataset test);
+  DeepLearningTask& normalize(Normalization n);
+  DeepLearningTask& batch_size(int64_t b);
+  DeepLearningTask& val_batch_size(int64_t b);
+  DeepLearningTask& epochs(int32_t e);
+  DeepLearningTask& loss(CrossEntropyLoss l);
+  DeepLearningTask& optimizer(Optimizer o);
+  DeepLearningTask& scheduler(Scheduler s);
+  DeepLearningTask& device(std::string d);
+  DeepLearningTask& seed(uint64_t s);
+  DeepLearningTask& shuffle(bool on);
+  DeepLearningTask& on_epoch(std::function<void(const EpochReport&)> cb);
+
+  void compile();
+  TrainingResult run();
+
+  // Step-level access (COMPILED), used by golden checks, parity and tests.
+  // One optimizer step on the training samples idx[0..count); count <= batch. Returns the batch's mean loss.
+  float train_step(const uint32_t* idx, int64_t count);
+  EvalResult evaluate();
+  // Logits of the first `count` test samples (count <= val batch), row-major [count, classes].
+  std::vector<float> test_logits(int64_t count);
+  // Parameters by layer index and name ("weight", "bias"), in PyTorch layout (fc weight [out, in]).
+  std::vector<float> read_param(int32_t layer, const std::string& which);
+  void write_param(int32_t layer, const std::string& which, const std::vector<float>& values);
+  // Every trainable tensor, W then G/M/V (for determinism checks and parity).
+  std::vector<std::pair<std::string, std::vector<float>>> snapshot();
+  float current_lr();
+
+  const CompiledModel& compiled() const;
+  const std::string& device_name() const noexcept { return device_; }
+  const data::Dataset& train_set() const noexcept { return train_; }
+  const data::Dataset& test_set() const noexcept { return test_; }
+
+ private:
+  TensorId param_tensor(int32_t layer, const std::string& which) const;
+  void init_parameters();
+
+  BluePrint bp_;
+  DataSpec data_spec_;
+  bool have_data_ = false;
+  data::Dataset train_, test_;
+  Normalization norm_;
+  bool norm_set_ = false;
+  int64_t batch_ = 128, val_batch_ = 0;
+  int32_t epochs_ = 1;
+  CrossEntropyLoss loss_;
+  Optimizer opt_ = AdamW();
+  Scheduler sched_;
+  std::string device_ = "auto";
+  uint64_t seed_ = 0;
+  bool shuffle_ = true;
+  std::function<void(const EpochReport&)> on_epoch_;
+  std::unique_ptr<CompiledModel> model_;
+  std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<Executor> exec_;
+};
+
+}  // namespace fresco

@@ -1,0 +1,41 @@
+// Executor: the epoch loop over a compiled model. Per step it stages a batch into pinned buffer A or B
+// (oneTBB gather), then launches TRANSFER, FIRST_LAYER_FWD, DEEP_FWD_BWD, FIRST_LAYER_BWD, OPTIMIZER and
+// ACCUM_METRICS of the step's variant (train_last for the partial last batch). Every handle was resolved at
+// compile time; the loop does array reads and launches only. Metrics are read back once per pass. Tested by
+// tests/e2e.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fresco/core/compiler.h"
+#include "fresco/core/data/dataset.h"
+#include "fresco/ops.h"
+
+namespace fresco {
+
+class Runtime;
+
+class Executor {
+ public:
+  Executor(const CompiledModel& m, Runtime& rt);
+  // Copies samples idx[0..count) of `d` into staging buffer `ab` (labels, then NHWC bytes).
+  void stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count);
+  // One training step on the batch staged in `ab` at variant v.
+  void train_step(Variant v, char ab);
+  // One whole pass over `d` in `order` (batch after batch, the last one partial).
+  void train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order);
+  // Forward + loss + metrics over the whole of `d`, in order.
+  void evaluate(const data::Dataset& d);
+  void clear_metrics();
+  FrMetricAccumulators read_metrics(bool train);
+  FrStepScalars read_scalars();
+  void write_scalars(const FrStepScalars& s);
+
+ private:
+  const CompiledModel& m_;
+  Runtime& rt_;
+  uint64_t labels_offset_ = 0, data_offset_ = 0;  // inside a staging buffer
+};
+
+}  // namespace fresco

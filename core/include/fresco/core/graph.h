@@ -1,0 +1,110 @@
+// ComputationGraph: zero-shape nodes (op name + tensor ids + region ranges + POD params), split into
+// GraphIds. Invariant: nodes hold no shapes, dtypes or pointers; those come from a MemoryPlan at capture
+// time, so one graph serves every variant of the same topology. Tested by test_graph_atlas.cpp.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fresco/core/memory_plan.h"
+
+namespace fresco {
+
+enum class GraphId : uint8_t {
+  TRANSFER_A,
+  TRANSFER_B,
+  FIRST_LAYER_FWD_A,
+  FIRST_LAYER_FWD_B,
+  DEEP_FWD_BWD,
+  FIRST_LAYER_BWD_A,
+  FIRST_LAYER_BWD_B,
+  ZERO_GRAD,
+  FIRST_COMM,
+  DEEP_COMM,
+  STATS_COMM,
+  GRAD_CAST,
+  NAN_CHECK_AND_GRAD_SCALING,
+  UPDATE_STATS,
+  OPTIMIZER,
+  LARS_NORMS,
+  LARS_UPDATE,
+  EMA_UPDATE,
+  INF_MAIN_A,
+  INF_MAIN_B,
+  INF_EMA_A,
+  INF_EMA_B,
+  WEIGHT_CAST,
+  ACCUM_METRICS,
+  ACCUM_METRICS_TRAIN_LAST,
+  ACCUM_METRICS_VAL_LAST,
+  CLEAR_METRICS,
+  VAL_RESULT_COMM,
+  UPDATE_BN_INF_PARAMS,
+  COUNT
+};
+constexpr int kGraphIdCount = static_cast<int>(GraphId::COUNT);
+
+enum class StreamRole : uint8_t { TRANS, COMP_1, COMP_2, COMP_3, UPDATE, COUNT };
+constexpr int kStreamCount = static_cast<int>(StreamRole::COUNT);
+
+const char* graph_id_name(GraphId g) noexcept;
+StreamRole default_stream(GraphId g) noexcept;
+// Graphs whose nodes touch only shape-invariant ranges (optimizer, casts, comm, metrics): captured once.
+bool shape_invariant(GraphId g) noexcept;
+
+enum class NodeKind : uint8_t { COMPUTE, RANGE };
+
+// A range operand: a contiguous span of regions [first, last], one tensor's slot, or a host staging buffer.
+struct RangeRef {
+  enum class Kind : uint8_t { REGIONS, TENSOR, STAGING } kind = Kind::REGIONS;
+  Region first = Region::T_TEMP, last = Region::T_TEMP;
+  TensorId tensor = kNoTensor;
+  char staging = 'A';
+  DType dtype = DType::F32;
+
+  static RangeRef regions(Region a, Region b, DType t = DType::F32) {
+    return {Kind::REGIONS, a, b, kNoTensor, 'A', t};
+  }
+  static RangeRef of(TensorId id, DType t) {
+    return {Kind::TENSOR, Region::T_TEMP, Region::T_TEMP, id, 'A', t};
+  }
+  static RangeRef staging_buffer(char ab) {
+    return {Kind::STAGING, Region::T_TEMP, Region::T_TEMP, kNoTensor, ab, DType::U8};
+  }
+};
+
+struct GraphNode {
+  NodeKind kind = NodeKind::COMPUTE;
+  std::string op;
+  std::vector<TensorId> in, out;
+  std::vector<RangeRef> rin, rout;
+  std::vector<uint8_t> params;
+  std::string label;  // for logs and DOT output: which layer emitted it
+
+  template <class P>
+  GraphNode& with_params(const P& p) {
+    params.resize(sizeof(P));
+    std::memcpy(params.data(), &p, sizeof(P));
+    return *this;
+  }
+};
+
+class ComputationGraph {
+ public:
+  enum class Kind : uint8_t { TRAIN, INFERENCE };
+  explicit ComputationGraph(Kind k) : kind_(k) {}
+  Kind kind() const noexcept { return kind_; }
+  GraphNode& add(GraphId g, GraphNode n);
+  const std::vector<GraphNode>& nodes(GraphId g) const noexcept { return parts_[static_cast<int>(g)]; }
+  bool empty(GraphId g) const noexcept { return parts_[static_cast<int>(g)].empty(); }
+  size_t node_count() const noexcept;
+
+ private:
+  Kind kind_;
+  std::array<std::vector<GraphNode>, kGraphIdCount> parts_{};
+};
+
+}  // namespace fresco

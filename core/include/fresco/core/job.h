@@ -1,0 +1,35 @@
+// Job descriptions: a JSON file naming model, data, loss, optimizer, scheduler, epochs, batch, seed and
+// device, turned into a configured DeepLearningTask. Unknown keys and wrong types are errors naming the file
+// and key (nothing is silently ignored). Tested by tests/core/test_job.cpp; examples in jobs/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fresco/core/blueprint.h"
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/train_config.h"
+
+namespace fresco {
+
+struct JobSpec {
+  std::string name;
+  std::string source;  // file it came from
+  BluePrint model;
+  DataSpec data;
+  bool normalize_set = false;
+  Normalization normalize;
+  int64_t batch_size = 128;
+  int32_t epochs = 1;
+  uint64_t seed = 0;
+  std::string device = "auto";
+  CrossEntropyLoss loss;
+  Optimizer optimizer = AdamW();
+  Scheduler scheduler;
+};
+
+JobSpec parse_job(const std::string& json_text, const std::string& source);
+JobSpec load_job(const std::string& path);
+void configure(DeepLearningTask& task, const JobSpec& job);
+
+}  // namespace fresco

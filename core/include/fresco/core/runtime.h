@@ -1,0 +1,88 @@
+// Runtime: one device of one backend for one compiled job: the arena (allocated once), staging buffers,
+// streams, per-stream workspaces and the captured graphs. pre_capture() resolves every unique (graph,
+// GraphId, ShapeId) of an atlas into kernel calls, prepares them and captures them (natively when the device
+// can, else as a replayed call list). launch() is an array read plus the launch: no allocation, no lookup by
+// name. Tested by tests/core/test_simple_task.cpp and every op test.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fresco/core/atlas.h"
+#include "fresco/core/memory_plan.h"
+#include "fresco/plugin.h"
+
+namespace fresco {
+
+struct ResolvedCall {
+  const FrKernelDef* kernel = nullptr;
+  FrCall call{};
+  std::vector<FrTensor> in, out;
+  std::vector<FrRange> rin, rout;
+  std::vector<uint8_t> params;
+  void* state = nullptr;
+  std::string label;  // "op (layer)" for messages
+};
+
+struct Capture {
+  std::vector<ResolvedCall> calls;
+  StreamRole stream = StreamRole::COMP_1;
+  void* native = nullptr;  // device graph when the backend captures natively
+};
+
+struct CaptureStats {
+  int slots = 0, unique = 0, reused = 0, calls = 0;
+};
+
+class Runtime {
+ public:
+  // device: a name a loaded plugin provides ("cpu", "cuda"); plugins must be loaded already.
+  Runtime(const std::string& device, int device_index = 0);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const std::string& device() const noexcept { return device_; }
+  // One-time allocation of the arena for `plan` (zero-filled) and of the A/B staging buffers.
+  void allocate(const MemoryPlan& plan, uint64_t staging_bytes);
+  uint8_t* arena() const noexcept { return arena_; }
+  uint8_t* staging(char ab) const noexcept { return ab == 'A' ? staging_a_ : staging_b_; }
+  uint64_t staging_bytes() const noexcept { return staging_bytes_; }
+  uint64_t device_bytes() const noexcept { return arena_bytes_ + workspace_total_; }
+
+  // Resolves, prepares and captures every unique slot of the atlas.
+  CaptureStats pre_capture(const GraphAtlas& atlas);
+  void launch(const GraphAtlas& atlas, Variant v, GraphId g);
+  void synchronize();
+
+  // Host <-> device copies of one tensor (whole slot or `bytes`), synchronous.
+  void upload(const MemoryPlan& plan, TensorId id, const void* src, uint64_t bytes);
+  void download(const MemoryPlan& plan, TensorId id, void* dst, uint64_t bytes);
+
+  const Capture& capture(int idx) const { return captures_.at(static_cast<size_t>(idx)); }
+  size_t capture_count() const noexcept { return captures_.size(); }
+  // Runs one resolved call list eagerly, without capture (for replay-vs-eager tests).
+  void run_eager(const Capture& c);
+
+ private:
+  ResolvedCall resolve(const GraphNode& node, const MemoryPlan& plan);
+  void run_calls(const Capture& c);
+  void* stream(StreamRole r) const noexcept { return streams_[static_cast<int>(r)]; }
+
+  std::string device_;
+  const FrDeviceApi* api_ = nullptr;
+  void* ctx_ = nullptr;
+  uint8_t* arena_ = nullptr;
+  uint64_t arena_bytes_ = 0;
+  uint8_t *staging_a_ = nullptr, *staging_b_ = nullptr;
+  uint64_t staging_bytes_ = 0;
+  std::array<void*, kStreamCount> streams_{};
+  std::array<uint8_t*, kStreamCount> workspaces_{};
+  uint64_t workspace_total_ = 0;
+  std::vector<Capture> captures_;
+};
+
+}  // namespace fresco

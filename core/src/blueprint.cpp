@@ -1,0 +1,110 @@
+// BluePrint DSL constructors and the JSON form of a model.
+#include "fresco/core/blueprint.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "fresco/core/error.h"
+
+namespace fresco {
+
+using nlohmann::json;
+
+LayerSpec fc(int64_t out, bool bias) {
+  return LayerSpec{"fc", out, bias, 0.0f, {}};
+}
+LayerSpec relu() {
+  return LayerSpec{"relu", 0, false, 0.0f, {}};
+}
+LayerSpec flatten() {
+  return LayerSpec{"flatten", 0, false, 0.0f, {}};
+}
+LayerSpec dropout(float p) {
+  return LayerSpec{"dropout", 0, false, p, {}};
+}
+
+const std::vector<std::string>& known_layer_kinds() {
+  static const std::vector<std::string> kinds = {"fc", "relu", "flatten", "dropout"};
+  return kinds;
+}
+
+BluePrint::BluePrint(std::vector<LayerSpec> layers) : layers_(std::move(layers)) {
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i].path = std::to_string(i);
+}
+
+BluePrint seq(std::initializer_list<LayerSpec> layers) {
+  return BluePrint(std::vector<LayerSpec>(layers));
+}
+
+std::string BluePrint::describe() const {
+  std::string s = "seq(";
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerSpec& l = layers_[i];
+    if (i) s += ", ";
+    s += l.kind;
+    if (l.kind == "fc") s += "(" + std::to_string(l.out) + (l.bias ? "" : ", bias=false") + ")";
+    if (l.kind == "dropout") s += "(" + std::to_string(l.p) + ")";
+  }
+  return s + ")";
+}
+
+namespace {
+std::string known_list() {
+  std::string s;
+  for (const auto& k : known_layer_kinds()) s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+}  // namespace
+
+BluePrint BluePrint::from_json(const std::string& json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw Error(ErrorCode::kBadConfig, source + ": model is not valid JSON: " + e.what());
+  }
+  FRESCO_CHECK(j.is_array(), ErrorCode::kBadConfig,
+               source + ": model: expected a JSON array of layers, found " + std::string(j.type_name()));
+  std::vector<LayerSpec> layers;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const json& l = j[i];
+    const std::string where = source + ": model layer " + std::to_string(i);
+    FRESCO_CHECK(l.is_object() && l.contains("layer") && l["layer"].is_string(), ErrorCode::kBadConfig,
+                 where + ": expected an object with a string field \"layer\"");
+    LayerSpec s;
+    s.kind = l["layer"].get<std::string>();
+    const auto& kinds = known_layer_kinds();
+    FRESCO_CHECK(std::find(kinds.begin(), kinds.end(), s.kind) != kinds.end(), ErrorCode::kBadConfig,
+                 where + ": unknown layer \"" + s.kind + "\" (known: " + known_list() + ")");
+    for (const auto& [key, value] : l.items()) {
+      if (key == "layer") continue;
+      if (s.kind == "fc" && key == "out") {
+        FRESCO_CHECK(value.is_number_integer(), ErrorCode::kBadConfig,
+                     where + " (fc): field \"out\" must be an integer, found " + value.dump());
+        s.out = value.get<int64_t>();
+        FRESCO_CHECK(s.out > 0, ErrorCode::kBadConfig,
+                     where + " (fc): field \"out\" must be positive, found " + std::to_string(s.out));
+        FRESCO_CHECK(s.out <= (int64_t{1} << 24), ErrorCode::kBadConfig,
+                     where + " (fc): field \"out\" is absurdly large: " + std::to_string(s.out));
+      } else if (s.kind == "fc" && key == "bias") {
+        FRESCO_CHECK(value.is_boolean(), ErrorCode::kBadConfig,
+                     where + " (fc): field \"bias\" must be true/false");
+        s.bias = value.get<bool>();
+      } else if (s.kind == "dropout" && key == "p") {
+        FRESCO_CHECK(value.is_number(), ErrorCode::kBadConfig,
+                     where + " (dropout): field \"p\" must be a number");
+        s.p = value.get<float>();
+        FRESCO_CHECK(s.p >= 0.0f && s.p < 1.0f, ErrorCode::kBadConfig,
+                     where + " (dropout): \"p\" must be in [0, 1), found " + std::to_string(s.p));
+      } else {
+        throw Error(ErrorCode::kBadConfig, where + " (" + s.kind + "): unknown field \"" + key + "\"");
+      }
+    }
+    FRESCO_CHECK(s.kind != "fc" || l.contains("out"), ErrorCode::kBadConfig,
+                 where + " (fc): missing field \"out\"");
+    layers.push_back(s);
+  }
+  return BluePrint(std::move(layers));
+}
+
+}  // namespace fresco

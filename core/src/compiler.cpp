@@ -1,0 +1,380 @@
+// Compiler: the five stages from a BluePrint to memory plans, zero-shape graphs and the GraphAtlas.
+#include "fresco/core/compiler.h"
+
+#include <algorithm>
+
+#include "fresco/core/error.h"
+#include "fresco/ops.h"
+#include "layers/layer_rule.h"
+
+namespace fresco {
+
+using layers::EmitContext;
+using layers::rule_for;
+
+namespace {
+const char* kind_prefix(LayerKind k) {
+  switch (k) {
+    case LayerKind::FC:
+      return "fc";
+    case LayerKind::RELU:
+      return "relu";
+    case LayerKind::DROPOUT:
+      return "dropout";
+    case LayerKind::FLATTEN:
+      return "flatten";
+  }
+  return "layer";
+}
+int first_param_index(const ArchPlan& a) {
+  for (const auto& l : a.layers)
+    if (rule_for(l.kind).has_params()) return l.index;
+  return -1;
+}
+}  // namespace
+
+ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o) {
+  FRESCO_CHECK(!bp.empty(), ErrorCode::kBadConfig, "model: the layer list is empty");
+  FRESCO_CHECK(o.input_sample.per_sample() > 0, ErrorCode::kBadConfig,
+               "model: input sample shape " + o.input_sample.str() + " is empty");
+  ArchPlan a;
+  a.input_sample = o.input_sample;
+  a.num_classes = o.num_classes;
+  Shape cur = o.input_sample;
+  for (size_t i = 0; i < bp.layers().size(); ++i) {
+    LayerDescriptor l;
+    l.index = static_cast<int32_t>(i);
+    l.spec = bp.layers()[i];
+    l.kind = layers::layer_kind_of(l.spec.kind, "model layer " + l.spec.path);
+    l.name = kind_prefix(l.kind) + std::to_string(i);
+    l.in_sample = cur;
+    l.out_sample = rule_for(l.kind).out_shape(l, cur);
+    cur = l.out_sample;
+    a.layers.push_back(l);
+  }
+  const int fp = first_param_index(a);
+  FRESCO_CHECK(fp >= 0, ErrorCode::kBadConfig, "model: no trainable layer (add an fc)");
+  a.layers[static_cast<size_t>(fp)].first_param_layer = true;
+  FRESCO_CHECK(cur.h == 1 && cur.w == 1 && cur.c == o.num_classes, ErrorCode::kBadConfig,
+               "model: the last layer outputs " + cur.str() + " per sample, but the data has " +
+                   std::to_string(o.num_classes) + " classes (expected [1,1,1," +
+                   std::to_string(o.num_classes) + "]; make the last fc's out " +
+                   std::to_string(o.num_classes) + ")");
+  for (const auto& l : a.layers)
+    if (l.kind == LayerKind::FC)
+      a.parameter_count += l.spec.out * l.in_sample.per_sample() + (l.spec.bias ? l.spec.out : 0);
+  return a;
+}
+
+// Stage 1: batch (and so every activation shape) of each of the six variants.
+void Compiler::derive_all_shapes(CompiledModel& m) {
+  const CompileOptions& o = m.options;
+  FRESCO_CHECK(o.batch > 0, ErrorCode::kBadConfig,
+               "batch_size must be positive, found " + std::to_string(o.batch));
+  FRESCO_CHECK(o.train_samples > 0, ErrorCode::kBadConfig, "training set is empty");
+  const int64_t vb = o.val_batch > 0 ? o.val_batch : o.batch;
+  const int64_t train_batch = std::min(o.batch, o.train_samples);
+  m.batch_of.fill(0);
+  m.batch_of[static_cast<int>(Variant::TRAIN_BASE)] = train_batch;
+  m.batch_of[static_cast<int>(Variant::TRAIN_LOWRES)] = train_batch;  // one resolution stage: same as base
+  const int64_t last = o.train_samples % train_batch;
+  if (last) {
+    m.batch_of[static_cast<int>(Variant::TRAIN_LAST)] = last;
+    m.batch_of[static_cast<int>(Variant::TRAIN_LOWRES_LAST)] = last;
+  }
+  if (o.val_samples > 0) {
+    const int64_t val_batch = std::min(vb, o.val_samples);
+    m.batch_of[static_cast<int>(Variant::VAL_BASE)] = val_batch;
+    if (o.val_samples % val_batch)
+      m.batch_of[static_cast<int>(Variant::VAL_LAST)] = o.val_samples % val_batch;
+  }
+}
+
+// Stage 2 is folded into allocation: every batched tensor is allocated at the largest batch of any variant,
+// so its slot is the maximum over variants; this records that batch.
+void Compiler::compute_max_slot_bytes(CompiledModel& m) {
+  int64_t max_batch = 0;
+  for (int64_t b : m.batch_of) max_batch = std::max(max_batch, b);
+  m.options.val_batch = max_batch;  // remembered for create_memory_plans
+}
+
+void Compiler::create_memory_plans(CompiledModel& m) {
+  const int64_t mb = m.options.val_batch;
+  MemoryPlan p;
+  ArchPlan& a = m.arch;
+  const int L = static_cast<int>(a.layers.size());
+  const int end = 2 * L + 3;
+  JobTensors& t = m.t;
+  auto batched = [&](TensorId id) {
+    p.mutable_tensor(id).batched = true;
+    return id;
+  };
+  // Parameters in layer order (lock-step order inside each kind), then their shadows.
+  for (auto& l : a.layers) rule_for(l.kind).alloc_params(l, p);
+  const Optimizer& opt = m.options.optimizer;
+  for (Family f : {Family::G, Family::M, Family::V}) {
+    if (f == Family::M && !opt.uses_m()) continue;
+    if (f == Family::V && !opt.uses_v()) continue;
+    for (auto& l : a.layers) {
+      for (TensorId w : {l.weight, l.bias}) {
+        if (w == kNoTensor) continue;
+        TensorId s = p.alloc_shadow(f, w);
+        if (f == Family::G) (w == l.weight ? l.grad_weight : l.grad_bias) = s;
+      }
+    }
+  }
+  const Shape in_batch = a.input_sample.with_batch(mb);
+  t.labels_a = batched(p.alloc_input_labels('A', mb));
+  t.data_a = batched(p.alloc_input_data('A', in_batch));
+  t.labels_b = batched(p.alloc_input_labels('B', mb));
+  t.data_b = batched(p.alloc_input_data('B', in_batch));
+  // Feature timeline: 0 normalise, i+1 forward of layer i, L+1 loss, 2L+1-i backward of layer i.
+  t.input_f32 = batched(p.alloc_feature(in_batch, "input.normalized", -1, 0, end));
+  TensorId cur = t.input_f32;
+  std::vector<TensorId> outs(static_cast<size_t>(L));
+  for (auto& l : a.layers) {
+    if (rule_for(l.kind).is_view(true)) {
+      l.out = cur;
+      DTensor& d = p.mutable_tensor(cur);
+      d.live_end = std::max(d.live_end, 2 * L + 1 - l.index);
+    } else {
+      l.out = batched(p.alloc_feature(l.out_sample.with_batch(mb), l.name + ".out", l.index, l.index + 1,
+                                      2 * L + 1 - l.index));
+    }
+    cur = l.out;
+  }
+  t.logits = cur;
+  const int fp = first_param_index(a);
+  int last_real = L - 1;  // the last layer that is not a view consumes the logits gradient
+  while (last_real > fp && rule_for(a.layers[static_cast<size_t>(last_real)].kind).is_view(true)) --last_real;
+  t.grad_logits = batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1,
+                                          L + 1, 2 * L + 1 - last_real));
+  for (auto& l : a.layers) {
+    if (l.index <= fp) continue;  // nothing before the first trainable layer needs a gradient
+    if (rule_for(l.kind).is_view(true)) continue;  // views pass the gradient through (aliased below)
+    // Produced by this layer's backward, consumed by the backward of the previous non-view layer.
+    int consumer = l.index - 1;
+    while (consumer > fp && rule_for(a.layers[static_cast<size_t>(consumer)].kind).is_view(true)) --consumer;
+    l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
+                                        2 * L + 1 - l.index, 2 * L + 1 - consumer));
+  }
+  t.labels = batched(p.alloc_temp(DType::I32, Shape{mb, 1, 1, 1}, "labels.current"));
+  t.step_scalars = p.alloc_step_scalars();
+  const auto& sched = m.options.scheduler;
+  t.lr_table =
+      p.alloc_lr_table(sched.type == Scheduler::Type::TABLE ? static_cast<int64_t>(sched.table.size()) : 1);
+  t.batch_train = p.alloc_result(sizeof(FrBatchResults), "batch_results.train");
+  t.batch_val = p.alloc_result(sizeof(FrBatchResults), "batch_results.val");
+  t.acc_train = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.train");
+  t.acc_val = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.val");
+  p.finalize();
+  // One plan per present variant: same offsets, shapes at that variant's batch.
+  for (int v = 0; v < kVariantCount; ++v) {
+    const int64_t b = m.batch_of[v];
+    if (b == 0) continue;
+    MemoryPlan vp = p;
+    for (const DTensor& d : p.tensors())
+      if (d.batched) vp.mutable_tensor(d.id).shape.n = b;
+    m.plans[v] = std::make_unique<MemoryPlan>(std::move(vp));
+  }
+}
+
+namespace {
+GraphNode range_node(const char* op, std::vector<RangeRef> rin, std::vector<RangeRef> rout,
+                     const std::string& label) {
+  GraphNode n;
+  n.kind = NodeKind::RANGE;
+  n.op = op;
+  n.rin = std::move(rin);
+  n.rout = std::move(rout);
+  n.label = label;
+  return n;
+}
+
+void emit_transfer(ComputationGraph& g, char ab) {
+  const GraphId gid = ab == 'A' ? GraphId::TRANSFER_A : GraphId::TRANSFER_B;
+  const Region first = ab == 'A' ? Region::I_A_LABELS : Region::I_B_LABELS;
+  const Region last = ab == 'A' ? Region::I_A_DATA : Region::I_B_DATA;
+  g.add(gid, range_node(FR_OP_COPY, {RangeRef::staging_buffer(ab)},
+                        {RangeRef::regions(first, last, DType::U8)}, std::string("h2d input ") + ab));
+}
+
+void emit_input(EmitContext& cx, const CompiledModel& m, char ab) {
+  const JobTensors& t = m.t;
+  cx.add(range_node(FR_OP_COPY, {RangeRef::of(ab == 'A' ? t.labels_a : t.labels_b, DType::I32)},
+                    {RangeRef::of(t.labels, DType::I32)}, "labels"));
+  GraphNode n;
+  n.op = FR_OP_NORMALIZE_INPUT;
+  n.label = "normalize";
+  n.in = {ab == 'A' ? t.data_a : t.data_b};
+  n.out = {t.input_f32};
+  FrNormalizeParams np{};
+  np.channels = static_cast<int32_t>(m.arch.input_sample.c);
+  for (int c = 0; c < np.channels; ++c) {
+    np.mean[c] = m.options.normalize.mean[static_cast<size_t>(c)];
+    np.std[c] = m.options.normalize.std[static_cast<size_t>(c)];
+  }
+  cx.add(std::move(n)).with_params(np);
+}
+
+TensorId layer_input(const CompiledModel& m, int i) {
+  return i == 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(i - 1)].out;
+}
+
+void emit_loss(EmitContext& cx, const CompiledModel& m, bool training) {
+  GraphNode n;
+  n.op = FR_OP_SOFTMAX_XENT;
+  n.label = "loss";
+  n.in = {m.t.logits, m.t.labels};
+  if (training) n.out = {m.t.grad_logits};
+  n.rout = {RangeRef::of(training ? m.t.batch_train : m.t.batch_val, DType::U8)};
+  cx.add(std::move(n)).with_params(FrSoftmaxXentParams{m.options.loss.smoothing, training ? 1 : 0});
+}
+
+void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
+  const Optimizer& o = m.options.optimizer;
+  const Scheduler& s = m.options.scheduler;
+  const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
+  FrScheduleParams sp{};
+  sp.base_lr = o.lr;
+  sp.min_lr = s.min_lr;
+  sp.warmup_steps = static_cast<int32_t>(s.warmup_epochs * m.options.steps_per_epoch);
+  sp.total_steps = static_cast<int32_t>(m.options.total_steps);
+  sp.table_len = static_cast<int32_t>(s.table.size());
+  sp.kind = s.type == Scheduler::Type::COSINE  ? FR_SCHED_COSINE
+            : s.type == Scheduler::Type::TABLE ? FR_SCHED_TABLE
+                                               : FR_SCHED_CONSTANT;
+  g.add(GraphId::OPTIMIZER,
+        range_node(FR_OP_LR_SCHEDULE, {RangeRef::of(m.t.lr_table, DType::F32)}, {scalars}, "lr"))
+      .with_params(sp);
+  // Parameter groups as region ranges: the no-decay kinds come first in every family.
+  struct Group {
+    ParamKind first, last;
+    float wd;
+  };
+  std::vector<Group> groups;
+  if (o.no_decay_1d) {
+    groups = {{ParamKind::BN_BIAS, ParamKind::FC_BIAS, 0.0f},
+              {ParamKind::FC_WEIGHT, ParamKind::DEEP_CONV, o.weight_decay}};
+  } else {
+    groups = {{ParamKind::BN_BIAS, ParamKind::DEEP_CONV, o.weight_decay}};
+  }
+  const MemoryPlan& p = m.base_plan();
+  for (const Group& gr : groups) {
+    auto rr = [&](Family f) {
+      return RangeRef::regions(param_region(f, gr.first), param_region(f, gr.last));
+    };
+    if (p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last)).bytes == 0)
+      continue;
+    if (o.type == Optimizer::Type::SGD) {
+      std::vector<RangeRef> rout = {rr(Family::W)};
+      if (o.uses_m()) rout.push_back(rr(Family::M));
+      g.add(GraphId::OPTIMIZER, range_node(FR_OP_SGD_UPDATE, {rr(Family::G), scalars}, rout, "sgd"))
+          .with_params(FrSgdParams{o.momentum, gr.wd, o.nesterov ? 1 : 0, 0});
+    } else {
+      g.add(GraphId::OPTIMIZER, range_node(FR_OP_ADAM_UPDATE, {rr(Family::G), scalars},
+                                           {rr(Family::W), rr(Family::M), rr(Family::V)}, o.name()))
+          .with_params(
+              FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
+    }
+  }
+  g.add(GraphId::OPTIMIZER, range_node(FR_OP_STEP_DONE, {}, {scalars}, "step"));
+}
+}  // namespace
+
+void Compiler::build_computation_graph(CompiledModel& m) {
+  const ArchPlan& a = m.arch;
+  const int L = static_cast<int>(a.layers.size());
+  const int fp = first_param_index(a);
+  m.train = std::make_unique<ComputationGraph>(ComputationGraph::Kind::TRAIN);
+  m.inference = std::make_unique<ComputationGraph>(ComputationGraph::Kind::INFERENCE);
+  ComputationGraph& tr = *m.train;
+  // Train: first layer (per input buffer), deep forward + loss + backward, first-layer backward.
+  for (char ab : {'A', 'B'}) {
+    emit_transfer(tr, ab);
+    EmitContext cx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_FWD_A : GraphId::FIRST_LAYER_FWD_B, &m.t};
+    emit_input(cx, m, ab);
+    for (int i = 0; i <= fp; ++i) {
+      const auto& l = a.layers[static_cast<size_t>(i)];
+      if (!rule_for(l.kind).is_view(true)) rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
+    }
+    EmitContext bx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_BWD_A : GraphId::FIRST_LAYER_BWD_B, &m.t};
+    const auto& first = a.layers[static_cast<size_t>(fp)];
+    const TensorId dy = fp + 1 < L ? a.layers[static_cast<size_t>(fp + 1)].grad_in : m.t.grad_logits;
+    rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, dy, kNoTensor);
+  }
+  EmitContext dx{&tr, GraphId::DEEP_FWD_BWD, &m.t};
+  for (int i = fp + 1; i < L; ++i) {
+    const auto& l = a.layers[static_cast<size_t>(i)];
+    if (!rule_for(l.kind).is_view(true)) rule_for(l.kind).forward(dx, l, layer_input(m, i), l.out, true);
+  }
+  emit_loss(dx, m, true);
+  // Backward: gradient w.r.t. a layer's output is the next non-view layer's grad_in (or the logits gradient).
+  TensorId grad_out = m.t.grad_logits;
+  for (int i = L - 1; i > fp; --i) {
+    auto& l = m.arch.layers[static_cast<size_t>(i)];
+    if (rule_for(l.kind).is_view(true)) {
+      l.grad_in = grad_out;
+      continue;
+    }
+    rule_for(l.kind).backward(dx, l, layer_input(m, i), l.out, grad_out, l.grad_in);
+    grad_out = l.grad_in;
+  }
+  emit_optimizer(tr, m);
+  tr.add(GraphId::ACCUM_METRICS,
+         range_node(FR_OP_ACCUMULATE_METRICS, {RangeRef::of(m.t.batch_train, DType::U8)},
+                    {RangeRef::of(m.t.acc_train, DType::U8)}, "metrics"));
+  tr.add(GraphId::CLEAR_METRICS,
+         range_node(FR_OP_CLEAR, {}, {RangeRef::of(m.t.acc_train, DType::U8)}, "clear train"));
+  tr.add(GraphId::CLEAR_METRICS,
+         range_node(FR_OP_CLEAR, {}, {RangeRef::of(m.t.acc_val, DType::U8)}, "clear val"));
+  // Inference: the forward pass with views for dropout, loss without gradient, accumulation.
+  ComputationGraph& inf = *m.inference;
+  for (char ab : {'A', 'B'}) {
+    emit_transfer(inf, ab);
+    EmitContext cx{&inf, ab == 'A' ? GraphId::INF_MAIN_A : GraphId::INF_MAIN_B, &m.t};
+    emit_input(cx, m, ab);
+    TensorId cur = m.t.input_f32;
+    for (const auto& l : a.layers) {
+      if (rule_for(l.kind).is_view(false)) continue;  // output aliases input in inference
+      rule_for(l.kind).forward(cx, l, cur, l.out, false);
+      cur = l.out;
+    }
+    FRESCO_CHECK(cur == m.t.logits, ErrorCode::kBadConfig,
+                 "model: a layer that is a view only in inference (dropout) cannot be the last layer");
+    emit_loss(cx, m, false);
+    cx.add(range_node(FR_OP_ACCUMULATE_METRICS, {RangeRef::of(m.t.batch_val, DType::U8)},
+                      {RangeRef::of(m.t.acc_val, DType::U8)}, "metrics"));
+  }
+}
+
+void Compiler::share_or_clone(CompiledModel& m) {
+  for (int v = 0; v < kVariantCount; ++v) {
+    if (!m.plans[v]) continue;
+    const auto var = static_cast<Variant>(v);
+    const Shape s = m.arch.input_sample;
+    const ShapeId id{static_cast<int32_t>(m.batch_of[v]), static_cast<int32_t>(s.h),
+                     static_cast<int32_t>(s.w), static_cast<int32_t>(s.c)};
+    m.atlas.assign(var, is_train(var) ? m.train.get() : m.inference.get(), m.plans[v].get(), id);
+  }
+  m.atlas.dedup();
+}
+
+CompiledModel Compiler::compile(const BluePrint& bp, const CompileOptions& o) {
+  o.loss.validate();
+  o.optimizer.validate();
+  o.scheduler.validate();
+  o.normalize.validate(o.input_sample.c);
+  CompiledModel m;
+  m.options = o;
+  m.arch = derive_arch_plan(bp, o);
+  derive_all_shapes(m);
+  compute_max_slot_bytes(m);
+  create_memory_plans(m);
+  build_computation_graph(m);
+  share_or_clone(m);
+  m.options.val_batch = o.val_batch;
+  return m;
+}
+
+}  // namespace fresco

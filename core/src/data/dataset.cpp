@@ -1,0 +1,115 @@
+// Dataset assembly from IDX pairs and MNIST-style directories, and the epoch shuffle. Invariants: a returned
+// Dataset has matching image/label counts and every label < num_classes; shuffled_indices(n, seed, epoch) is
+// a pure function (unbiased Fisher-Yates on Philox draws, no global state). Tested by
+// tests/core/test_idx_reader.cpp.
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "fresco/core/data/dataset.h"
+#include "fresco/core/error.h"
+#include "fresco/ops.h"
+#include "fresco/philox.h"
+
+namespace fresco::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Uniform integer in [0, range) for Fisher-Yates position i (Lemire's multiply-shift with rejection, so no
+// modulo bias). Candidates are the four words of the Philox block for counter (i, epoch); a rejected block
+// moves on to the next sub-stream. The retry cap only guards against a hang; reaching it has probability <
+// 2^-2048.
+uint32_t uniform_below(uint64_t seed, uint32_t epoch, uint32_t i, uint32_t range) {
+  const uint32_t threshold = (0u - range) % range;  // 2^32 mod range
+  uint64_t m = 0;
+  for (uint32_t sub = 0; sub < 512; ++sub) {
+    const FrPhilox4 r = fr_draw4(seed, FR_RNG_SHUFFLE, sub, epoch, i);
+    for (uint32_t word : r.v) {
+      m = uint64_t{word} * range;
+      if (static_cast<uint32_t>(m) >= threshold) return static_cast<uint32_t>(m >> 32);
+    }
+  }
+  return static_cast<uint32_t>(m >> 32);
+}
+
+}  // namespace
+
+Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int32_t num_classes,
+                      const std::string& name) {
+  FRESCO_CHECK(
+      num_classes >= 1 && num_classes <= 256, ErrorCode::kUsage,
+      name + ": num_classes must be in [1, 256] for IDX byte labels, got " + std::to_string(num_classes));
+  IdxArray images = read_idx(images_path, 3);
+  IdxArray labels = read_idx(labels_path, 1);
+  if (labels.dims[0] != images.dims[0]) {
+    throw Error(ErrorCode::kBadData, labels_path + ": label count (dimension 0) is " +
+                                         std::to_string(labels.dims[0]) + ", expected " +
+                                         std::to_string(images.dims[0]) + " to match the images of " +
+                                         images_path);
+  }
+  Dataset d;
+  d.name = name;
+  d.n = images.dims[0];
+  d.h = images.dims[1];
+  d.w = images.dims[2];
+  d.c = 1;
+  d.num_classes = num_classes;
+  d.labels.resize(labels.data.size());
+  for (size_t i = 0; i < labels.data.size(); ++i) {
+    const int32_t v = labels.data[i];
+    if (v >= num_classes) {
+      throw Error(ErrorCode::kBadData, labels_path + ": label at index " + std::to_string(i) +
+                                           " (IDX byte offset " + std::to_string(8 + i) + ") is " +
+                                           std::to_string(v) + ", expected < " + std::to_string(num_classes) +
+                                           " (num_classes)");
+    }
+    d.labels[i] = v;
+  }
+  d.images = std::move(images.data);
+  return d;
+}
+
+Dataset load_mnist_dir(const std::string& dir, const std::string& split, const std::string& name_prefix) {
+  FRESCO_CHECK(split == "train" || split == "test", ErrorCode::kUsage,
+               dir + ": MNIST split '" + split + "': expected 'train' or 'test'");
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (st.type() == fs::file_type::not_found) {
+    throw Error(ErrorCode::kMissingInput,
+                dir + ": no such directory (expected MNIST/Fashion-MNIST IDX files)");
+  }
+  if (ec) throw Error(ErrorCode::kIo, dir + ": cannot stat: " + ec.message());
+  if (st.type() != fs::file_type::directory) {
+    throw Error(ErrorCode::kMissingInput, dir + ": not a directory (expected MNIST/Fashion-MNIST IDX files)");
+  }
+  const std::string stem = split == "train" ? "train" : "t10k";
+  // Prefers the .gz name; names both candidates when neither is there.
+  auto pick = [&](const std::string& base) {
+    const fs::path gz = fs::path(dir) / (base + ".gz");
+    const fs::path raw = fs::path(dir) / base;
+    std::error_code e;
+    if (fs::exists(gz, e)) return gz.string();
+    if (fs::exists(raw, e)) return raw.string();
+    throw Error(ErrorCode::kMissingInput, dir + ": " + split + " split: expected " + gz.string() + " or " +
+                                              raw.string() + ", found neither");
+  };
+  const std::string images = pick(stem + "-images-idx3-ubyte");
+  const std::string labels = pick(stem + "-labels-idx1-ubyte");
+  return load_idx_pair(images, labels, 10, name_prefix.empty() ? split : name_prefix + "/" + split);
+}
+
+std::vector<uint32_t> shuffled_indices(uint32_t n, uint64_t seed, uint32_t epoch) {
+  std::vector<uint32_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0u);
+  for (uint32_t i = n; i-- > 1;) {
+    const uint32_t j = uniform_below(seed, epoch, i, i + 1);
+    std::swap(idx[i], idx[j]);
+  }
+  return idx;
+}
+
+}  // namespace fresco::data

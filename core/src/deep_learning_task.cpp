@@ -1,0 +1,278 @@
+// DeepLearningTask: builder, compile (data, compiler, arena, init, capture) and the training loop.
+#include "fresco/core/deep_learning_task.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "fresco/core/error.h"
+#include "fresco/core/executor.h"
+#include "fresco/core/log.h"
+#include "fresco/core/runtime.h"
+#include "fresco/philox.h"
+
+namespace fresco {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+}  // namespace
+
+DeepLearningTask::DeepLearningTask() = default;
+DeepLearningTask::~DeepLearningTask() = default;
+
+#define FRESCO_SETTER(sig, body)                         \
+  DeepLearningTask& DeepLearningTask::sig {              \
+    require(Phase::PLANNING, "DeepLearningTask::" #sig); \
+    body;                                                \
+    return *this;                                        \
+  }
+FRESCO_SETTER(model(BluePrint bp), bp_ = std::move(bp))
+FRESCO_SETTER(data(DataSpec spec), data_spec_ = std::move(spec); have_data_ = false)
+FRESCO_SETTER(data(data::Dataset train, data::Dataset test), train_ = std::move(train);
+              test_ = std::move(test); have_data_ = true)
+FRESCO_SETTER(normalize(Normalization n), norm_ = std::move(n); norm_set_ = true)
+FRESCO_SETTER(batch_size(int64_t b), batch_ = b)
+FRESCO_SETTER(val_batch_size(int64_t b), val_batch_ = b)
+FRESCO_SETTER(epochs(int32_t e), epochs_ = e)
+FRESCO_SETTER(loss(CrossEntropyLoss l), loss_ = l)
+FRESCO_SETTER(optimizer(Optimizer o), opt_ = o)
+FRESCO_SETTER(scheduler(Scheduler s), sched_ = std::move(s))
+FRESCO_SETTER(device(std::string d), device_ = std::move(d))
+FRESCO_SETTER(seed(uint64_t s), seed_ = s)
+FRESCO_SETTER(shuffle(bool on), shuffle_ = on)
+FRESCO_SETTER(on_epoch(std::function<void(const EpochReport&)> cb), on_epoch_ = std::move(cb))
+#undef FRESCO_SETTER
+
+void DeepLearningTask::compile() {
+  require(Phase::PLANNING, "DeepLearningTask::compile");
+  FRESCO_CHECK(!bp_.empty(), ErrorCode::kBadConfig, "no model: call model(seq(...)) before compile()");
+  FRESCO_CHECK(epochs_ >= 1, ErrorCode::kBadConfig, "epochs must be >= 1, found " + std::to_string(epochs_));
+  FRESCO_CHECK(batch_ >= 1 && batch_ <= (1 << 20), ErrorCode::kBadConfig,
+               "batch_size must be in [1, 1048576], found " + std::to_string(batch_));
+  const auto t0 = Clock::now();
+  if (!have_data_) {
+    FRESCO_CHECK(!data_spec_.kind.empty(), ErrorCode::kBadConfig, "no data: call data(FashionMnist(dir))");
+    FRESCO_CHECK(data_spec_.kind == "fashion-mnist" || data_spec_.kind == "mnist", ErrorCode::kBadConfig,
+                 "unknown dataset kind '" + data_spec_.kind + "' (known: fashion-mnist, mnist)");
+    train_ = data::load_mnist_dir(data_spec_.path, "train", data_spec_.kind);
+    test_ = data::load_mnist_dir(data_spec_.path, "test", data_spec_.kind);
+    if (!norm_set_) {
+      norm_ = data_spec_.kind == "fashion-mnist" ? Normalization{{0.286f}, {0.353f}}
+                                                 : Normalization{{0.1307f}, {0.3081f}};
+    }
+    have_data_ = true;
+  }
+  FRESCO_CHECK(train_.n > 0, ErrorCode::kBadConfig, "training set '" + train_.name + "' is empty");
+  FRESCO_CHECK(test_.n == 0 || (test_.h == train_.h && test_.w == train_.w && test_.c == train_.c),
+               ErrorCode::kBadConfig, "test images differ in shape from training images");
+  if (!norm_set_ && norm_.mean.size() != static_cast<size_t>(train_.c)) {
+    norm_.mean.assign(static_cast<size_t>(train_.c), 0.0f);
+    norm_.std.assign(static_cast<size_t>(train_.c), 1.0f);
+  }
+  device_ = resolve_device(device_);
+
+  CompileOptions o;
+  o.input_sample = Shape{1, train_.h, train_.w, train_.c};
+  o.num_classes = train_.num_classes;
+  o.batch = batch_;
+  o.train_samples = train_.n;
+  o.val_batch = val_batch_ > 0 ? val_batch_ : batch_;
+  o.val_samples = test_.n;
+  o.steps_per_epoch = (train_.n + batch_ - 1) / batch_;
+  o.total_steps = o.steps_per_epoch * epochs_;
+  o.normalize = norm_;
+  o.loss = loss_;
+  o.optimizer = opt_;
+  o.scheduler = sched_;
+  o.seed = seed_;
+  Compiler compiler;
+  model_ = std::make_unique<CompiledModel>(compiler.compile(bp_, o));
+  advance(Phase::MEMORY_LOCKED);
+
+  runtime_ = std::make_unique<Runtime>(device_);
+  const MemoryPlan& plan = model_->base_plan();
+  runtime_->allocate(plan, plan.region_range(Region::I_A_LABELS, Region::I_A_DATA).bytes);
+  const CaptureStats cs = runtime_->pre_capture(model_->atlas);
+  exec_ = std::make_unique<Executor>(*model_, *runtime_);
+  init_parameters();
+  FrStepScalars s{};
+  s.lr = opt_.lr;
+  s.loss_scale = 1.0f;
+  s.seed_lo = static_cast<uint32_t>(seed_);
+  s.seed_hi = static_cast<uint32_t>(seed_ >> 32);
+  exec_->write_scalars(s);
+  if (sched_.type == Scheduler::Type::TABLE)
+    runtime_->upload(plan, model_->t.lr_table, sched_.table.data(), sched_.table.size() * sizeof(float));
+  advance(Phase::COMPILED);
+  log().info(
+      "compiled {} on {}: {} parameters, arena {:.2f} MiB, {} tensors; slots {} / unique {} / reused {}; "
+      "{:.2f} s",
+      bp_.describe(), device_, model_->arch.parameter_count, runtime_->device_bytes() / 1048576.0,
+      plan.size(), cs.slots, cs.unique, cs.reused, seconds_since(t0));
+}
+
+// PyTorch's default Linear init (kaiming_uniform with a = sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for
+// the weight and the bias, drawn from Philox(seed, INIT, tensor, index).
+void DeepLearningTask::init_parameters() {
+  uint32_t sub = 0;
+  for (const auto& l : model_->arch.layers) {
+    if (l.kind != LayerKind::FC) continue;
+    const double bound = 1.0 / std::sqrt(static_cast<double>(l.in_sample.per_sample()));
+    for (TensorId id : {l.weight, l.bias}) {
+      ++sub;
+      if (id == kNoTensor) continue;
+      const int64_t n = model_->base_plan().tensor(id).shape.numel();
+      std::vector<float> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; i += 4) {
+        const FrPhilox4 r = fr_draw4(seed_, FR_RNG_INIT, sub, 0, static_cast<uint64_t>(i / 4));
+        for (int j = 0; j < 4 && i + j < n; ++j)
+          v[static_cast<size_t>(i + j)] = static_cast<float>((2.0 * fr_u01(r.v[j]) - 1.0) * bound);
+      }
+      runtime_->upload(model_->base_plan(), id, v.data(), v.size() * sizeof(float));
+    }
+  }
+}
+
+TrainingResult DeepLearningTask::run() {
+  require(Phase::COMPILED, "DeepLearningTask::run");
+  TrainingResult result;
+  const auto t_all = Clock::now();
+  std::vector<uint32_t> order(static_cast<size_t>(train_.n));
+  for (int32_t e = 0; e < epochs_; ++e) {
+    const auto t0 = Clock::now();
+    if (shuffle_)
+      order = data::shuffled_indices(static_cast<uint32_t>(train_.n), seed_, static_cast<uint32_t>(e));
+    else
+      std::iota(order.begin(), order.end(), 0u);
+    exec_->clear_metrics();
+    exec_->train_epoch(train_, order);
+    runtime_->synchronize();
+    EpochReport r;
+    r.epoch = e + 1;
+    r.train_seconds = seconds_since(t0);
+    const FrMetricAccumulators tr = exec_->read_metrics(true);
+    r.train_loss = tr.samples > 0 ? tr.loss_sum / tr.samples : 0.0;
+    r.train_acc = tr.samples > 0 ? tr.correct / tr.samples : 0.0;
+    r.samples_per_s = static_cast<double>(train_.n) / r.train_seconds;
+    r.lr = exec_->read_scalars().lr;
+    if (test_.n > 0) {
+      const EvalResult ev = evaluate();
+      r.test_loss = ev.loss;
+      r.test_acc = ev.accuracy;
+    }
+    r.seconds = seconds_since(t0);
+    result.epochs.push_back(r);
+    if (on_epoch_) on_epoch_(r);
+  }
+  result.final_test_acc = result.epochs.empty() ? 0.0 : result.epochs.back().test_acc;
+  result.seconds = seconds_since(t_all);
+  return result;
+}
+
+float DeepLearningTask::train_step(const uint32_t* idx, int64_t count) {
+  require(Phase::COMPILED, "DeepLearningTask::train_step");
+  Variant v = Variant::COUNT;
+  for (Variant cand : {Variant::TRAIN_BASE, Variant::TRAIN_LAST})
+    if (model_->batch_of[static_cast<int>(cand)] == count) v = cand;
+  FRESCO_CHECK(v != Variant::COUNT, ErrorCode::kUsage,
+               "train_step: a batch of " + std::to_string(count) + " matches neither train_base (" +
+                   std::to_string(model_->batch_of[0]) + ") nor train_last (" +
+                   std::to_string(model_->batch_of[1]) + ")");
+  for (int64_t i = 0; i < count; ++i)
+    FRESCO_CHECK(idx[i] < train_.n, ErrorCode::kUsage, "train_step: sample index out of range");
+  exec_->stage('A', train_, idx, count);
+  exec_->train_step(v, 'A');
+  FrBatchResults b{};
+  runtime_->download(model_->base_plan(), model_->t.batch_train, &b, sizeof(b));
+  return b.loss;
+}
+
+EvalResult DeepLearningTask::evaluate() {
+  require(Phase::COMPILED, "DeepLearningTask::evaluate");
+  FRESCO_CHECK(test_.n > 0, ErrorCode::kUsage, "evaluate: no test set");
+  FrMetricAccumulators zero{};
+  runtime_->upload(model_->base_plan(), model_->t.acc_val, &zero, sizeof(zero));
+  exec_->evaluate(test_);
+  const FrMetricAccumulators a = exec_->read_metrics(false);
+  EvalResult r;
+  r.samples = static_cast<int64_t>(a.samples);
+  r.loss = a.samples > 0 ? a.loss_sum / a.samples : 0.0;
+  r.accuracy = a.samples > 0 ? a.correct / a.samples : 0.0;
+  return r;
+}
+
+std::vector<float> DeepLearningTask::test_logits(int64_t count) {
+  require(Phase::COMPILED, "DeepLearningTask::test_logits");
+  const int64_t vb = model_->batch_of[static_cast<int>(Variant::VAL_BASE)];
+  FRESCO_CHECK(count > 0 && count <= vb && count <= test_.n, ErrorCode::kUsage,
+               "test_logits: count " + std::to_string(count) + " must be in [1, val batch " +
+                   std::to_string(vb) + "]");
+  std::vector<uint32_t> idx(static_cast<size_t>(vb));
+  std::iota(idx.begin(), idx.end(), 0u);
+  exec_->stage('A', test_, idx.data(), vb);
+  runtime_->launch(model_->atlas, Variant::VAL_BASE, GraphId::TRANSFER_A);
+  runtime_->launch(model_->atlas, Variant::VAL_BASE, GraphId::INF_MAIN_A);
+  std::vector<float> out(static_cast<size_t>(count * model_->arch.num_classes));
+  runtime_->download(model_->base_plan(), model_->t.logits, out.data(), out.size() * sizeof(float));
+  return out;
+}
+
+TensorId DeepLearningTask::param_tensor(int32_t layer, const std::string& which) const {
+  FRESCO_CHECK(model_ && layer >= 0 && static_cast<size_t>(layer) < model_->arch.layers.size(),
+               ErrorCode::kUsage, "no layer " + std::to_string(layer));
+  const auto& l = model_->arch.layers[static_cast<size_t>(layer)];
+  const TensorId id = which == "weight" ? l.weight : which == "bias" ? l.bias : kNoTensor;
+  FRESCO_CHECK(id != kNoTensor, ErrorCode::kUsage,
+               "layer " + std::to_string(layer) + " (" + l.name + ") has no parameter '" + which + "'");
+  return id;
+}
+
+std::vector<float> DeepLearningTask::read_param(int32_t layer, const std::string& which) {
+  require(Phase::COMPILED, "DeepLearningTask::read_param");
+  const TensorId id = param_tensor(layer, which);
+  std::vector<float> v(static_cast<size_t>(model_->base_plan().tensor(id).shape.numel()));
+  runtime_->download(model_->base_plan(), id, v.data(), v.size() * sizeof(float));
+  return v;
+}
+
+void DeepLearningTask::write_param(int32_t layer, const std::string& which,
+                                   const std::vector<float>& values) {
+  require(Phase::COMPILED, "DeepLearningTask::write_param");
+  const TensorId id = param_tensor(layer, which);
+  const int64_t n = model_->base_plan().tensor(id).shape.numel();
+  FRESCO_CHECK(static_cast<int64_t>(values.size()) == n, ErrorCode::kBadData,
+               "write_param layer " + std::to_string(layer) + " " + which + ": expected " +
+                   std::to_string(n) + " values, found " + std::to_string(values.size()));
+  runtime_->upload(model_->base_plan(), id, values.data(), values.size() * sizeof(float));
+}
+
+std::vector<std::pair<std::string, std::vector<float>>> DeepLearningTask::snapshot() {
+  require(Phase::COMPILED, "DeepLearningTask::snapshot");
+  std::vector<std::pair<std::string, std::vector<float>>> out;
+  const MemoryPlan& p = model_->base_plan();
+  for (const DTensor& t : p.tensors()) {
+    const Family f = region_family(t.region);
+    if (f != Family::W && f != Family::G && f != Family::M && f != Family::V) continue;
+    std::vector<float> v(static_cast<size_t>(t.shape.numel()));
+    runtime_->download(p, t.id, v.data(), v.size() * sizeof(float));
+    out.emplace_back(t.name, std::move(v));
+  }
+  return out;
+}
+
+float DeepLearningTask::current_lr() {
+  require(Phase::COMPILED, "DeepLearningTask::current_lr");
+  return exec_->read_scalars().lr;
+}
+
+const CompiledModel& DeepLearningTask::compiled() const {
+  FRESCO_CHECK(model_, ErrorCode::kUsage, "compiled() before compile()");
+  return *model_;
+}
+
+}  // namespace fresco

@@ -1,0 +1,104 @@
+// Executor: staging, the per-step launch sequence, whole passes and metric read-back.
+#include "fresco/core/executor.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <cstring>
+
+#include "fresco/core/error.h"
+#include "fresco/core/runtime.h"
+
+namespace fresco {
+
+Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
+  const MemoryPlan& p = m.base_plan();
+  const RegionSpan a = p.region_range(Region::I_A_LABELS, Region::I_A_DATA);
+  labels_offset_ = p.region(Region::I_A_LABELS).offset - a.offset;
+  data_offset_ = p.region(Region::I_A_DATA).offset - a.offset;
+}
+
+void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count) {
+  uint8_t* buf = rt_.staging(ab);
+  const int64_t sb = d.sample_bytes();
+  FRESCO_CHECK(buf && data_offset_ + static_cast<uint64_t>(count * sb) <= rt_.staging_bytes(),
+               ErrorCode::kInternal,
+               "stage: batch of " + std::to_string(count) + " does not fit the staging buffer");
+  auto* labels = reinterpret_cast<int32_t*>(buf + labels_offset_);
+  uint8_t* data = buf + data_offset_;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, count, 32),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t i = r.begin(); i != r.end(); ++i) {
+          const uint32_t s = idx[i];
+          labels[i] = d.labels[s];
+          std::memcpy(data + i * sb, d.images.data() + static_cast<int64_t>(s) * sb, static_cast<size_t>(sb));
+        }
+      },
+      tbb::static_partitioner());
+}
+
+void Executor::train_step(Variant v, char ab) {
+  const GraphAtlas& at = m_.atlas;
+  const bool a = ab == 'A';
+  rt_.launch(at, v, a ? GraphId::TRANSFER_A : GraphId::TRANSFER_B);
+  rt_.launch(at, v, a ? GraphId::FIRST_LAYER_FWD_A : GraphId::FIRST_LAYER_FWD_B);
+  rt_.launch(at, v, GraphId::DEEP_FWD_BWD);
+  rt_.launch(at, v, a ? GraphId::FIRST_LAYER_BWD_A : GraphId::FIRST_LAYER_BWD_B);
+  rt_.launch(at, v, GraphId::OPTIMIZER);
+  rt_.launch(at, v, GraphId::ACCUM_METRICS);
+}
+
+void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order) {
+  const int64_t b = m_.batch_of[static_cast<int>(Variant::TRAIN_BASE)];
+  const int64_t n = static_cast<int64_t>(order.size());
+  int64_t step = 0;
+  for (int64_t start = 0; start < n; start += b, ++step) {
+    const int64_t count = std::min(b, n - start);
+    const Variant v = count == b ? Variant::TRAIN_BASE : Variant::TRAIN_LAST;
+    FRESCO_CHECK(m_.batch_of[static_cast<int>(v)] == count, ErrorCode::kInternal,
+                 "train_epoch: no compiled variant for a batch of " + std::to_string(count));
+    const char ab = step % 2 == 0 ? 'A' : 'B';
+    stage(ab, d, order.data() + start, count);
+    train_step(v, ab);
+  }
+}
+
+void Executor::evaluate(const data::Dataset& d) {
+  const int64_t b = m_.batch_of[static_cast<int>(Variant::VAL_BASE)];
+  FRESCO_CHECK(b > 0, ErrorCode::kUsage, "evaluate: the job was compiled without a test set");
+  std::vector<uint32_t> idx(static_cast<size_t>(b));
+  int64_t step = 0;
+  for (int64_t start = 0; start < d.n; start += b, ++step) {
+    const int64_t count = std::min(b, d.n - start);
+    const Variant v = count == b ? Variant::VAL_BASE : Variant::VAL_LAST;
+    for (int64_t i = 0; i < count; ++i) idx[static_cast<size_t>(i)] = static_cast<uint32_t>(start + i);
+    const char ab = step % 2 == 0 ? 'A' : 'B';
+    stage(ab, d, idx.data(), count);
+    rt_.launch(m_.atlas, v, ab == 'A' ? GraphId::TRANSFER_A : GraphId::TRANSFER_B);
+    rt_.launch(m_.atlas, v, ab == 'A' ? GraphId::INF_MAIN_A : GraphId::INF_MAIN_B);
+  }
+}
+
+void Executor::clear_metrics() {
+  rt_.launch(m_.atlas, Variant::TRAIN_BASE, GraphId::CLEAR_METRICS);
+}
+
+FrMetricAccumulators Executor::read_metrics(bool train) {
+  FrMetricAccumulators a{};
+  rt_.download(m_.base_plan(), train ? m_.t.acc_train : m_.t.acc_val, &a, sizeof(a));
+  return a;
+}
+
+FrStepScalars Executor::read_scalars() {
+  FrStepScalars s{};
+  rt_.download(m_.base_plan(), m_.t.step_scalars, &s, sizeof(s));
+  return s;
+}
+
+void Executor::write_scalars(const FrStepScalars& s) {
+  rt_.upload(m_.base_plan(), m_.t.step_scalars, &s, sizeof(s));
+}
+
+}  // namespace fresco

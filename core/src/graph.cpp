@@ -1,0 +1,104 @@
+// GraphId names, default streams, shape invariance; ComputationGraph storage.
+#include "fresco/core/graph.h"
+
+namespace fresco {
+
+const char* graph_id_name(GraphId g) noexcept {
+  constexpr const char* names[kGraphIdCount] = {"TRANSFER_A",
+                                                "TRANSFER_B",
+                                                "FIRST_LAYER_FWD_A",
+                                                "FIRST_LAYER_FWD_B",
+                                                "DEEP_FWD_BWD",
+                                                "FIRST_LAYER_BWD_A",
+                                                "FIRST_LAYER_BWD_B",
+                                                "ZERO_GRAD",
+                                                "FIRST_COMM",
+                                                "DEEP_COMM",
+                                                "STATS_COMM",
+                                                "GRAD_CAST",
+                                                "NAN_CHECK_AND_GRAD_SCALING",
+                                                "UPDATE_STATS",
+                                                "OPTIMIZER",
+                                                "LARS_NORMS",
+                                                "LARS_UPDATE",
+                                                "EMA_UPDATE",
+                                                "INF_MAIN_A",
+                                                "INF_MAIN_B",
+                                                "INF_EMA_A",
+                                                "INF_EMA_B",
+                                                "WEIGHT_CAST",
+                                                "ACCUM_METRICS",
+                                                "ACCUM_METRICS_TRAIN_LAST",
+                                                "ACCUM_METRICS_VAL_LAST",
+                                                "CLEAR_METRICS",
+                                                "VAL_RESULT_COMM",
+                                                "UPDATE_BN_INF_PARAMS"};
+  int i = static_cast<int>(g);
+  return i >= 0 && i < kGraphIdCount ? names[i] : "?";
+}
+
+StreamRole default_stream(GraphId g) noexcept {
+  switch (g) {
+    case GraphId::TRANSFER_A:
+    case GraphId::TRANSFER_B:
+      return StreamRole::TRANS;
+    case GraphId::FIRST_LAYER_BWD_A:
+    case GraphId::FIRST_LAYER_BWD_B:
+    case GraphId::FIRST_COMM:
+      return StreamRole::COMP_2;
+    case GraphId::DEEP_COMM:
+    case GraphId::STATS_COMM:
+    case GraphId::VAL_RESULT_COMM:
+      return StreamRole::COMP_3;
+    case GraphId::OPTIMIZER:
+    case GraphId::LARS_NORMS:
+    case GraphId::LARS_UPDATE:
+    case GraphId::EMA_UPDATE:
+    case GraphId::WEIGHT_CAST:
+    case GraphId::ZERO_GRAD:
+    case GraphId::GRAD_CAST:
+    case GraphId::NAN_CHECK_AND_GRAD_SCALING:
+      return StreamRole::UPDATE;
+    default:
+      return StreamRole::COMP_1;
+  }
+}
+
+bool shape_invariant(GraphId g) noexcept {
+  switch (g) {
+    case GraphId::ZERO_GRAD:
+    case GraphId::FIRST_COMM:
+    case GraphId::DEEP_COMM:
+    case GraphId::STATS_COMM:
+    case GraphId::GRAD_CAST:
+    case GraphId::NAN_CHECK_AND_GRAD_SCALING:
+    case GraphId::OPTIMIZER:
+    case GraphId::LARS_NORMS:
+    case GraphId::LARS_UPDATE:
+    case GraphId::EMA_UPDATE:
+    case GraphId::WEIGHT_CAST:
+    case GraphId::ACCUM_METRICS:
+    case GraphId::ACCUM_METRICS_TRAIN_LAST:
+    case GraphId::ACCUM_METRICS_VAL_LAST:
+    case GraphId::CLEAR_METRICS:
+    case GraphId::VAL_RESULT_COMM:
+    case GraphId::UPDATE_BN_INF_PARAMS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+GraphNode& ComputationGraph::add(GraphId g, GraphNode n) {
+  auto& part = parts_[static_cast<int>(g)];
+  part.push_back(std::move(n));
+  return part.back();
+}
+
+size_t ComputationGraph::node_count() const noexcept {
+  size_t n = 0;
+  for (const auto& p : parts_) n += p.size();
+  return n;
+}
+
+}  // namespace fresco

@@ -1,0 +1,182 @@
+// JSON job descriptions -> JobSpec -> DeepLearningTask, with strict key and type checks.
+#include "fresco/core/job.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "fresco/core/error.h"
+
+namespace fresco {
+
+using nlohmann::json;
+
+namespace {
+struct Reader {
+  const json& j;
+  std::string where;
+  std::set<std::string> used;
+
+  void object() const {
+    FRESCO_CHECK(j.is_object(), ErrorCode::kBadConfig,
+                 where + ": expected an object, found " + j.type_name());
+  }
+  bool has(const std::string& k) { return j.contains(k); }
+  const json& at(const std::string& k) {
+    used.insert(k);
+    return j.at(k);
+  }
+  template <class T>
+  T get(const std::string& k, T def) {
+    if (!j.contains(k)) return def;
+    const json& v = at(k);
+    try {
+      if constexpr (std::is_same_v<T, bool>) {
+        if (!v.is_boolean()) throw std::runtime_error("");
+      } else if constexpr (std::is_integral_v<T>) {
+        if (!v.is_number_integer()) throw std::runtime_error("");
+      } else if constexpr (std::is_floating_point_v<T>) {
+        if (!v.is_number()) throw std::runtime_error("");
+      } else {
+        if (!v.is_string()) throw std::runtime_error("");
+      }
+      return v.get<T>();
+    } catch (const std::exception&) {
+      throw Error(ErrorCode::kBadConfig, where + "." + k + ": wrong type, found " + v.dump());
+    }
+  }
+  std::vector<float> floats(const std::string& k) {
+    const json& v = at(k);
+    FRESCO_CHECK(v.is_array(), ErrorCode::kBadConfig, where + "." + k + ": expected an array of numbers");
+    std::vector<float> out;
+    for (const auto& x : v) {
+      FRESCO_CHECK(x.is_number(), ErrorCode::kBadConfig,
+                   where + "." + k + ": expected numbers, found " + x.dump());
+      out.push_back(x.get<float>());
+    }
+    return out;
+  }
+  void done() const {
+    for (const auto& [k, v] : j.items())
+      FRESCO_CHECK(used.count(k), ErrorCode::kBadConfig, where + ": unknown key \"" + k + "\"");
+  }
+};
+}  // namespace
+
+JobSpec parse_job(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(ErrorCode::kBadConfig, source + ": not valid JSON: " + e.what());
+  }
+  JobSpec s;
+  s.source = source;
+  Reader r{j, source, {}};
+  r.object();
+  s.name = r.get<std::string>("name", "job");
+  FRESCO_CHECK(r.has("model"), ErrorCode::kBadConfig, source + ": missing key \"model\"");
+  s.model = BluePrint::from_json(r.at("model").dump(), source);
+  FRESCO_CHECK(r.has("data"), ErrorCode::kBadConfig, source + ": missing key \"data\"");
+  {
+    Reader d{r.at("data"), source + ".data", {}};
+    d.object();
+    s.data.kind = d.get<std::string>("dataset", "");
+    FRESCO_CHECK(
+        s.data.kind == "fashion-mnist" || s.data.kind == "mnist", ErrorCode::kBadConfig,
+        source + ".data.dataset: expected \"fashion-mnist\" or \"mnist\", found \"" + s.data.kind + "\"");
+    s.data.path =
+        d.get<std::string>("path", s.data.kind == "fashion-mnist" ? "/usr/share/datasets/fashion-mnist" : "");
+    if (d.has("normalize")) {
+      Reader n{d.at("normalize"), source + ".data.normalize", {}};
+      n.object();
+      s.normalize.mean = n.floats("mean");
+      s.normalize.std = n.floats("std");
+      n.done();
+      s.normalize_set = true;
+    }
+    d.done();
+  }
+  s.batch_size = r.get<int64_t>("batch_size", 128);
+  s.epochs = r.get<int32_t>("epochs", 1);
+  s.seed = r.get<uint64_t>("seed", 0);
+  s.device = r.get<std::string>("device", "auto");
+  if (r.has("loss")) {
+    Reader l{r.at("loss"), source + ".loss", {}};
+    l.object();
+    const std::string type = l.get<std::string>("type", "cross_entropy");
+    FRESCO_CHECK(type == "cross_entropy", ErrorCode::kBadConfig,
+                 source + ".loss.type: expected \"cross_entropy\", found \"" + type + "\"");
+    s.loss.smoothing = l.get<float>("label_smoothing", 0.0f);
+    l.done();
+  }
+  if (r.has("optimizer")) {
+    Reader o{r.at("optimizer"), source + ".optimizer", {}};
+    o.object();
+    const std::string type = o.get<std::string>("type", "adamw");
+    if (type == "sgd")
+      s.optimizer = SGD();
+    else if (type == "adam")
+      s.optimizer = Adam();
+    else if (type == "adamw")
+      s.optimizer = AdamW();
+    else
+      throw Error(ErrorCode::kBadConfig,
+                  source + ".optimizer.type: expected sgd, adam or adamw, found \"" + type + "\"");
+    Optimizer& op = s.optimizer;
+    op.lr = o.get<float>("lr", op.lr);
+    op.weight_decay = o.get<float>("weight_decay", op.weight_decay);
+    op.momentum = o.get<float>("momentum", op.momentum);
+    op.nesterov = o.get<bool>("nesterov", op.nesterov);
+    op.beta1 = o.get<float>("beta1", op.beta1);
+    op.beta2 = o.get<float>("beta2", op.beta2);
+    op.eps = o.get<float>("eps", op.eps);
+    op.no_decay_1d = o.get<bool>("no_decay_1d", op.no_decay_1d);
+    o.done();
+  }
+  if (r.has("scheduler")) {
+    Reader c{r.at("scheduler"), source + ".scheduler", {}};
+    c.object();
+    const std::string type = c.get<std::string>("type", "constant");
+    if (type == "constant")
+      s.scheduler = ConstantLR();
+    else if (type == "cosine")
+      s.scheduler = CosineAnnealingLR();
+    else
+      throw Error(ErrorCode::kBadConfig,
+                  source + ".scheduler.type: expected constant or cosine, found \"" + type + "\"");
+    s.scheduler.warmup_epochs = c.get<int32_t>("warmup_epochs", 0);
+    s.scheduler.min_lr = c.get<float>("min_lr", 0.0f);
+    c.done();
+  }
+  r.done();
+  FRESCO_CHECK(s.batch_size > 0, ErrorCode::kBadConfig,
+               source + ".batch_size: must be positive, found " + std::to_string(s.batch_size));
+  FRESCO_CHECK(s.epochs > 0, ErrorCode::kBadConfig,
+               source + ".epochs: must be positive, found " + std::to_string(s.epochs));
+  return s;
+}
+
+JobSpec load_job(const std::string& path) {
+  std::ifstream f(path);
+  FRESCO_CHECK(f.good(), ErrorCode::kMissingInput, path + ": cannot open job file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_job(ss.str(), path);
+}
+
+void configure(DeepLearningTask& task, const JobSpec& job) {
+  task.model(job.model)
+      .data(job.data)
+      .batch_size(job.batch_size)
+      .epochs(job.epochs)
+      .seed(job.seed)
+      .device(job.device)
+      .loss(job.loss)
+      .optimizer(job.optimizer)
+      .scheduler(job.scheduler);
+  if (job.normalize_set) task.normalize(job.normalize);
+}
+
+}  // namespace fresco

@@ -1,0 +1,49 @@
+// fc: y = x W^T + b over the flattened per-sample input (HWC order); backward gives dW, db and dx.
+#include "fresco/core/error.h"
+#include "fresco/ops.h"
+#include "layers/layer_rule.h"
+
+namespace fresco::layers {
+
+class FcRule final : public LayerRule {
+ public:
+  Shape out_shape(const LayerDescriptor& l, const Shape& in) const override {
+    FRESCO_CHECK(
+        l.spec.out > 0, ErrorCode::kBadConfig,
+        "layer " + l.spec.path + " (fc): width must be positive, found " + std::to_string(l.spec.out));
+    (void)in;
+    return Shape{1, 1, 1, l.spec.out};
+  }
+  bool has_params() const override { return true; }
+  void alloc_params(LayerDescriptor& l, MemoryPlan& plan) const override {
+    l.weight = plan.alloc_fc_weight(l.spec.out, l.in_sample.per_sample(), l.name, l.index);
+    if (l.spec.bias) l.bias = plan.alloc_fc_bias(l.spec.out, l.name, l.index);
+  }
+  void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
+    GraphNode n;
+    n.op = FR_OP_FC;
+    n.label = l.name;
+    n.in = {x, l.weight};
+    if (l.spec.bias) n.in.push_back(l.bias);
+    n.out = {y};
+    cx.add(std::move(n)).with_params(FrFcParams{l.spec.bias ? 1 : 0, 0});
+  }
+  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId, TensorId dy,
+                TensorId dx) const override {
+    GraphNode n;
+    n.op = FR_OP_FC_BACKWARD;
+    n.label = l.name;
+    n.in = {dy, x, l.weight};
+    n.out = {l.grad_weight};
+    if (l.spec.bias) n.out.push_back(l.grad_bias);
+    if (dx != kNoTensor) n.out.push_back(dx);
+    cx.add(std::move(n)).with_params(FrFcBackwardParams{l.spec.bias ? 1 : 0, dx != kNoTensor ? 1 : 0});
+  }
+};
+
+const LayerRule& fc_rule() {
+  static const FcRule r;
+  return r;
+}
+
+}  // namespace fresco::layers

@@ -1,0 +1,43 @@
+// LayerRule: the per-kind forward and backward rules the Compiler uses to emit graph nodes (internal to
+// core). Invariant: rules only emit nodes over tensor ids; shapes were fixed by derive_arch_plan and memory
+// by the plan. One file per layer kind in this folder; the table in rules.cpp is explicit (no static
+// registration).
+#pragma once
+
+#include "fresco/core/compiler.h"
+
+namespace fresco::layers {
+
+struct EmitContext {
+  ComputationGraph* graph;
+  GraphId gid;
+  const JobTensors* job;
+  GraphNode& add(GraphNode n) { return graph->add(gid, std::move(n)); }
+};
+
+class LayerRule {
+ public:
+  virtual ~LayerRule() = default;
+  // Output shape per sample; throws fresco::Error naming the layer on invalid input.
+  virtual Shape out_shape(const LayerDescriptor& l, const Shape& in) const = 0;
+  virtual bool has_params() const { return false; }
+  // True when the output is the input itself (no node, no tensor) in this mode.
+  virtual bool is_view(bool training) const {
+    (void)training;
+    return false;
+  }
+  virtual void alloc_params(LayerDescriptor& l, MemoryPlan& plan) const {
+    (void)l;
+    (void)plan;
+  }
+  virtual void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y,
+                       bool training) const = 0;
+  // dx is kNoTensor when the gradient w.r.t. the input is not needed.
+  virtual void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
+                        TensorId dx) const = 0;
+};
+
+const LayerRule& rule_for(LayerKind kind);
+LayerKind layer_kind_of(const std::string& kind, const std::string& where);
+
+}  // namespace fresco::layers

@@ -1,0 +1,34 @@
+// The explicit table of layer rules (no static-initialiser registry).
+#include "fresco/core/error.h"
+#include "layers/layer_rule.h"
+
+namespace fresco::layers {
+
+const LayerRule& fc_rule();
+const LayerRule& relu_rule();
+const LayerRule& dropout_rule();
+const LayerRule& flatten_rule();
+
+const LayerRule& rule_for(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::FC:
+      return fc_rule();
+    case LayerKind::RELU:
+      return relu_rule();
+    case LayerKind::DROPOUT:
+      return dropout_rule();
+    case LayerKind::FLATTEN:
+      return flatten_rule();
+  }
+  throw Error(ErrorCode::kInternal, "no rule for layer kind " + std::to_string(static_cast<int>(kind)));
+}
+
+LayerKind layer_kind_of(const std::string& kind, const std::string& where) {
+  if (kind == "fc") return LayerKind::FC;
+  if (kind == "relu") return LayerKind::RELU;
+  if (kind == "dropout") return LayerKind::DROPOUT;
+  if (kind == "flatten") return LayerKind::FLATTEN;
+  throw Error(ErrorCode::kBadConfig, where + ": unknown layer \"" + kind + "\"");
+}
+
+}  // namespace fresco::layers

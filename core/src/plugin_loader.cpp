@@ -1,0 +1,278 @@
+// PluginRegistry: Boost.DLL loading, ABI checks, kernel-table registration with duplicate detection.
+#include "fresco/core/plugin_loader.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "fresco/core/error.h"
+#include "fresco/core/log.h"
+
+struct FrError {
+  int32_t code;
+  std::string message;
+};
+
+namespace fresco {
+
+namespace fs = std::filesystem;
+
+namespace {
+FrError* host_error_new(int32_t code, const char* message) noexcept {
+  try {
+    return new FrError{code, message ? message : ""};
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void host_log(int32_t level, const char* plugin, const char* message) noexcept {
+  try {
+    const std::string text =
+        std::string("[") + (plugin ? plugin : "plugin") + "] " + (message ? message : "");
+    switch (level) {
+      case FR_LOG_DEBUG:
+        log().debug("{}", text);
+        break;
+      case FR_LOG_INFO:
+        log().info("{}", text);
+        break;
+      case FR_LOG_WARN:
+        log().warn("{}", text);
+        break;
+      default:
+        log().error("{}", text);
+        break;
+    }
+  } catch (...) {
+  }
+}
+
+const FrHostApi kHostApi = {sizeof(FrHostApi), FR_ABI_MAJOR, FR_ABI_MINOR, host_error_new, host_log, nullptr};
+
+// Libraries are kept here forever: a plugin is never unloaded while the process runs.
+std::vector<std::unique_ptr<boost::dll::shared_library>>& libraries() {
+  static auto* libs = new std::vector<std::unique_ptr<boost::dll::shared_library>>();
+  return *libs;
+}
+
+bool is_plugin_file(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.rfind("libfresco-", 0) == 0 && p.extension() == ".so";
+}
+
+std::string dtype_list(uint32_t mask) {
+  static const char* names[] = {"f32", "f16", "bf16", "i32", "i8", "u8"};
+  std::string s;
+  for (int i = 0; i < 6; ++i)
+    if (mask & (1u << i)) s += (s.empty() ? "" : "|") + std::string(names[i]);
+  return s.empty() ? "none" : s;
+}
+}  // namespace
+
+void throw_if_error(FrError* err, const std::string& context) {
+  if (!err) return;
+  std::unique_ptr<FrError> owned(err);
+  throw Error(ErrorCode::kInternal,
+              context + ": " + owned->message + " (plugin error code " + std::to_string(owned->code) + ")");
+}
+
+PluginRegistry& PluginRegistry::instance() {
+  static auto* r = new PluginRegistry();  // never destroyed: plugins outlive every static
+  return *r;
+}
+
+const FrHostApi* PluginRegistry::host_api() const {
+  return &kHostApi;
+}
+
+std::vector<std::pair<std::string, std::string>> PluginRegistry::search_dirs(
+    const std::vector<std::string>& explicit_paths) const {
+  std::vector<std::pair<std::string, std::string>> dirs;
+  for (const auto& p : explicit_paths) dirs.emplace_back(p, "explicit");
+  if (const char* env = std::getenv("FRESCO_PLUGIN_PATH")) {
+    std::string s = env;
+    size_t start = 0;
+    while (start <= s.size()) {
+      const size_t colon = s.find(':', start);
+      const std::string part =
+          s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      if (!part.empty()) dirs.emplace_back(part, "FRESCO_PLUGIN_PATH");
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
+  dirs.emplace_back(FRESCO_PLUGIN_INSTALL_DIR, "install directory");
+  try {
+    dirs.emplace_back(boost::dll::this_line_location().parent_path().string(), "directory of libfresco");
+  } catch (const std::exception&) {
+  }
+  return dirs;
+}
+
+int PluginRegistry::load_default(const std::vector<std::string>& explicit_paths) {
+  int n = 0;
+  for (const auto& [dir, why] : search_dirs(explicit_paths)) {
+    std::error_code ec;
+    const fs::path p(dir);
+    if (!p.is_absolute()) {
+      log().warn("plugin search: '{}' ({}) is relative; the current directory is never searched", dir, why);
+      continue;
+    }
+    if (fs::is_regular_file(p, ec)) {
+      n += load_file(p.string()) ? 1 : 0;
+      continue;
+    }
+    if (!fs::is_directory(p, ec)) {
+      log().debug("plugin search: {} ({}) does not exist", dir, why);
+      continue;
+    }
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(p, ec))
+      if (is_plugin_file(e.path())) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    log().debug("plugin search: {} ({}): {} candidate(s)", dir, why, files.size());
+    for (const auto& f : files) n += load_file(f.string()) ? 1 : 0;
+  }
+  return n;
+}
+
+bool PluginRegistry::refuse(const std::string& path, const std::string& reason) {
+  log().debug("plugin refused: {}: {}", path, reason);
+  refused_.push_back({path, reason});
+  return false;
+}
+
+bool PluginRegistry::load_file(const std::string& path_in) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::error_code ec;
+  const fs::path canon = fs::weakly_canonical(fs::path(path_in), ec);
+  const std::string path = ec ? path_in : canon.string();
+  for (const auto& s : seen_paths_)
+    if (s == path) return false;
+  seen_paths_.push_back(path);
+  if (!fs::exists(path, ec)) return refuse(path, "file not found");
+  auto lib = std::make_unique<boost::dll::shared_library>();
+  try {
+    lib->load(path, boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now);
+  } catch (const std::exception& e) {
+    return refuse(path, std::string("cannot load (missing dependency or not a shared library): ") + e.what());
+  }
+  if (!lib->has(FR_PLUGIN_ABI_SYMBOL)) return refuse(path, "missing entry symbol " FR_PLUGIN_ABI_SYMBOL);
+  if (!lib->has(FR_PLUGIN_INIT_SYMBOL)) return refuse(path, "missing entry symbol " FR_PLUGIN_INIT_SYMBOL);
+  const FrAbiInfo info = lib->get<FrAbiInfo()>(FR_PLUGIN_ABI_SYMBOL)();
+  if (info.struct_size < sizeof(FrAbiInfo))
+    return refuse(path, "FrAbiInfo.struct_size " + std::to_string(info.struct_size) + " < " +
+                            std::to_string(sizeof(FrAbiInfo)));
+  if (info.abi_major != FR_ABI_MAJOR)
+    return refuse(path, "wrong ABI major: plugin has " + std::to_string(info.abi_major) + "." +
+                            std::to_string(info.abi_minor) + ", this fresco speaks " +
+                            std::to_string(FR_ABI_MAJOR) + "." + std::to_string(FR_ABI_MINOR));
+#if FR_ABI_MINOR_MIN > 0  // the window of accepted minors; empty while the oldest accepted minor is 0
+  if (info.abi_minor < FR_ABI_MINOR_MIN)
+    return refuse(path, "ABI minor " + std::to_string(info.abi_minor) +
+                            " is older than the oldest accepted (" + std::to_string(FR_ABI_MINOR_MIN) + ")");
+#endif
+  const std::string name = info.name ? info.name : "";
+  for (const auto& l : loaded_)
+    if (l.name == name) return refuse(path, "a plugin named '" + name + "' is already loaded from " + l.path);
+  FrPlugin plugin{};
+  plugin.struct_size = sizeof(FrPlugin);
+  FrError* err = lib->get<FrError*(const FrHostApi*, FrPlugin*)>(FR_PLUGIN_INIT_SYMBOL)(&kHostApi, &plugin);
+  if (err) {
+    std::unique_ptr<FrError> owned(err);
+    return refuse(path, "init failed: " + owned->message);
+  }
+  if (plugin.struct_size < sizeof(FrPlugin))
+    return refuse(path, "FrPlugin.struct_size " + std::to_string(plugin.struct_size) + " < " +
+                            std::to_string(sizeof(FrPlugin)));
+  const FrDeviceApi* dev = plugin.device;
+  if (dev && (dev->struct_size < sizeof(FrDeviceApi) || !dev->name))
+    return refuse(path, "FrDeviceApi.struct_size " + std::to_string(dev->struct_size) + " < " +
+                            std::to_string(sizeof(FrDeviceApi)) + " or unnamed device");
+  if (dev && devices_.count(dev->name))
+    return refuse(path, std::string("device '") + dev->name + "' already provided");
+  // Check the whole kernel table before registering anything.
+  for (uint32_t i = 0; i < plugin.n_kernels; ++i) {
+    const FrKernelDef& k = plugin.kernels[i];
+    if (k.struct_size < sizeof(FrKernelDef) || !k.op_name || !k.device || !k.run)
+      return refuse(path, "kernel table entry " + std::to_string(i) + " is malformed (struct_size " +
+                              std::to_string(k.struct_size) + ", op/device/run missing?)");
+    auto it = op_ids_.find(k.op_name);
+    if (it != op_ids_.end())
+      for (const auto& e : kernels_[static_cast<size_t>(it->second)])
+        if (e.device == k.device && (e.def->dtype_mask & k.dtype_mask))
+          return refuse(path, std::string("duplicate kernel (") + k.op_name + ", " + k.device + ", " +
+                                  dtype_list(e.def->dtype_mask & k.dtype_mask) + "): already provided by " +
+                                  e.plugin_path);
+    for (uint32_t j = 0; j < i; ++j)
+      if (std::string(plugin.kernels[j].op_name) == k.op_name &&
+          std::string(plugin.kernels[j].device) == k.device && (plugin.kernels[j].dtype_mask & k.dtype_mask))
+        return refuse(
+            path, std::string("duplicate kernel (") + k.op_name + ", " + k.device + ") inside the plugin");
+  }
+  for (uint32_t i = 0; i < plugin.n_kernels; ++i) {
+    const FrKernelDef& k = plugin.kernels[i];
+    auto [it, inserted] = op_ids_.emplace(k.op_name, static_cast<int32_t>(kernels_.size()));
+    if (inserted) kernels_.emplace_back();
+    kernels_[static_cast<size_t>(it->second)].push_back({&k, k.device, path});
+  }
+  if (dev) devices_[dev->name] = dev;
+  loaded_.push_back({path, name, info.version ? info.version : "", dev ? dev->name : "", info.abi_major,
+                     info.abi_minor, plugin.n_kernels});
+  libraries().push_back(std::move(lib));
+  log().debug("plugin loaded: {} ({} {}, ABI {}.{}, {} kernels)", path, name, loaded_.back().version,
+              info.abi_major, info.abi_minor, plugin.n_kernels);
+  return true;
+}
+
+std::vector<PluginInfo> PluginRegistry::loaded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return loaded_;
+}
+
+std::vector<RefusedPlugin> PluginRegistry::refused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refused_;
+}
+
+std::vector<std::string> PluginRegistry::devices() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> d;
+  for (const auto& [n, api] : devices_) d.push_back(n);
+  return d;
+}
+
+const FrDeviceApi* PluginRegistry::device(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = devices_.find(name);
+  return it == devices_.end() ? nullptr : it->second;
+}
+
+int32_t PluginRegistry::op_id(const std::string& op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = op_ids_.find(op);
+  return it == op_ids_.end() ? -1 : it->second;
+}
+
+const FrKernelDef* PluginRegistry::kernel(int32_t id, const std::string& dev, uint32_t dtype) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id < 0 || static_cast<size_t>(id) >= kernels_.size()) return nullptr;
+  for (const auto& e : kernels_[static_cast<size_t>(id)])
+    if (e.device == dev && (e.def->dtype_mask & FR_DTYPE_BIT(dtype))) return e.def;
+  return nullptr;
+}
+
+std::string PluginRegistry::kernel_owner(int32_t id, const std::string& dev) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id < 0 || static_cast<size_t>(id) >= kernels_.size()) return {};
+  for (const auto& e : kernels_[static_cast<size_t>(id)])
+    if (e.device == dev) return e.plugin_path;
+  return {};
+}
+
+}  // namespace fresco

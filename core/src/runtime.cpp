@@ -1,0 +1,265 @@
+// Runtime: arena, staging, streams, kernel resolution, prepare, capture and launch.
+#include "fresco/core/runtime.h"
+
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+#include "fresco/core/error.h"
+#include "fresco/core/log.h"
+#include "fresco/core/plugin_loader.h"
+
+namespace fresco {
+
+namespace {
+FrTensor tensor_view(const DTensor& t, uint8_t* base) {
+  FrTensor f{};
+  f.data = base ? base + t.offset : nullptr;
+  f.dtype = static_cast<uint32_t>(t.dtype);
+  f.ndim = 4;
+  f.dims[0] = t.shape.n;
+  f.dims[1] = t.shape.h;
+  f.dims[2] = t.shape.w;
+  f.dims[3] = t.shape.c;
+  return f;
+}
+}  // namespace
+
+Runtime::Runtime(const std::string& device, int device_index) : device_(device) {
+  auto& reg = PluginRegistry::instance();
+  api_ = reg.device(device);
+  if (!api_) {
+    std::string have;
+    for (const auto& d : reg.devices()) have += (have.empty() ? "" : ", ") + d;
+    std::string refused;
+    for (const auto& r : reg.refused()) refused += "\n  refused " + r.path + ": " + r.reason;
+    throw Error(ErrorCode::kBadConfig, "no plugin provides device '" + device + "' (loaded devices: " +
+                                           (have.empty() ? "none" : have) + ")" + refused);
+  }
+  const int32_t count = api_->device_count ? api_->device_count() : 1;
+  FRESCO_CHECK(device_index >= 0 && device_index < count, ErrorCode::kBadConfig,
+               "device '" + device + "' index " + std::to_string(device_index) + " not present (" +
+                   std::to_string(count) + " found)");
+  throw_if_error(api_->context_create(device_index, &ctx_), "creating a '" + device + "' context");
+  for (int s = 0; s < kStreamCount; ++s)
+    if (api_->stream_create) throw_if_error(api_->stream_create(ctx_, &streams_[s]), "creating a stream");
+}
+
+Runtime::~Runtime() {
+  for (auto& c : captures_) {
+    for (auto& rc : c.calls)
+      if (rc.state && rc.kernel->destroy) rc.kernel->destroy(ctx_, rc.state);
+    if (c.native && api_->graph_destroy) api_->graph_destroy(ctx_, c.native);
+  }
+  for (auto* w : workspaces_)
+    if (w) api_->arena_free(ctx_, w);
+  if (arena_) api_->arena_free(ctx_, arena_);
+  if (staging_a_) api_->host_free(ctx_, staging_a_);
+  if (staging_b_) api_->host_free(ctx_, staging_b_);
+  for (auto* s : streams_)
+    if (s && api_->stream_destroy) api_->stream_destroy(ctx_, s);
+  if (ctx_) api_->context_destroy(ctx_);
+}
+
+void Runtime::allocate(const MemoryPlan& plan, uint64_t staging_bytes) {
+  FRESCO_CHECK(!arena_, ErrorCode::kUsage, "Runtime::allocate called twice (the arena is allocated once)");
+  FRESCO_CHECK(plan.finalized(), ErrorCode::kUsage, "Runtime::allocate: the memory plan is not finalized");
+  void* p = nullptr;
+  throw_if_error(api_->arena_alloc(ctx_, plan.total_bytes(), &p),
+                 "allocating the " + std::to_string(plan.total_bytes()) + "-byte arena on " + device_);
+  arena_ = static_cast<uint8_t*>(p);
+  arena_bytes_ = plan.total_bytes();
+  staging_bytes_ = staging_bytes;
+  if (staging_bytes) {
+    throw_if_error(api_->host_alloc(ctx_, staging_bytes, &p), "allocating staging buffer A");
+    staging_a_ = static_cast<uint8_t*>(p);
+    throw_if_error(api_->host_alloc(ctx_, staging_bytes, &p), "allocating staging buffer B");
+    staging_b_ = static_cast<uint8_t*>(p);
+    std::memset(staging_a_, 0, staging_bytes);
+    std::memset(staging_b_, 0, staging_bytes);
+  }
+}
+
+ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
+  auto& reg = PluginRegistry::instance();
+  ResolvedCall rc;
+  rc.label = node.op + (node.label.empty() ? "" : " (" + node.label + ")");
+  for (TensorId id : node.in) rc.in.push_back(tensor_view(plan.tensor(id), arena_));
+  for (TensorId id : node.out) rc.out.push_back(tensor_view(plan.tensor(id), arena_));
+  auto range = [&](const RangeRef& r) {
+    FrRange f{};
+    f.dtype = static_cast<uint32_t>(r.dtype);
+    switch (r.kind) {
+      case RangeRef::Kind::REGIONS: {
+        const RegionSpan s = plan.region_range(r.first, r.last);
+        f.data = arena_ + s.offset;
+        f.bytes = s.bytes;
+        break;
+      }
+      case RangeRef::Kind::TENSOR: {
+        const DTensor& t = plan.tensor(r.tensor);
+        f.data = arena_ + t.offset;
+        f.bytes = t.slot_bytes;
+        break;
+      }
+      case RangeRef::Kind::STAGING:
+        FRESCO_CHECK(staging(r.staging), ErrorCode::kUsage, rc.label + ": no staging buffers were allocated");
+        f.data = staging(r.staging);
+        f.bytes = staging_bytes_;
+        break;
+    }
+    return f;
+  };
+  for (const auto& r : node.rin) rc.rin.push_back(range(r));
+  for (const auto& r : node.rout) rc.rout.push_back(range(r));
+  rc.params = node.params;
+  uint32_t dtype = static_cast<uint32_t>(FR_F32);
+  if (node.kind == NodeKind::COMPUTE && !rc.out.empty())
+    dtype = rc.out[0].dtype;
+  else if (node.kind == NodeKind::COMPUTE && !rc.in.empty())
+    dtype = rc.in[0].dtype;
+  else if (node.kind == NodeKind::RANGE && !rc.rout.empty())
+    dtype = rc.rout[0].dtype;
+  const int32_t op = reg.op_id(node.op);
+  rc.kernel = reg.kernel(op, device_, dtype);
+  FRESCO_CHECK(rc.kernel, ErrorCode::kBadConfig,
+               "no kernel for op '" + node.op + "' on device '" + device_ + "' with dtype " +
+                   dtype_name(static_cast<DType>(dtype)) + " (node " + rc.label +
+                   "); run `fresco plugins` to see "
+                   "what was loaded");
+  FRESCO_CHECK(
+      static_cast<uint32_t>(rc.kernel->kind) == (node.kind == NodeKind::RANGE ? FR_RANGE : FR_COMPUTE),
+      ErrorCode::kBadConfig, "op '" + node.op + "' is registered with the other kind (compute vs range)");
+  FrCall& c = rc.call;
+  c.struct_size = sizeof(FrCall);
+  c.op = static_cast<uint32_t>(op);
+  return rc;
+}
+
+CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
+  FRESCO_CHECK(arena_, ErrorCode::kUsage, "pre_capture before allocate(): the arena does not exist yet");
+  FRESCO_CHECK(captures_.empty(), ErrorCode::kUsage, "pre_capture called twice");
+  CaptureStats st;
+  std::array<uint64_t, kStreamCount> ws_need{};
+  // 1. Resolve and prepare every unique capture (data pointers hidden from prepare).
+  for (const auto& u : atlas.unique()) {
+    const AtlasSlot& s = atlas.slot(u.variant, u.gid);
+    Capture cap;
+    cap.stream = s.stream;
+    for (const GraphNode& n : s.graph->nodes(u.gid)) cap.calls.push_back(resolve(n, *s.plan));
+    captures_.push_back(std::move(cap));
+  }
+  for (auto& cap : captures_) {
+    for (auto& rc : cap.calls) {
+      FrCall probe = rc.call;
+      std::vector<FrTensor> in = rc.in, out = rc.out;
+      std::vector<FrRange> rin = rc.rin, rout = rc.rout;
+      for (auto& t : in) t.data = nullptr;
+      for (auto& t : out) t.data = nullptr;
+      for (auto& r : rin) r.data = nullptr;
+      for (auto& r : rout) r.data = nullptr;
+      probe.in = in.data();
+      probe.n_in = static_cast<uint32_t>(in.size());
+      probe.out = out.data();
+      probe.n_out = static_cast<uint32_t>(out.size());
+      probe.rin = rin.data();
+      probe.n_rin = static_cast<uint32_t>(rin.size());
+      probe.rout = rout.data();
+      probe.n_rout = static_cast<uint32_t>(rout.size());
+      probe.params = rc.params.empty() ? nullptr : rc.params.data();
+      probe.params_size = static_cast<uint32_t>(rc.params.size());
+      probe.stream = stream(cap.stream);
+      uint64_t ws = 0;
+      if (rc.kernel->prepare)
+        throw_if_error(rc.kernel->prepare(ctx_, &probe, &rc.state, &ws), "prepare " + rc.label);
+      rc.call.workspace_bytes = ws;
+      ws_need[static_cast<int>(cap.stream)] = std::max(ws_need[static_cast<int>(cap.stream)], ws);
+      ++st.calls;
+    }
+  }
+  // 2. One workspace per stream, allocated once.
+  for (int s = 0; s < kStreamCount; ++s) {
+    if (!ws_need[s]) continue;
+    void* p = nullptr;
+    throw_if_error(api_->arena_alloc(ctx_, ws_need[s], &p),
+                   "allocating a workspace of " + std::to_string(ws_need[s]));
+    workspaces_[s] = static_cast<uint8_t*>(p);
+    workspace_total_ += ws_need[s];
+  }
+  // 3. Point every call at its final storage, then capture.
+  for (auto& cap : captures_) {
+    for (auto& rc : cap.calls) {
+      FrCall& c = rc.call;
+      c.in = rc.in.data();
+      c.n_in = static_cast<uint32_t>(rc.in.size());
+      c.out = rc.out.data();
+      c.n_out = static_cast<uint32_t>(rc.out.size());
+      c.rin = rc.rin.data();
+      c.n_rin = static_cast<uint32_t>(rc.rin.size());
+      c.rout = rc.rout.data();
+      c.n_rout = static_cast<uint32_t>(rc.rout.size());
+      c.params = rc.params.empty() ? nullptr : rc.params.data();
+      c.params_size = static_cast<uint32_t>(rc.params.size());
+      c.stream = stream(cap.stream);
+      c.workspace = c.workspace_bytes ? workspaces_[static_cast<int>(cap.stream)] : nullptr;
+      c.state = rc.state;
+    }
+    if (api_->capture_begin && api_->capture_end && api_->graph_launch) {
+      void* s = stream(cap.stream);
+      throw_if_error(api_->capture_begin(ctx_, s), "capture begin");
+      run_calls(cap);
+      throw_if_error(api_->capture_end(ctx_, s, &cap.native), "capture end");
+    }
+  }
+  const AtlasStats as = atlas.stats();
+  st.slots = as.slots;
+  st.unique = as.unique;
+  st.reused = as.reused;
+  return st;
+}
+
+void Runtime::run_calls(const Capture& c) {
+  for (const auto& rc : c.calls) throw_if_error(rc.kernel->run(ctx_, &rc.call), "kernel " + rc.label);
+}
+
+void Runtime::run_eager(const Capture& c) {
+  run_calls(c);
+}
+
+void Runtime::launch(const GraphAtlas& atlas, Variant v, GraphId g) {
+  const AtlasSlot& s = atlas.slot(v, g);
+  if (s.captured_idx < 0) return;
+  const Capture& c = captures_[static_cast<size_t>(s.captured_idx)];
+  if (c.native)
+    throw_if_error(api_->graph_launch(ctx_, c.native, stream(c.stream)),
+                   std::string("launch ") + graph_id_name(g));
+  else
+    run_calls(c);
+}
+
+void Runtime::synchronize() {
+  for (auto* s : streams_)
+    if (api_->stream_sync) throw_if_error(api_->stream_sync(ctx_, s), "stream synchronize");
+}
+
+void Runtime::upload(const MemoryPlan& plan, TensorId id, const void* src, uint64_t bytes) {
+  const DTensor& t = plan.tensor(id);
+  FRESCO_CHECK(bytes <= t.slot_bytes, ErrorCode::kInternal,
+               "upload of " + std::to_string(bytes) + " bytes into '" + t.name + "' (slot " +
+                   std::to_string(t.slot_bytes) + ")");
+  throw_if_error(api_->memcpy_async(ctx_, arena_ + t.offset, src, bytes, 0, stream(StreamRole::TRANS)),
+                 "upload");
+  synchronize();
+}
+
+void Runtime::download(const MemoryPlan& plan, TensorId id, void* dst, uint64_t bytes) {
+  const DTensor& t = plan.tensor(id);
+  FRESCO_CHECK(bytes <= t.slot_bytes, ErrorCode::kInternal,
+               "download of " + std::to_string(bytes) + " bytes from '" + t.name + "' (slot " +
+                   std::to_string(t.slot_bytes) + ")");
+  synchronize();
+  throw_if_error(api_->memcpy_async(ctx_, dst, arena_ + t.offset, bytes, 1, stream(StreamRole::TRANS)),
+                 "download");
+  synchronize();
+}
+
+}  // namespace fresco

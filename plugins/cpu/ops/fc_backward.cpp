@@ -1,0 +1,69 @@
+// CPU fc backward: dw[N,K] = dy^T x, db[N] = column sums of dy (fixed row order), dx[M,K] = dy w.
+// Gradients are written, not accumulated. Test: tests/plugins/cpu/test_fc.cpp (finite differences).
+#include <algorithm>
+
+#include "cpu_common.h"
+#include "gemm.h"
+
+namespace fresco::cpu {
+
+FR_CPU_KERNEL_PREPARE(fc_backward) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 3, 1, 0, 0, "fc_backward");
+    *state = nullptr;
+    const int64_t m = sdk::rows(call->in[0]), n = sdk::cols(call->in[0]), k = sdk::cols(call->in[1]);
+    FR_PLUGIN_CHECK(sdk::rows(call->in[1]) == m && sdk::rows(call->in[2]) == n && sdk::cols(call->in[2]) == k,
+                    FR_ERR_INVALID_ARGUMENT, "fc_backward: dy/x/w shapes disagree");
+    *workspace_bytes =
+        std::max(gemm_workspace_bytes(n, k, m, max_threads()), gemm_workspace_bytes(m, k, n, max_threads()));
+  });
+}
+
+FR_CPU_KERNEL_RUN(fc_backward) {
+  return sdk::guard([&] {
+    const auto& p = sdk::params<FrFcBackwardParams>(call);
+    const auto& dy = call->in[0];
+    const auto& x = call->in[1];
+    const auto& w = call->in[2];
+    const int64_t m = sdk::rows(dy), n = sdk::cols(dy), k = sdk::cols(x);
+    const float* dyd = sdk::data<float>(dy);
+    uint32_t o = 0;
+    GemmArgs gw;  // dw = dy^T x
+    gw.trans_a = true;
+    gw.m = n;
+    gw.n = k;
+    gw.k = m;
+    gw.a = dyd;
+    gw.lda = n;
+    gw.b = sdk::data<float>(x);
+    gw.ldb = k;
+    gw.c = sdk::data<float>(call->out[o++]);
+    gw.ldc = k;
+    sgemm(gw, call->workspace, call->workspace_bytes);
+    if (p.has_bias) {
+      FR_PLUGIN_CHECK(call->n_out > o, FR_ERR_INVALID_ARGUMENT, "fc_backward: has_bias but no db output");
+      float* db = sdk::data<float>(call->out[o++]);
+      parallel_chunks(n, 64, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) db[j] = 0.0f;
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t j = j0; j < j1; ++j) db[j] += dyd[r * n + j];
+      });
+    }
+    if (p.need_dx) {
+      FR_PLUGIN_CHECK(call->n_out > o, FR_ERR_INVALID_ARGUMENT, "fc_backward: need_dx but no dx output");
+      GemmArgs gx;  // dx = dy w
+      gx.m = m;
+      gx.n = k;
+      gx.k = n;
+      gx.a = dyd;
+      gx.lda = n;
+      gx.b = sdk::data<float>(w);
+      gx.ldb = k;
+      gx.c = sdk::data<float>(call->out[o]);
+      gx.ldc = k;
+      sgemm(gx, call->workspace, call->workspace_bytes);
+    }
+  });
+}
+
+}  // namespace fresco::cpu

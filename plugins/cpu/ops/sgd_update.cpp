@@ -1,0 +1,38 @@
+// CPU range op sgd_update over a whole region range, PyTorch SGD: g += wd*w; buf = momentum*buf + g;
+// g = nesterov ? g + momentum*buf : buf; w -= lr*g. Skips the update when skip_step is set. Test:
+// test_optimizers.cpp.
+#include "cpu_common.h"
+
+namespace fresco::cpu {
+
+FR_CPU_KERNEL_RUN(sgd_update) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 0, 0, 2, 1, "sgd_update");
+    const auto& p = sdk::params<FrSgdParams>(call);
+    const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
+    if (s->skip_step) return;
+    const uint64_t n = sdk::count<float>(call->rout[0]);
+    FR_PLUGIN_CHECK(sdk::count<float>(call->rin[0]) == n, FR_ERR_INVALID_ARGUMENT,
+                    "sgd_update: w/g sizes differ");
+    const bool has_buf = p.momentum != 0.0f;
+    FR_PLUGIN_CHECK(!has_buf || (call->n_rout >= 2 && sdk::count<float>(call->rout[1]) == n),
+                    FR_ERR_INVALID_ARGUMENT, "sgd_update: momentum buffer missing or of another size");
+    float* w = sdk::data<float>(call->rout[0]);
+    const float* g = sdk::data<float>(call->rin[0]);
+    float* buf = has_buf ? sdk::data<float>(call->rout[1]) : nullptr;
+    const float lr = s->lr, wd = p.weight_decay, mom = p.momentum;
+    const bool nesterov = p.nesterov != 0;
+    parallel_chunks(static_cast<int64_t>(n), 1 << 14, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) {
+        float d = g[i] + wd * w[i];
+        if (buf) {
+          buf[i] = mom * buf[i] + d;
+          d = nesterov ? d + mom * buf[i] : buf[i];
+        }
+        w[i] -= lr * d;
+      }
+    });
+  });
+}
+
+}  // namespace fresco::cpu

@@ -1,0 +1,79 @@
+// libfresco-cpu entry points: the frozen ABI info and init, which hands the host the device API and the
+// kernel table (an explicit array; adding an op = one file in ops/ plus one line here). Test: fresco plugins,
+// op tests.
+#include "cpu_common.h"
+
+namespace fresco::cpu {
+
+extern const FrDeviceApi kCpuDevice;
+
+#define FR_DECLARE_RUN(name) FR_CPU_KERNEL_RUN(name);
+#define FR_DECLARE_PREPARE(name) FR_CPU_KERNEL_PREPARE(name);
+FR_DECLARE_PREPARE(fc)
+FR_DECLARE_RUN(fc)
+FR_DECLARE_PREPARE(fc_backward)
+FR_DECLARE_RUN(fc_backward)
+FR_DECLARE_RUN(relu)
+FR_DECLARE_RUN(relu_backward)
+FR_DECLARE_RUN(dropout)
+FR_DECLARE_RUN(dropout_backward)
+FR_DECLARE_RUN(normalize_input)
+FR_DECLARE_PREPARE(softmax_xent)
+FR_DECLARE_RUN(softmax_xent)
+FR_DECLARE_RUN(clear)
+FR_DECLARE_RUN(copy)
+FR_DECLARE_RUN(accumulate_metrics)
+FR_DECLARE_RUN(lr_schedule)
+FR_DECLARE_RUN(step_done)
+FR_DECLARE_RUN(sgd_update)
+FR_DECLARE_RUN(adam_update)
+
+namespace {
+constexpr uint32_t kF32 = FR_DTYPE_BIT(FR_F32);
+constexpr uint32_t kAny = 0x3Fu;
+#define FR_K(kind, op, mask, prep, run) \
+  { sizeof(FrKernelDef), kind, op, "cpu", mask, 0, prep, run, nullptr }
+const FrKernelDef kKernels[] = {
+    FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
+    FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),
+    FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, nullptr, relu_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run),
+    FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run),
+    FR_K(FR_COMPUTE, FR_OP_SOFTMAX_XENT, kF32, softmax_xent_prepare, softmax_xent_run),
+    FR_K(FR_RANGE, FR_OP_CLEAR, kAny, nullptr, clear_run),
+    FR_K(FR_RANGE, FR_OP_COPY, kAny, nullptr, copy_run),
+    FR_K(FR_RANGE, FR_OP_ACCUMULATE_METRICS, kAny, nullptr, accumulate_metrics_run),
+    FR_K(FR_RANGE, FR_OP_LR_SCHEDULE, kAny, nullptr, lr_schedule_run),
+    FR_K(FR_RANGE, FR_OP_STEP_DONE, kAny, nullptr, step_done_run),
+    FR_K(FR_RANGE, FR_OP_SGD_UPDATE, kF32, nullptr, sgd_update_run),
+    FR_K(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, nullptr, adam_update_run),
+};
+#undef FR_K
+}  // namespace
+
+}  // namespace fresco::cpu
+
+extern "C" FR_EXPORT FrAbiInfo fresco_plugin_abi(void) {
+  return FrAbiInfo{sizeof(FrAbiInfo), FR_ABI_MAJOR, FR_ABI_MINOR, "cpu", "0.1.0"};
+}
+
+extern "C" FR_EXPORT FrError* fresco_plugin_init(const FrHostApi* host, FrPlugin* out) {
+  if (!host || host->struct_size < sizeof(FrHostApi) || !out)
+    return nullptr == host ? nullptr : host->error_new(FR_ERR_INVALID_ARGUMENT, "cpu: bad host table");
+  fresco::sdk::host() = host;
+  return fresco::sdk::guard([&] {
+    FR_PLUGIN_CHECK(host->abi_major == FR_ABI_MAJOR, FR_ERR_UNSUPPORTED,
+                    "cpu plugin: host ABI major differs");
+    FR_PLUGIN_CHECK(out->struct_size >= sizeof(FrPlugin), FR_ERR_INVALID_ARGUMENT,
+                    "cpu plugin: FrPlugin too small");
+    out->device = &fresco::cpu::kCpuDevice;
+    out->comm = nullptr;
+    out->kernels = fresco::cpu::kKernels;
+    out->n_kernels = sizeof(fresco::cpu::kKernels) / sizeof(fresco::cpu::kKernels[0]);
+    out->schemas = nullptr;
+    out->n_schemas = 0;
+    out->ext = nullptr;
+  });
+}

@@ -1,0 +1,173 @@
+/* fresco plugin ABI, version 1: the only meeting point of the core and a backend or op library.
+ * Invariants: plain C99, fixed-width integers, no bitfields, alignment <= 8; every struct starts with
+ * struct_size and only grows at the end; a NULL function pointer means "not provided".
+ * Ownership is stated on every pointer. Tested by tests/core/test_plugin_loader.cpp and fresco-plugin-check.
+ */
+#ifndef FRESCO_PLUGIN_H_
+#define FRESCO_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FR_EXPORT __declspec(dllexport)
+#else
+#define FR_EXPORT __attribute__((visibility("default")))
+#endif
+
+#define FR_ABI_MAJOR 1
+#define FR_ABI_MINOR 0
+/* The oldest minor a host of this major accepts from a plugin (and vice versa). */
+#define FR_ABI_MINOR_MIN 0
+
+/* ---- data types ------------------------------------------------------------------------------------------
+ */
+typedef enum FrDType { FR_F32 = 0, FR_F16 = 1, FR_BF16 = 2, FR_I32 = 3, FR_I8 = 4, FR_U8 = 5 } FrDType;
+#define FR_DTYPE_BIT(t) (1u << (uint32_t)(t))
+
+/* ---- errors: created by the side that fails (through FrHostApi.error_new), freed by the host
+ * --------------- */
+typedef enum FrErrorCode {
+  FR_OK = 0,
+  FR_ERR_INVALID_ARGUMENT = 1,
+  FR_ERR_UNSUPPORTED = 2,
+  FR_ERR_OUT_OF_MEMORY = 3,
+  FR_ERR_DEVICE = 4,
+  FR_ERR_INTERNAL = 5,
+  FR_ERR_COMM = 6
+} FrErrorCode;
+typedef struct FrError FrError; /* opaque; NULL means success */
+
+/* ---- what the host gives a plugin (borrowed; valid until the plugin is unloaded) --------------------------
+ */
+typedef enum FrLogLevel { FR_LOG_DEBUG = 0, FR_LOG_INFO = 1, FR_LOG_WARN = 2, FR_LOG_ERROR = 3 } FrLogLevel;
+typedef struct FrHostApi {
+  uint32_t struct_size;
+  uint16_t abi_major, abi_minor;
+  /* Creates an error object; message is copied. Ownership of the result passes to whoever returns it. */
+  FrError* (*error_new)(int32_t code, const char* message);
+  void (*log)(int32_t level, const char* plugin, const char* message);
+  void* ext; /* reserved, NULL */
+} FrHostApi;
+
+/* ---- ABI info: frozen forever ----------------------------------------------------------------------------
+ */
+typedef struct FrAbiInfo {
+  uint32_t struct_size;
+  uint16_t abi_major, abi_minor;
+  const char* name;    /* static string owned by the plugin */
+  const char* version; /* static string owned by the plugin */
+} FrAbiInfo;
+
+/* ---- tensors and ranges as a kernel sees them (borrowed for the duration of a call) ----------------------
+ */
+typedef struct FrTensor {
+  void* data;      /* device memory inside the host's arena; NULL during prepare() */
+  uint32_t dtype;  /* FrDType */
+  uint32_t ndim;   /* <= 4; logical NHWC */
+  int64_t dims[4]; /* unused trailing dims are 1 */
+} FrTensor;
+
+typedef struct FrRange {
+  void* data;     /* start of a contiguous region range; NULL during prepare() */
+  uint64_t bytes; /* bytes covered, slot padding included */
+  uint32_t dtype; /* FrDType of the elements */
+  uint32_t pad_;
+} FrRange;
+
+typedef enum FrOpKind { FR_COMPUTE = 0, FR_RANGE = 1 } FrOpKind;
+
+/* One graph node resolved against a memory plan. All pointers are borrowed for the call. */
+typedef struct FrCall {
+  uint32_t struct_size;
+  uint32_t op; /* dense id assigned by the host at load time */
+  const FrTensor* in;
+  uint32_t n_in;
+  uint32_t n_out;
+  const FrTensor* out;
+  const FrRange* rin;
+  uint32_t n_rin;
+  uint32_t n_rout;
+  const FrRange* rout;
+  const void* params; /* the op's POD params, layout in fresco/ops.h */
+  uint32_t params_size;
+  uint32_t pad_;
+  void* stream;             /* from FrDeviceApi.stream_create; NULL on devices without streams */
+  void* workspace;          /* workspace_bytes bytes owned by the host; NULL during prepare() */
+  uint64_t workspace_bytes; /* as asked by prepare() */
+  void* state;              /* from prepare(); NULL during prepare() */
+} FrCall;
+
+/* ---- kernel table
+ * ------------------------------------------------------------------------------------------ */
+typedef struct FrKernelDef {
+  uint32_t struct_size;
+  uint32_t kind; /* FrOpKind */
+  const char* op_name;
+  const char* device;  /* "cpu", "cuda", ... */
+  uint32_t dtype_mask; /* FR_DTYPE_BIT of every dtype the kernel accepts for its main tensors */
+  uint32_t pad_;
+  /* Called once per node before capture, with data pointers NULL. May set *state (owned by the plugin, freed
+   * through destroy) and *workspace_bytes. May be NULL (no state, no workspace). */
+  FrError* (*prepare)(void* device_ctx, const FrCall* call, void** state, uint64_t* workspace_bytes);
+  /* Enqueues the work on call->stream (or runs it, on a synchronous device). Never allocates. */
+  FrError* (*run)(void* device_ctx, const FrCall* call);
+  void (*destroy)(void* device_ctx, void* state); /* may be NULL */
+} FrKernelDef;
+
+/* ---- device API (one per backend that owns memory) -------------------------------------------------------
+ */
+typedef struct FrDeviceApi {
+  uint32_t struct_size;
+  uint32_t pad_;
+  const char* name; /* "cpu", "cuda": the device string kernels name */
+  int32_t (*device_count)(void);
+  FrError* (*context_create)(int32_t device_index, void** ctx); /* ctx owned by the plugin */
+  void (*context_destroy)(void* ctx);
+  /* One-time allocations, made at compile time only. The arena comes back zero-filled. */
+  FrError* (*arena_alloc)(void* ctx, uint64_t bytes, void** ptr);
+  void (*arena_free)(void* ctx, void* ptr);
+  FrError* (*host_alloc)(void* ctx, uint64_t bytes, void** ptr); /* pinned where the device has it */
+  void (*host_free)(void* ctx, void* ptr);
+  FrError* (*stream_create)(void* ctx, void** stream); /* NULL stream is valid on synchronous devices */
+  void (*stream_destroy)(void* ctx, void* stream);
+  FrError* (*stream_sync)(void* ctx, void* stream);
+  /* kind: 0 host->device, 1 device->host, 2 device->device. */
+  FrError* (*memcpy_async)(void* ctx, void* dst, const void* src, uint64_t bytes, int32_t kind, void* stream);
+  /* Optional native capture. When NULL the host replays the resolved call list itself. */
+  FrError* (*capture_begin)(void* ctx, void* stream);
+  FrError* (*capture_end)(void* ctx, void* stream, void** graph);
+  FrError* (*graph_launch)(void* ctx, void* graph, void* stream);
+  void (*graph_destroy)(void* ctx, void* graph);
+  void* ext; /* reserved, NULL */
+} FrDeviceApi;
+
+/* ---- what a plugin hands back from init (the tables are static, owned by the plugin) ---------------------
+ */
+typedef struct FrPlugin {
+  uint32_t struct_size;
+  uint32_t n_kernels;
+  const FrDeviceApi* device; /* NULL for op-only libraries */
+  const void* comm;          /* FrCommApi, reserved for ABI 1.x collective backends; NULL for now */
+  const FrKernelDef* kernels;
+  const void* schemas; /* FrOpSchema table, reserved for ABI 1.x op libraries; NULL for now */
+  uint32_t n_schemas;
+  uint32_t pad_;
+  void* ext; /* reserved, NULL */
+} FrPlugin;
+
+/* The two exported symbols. The loader calls fresco_plugin_abi() before any other plugin code. */
+typedef FrAbiInfo (*FrPluginAbiFn)(void);
+typedef FrError* (*FrPluginInitFn)(const FrHostApi* host, FrPlugin* out);
+#define FR_PLUGIN_ABI_SYMBOL "fresco_plugin_abi"
+#define FR_PLUGIN_INIT_SYMBOL "fresco_plugin_init"
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FRESCO_PLUGIN_H_ */

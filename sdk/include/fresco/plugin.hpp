@@ -1,0 +1,111 @@
+// Header-only C++ helpers for plugin authors: error objects, noexcept trampolines, typed access to calls.
+// Invariants: nothing here throws across the ABI (every entry point goes through fresco::sdk::guard); no
+// allocation on the run path except when building an error. Used by plugins/cpu and sdk/examples.
+#ifndef FRESCO_PLUGIN_HPP_
+#define FRESCO_PLUGIN_HPP_
+
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "fresco/ops.h"
+#include "fresco/plugin.h"
+
+namespace fresco::sdk {
+
+// The host table of the loaded plugin; set once by init (under the loader's lock).
+inline const FrHostApi*& host() {
+  static const FrHostApi* h = nullptr;
+  return h;
+}
+
+// Thrown inside a plugin, turned into an FrError* at the ABI boundary by guard().
+struct KernelError : std::exception {
+  int32_t code;
+  std::string message;
+  KernelError(int32_t c, std::string m) : code(c), message(std::move(m)) {}
+  const char* what() const noexcept override { return message.c_str(); }
+};
+
+inline FrError* make_error(int32_t code, const std::string& message) {
+  if (host() && host()->error_new) return host()->error_new(code, message.c_str());
+  std::fprintf(stderr, "fresco plugin error (no host to report to): %s\n", message.c_str());
+  return nullptr;
+}
+
+// Runs f() and converts any exception into an error object. Use it in every exported or table function.
+template <class F>
+FrError* guard(F&& f) noexcept {
+  try {
+    f();
+    return nullptr;
+  } catch (const KernelError& e) {
+    return make_error(e.code, e.message);
+  } catch (const std::bad_alloc&) {
+    return make_error(FR_ERR_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::exception& e) {
+    return make_error(FR_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return make_error(FR_ERR_INTERNAL, "unknown exception in plugin");
+  }
+}
+
+#define FR_SDK_STR2(x) #x
+#define FR_SDK_STR(x) FR_SDK_STR2(x)
+// Check inside a plugin: throws KernelError carrying file:line; guard() returns it as an FrError.
+#define FR_PLUGIN_CHECK(cond, code, msg)                                                                \
+  do {                                                                                                  \
+    if (!(cond))                                                                                        \
+      throw ::fresco::sdk::KernelError(                                                                 \
+          (code), std::string(__FILE__ ":" FR_SDK_STR(__LINE__) ": ") + (msg) + " [check: " #cond "]"); \
+  } while (0)
+
+inline int64_t numel(const FrTensor& t) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < t.ndim && i < 4; ++i) n *= t.dims[i];
+  return n;
+}
+// Rows = first dim, cols = product of the others (an NHWC map seen as a matrix).
+inline int64_t rows(const FrTensor& t) {
+  return t.ndim ? t.dims[0] : 1;
+}
+inline int64_t cols(const FrTensor& t) {
+  return rows(t) ? numel(t) / rows(t) : 0;
+}
+
+template <class T>
+T* data(const FrTensor& t) {
+  return static_cast<T*>(t.data);
+}
+template <class T>
+T* data(const FrRange& r) {
+  return static_cast<T*>(r.data);
+}
+template <class T>
+uint64_t count(const FrRange& r) {
+  return r.bytes / sizeof(T);
+}
+
+template <class P>
+const P& params(const FrCall* c) {
+  FR_PLUGIN_CHECK(
+      c->params && c->params_size == sizeof(P), FR_ERR_INVALID_ARGUMENT,
+      "params size " + std::to_string(c->params_size) + " != expected " + std::to_string(sizeof(P)));
+  return *static_cast<const P*>(c->params);
+}
+
+inline void expect_arity(const FrCall* c, uint32_t n_in, uint32_t n_out, uint32_t n_rin, uint32_t n_rout,
+                         const char* op) {
+  FR_PLUGIN_CHECK(c->n_in >= n_in && c->n_out >= n_out && c->n_rin >= n_rin && c->n_rout >= n_rout,
+                  FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": expected at least " + std::to_string(n_in) + " in/" +
+                      std::to_string(n_out) + " out/" + std::to_string(n_rin) + " range-in/" +
+                      std::to_string(n_rout) + " range-out, got " + std::to_string(c->n_in) + "/" +
+                      std::to_string(c->n_out) + "/" + std::to_string(c->n_rin) + "/" +
+                      std::to_string(c->n_rout));
+}
+
+}  // namespace fresco::sdk
+
+#endif  // FRESCO_PLUGIN_HPP_

@@ -1,0 +1,109 @@
+// BluePrint JSON form and job files: every malformed model or job is one kBadConfig error naming the
+// layer/key.
+#include <gtest/gtest.h>
+
+#include "fresco/core/blueprint.h"
+#include "fresco/core/error.h"
+#include "fresco/core/job.h"
+
+using namespace fresco;
+
+namespace {
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadConfig) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return {};
+}
+const char* kJob = R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"fashion-mnist","path":"/x"}})";
+}  // namespace
+
+TEST(BluePrint, ParsesTheGoldenFormat) {
+  const BluePrint bp = BluePrint::from_json(
+      R"([{"layer":"fc","out":128},{"layer":"relu"},{"layer":"dropout","p":0.25},{"layer":"fc","out":10,"bias":false}])",
+      "m.json");
+  ASSERT_EQ(bp.layers().size(), 4u);
+  EXPECT_EQ(bp.layers()[0].out, 128);
+  EXPECT_FLOAT_EQ(bp.layers()[2].p, 0.25f);
+  EXPECT_FALSE(bp.layers()[3].bias);
+  EXPECT_EQ(bp.layers()[3].path, "3");
+  EXPECT_EQ(bp.describe(), "seq(fc(128), relu, dropout(0.250000), fc(10, bias=false))");
+}
+
+TEST(BluePrint, RejectsBadLayers) {
+  EXPECT_NE(error_of([] {
+              BluePrint::from_json(R"([{"layer":"fc","out":8},{"layer":"convolution"}])", "m");
+            }).find("model layer 1: unknown layer \"convolution\""),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] { BluePrint::from_json(R"([{"layer":"fc","out":0}])", "m"); }).find("positive, found 0"),
+      std::string::npos);
+  EXPECT_NE(error_of([] { BluePrint::from_json(R"([{"layer":"fc","out":-4}])", "m"); }).find("found -4"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { BluePrint::from_json(R"([{"layer":"fc"}])", "m"); }).find("missing field \"out\""),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              BluePrint::from_json(R"([{"layer":"fc","out":8,"width":3}])", "m");
+            }).find("unknown field \"width\""),
+            std::string::npos);
+  EXPECT_NE(error_of([] { BluePrint::from_json(R"([{"layer":"fc","out":"8"}])", "m"); }).find("integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { BluePrint::from_json(R"([{"layer":"dropout","p":1.5}])", "m"); }).find("[0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { BluePrint::from_json(R"({"layer":"fc"})", "m"); }).find("array"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { BluePrint::from_json("[{", "m"); }).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(
+      error_of([] { BluePrint::from_json(R"([{"layer":"fc","out":99999999999}])", "m"); }).find("absurd"),
+      std::string::npos);
+}
+
+TEST(Job, ParsesAndRejectsUnknownKeys) {
+  const JobSpec j = parse_job(kJob, "j.json");
+  EXPECT_EQ(j.data.kind, "fashion-mnist");
+  EXPECT_EQ(j.batch_size, 128);
+  EXPECT_NE(error_of([] {
+              parse_job(
+                  R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"fashion-mnist"},"bach_size":3})",
+                  "j.json");
+            }).find("unknown key \"bach_size\""),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_job(R"({"data":{"dataset":"fashion-mnist"}})", "j.json");
+            }).find("missing key \"model\""),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"imagenet"}})", "j.json");
+            }).find("imagenet"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"batch_size":0})",
+                        "j.json");
+            }).find("batch_size"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] {
+        parse_job(
+            R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"optimizer":{"type":"lamb"}})",
+            "j.json");
+      }).find("lamb"),
+      std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"epochs":"ten"})",
+                        "j.json");
+            }).find("epochs"),
+            std::string::npos);
+}
+
+TEST(Job, TheShippedJobParses) {
+  const JobSpec j = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
+  EXPECT_EQ(j.model.layers().size(), 7u);
+  EXPECT_EQ(j.epochs, 10);
+  EXPECT_EQ(j.optimizer.type, Optimizer::Type::ADAMW);
+  EXPECT_EQ(j.scheduler.type, Scheduler::Type::COSINE);
+  EXPECT_EQ(j.scheduler.warmup_epochs, 1);
+}

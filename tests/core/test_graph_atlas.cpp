@@ -1,0 +1,120 @@
+// GraphAtlas through the Compiler: shape-invariant graphs are captured once across variants, train_last
+// shares the train graph's topology with a different ShapeId, train_lowres deduplicates into train_base, and
+// the validation variants use the inference graph.
+#include <gtest/gtest.h>
+
+#include "fresco/core/compiler.h"
+#include "fresco/core/error.h"
+
+using namespace fresco;
+
+namespace {
+CompileOptions mlp_options(int64_t train_samples, int64_t val_samples) {
+  CompileOptions o;
+  o.input_sample = Shape{1, 28, 28, 1};
+  o.num_classes = 10;
+  o.batch = 128;
+  o.train_samples = train_samples;
+  o.val_samples = val_samples;
+  o.steps_per_epoch = (train_samples + 127) / 128;
+  o.total_steps = o.steps_per_epoch;
+  o.normalize = Normalization{{0.286f}, {0.353f}};
+  o.optimizer = AdamW();
+  return o;
+}
+}  // namespace
+
+TEST(GraphAtlas, SharesTopologyAndDeduplicates) {
+  Compiler c;
+  CompiledModel m = c.compile(seq({fc(64), relu(), dropout(0.1f), fc(10)}), mlp_options(1000, 300));
+  const GraphAtlas& a = m.atlas;
+  ASSERT_TRUE(a.present(Variant::TRAIN_BASE));
+  ASSERT_TRUE(a.present(Variant::TRAIN_LAST));  // 1000 = 7 * 128 + 104
+  EXPECT_EQ(m.batch_of[static_cast<int>(Variant::TRAIN_LAST)], 104);
+  // train_last shares the topology (same graph object) but is its own capture (another ShapeId).
+  const AtlasSlot& base = a.slot(Variant::TRAIN_BASE, GraphId::DEEP_FWD_BWD);
+  const AtlasSlot& last = a.slot(Variant::TRAIN_LAST, GraphId::DEEP_FWD_BWD);
+  EXPECT_EQ(base.graph, last.graph);
+  EXPECT_NE(base.captured_idx, last.captured_idx);
+  EXPECT_EQ(base.shape.n, 128);
+  EXPECT_EQ(last.shape.n, 104);
+  // Shape-invariant graphs: one capture for every train variant.
+  for (GraphId g : {GraphId::OPTIMIZER, GraphId::ACCUM_METRICS, GraphId::CLEAR_METRICS}) {
+    const int idx = a.slot(Variant::TRAIN_BASE, g).captured_idx;
+    ASSERT_GE(idx, 0) << graph_id_name(g);
+    EXPECT_TRUE(a.slot(Variant::TRAIN_BASE, g).shape.zero());
+    for (Variant v : {Variant::TRAIN_LAST, Variant::TRAIN_LOWRES, Variant::TRAIN_LOWRES_LAST})
+      EXPECT_EQ(a.slot(v, g).captured_idx, idx) << graph_id_name(g) << " " << variant_name(v);
+  }
+  // One resolution stage: train_lowres is train_base.
+  for (int g = 0; g < kGraphIdCount; ++g)
+    EXPECT_EQ(a.slot(Variant::TRAIN_LOWRES, static_cast<GraphId>(g)).captured_idx,
+              a.slot(Variant::TRAIN_BASE, static_cast<GraphId>(g)).captured_idx);
+  // Validation variants run the inference graph; empty GraphIds have no capture.
+  EXPECT_EQ(a.slot(Variant::VAL_BASE, GraphId::INF_MAIN_A).graph, m.inference.get());
+  EXPECT_LT(a.slot(Variant::VAL_BASE, GraphId::OPTIMIZER).captured_idx, 0);
+  EXPECT_LT(a.slot(Variant::TRAIN_BASE, GraphId::EMA_UPDATE).captured_idx, 0);
+  const AtlasStats st = a.stats();
+  EXPECT_EQ(st.unique + st.reused, st.slots);
+  EXPECT_EQ(static_cast<size_t>(st.unique), a.unique().size());
+  EXPECT_GT(st.reused, 0);
+}
+
+TEST(GraphAtlas, NoPartialBatchMeansNoTrainLast) {
+  Compiler c;
+  CompiledModel m = c.compile(seq({fc(10)}), mlp_options(1024, 256));
+  EXPECT_FALSE(m.atlas.present(Variant::TRAIN_LAST));
+  EXPECT_FALSE(m.atlas.present(Variant::VAL_LAST));
+  EXPECT_LT(m.atlas.slot(Variant::TRAIN_LAST, GraphId::DEEP_FWD_BWD).captured_idx, 0);
+}
+
+TEST(GraphAtlas, VariantPlansShareOffsetsAndDifferInBatch) {
+  Compiler c;
+  CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), mlp_options(1000, 0));
+  const MemoryPlan& b = *m.plans[static_cast<int>(Variant::TRAIN_BASE)];
+  const MemoryPlan& l = *m.plans[static_cast<int>(Variant::TRAIN_LAST)];
+  ASSERT_EQ(b.size(), l.size());
+  for (size_t i = 0; i < b.size(); ++i) {
+    const auto& x = b.tensors()[i];
+    const auto& y = l.tensors()[i];
+    EXPECT_EQ(x.offset, y.offset) << x.name;
+    EXPECT_EQ(x.slot_bytes, y.slot_bytes) << x.name;
+    if (x.batched) {
+      EXPECT_EQ(x.shape.n, 128);
+      EXPECT_EQ(y.shape.n, 104);
+    } else {
+      EXPECT_EQ(x.shape, y.shape);
+    }
+  }
+}
+
+TEST(Compiler, GraphNodesAreSplitByGraphId) {
+  Compiler c;
+  CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), mlp_options(256, 0));
+  const ComputationGraph& g = *m.train;
+  // First layer fwd: labels copy, normalise, fc0. Deep: relu, fc2, loss, fc2 backward, relu backward.
+  EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_FWD_A).size(), 3u);
+  EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_FWD_A).back().op, "fc");
+  EXPECT_EQ(g.nodes(GraphId::DEEP_FWD_BWD).size(), 5u);
+  EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A).size(), 1u);
+  EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A)[0].op, "fc_backward");
+  // AdamW without no-decay split: lr schedule, one update over all weights, step counter.
+  ASSERT_EQ(g.nodes(GraphId::OPTIMIZER).size(), 3u);
+  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].op, "adam_update");
+  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].kind, NodeKind::RANGE);
+}
+
+TEST(Compiler, RejectsBadModels) {
+  Compiler c;
+  EXPECT_THROW(c.compile(seq({fc(32), relu(), fc(5)}), mlp_options(256, 0)), Error);  // 5 outputs, 10 classes
+  EXPECT_THROW(c.compile(seq({relu()}), mlp_options(256, 0)), Error);                 // nothing trainable
+  EXPECT_THROW(c.compile(seq({fc(0), fc(10)}), mlp_options(256, 0)), Error);
+  EXPECT_THROW(c.compile(seq({fc(-3), fc(10)}), mlp_options(256, 0)), Error);
+  EXPECT_THROW(c.compile(BluePrint(), mlp_options(256, 0)), Error);
+  try {
+    c.compile(seq({fc(32), relu(), fc(5)}), mlp_options(256, 0));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+    EXPECT_NE(std::string(e.what()).find("10 classes"), std::string::npos) << e.what();
+  }
+}

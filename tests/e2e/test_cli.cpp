@@ -1,0 +1,147 @@
+// The `fresco` CLI on bad input: each case exits non-zero with a sysexits status and exactly one stderr line
+// that names the problem (file, field, expected vs found); nothing crashes or hangs. Also `fresco plugins`
+// and `fresco golden` on good input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fresco_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result run(const std::string& args) {
+    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
+    const std::string cmd = "FRESCO_LOG=warn timeout 120 " + std::string(FRESCO_BIN_DIR) + "/fresco " + args +
+                            " >" + out + " 2>" + err;
+    const int rc = std::system(cmd.c_str());
+    Result r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+  static std::string slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  std::string write(const std::string& name, const std::string& content) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p.string();
+  }
+  std::string job(const std::string& model, const std::string& data_path) {
+    return write("job.json", R"({"model":)" + model + R"(,"data":{"dataset":"fashion-mnist","path":")" +
+                                 data_path + R"("},"epochs":1,"device":"cpu"})");
+  }
+  // An IDX images file with the given header words and `data_bytes` bytes of pixels.
+  std::string idx(const std::string& name, std::vector<uint32_t> header, size_t data_bytes) {
+    std::string s;
+    for (uint32_t w : header)
+      for (int b = 3; b >= 0; --b) s.push_back(static_cast<char>((w >> (8 * b)) & 0xff));
+    s.append(data_bytes, '\x7f');
+    return write(name, s);
+  }
+  void expect_one_line(const Result& r, int status, const std::string& needle) {
+    EXPECT_EQ(r.status, status) << r.err;
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+  fs::path dir_;
+};
+
+const std::string kMlp = R"([{"layer":"fc","out":16},{"layer":"relu"},{"layer":"fc","out":10}])";
+}  // namespace
+
+TEST_F(Cli, UnknownLayer) {
+  expect_one_line(run("train " + job(R"([{"layer":"fc","out":16},{"layer":"convolution"}])", "/x")), 78,
+                  "model layer 1: unknown layer \"convolution\"");
+}
+
+TEST_F(Cli, ZeroAndNegativeWidth) {
+  expect_one_line(run("train " + job(R"([{"layer":"fc","out":0},{"layer":"fc","out":10}])", "/x")), 78,
+                  "model layer 0 (fc): field \"out\" must be positive, found 0");
+  expect_one_line(run("train " + job(R"([{"layer":"fc","out":-5},{"layer":"fc","out":10}])", "/x")), 78,
+                  "found -5");
+}
+
+TEST_F(Cli, MissingDatasetPath) {
+  expect_one_line(run("train " + job(kMlp, "/nonexistent/fashion")), 66, "/nonexistent/fashion");
+}
+
+TEST_F(Cli, MissingJobFileAndBadJson) {
+  expect_one_line(run("train " + (dir_ / "nope.json").string()), 66, "nope.json: cannot open job file");
+  expect_one_line(run("train " + write("bad.json", "{\"model\": [")), 78, "bad.json: not valid JSON");
+}
+
+TEST_F(Cli, IdxWrongMagic) {
+  idx("train-images-idx3-ubyte", {0x00000903u, 2, 2, 2}, 8);
+  idx("train-labels-idx1-ubyte", {0x00000801u, 2}, 2);
+  expect_one_line(run("train " + job(kMlp, dir_.string())), 65, "bad IDX magic 0x00000903");
+}
+
+TEST_F(Cli, IdxAbsurdDimensions) {
+  idx("train-images-idx3-ubyte", {0x00000803u, 2, 100000, 100000}, 8);
+  idx("train-labels-idx1-ubyte", {0x00000801u, 2}, 2);
+  expect_one_line(run("train " + job(kMlp, dir_.string())), 65, "train-images-idx3-ubyte");
+}
+
+TEST_F(Cli, IdxTruncated) {
+  idx("train-images-idx3-ubyte", {0x00000803u, 10, 28, 28}, 100);
+  idx("train-labels-idx1-ubyte", {0x00000801u, 10}, 10);
+  expect_one_line(run("train " + job(kMlp, dir_.string())), 65,
+                  "truncated: header promises 7840 bytes of data, found 100");
+}
+
+TEST_F(Cli, UnloadablePlugin) {
+  const Result r = run("plugins " + std::string(FRESCO_TEST_PLUGIN_DIR) + "/libfresco-test-wrong_major.so");
+  expect_one_line(r, 78, "wrong ABI major: plugin has 99.0");
+  const Result m = run("plugins " + std::string(FRESCO_TEST_PLUGIN_DIR) + "/libfresco-test-missing_dep.so");
+  expect_one_line(m, 78, "libfresco-test-missing_dep.so");
+  const Result garbage = run("plugins " + write("libfresco-garbage.so", "not an ELF file"));
+  expect_one_line(garbage, 78, "cannot load");
+}
+
+TEST_F(Cli, PluginsListsTheCpuBackend) {
+  const Result r = run("plugins");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("libfresco-cpu.so"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ABI 1."), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, UsageErrors) {
+  EXPECT_EQ(run("").status, 64);
+  EXPECT_EQ(run("frobnicate").status, 64);
+  EXPECT_EQ(run("train").status, 64);
+}
+
+TEST_F(Cli, GoldenPassesAndFails) {
+  const std::string golden = std::string(FRESCO_TEST_DATA_DIR) + "/golden/";
+  const Result ok = run("golden --device cpu " + golden + "mlp_adamw " + golden + "mlp_sgd_nesterov_partial");
+  EXPECT_EQ(ok.status, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("mlp_adamw"), std::string::npos);
+  size_t passes = 0;
+  for (size_t at = ok.out.find(" PASS "); at != std::string::npos; at = ok.out.find(" PASS ", at + 1))
+    ++passes;
+  EXPECT_EQ(passes, 2u) << ok.out;
+  expect_one_line(run("golden " + (dir_ / "missing").string()), 66, "not a golden case directory");
+}

@@ -1,0 +1,55 @@
+// Determinism: two runs with one seed give bitwise-identical weights and moments (dropout and shuffling
+// included), whatever the thread count; another seed gives different weights.
+#include <gtest/gtest.h>
+#include <tbb/global_control.h>
+
+#include <cstring>
+
+#include "e2e/fashion_mnist_fixture.h"
+#include "fresco/core/deep_learning_task.h"
+
+using namespace fresco;
+
+namespace {
+std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed, size_t threads) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+  static const data::Dataset train =
+      e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
+  static const data::Dataset test =
+      e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "test", "f"), 200);
+  DeepLearningTask t;
+  t.model(seq({fc(96), relu(), dropout(0.2f), fc(48), relu(), fc(10)}))
+      .data(train, test)
+      .normalize(Normalization{{0.286f}, {0.353f}})
+      .batch_size(64)
+      .epochs(2)
+      .optimizer(AdamW().with_weight_decay(1e-4f))
+      .scheduler(CosineAnnealingLR().warmup(1))
+      .loss(CrossEntropyLoss().label_smoothing(0.1f))
+      .device("cpu")
+      .seed(seed);
+  t.compile();
+  t.run();
+  return t.snapshot();
+}
+}  // namespace
+
+TEST(Determinism, SameSeedSameBitsAcrossThreadCounts) {
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  e2e::load_plugins();
+  const auto a = train_once(7, 2);
+  const auto b = train_once(7, 1);
+  const auto c = train_once(8, 2);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  bool any_diff_other_seed = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    ASSERT_EQ(a[i].second.size(), b[i].second.size());
+    EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
+        << a[i].first << " differs between two runs with the same seed";
+    any_diff_other_seed |=
+        std::memcmp(a[i].second.data(), c[i].second.data(), a[i].second.size() * sizeof(float)) != 0;
+  }
+  EXPECT_TRUE(any_diff_other_seed);
+}
