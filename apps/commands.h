@@ -2,6 +2,7 @@
 // which prints one line and maps the code to a sysexits status.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,14 @@ struct TrainArgs {
   std::string data_path;
 };
 int cmd_train(const TrainArgs& a);
+struct ParityArgs {
+  std::string job;
+  int steps = 20;
+  std::string device_a = "cpu", device_b = "cuda";
+  double tolerance = 1e-4;
+  int64_t samples = 0;
+};
+int cmd_parity(const ParityArgs& a);
 int cmd_plugins(const std::vector<std::string>& extra_paths);
 int cmd_golden(const std::vector<std::string>& cases, const std::string& device);
 std::string format_epoch_line(int epoch, int epochs, double train_loss, double test_loss, double test_acc,

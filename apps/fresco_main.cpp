@@ -25,6 +25,15 @@ int main(int argc, char** argv) {
   auto* plugins = app.add_subcommand("plugins", "list the plugins found and refused");
   plugins->add_option("paths", plugin_paths, "extra plugin files or directories, searched first");
 
+  fresco::cli::ParityArgs pa;
+  auto* parity = app.add_subcommand("parity", "train N steps on two devices and compare every tensor");
+  parity->add_option("job", pa.job, "job file")->required();
+  parity->add_option("--steps", pa.steps, "steps to train (default 20)")->check(CLI::PositiveNumber);
+  parity->add_option("--devices", pa.device_a, "first device (default cpu)");
+  parity->add_option("--against", pa.device_b, "second device (default cuda)");
+  parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)");
+  parity->add_option("--samples", pa.samples, "use only the first N training samples");
+
   std::vector<std::string> cases;
   std::string golden_device = "cpu";
   auto* golden = app.add_subcommand("golden", "replay PyTorch golden cases and compare (exit 1 on any FAIL)");
@@ -42,6 +51,7 @@ int main(int argc, char** argv) {
     if (*train) return fresco::cli::cmd_train(ta);
     if (*plugins) return fresco::cli::cmd_plugins(plugin_paths);
     if (*golden) return fresco::cli::cmd_golden(cases, golden_device);
+    if (*parity) return fresco::cli::cmd_parity(pa);
   } catch (const fresco::Error& e) {
     std::fprintf(stderr, "fresco: error: %s\n", e.what());
     return e.exit_status();

@@ -1,7 +1,8 @@
-// Benchmark of fresco::cpu::sgemm: the 11 GEMMs of one MLP 784-1024-512-256-10 training step (batch 128), their
-// total, a large square product and the machine's FMA peak, one JSON line each (median of several repetitions).
-// Invariants: operands are allocated and filled once, outside the timed region; the workspace is sized with
-// gemm_workspace_bytes for the arena used. Usage: bench_cpu_gemm [--threads N] [--kernel avx512|avx2|generic]
+// Benchmark of fresco::cpu::sgemm: the 11 GEMMs of one MLP 784-1024-512-256-10 training step (batch 128),
+// their total, a large square product and the machine's FMA peak, one JSON line each (median of several
+// repetitions). Invariants: operands are allocated and filled once, outside the timed region; the workspace
+// is sized with gemm_workspace_bytes for the arena used. Usage: bench_cpu_gemm [--threads N] [--kernel
+// avx512|avx2|generic]
 // [--square N] [--min-ms T]; compare "gflops" with the "cpu_gemm_peak" line.
 // GCC 12 warns inside its own AVX-512 intrinsics (the self-initialised _mm512_undefined_*, GCC PR 105593).
 #pragma GCC diagnostic push
@@ -54,7 +55,9 @@ struct Problem {
   Buffer a, b, c, ws;
   uint64_t ws_bytes = 0;
   GemmArgs args;
-  double flops() const { return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
+  double flops() const {
+    return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+  }
 };
 
 Problem make_problem(const Shape& s, int threads, std::mt19937& rng) {
@@ -69,7 +72,8 @@ Problem make_problem(const Shape& s, int threads, std::mt19937& rng) {
   for (size_t i = 0; i < b_count; ++i) p.b[i] = dist(rng);
   std::memset(p.c.get(), 0, static_cast<size_t>(s.m * s.n) * sizeof(float));
   p.ws_bytes = fresco::cpu::gemm_workspace_bytes(s.m, s.n, s.k, threads);
-  p.ws.reset(static_cast<float*>(std::aligned_alloc(64, std::max<uint64_t>(64, (p.ws_bytes + 63) / 64 * 64))));
+  p.ws.reset(
+      static_cast<float*>(std::aligned_alloc(64, std::max<uint64_t>(64, (p.ws_bytes + 63) / 64 * 64))));
   GemmArgs& g = p.args;
   g.trans_a = s.trans_a;
   g.trans_b = s.trans_b;
@@ -113,7 +117,8 @@ void run_sgemm(GemmKernel kernel, Problem& p) {
 
 void print_shape(const char* kernel, const Shape& s, double ms, double flops, int threads) {
   std::printf(
-      "{\"bench\":\"cpu_gemm\",\"kernel\":\"%s\",\"threads\":%d,\"m\":%lld,\"n\":%lld,\"k\":%lld,\"trans_a\":%s,"
+      "{\"bench\":\"cpu_gemm\",\"kernel\":\"%s\",\"threads\":%d,\"m\":%lld,\"n\":%lld,\"k\":%lld,\"trans_a\":"
+      "%s,"
       "\"trans_b\":%s,\"ms\":%.4f,\"gflops\":%.1f}\n",
       kernel, threads, static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k),
       s.trans_a ? "true" : "false", s.trans_b ? "true" : "false", ms, flops / ms * 1e-6);
@@ -160,7 +165,8 @@ double peak_gflops(GemmKernel kernel, int threads) {
         tbb::parallel_for(
             tbb::blocked_range<int>(0, threads, 1),
             [&](const tbb::blocked_range<int>& r) {
-              for (int t = r.begin(); t != r.end(); ++t) sink = wide ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
+              for (int t = r.begin(); t != r.end(); ++t)
+                sink = wide ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
             },
             tbb::static_partitioner());
       },
@@ -186,7 +192,9 @@ int main(int argc, char** argv) {
       ++i;
     } else if (arg == "--kernel" && value != nullptr) {
       const std::string name = value;
-      kernel = name == "avx512" ? GemmKernel::kAvx512 : name == "avx2" ? GemmKernel::kAvx2 : GemmKernel::kGeneric;
+      kernel = name == "avx512" ? GemmKernel::kAvx512
+               : name == "avx2" ? GemmKernel::kAvx2
+                                : GemmKernel::kGeneric;
       ++i;
     } else if (arg == "--square" && value != nullptr) {
       square = std::atoll(value);
@@ -195,7 +203,8 @@ int main(int argc, char** argv) {
       min_ms = std::atof(value);
       ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--kernel avx512|avx2|generic] [--square N] [--min-ms T]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--threads N] [--kernel avx512|avx2|generic] [--square N] [--min-ms T]\n",
                    argv[0]);
       return 64;
     }
@@ -207,11 +216,11 @@ int main(int argc, char** argv) {
   const char* name = fresco::cpu::gemm_kernel_name(kernel);
   tbb::task_arena arena(threads);
   arena.execute([&] {
-    std::printf("{\"bench\":\"cpu_gemm_peak\",\"kernel\":\"%s\",\"threads\":%d,\"gflops\":%.1f}\n", name, threads,
-                peak_gflops(kernel, threads));
+    std::printf("{\"bench\":\"cpu_gemm_peak\",\"kernel\":\"%s\",\"threads\":%d,\"gflops\":%.1f}\n", name,
+                threads, peak_gflops(kernel, threads));
     // MLP 784-1024-512-256-10, batch 128: forward Y = X W^T, backward dX = dY W, dW = dY^T X.
     const std::vector<Shape> mlp = {
-        {128, 1024, 784, false, true}, {128, 512, 1024, false, true}, {128, 256, 512, false, true},
+        {128, 1024, 784, false, true}, {128, 512, 1024, false, true},  {128, 256, 512, false, true},
         {128, 10, 256, false, true},   {128, 1024, 512, false, false}, {128, 512, 256, false, false},
         {128, 256, 10, false, false},  {1024, 784, 128, true, false},  {512, 1024, 128, true, false},
         {256, 512, 128, true, false},  {10, 256, 128, true, false}};
@@ -230,7 +239,8 @@ int main(int argc, char** argv) {
         },
         min_ms, 15);
     std::printf(
-        "{\"bench\":\"cpu_gemm\",\"kernel\":\"%s\",\"threads\":%d,\"shape\":\"mlp_784_1024_512_256_10_batch128\","
+        "{\"bench\":\"cpu_gemm\",\"kernel\":\"%s\",\"threads\":%d,\"shape\":\"mlp_784_1024_512_256_10_"
+        "batch128\","
         "\"gemms\":%zu,\"ms\":%.4f,\"gflops\":%.1f}\n",
         name, threads, problems.size(), step_ms, step_flops / step_ms * 1e-6);
     if (square > 0) {

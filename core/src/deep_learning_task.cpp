@@ -22,6 +22,12 @@ double seconds_since(Clock::time_point t0) {
 }
 }  // namespace
 
+Normalization default_normalization(const std::string& kind) {
+  if (kind == "fashion-mnist") return Normalization{{0.286f}, {0.353f}};
+  if (kind == "mnist") return Normalization{{0.1307f}, {0.3081f}};
+  throw Error(ErrorCode::kBadConfig, "no default normalisation for dataset kind '" + kind + "'");
+}
+
 DeepLearningTask::DeepLearningTask() = default;
 DeepLearningTask::~DeepLearningTask() = default;
 

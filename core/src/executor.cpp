@@ -17,9 +17,32 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
   const RegionSpan a = p.region_range(Region::I_A_LABELS, Region::I_A_DATA);
   labels_offset_ = p.region(Region::I_A_LABELS).offset - a.offset;
   data_offset_ = p.region(Region::I_A_DATA).offset - a.offset;
+  const GraphAtlas& at = m.atlas;
+  for (int x = 0; x < 2; ++x) {
+    copied_[x] = rt.create_event();
+    consumed_[x] = rt.create_event();
+  }
+  for (int v = 0; v < kVariantCount; ++v) {
+    const auto var = static_cast<Variant>(v);
+    for (int x = 0; x < 2; ++x) {
+      transfer_[v][x] = step_[v][x] = infer_[v][x] = -1;
+      if (!at.present(var)) continue;
+      transfer_[v][x] = at.slot(var, x ? GraphId::TRANSFER_B : GraphId::TRANSFER_A).captured_idx;
+      if (is_train(var))
+        step_[v][x] =
+            rt.fuse(at, var,
+                    {x ? GraphId::FIRST_LAYER_FWD_B : GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD,
+                     x ? GraphId::FIRST_LAYER_BWD_B : GraphId::FIRST_LAYER_BWD_A, GraphId::OPTIMIZER,
+                     GraphId::ACCUM_METRICS},
+                    StreamRole::COMP_1);
+      else
+        infer_[v][x] = at.slot(var, x ? GraphId::INF_MAIN_B : GraphId::INF_MAIN_A).captured_idx;
+    }
+  }
 }
 
 void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count) {
+  rt_.host_wait(copied_[ab_index(ab)]);  // the previous transfer from this buffer has read it
   uint8_t* buf = rt_.staging(ab);
   const int64_t sb = d.sample_bytes();
   FRESCO_CHECK(buf && data_offset_ + static_cast<uint64_t>(count * sb) <= rt_.staging_bytes(),
@@ -40,14 +63,15 @@ void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64
 }
 
 void Executor::train_step(Variant v, char ab) {
-  const GraphAtlas& at = m_.atlas;
-  const bool a = ab == 'A';
-  rt_.launch(at, v, a ? GraphId::TRANSFER_A : GraphId::TRANSFER_B);
-  rt_.launch(at, v, a ? GraphId::FIRST_LAYER_FWD_A : GraphId::FIRST_LAYER_FWD_B);
-  rt_.launch(at, v, GraphId::DEEP_FWD_BWD);
-  rt_.launch(at, v, a ? GraphId::FIRST_LAYER_BWD_A : GraphId::FIRST_LAYER_BWD_B);
-  rt_.launch(at, v, GraphId::OPTIMIZER);
-  rt_.launch(at, v, GraphId::ACCUM_METRICS);
+  const int x = ab_index(ab), vi = static_cast<int>(v);
+  FRESCO_CHECK(step_[vi][x] >= 0 && transfer_[vi][x] >= 0, ErrorCode::kInternal,
+               std::string("train_step: variant ") + variant_name(v) + " has no captured step");
+  rt_.wait(StreamRole::TRANS, consumed_[x]);
+  rt_.launch_unordered(transfer_[vi][x]);
+  rt_.record(copied_[x], StreamRole::TRANS);
+  rt_.wait(StreamRole::COMP_1, copied_[x]);
+  rt_.launch_unordered(step_[vi][x]);
+  rt_.record(consumed_[x], StreamRole::COMP_1);
 }
 
 void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order) {
@@ -74,11 +98,16 @@ void Executor::evaluate(const data::Dataset& d) {
     const int64_t count = std::min(b, d.n - start);
     const Variant v = count == b ? Variant::VAL_BASE : Variant::VAL_LAST;
     for (int64_t i = 0; i < count; ++i) idx[static_cast<size_t>(i)] = static_cast<uint32_t>(start + i);
-    const char ab = step % 2 == 0 ? 'A' : 'B';
-    stage(ab, d, idx.data(), count);
-    rt_.launch(m_.atlas, v, ab == 'A' ? GraphId::TRANSFER_A : GraphId::TRANSFER_B);
-    rt_.launch(m_.atlas, v, ab == 'A' ? GraphId::INF_MAIN_A : GraphId::INF_MAIN_B);
+    const int x = static_cast<int>(step % 2), vi = static_cast<int>(v);
+    stage(x ? 'B' : 'A', d, idx.data(), count);
+    rt_.wait(StreamRole::TRANS, consumed_[x]);
+    rt_.launch_unordered(transfer_[vi][x]);
+    rt_.record(copied_[x], StreamRole::TRANS);
+    rt_.wait(StreamRole::COMP_1, copied_[x]);
+    rt_.launch_unordered(infer_[vi][x]);
+    rt_.record(consumed_[x], StreamRole::COMP_1);
   }
+  rt_.synchronize();
 }
 
 void Executor::clear_metrics() {

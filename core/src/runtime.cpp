@@ -42,12 +42,13 @@ Runtime::Runtime(const std::string& device, int device_index) : device_(device) 
   throw_if_error(api_->context_create(device_index, &ctx_), "creating a '" + device + "' context");
   for (int s = 0; s < kStreamCount; ++s)
     if (api_->stream_create) throw_if_error(api_->stream_create(ctx_, &streams_[s]), "creating a stream");
+  for (int s = 0; s < kStreamCount; ++s) chain_events_[s] = create_event();
 }
 
 Runtime::~Runtime() {
   for (auto& c : captures_) {
     for (auto& rc : c.calls)
-      if (rc.state && rc.kernel->destroy) rc.kernel->destroy(ctx_, rc.state);
+      if (rc.owns_state && rc.state && rc.kernel->destroy) rc.kernel->destroy(ctx_, rc.state);
     if (c.native && api_->graph_destroy) api_->graph_destroy(ctx_, c.native);
   }
   for (auto* w : workspaces_)
@@ -55,6 +56,8 @@ Runtime::~Runtime() {
   if (arena_) api_->arena_free(ctx_, arena_);
   if (staging_a_) api_->host_free(ctx_, staging_a_);
   if (staging_b_) api_->host_free(ctx_, staging_b_);
+  for (auto* e : events_)
+    if (e && api_->event_destroy) api_->event_destroy(ctx_, e);
   for (auto* s : streams_)
     if (s && api_->stream_destroy) api_->stream_destroy(ctx_, s);
   if (ctx_) api_->context_destroy(ctx_);
@@ -176,13 +179,19 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
       ++st.calls;
     }
   }
-  // 2. One workspace per stream, allocated once.
+  // 2. One workspace per stream, allocated once. COMP_1 also hosts fused whole-step captures, so its
+  // workspace
+  //    covers every call.
+  for (int s = 0; s < kStreamCount; ++s)
+    ws_need[static_cast<int>(StreamRole::COMP_1)] =
+        std::max(ws_need[static_cast<int>(StreamRole::COMP_1)], ws_need[s]);
   for (int s = 0; s < kStreamCount; ++s) {
     if (!ws_need[s]) continue;
     void* p = nullptr;
     throw_if_error(api_->arena_alloc(ctx_, ws_need[s], &p),
                    "allocating a workspace of " + std::to_string(ws_need[s]));
     workspaces_[s] = static_cast<uint8_t*>(p);
+    workspace_bytes_[s] = ws_need[s];
     workspace_total_ += ws_need[s];
   }
   // 3. Point every call at its final storage, then capture.
@@ -203,18 +212,115 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
       c.workspace = c.workspace_bytes ? workspaces_[static_cast<int>(cap.stream)] : nullptr;
       c.state = rc.state;
     }
-    if (api_->capture_begin && api_->capture_end && api_->graph_launch) {
-      void* s = stream(cap.stream);
-      throw_if_error(api_->capture_begin(ctx_, s), "capture begin");
-      run_calls(cap);
-      throw_if_error(api_->capture_end(ctx_, s, &cap.native), "capture end");
-    }
+    finish_capture(cap);
   }
   const AtlasStats as = atlas.stats();
   st.slots = as.slots;
   st.unique = as.unique;
   st.reused = as.reused;
   return st;
+}
+
+void Runtime::finish_capture(Capture& cap) {
+  void* s = stream(cap.stream);
+  for (auto& rc : cap.calls) rc.call.stream = s;
+  if (api_->capture_begin && api_->capture_end && api_->graph_launch) {
+    throw_if_error(api_->capture_begin(ctx_, s), "capture begin");
+    try {
+      run_calls(cap);
+    } catch (...) {
+      void* broken = nullptr;
+      try {
+        throw_if_error(api_->capture_end(ctx_, s, &broken), "capture end");
+      } catch (const Error&) {  // keep the first error
+      }
+      if (broken && api_->graph_destroy) api_->graph_destroy(ctx_, broken);
+      throw;
+    }
+    throw_if_error(api_->capture_end(ctx_, s, &cap.native), "capture end");
+  }
+}
+
+int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>& gids,
+                  StreamRole stream_role) {
+  Capture cap;
+  cap.stream = stream_role;
+  for (GraphId g : gids) {
+    const AtlasSlot& s = atlas.slot(v, g);
+    if (s.captured_idx < 0) continue;
+    for (const ResolvedCall& rc : captures_.at(static_cast<size_t>(s.captured_idx)).calls) {
+      ResolvedCall copy = rc;
+      copy.owns_state = false;
+      cap.calls.push_back(std::move(copy));
+    }
+  }
+  if (cap.calls.empty()) return -1;
+  // The copies own their tensor/range arrays: point the calls at them.
+  for (auto& rc : cap.calls) {
+    rc.call.in = rc.in.data();
+    rc.call.out = rc.out.data();
+    rc.call.rin = rc.rin.data();
+    rc.call.rout = rc.rout.data();
+    rc.call.params = rc.params.empty() ? nullptr : rc.params.data();
+    rc.call.workspace = rc.call.workspace_bytes ? workspaces_[static_cast<int>(stream_role)] : nullptr;
+    FRESCO_CHECK(!rc.call.workspace_bytes ||
+                     rc.call.workspace_bytes <= workspace_bytes_[static_cast<int>(stream_role)],
+                 ErrorCode::kInternal, "fuse: " + rc.label + " needs a larger workspace on the fused stream");
+  }
+  finish_capture(cap);
+  captures_.push_back(std::move(cap));
+  return static_cast<int>(captures_.size()) - 1;
+}
+
+void Runtime::order_after_last(StreamRole s) {
+  const int si = static_cast<int>(s);
+  if (last_stream_ >= 0 && last_stream_ != si && has_events()) {
+    record(chain_events_[static_cast<size_t>(last_stream_)], static_cast<StreamRole>(last_stream_));
+    wait(s, chain_events_[static_cast<size_t>(last_stream_)]);
+  }
+  last_stream_ = si;
+}
+
+void Runtime::launch_unordered(int idx) {
+  const Capture& c = captures_.at(static_cast<size_t>(idx));
+  last_stream_ = static_cast<int>(c.stream);
+  if (c.native)
+    throw_if_error(api_->graph_launch(ctx_, c.native, stream(c.stream)), "graph launch");
+  else
+    run_calls(c);
+}
+
+bool Runtime::has_events() const noexcept {
+  return api_->event_create && api_->event_record && api_->stream_wait_event && api_->event_sync;
+}
+
+int Runtime::create_event() {
+  void* e = nullptr;
+  if (has_events()) throw_if_error(api_->event_create(ctx_, &e), "creating an event");
+  events_.push_back(e);
+  return static_cast<int>(events_.size()) - 1;
+}
+
+void Runtime::record(int event, StreamRole s) {
+  if (has_events())
+    throw_if_error(api_->event_record(ctx_, events_.at(static_cast<size_t>(event)), stream(s)),
+                   "event record");
+}
+
+void Runtime::wait(StreamRole s, int event) {
+  if (has_events())
+    throw_if_error(api_->stream_wait_event(ctx_, stream(s), events_.at(static_cast<size_t>(event))),
+                   "stream wait");
+}
+
+void Runtime::host_wait(int event) {
+  if (has_events())
+    throw_if_error(api_->event_sync(ctx_, events_.at(static_cast<size_t>(event))), "event sync");
+}
+
+uint64_t Runtime::memory_in_use() const {
+  if (api_->memory_in_use) return api_->memory_in_use(ctx_);
+  return arena_bytes_ + workspace_total_;
 }
 
 void Runtime::run_calls(const Capture& c) {
@@ -229,6 +335,7 @@ void Runtime::launch(const GraphAtlas& atlas, Variant v, GraphId g) {
   const AtlasSlot& s = atlas.slot(v, g);
   if (s.captured_idx < 0) return;
   const Capture& c = captures_[static_cast<size_t>(s.captured_idx)];
+  order_after_last(c.stream);
   if (c.native)
     throw_if_error(api_->graph_launch(ctx_, c.native, stream(c.stream)),
                    std::string("launch ") + graph_id_name(g));
@@ -239,6 +346,7 @@ void Runtime::launch(const GraphAtlas& atlas, Variant v, GraphId g) {
 void Runtime::synchronize() {
   for (auto* s : streams_)
     if (api_->stream_sync) throw_if_error(api_->stream_sync(ctx_, s), "stream synchronize");
+  last_stream_ = -1;
 }
 
 void Runtime::upload(const MemoryPlan& plan, TensorId id, const void* src, uint64_t bytes) {

@@ -62,24 +62,31 @@ FrError* memcpy_async(void*, void* dst, const void* src, uint64_t bytes, int32_t
 }
 }  // namespace
 
-extern const FrDeviceApi kCpuDevice = {sizeof(FrDeviceApi),
-                                       0,
-                                       "cpu",
-                                       device_count,
-                                       context_create,
-                                       context_destroy,
-                                       arena_alloc,
-                                       arena_free,
-                                       host_alloc,
-                                       host_free,
-                                       stream_create,
-                                       stream_destroy,
-                                       stream_sync,
-                                       memcpy_async,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr};
+extern const FrDeviceApi kCpuDevice = {
+    .struct_size = sizeof(FrDeviceApi),
+    .pad_ = 0,
+    .name = "cpu",
+    .device_count = device_count,
+    .context_create = context_create,
+    .context_destroy = context_destroy,
+    .arena_alloc = arena_alloc,
+    .arena_free = arena_free,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_sync = stream_sync,
+    .memcpy_async = memcpy_async,
+    .capture_begin = nullptr,  // no native capture: the host replays the resolved call list
+    .capture_end = nullptr,
+    .graph_launch = nullptr,
+    .graph_destroy = nullptr,
+    .event_create = nullptr,  // kernels run synchronously: no events needed
+    .event_destroy = nullptr,
+    .event_record = nullptr,
+    .stream_wait_event = nullptr,
+    .event_sync = nullptr,
+    .memory_in_use = nullptr,
+    .ext = nullptr};
 
 }  // namespace fresco::cpu

@@ -1,8 +1,8 @@
 // sgemm driver: argument checks, k blocking, the fixed task grid, workspace carving, scalar packers and the
 // oneTBB loop; the micro-kernels live in gemm_<isa>.cpp behind detail::GemmMicroKernel.
-// Invariants: never allocates; the k split depends only on k and the task grid only on (m, n, k) and the kernel,
-// never on the thread count, and each C tile belongs to one task that walks k in order -> bitwise-identical
-// results on any number of threads. Tested by tests/plugins/cpu/test_gemm.cpp.
+// Invariants: never allocates; the k split depends only on k and the task grid only on (m, n, k) and the
+// kernel, never on the thread count, and each C tile belongs to one task that walks k in order ->
+// bitwise-identical results on any number of threads. Tested by tests/plugins/cpu/test_gemm.cpp.
 #include "gemm.h"
 
 #include <tbb/blocked_range.h>
@@ -11,7 +11,6 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -22,12 +21,11 @@ using detail::GemmMicroKernel;
 
 // Cache blocking (Sapphire Rapids: 48 KiB L1d, 2 MiB L2 per core). A k block of at most kKcMax keeps one A
 // micro-panel (mr x kc) in L1 while the task's B block (kc x nc, at most kBBlockBytes) streams from L2.
-int64_t env_int(const char* name, int64_t def) {
-  const char* e = std::getenv(name);
-  return e ? std::atoll(e) : def;
-}
-const int64_t kKcMax = env_int("FRESCO_GEMM_KC", 384);
-const int64_t kBBlockBytes = env_int("FRESCO_GEMM_L2", int64_t{1} << 20);
+constexpr int64_t kKcMax = 384;
+constexpr int64_t kBBlockBytes = int64_t{1} << 20;
+// An untransposed op(B) is read in place, not packed, by a task with at most this many A micro-panels:
+// packing it would cost more than the contiguous panels save.
+constexpr int64_t kBInPlaceMaxPanels = 16;
 // Task grid: at most kMaxTasks tasks; below kParallelFlops the whole product is one task (waking a second
 // thread costs more than it saves); splitting stops once re-packing would exceed kSplitOverhead of the work.
 constexpr int64_t kMaxTasks = 64;
@@ -37,8 +35,12 @@ constexpr double kSplitOverhead = 0.01;
 constexpr double kPackCyclesPerFloat = 0.5;
 constexpr double kFlopsPerCycle = 64.0;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-uint64_t align64(uint64_t x) { return (x + 63) & ~uint64_t{63}; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+uint64_t align64(uint64_t x) {
+  return (x + 63) & ~uint64_t{63};
+}
 
 const GemmMicroKernel& micro_kernel(GemmKernel kernel) {
   switch (kernel) {
@@ -141,15 +143,6 @@ void pack_b_scalar(const float* b, int64_t ldb, bool trans, int64_t kc, int64_t 
   }
 }
 
-// Reads an untransposed B in place (no packing) instead of packing it. Off by default; the benchmark decides.
-bool use_b_in_place() {
-  static const bool on = [] {
-    const char* env = std::getenv("FRESCO_GEMM_DIRECT_B");
-    return env != nullptr && env[0] == '1';
-  }();
-  return on;
-}
-
 // Computes the C tiles of task `t`: all of k, block by block, for its row group x column group.
 void run_task(const GemmMicroKernel& kern, const GemmArgs& g, const Blocking& bl, int64_t t, char* slot) {
   const int64_t mr = kern.mr, nr = kern.nr;
@@ -158,7 +151,7 @@ void run_task(const GemmMicroKernel& kern, const GemmArgs& g, const Blocking& bl
   const int64_t c0 = tj * bl.tiles_n / bl.tn * nr, c1 = std::min(g.n, (tj + 1) * bl.tiles_n / bl.tn * nr);
   float* b_buf = reinterpret_cast<float*>(slot);
   float* a_buf = reinterpret_cast<float*>(slot + b_block_bytes(kern, bl));
-  const bool b_in_place = !g.trans_b && use_b_in_place();
+  const bool b_in_place = !g.trans_b && r1 - r0 <= kBInPlaceMaxPanels * mr;
   for (int64_t pb = 0; pb < bl.nkb; ++pb) {
     const int64_t p0 = pb * bl.kc, kc = std::min(bl.kc, g.k - p0);
     const float* b_blk = g.trans_b ? g.b + c0 * g.ldb + p0 : g.b + p0 * g.ldb + c0;
@@ -192,24 +185,32 @@ void run_task(const GemmMicroKernel& kern, const GemmArgs& g, const Blocking& bl
   }
 }
 
-[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("fresco::cpu::sgemm: " + what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("fresco::cpu::sgemm: " + what);
+}
 
-std::string dims(int64_t rows, int64_t cols) { return std::to_string(rows) + " x " + std::to_string(cols); }
+std::string dims(int64_t rows, int64_t cols) {
+  return std::to_string(rows) + " x " + std::to_string(cols);
+}
 
 // One stored operand: `name` is stored rows x cols with leading dimension ld.
-void check_operand(const char* name, const void* ptr, int64_t rows, int64_t cols, int64_t ld, const char* ld_name,
-                   bool trans) {
+void check_operand(const char* name, const void* ptr, int64_t rows, int64_t cols, int64_t ld,
+                   const char* ld_name, bool trans) {
   if (rows == 0 || cols == 0) return;
-  auto stored = [&] { return std::string(name) + " is stored " + dims(rows, cols) + (trans ? " (transposed)" : ""); };
+  auto stored = [&] {
+    return std::string(name) + " is stored " + dims(rows, cols) + (trans ? " (transposed)" : "");
+  };
   if (ptr == nullptr) fail(std::string(name) + " is null but " + stored());
   if (ld < cols) {
-    fail(std::string(ld_name) + " = " + std::to_string(ld) + " is less than " + std::to_string(cols) + ": " + stored());
+    fail(std::string(ld_name) + " = " + std::to_string(ld) + " is less than " + std::to_string(cols) + ": " +
+         stored());
   }
 }
 
 void check_args(const GemmArgs& g) {
   if (g.m < 0 || g.n < 0 || g.k < 0) {
-    fail("negative size m = " + std::to_string(g.m) + ", n = " + std::to_string(g.n) + ", k = " + std::to_string(g.k));
+    fail("negative size m = " + std::to_string(g.m) + ", n = " + std::to_string(g.n) +
+         ", k = " + std::to_string(g.k));
   }
   check_operand("A", g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, "lda", g.trans_a);
   check_operand("B", g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, "ldb", g.trans_b);
@@ -222,9 +223,10 @@ void check_workspace(const GemmArgs& g, const void* workspace, uint64_t workspac
   if (workspace == nullptr) fail("workspace is null; this product needs " + std::to_string(need) + " bytes");
   if (reinterpret_cast<uintptr_t>(workspace) % 64 != 0) fail("workspace is not 64-byte aligned");
   if (workspace_bytes < need) {
-    fail("workspace has " + std::to_string(workspace_bytes) + " bytes, " + std::to_string(need) + " needed for m = " +
-         std::to_string(g.m) + ", n = " + std::to_string(g.n) + ", k = " + std::to_string(g.k) + " and " +
-         std::to_string(threads) + " threads (gemm_workspace_bytes with tbb::this_task_arena::max_concurrency())");
+    fail("workspace has " + std::to_string(workspace_bytes) + " bytes, " + std::to_string(need) +
+         " needed for m = " + std::to_string(g.m) + ", n = " + std::to_string(g.n) +
+         ", k = " + std::to_string(g.k) + " and " + std::to_string(threads) +
+         " threads (gemm_workspace_bytes with tbb::this_task_arena::max_concurrency())");
   }
 }
 
@@ -254,7 +256,8 @@ void run(const GemmMicroKernel& kern, const GemmArgs& g, void* workspace, uint64
       tbb::blocked_range<int64_t>(0, bl.tasks(), 1),
       [&](const tbb::blocked_range<int64_t>& range) {
         const int slot = tbb::this_task_arena::current_thread_index();
-        if (slot < 0 || slot >= threads) throw std::logic_error("fresco::cpu::sgemm: worker outside the arena");
+        if (slot < 0 || slot >= threads)
+          throw std::logic_error("fresco::cpu::sgemm: worker outside the arena");
         for (int64_t t = range.begin(); t != range.end(); ++t) run_task(kern, g, bl, t, base + slot * stride);
       },
       tbb::static_partitioner());
@@ -271,22 +274,24 @@ void sgemm(const GemmArgs& args, void* workspace, uint64_t workspace_bytes) {
   run(micro_kernel(best_kernel()), args, workspace, workspace_bytes);
 }
 
-const char* gemm_kernel_name() { return micro_kernel(best_kernel()).name; }
+const char* gemm_kernel_name() {
+  return micro_kernel(best_kernel()).name;
+}
 
 bool gemm_kernel_supported(GemmKernel kernel) {
+  if (kernel == GemmKernel::kGeneric) return true;
+#if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  switch (kernel) {
-    case GemmKernel::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-    case GemmKernel::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case GemmKernel::kGeneric:
-      return true;
-  }
+  if (kernel == GemmKernel::kAvx512)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  if (kernel == GemmKernel::kAvx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
   return false;
 }
 
-const char* gemm_kernel_name(GemmKernel kernel) { return micro_kernel(kernel).name; }
+const char* gemm_kernel_name(GemmKernel kernel) {
+  return micro_kernel(kernel).name;
+}
 
 void sgemm_with_kernel(GemmKernel kernel, const GemmArgs& args, void* workspace, uint64_t workspace_bytes) {
   if (!gemm_kernel_supported(kernel)) {

@@ -1,7 +1,7 @@
 // Single-precision GEMM for the CPU backend: BLIS-style packed panels, AVX-512 / AVX2 / generic micro-kernels
 // chosen once at run time, oneTBB tasks with a static partition over a fixed tile grid.
-// Invariants: sgemm never allocates (all scratch comes from the caller's workspace); every C element is computed
-// by one task with a fixed k order, so results are bitwise identical for any number of threads.
+// Invariants: sgemm never allocates (all scratch comes from the caller's workspace); every C element is
+// computed by one task with a fixed k order, so results are bitwise identical for any number of threads.
 // Tested by tests/plugins/cpu/test_gemm.cpp (double reference, every kernel, thread counts); timed by
 // bench/cpu_gemm.cpp.
 #pragma once
@@ -36,8 +36,8 @@ void sgemm(const GemmArgs& args, void* workspace, uint64_t workspace_bytes);
 // Name of the micro-kernel chosen at run time ("avx512", "avx2", "generic"), for logs and benchmarks.
 const char* gemm_kernel_name();
 
-// Every micro-kernel compiled into the library. sgemm uses the best one this CPU supports; tests and benchmarks
-// may run another one explicitly (std::invalid_argument if this CPU lacks its instructions).
+// Every micro-kernel compiled into the library. sgemm uses the best one this CPU supports; tests and
+// benchmarks may run another one explicitly (std::invalid_argument if this CPU lacks its instructions).
 enum class GemmKernel : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
 bool gemm_kernel_supported(GemmKernel kernel);
 const char* gemm_kernel_name(GemmKernel kernel);
@@ -54,9 +54,9 @@ struct GemmMicroKernel {
   void (*pack_a)(const float* a, int64_t lda, bool trans, int64_t rows, int64_t kc, float* dst);
   // Packs op(B)[0:kc, 0:cols] into ceil(cols / nr) B micro-panels of kc * nr floats each, zero-padded.
   void (*pack_b)(const float* b, int64_t ldb, bool trans, int64_t kc, int64_t cols, float* dst);
-  // C[0:rows, 0:cols] = alpha * Apanel * B + (first ? beta * C : C), rows <= mr, cols <= nr. B row p starts at
-  // b + p * b_stride (a packed panel: b_stride = nr; an untransposed B used in place: b_stride = ldb); only
-  // its first `cols` floats are read. With first && beta == 0, C is not read.
+  // C[0:rows, 0:cols] = alpha * Apanel * B + (first ? beta * C : C), rows <= mr, cols <= nr. B row p starts
+  // at b + p * b_stride (a packed panel: b_stride = nr; an untransposed B used in place: b_stride = ldb);
+  // only its first `cols` floats are read. With first && beta == 0, C is not read.
   void (*tile)(int64_t kc, const float* a, const float* b, int64_t b_stride, float* c, int64_t ldc, int rows,
                int cols, float alpha, float beta, bool first);
 };

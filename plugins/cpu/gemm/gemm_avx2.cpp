@@ -1,8 +1,9 @@
 // AVX2 + FMA micro-kernels for sgemm: a 6 x 16 register tile (12 ymm accumulators; A broadcast, B two ymm
 // loads) with an instantiation for every edge shape; packing is the driver's scalar packers.
-// Invariants: instructions enabled per function (the library still loads on any x86-64; the driver calls these
-// only on CPUs with avx2 + fma); each C element is one FMA chain over k in order, whatever the tile shape.
-// Tested by tests/plugins/cpu/test_gemm.cpp (kernel kAvx2 against a double reference).
+// Invariants: instructions enabled per function (the library still loads on any x86-64; the driver calls
+// these only on CPUs with avx2 + fma); each C element is one FMA chain over k in order, whatever the tile
+// shape. Tested by tests/plugins/cpu/test_gemm.cpp (kernel kAvx2 against a double reference).
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
 #include <array>
@@ -78,18 +79,21 @@ FRESCO_AVX2 void tile_rv(int64_t kc, const float* a, const float* b, int64_t b_s
   }
 }
 
-using TileFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, float, float, bool);
+using TileFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, float, float,
+                        bool);
 
 // kTiles[rows - 1][vectors - 1][full]
 template <std::size_t... I>
-constexpr std::array<std::array<std::array<TileFn, 2>, 2>, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
-  return {{{{{{&tile_rv<static_cast<int>(I) + 1, 1, false>, &tile_rv<static_cast<int>(I) + 1, 1, true>}},
-             {{&tile_rv<static_cast<int>(I) + 1, 2, false>, &tile_rv<static_cast<int>(I) + 1, 2, true>}}}}...}};
+constexpr std::array<std::array<std::array<TileFn, 2>, 2>, sizeof...(I)> make_tiles(
+    std::index_sequence<I...>) {
+  return {
+      {{{{{&tile_rv<static_cast<int>(I) + 1, 1, false>, &tile_rv<static_cast<int>(I) + 1, 1, true>}},
+         {{&tile_rv<static_cast<int>(I) + 1, 2, false>, &tile_rv<static_cast<int>(I) + 1, 2, true>}}}}...}};
 }
 constexpr auto kTiles = make_tiles(std::make_index_sequence<kMr>{});
 
-FRESCO_AVX2 void tile(int64_t kc, const float* a, const float* b, int64_t b_stride, float* c, int64_t ldc, int rows,
-                      int cols, float alpha, float beta, bool first) {
+FRESCO_AVX2 void tile(int64_t kc, const float* a, const float* b, int64_t b_stride, float* c, int64_t ldc,
+                      int rows, int cols, float alpha, float beta, bool first) {
   const int vectors = cols > 8 ? 2 : 1;
   const bool full = cols == 8 * vectors;
   kTiles[rows - 1][vectors - 1][full ? 1 : 0](kc, a, b, b_stride, c, ldc, cols, alpha, beta, first);
@@ -100,3 +104,13 @@ FRESCO_AVX2 void tile(int64_t kc, const float* a, const float* b, int64_t b_stri
 const GemmMicroKernel kGemmAvx2 = {"avx2", kMr, kNr, nullptr, nullptr, &tile};
 
 }  // namespace fresco::cpu::detail
+
+#else  // not x86: never selected (gemm_kernel_supported is false), defined so the table links everywhere
+
+#include "gemm.h"
+
+namespace fresco::cpu::detail {
+const GemmMicroKernel kGemmAvx2 = {"avx2", 6, 16, nullptr, nullptr, nullptr};
+}  // namespace fresco::cpu::detail
+
+#endif

@@ -1,8 +1,10 @@
-// AVX-512 micro-kernels for sgemm: a 12 x 32 register tile (24 zmm accumulators; A broadcast, B two zmm loads),
-// an instantiation for every edge shape, and packers that transpose with 16 x 16 in-register transposes.
-// Invariants: only avx512f + fma instructions, enabled per function, so the library still loads on any x86-64
-// (the driver calls these only when the CPU has them); each C element is one FMA chain over k in order,
-// whatever the tile shape. Tested by tests/plugins/cpu/test_gemm.cpp (kernel kAvx512 against a double reference).
+// AVX-512 micro-kernels for sgemm: a 12 x 32 register tile (24 zmm accumulators; A broadcast, B two zmm
+// loads), an instantiation for every edge shape, and packers that transpose with 16 x 16 in-register
+// transposes. Invariants: only avx512f + fma instructions, enabled per function, so the library still loads
+// on any x86-64 (the driver calls these only when the CPU has them); each C element is one FMA chain over k
+// in order, whatever the tile shape. Tested by tests/plugins/cpu/test_gemm.cpp (kernel kAvx512 against a
+// double reference).
+#if defined(__x86_64__) || defined(__i386__)
 // GCC 12 warns inside its own AVX-512 intrinsics (the self-initialised _mm512_undefined_*, GCC PR 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -46,8 +48,10 @@ FRESCO_AVX512 inline void transpose16(__m512 r[16]) {
     s[g][3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
   }
   for (int c = 0; c < 4; ++c) {
-    const __m512 u0 = _mm512_shuffle_f32x4(s[0][c], s[1][c], 0x44), u1 = _mm512_shuffle_f32x4(s[0][c], s[1][c], 0xEE);
-    const __m512 u2 = _mm512_shuffle_f32x4(s[2][c], s[3][c], 0x44), u3 = _mm512_shuffle_f32x4(s[2][c], s[3][c], 0xEE);
+    const __m512 u0 = _mm512_shuffle_f32x4(s[0][c], s[1][c], 0x44),
+                 u1 = _mm512_shuffle_f32x4(s[0][c], s[1][c], 0xEE);
+    const __m512 u2 = _mm512_shuffle_f32x4(s[2][c], s[3][c], 0x44),
+                 u3 = _mm512_shuffle_f32x4(s[2][c], s[3][c], 0xEE);
     r[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
     r[4 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
     r[8 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
@@ -111,8 +115,8 @@ FRESCO_AVX512 void pack_b(const float* b, int64_t ldb, bool trans, int64_t kc, i
 
 // R rows (1..12) by V zmm columns (1..2); the last column vector is masked to `cols`.
 template <int R, int V>
-FRESCO_AVX512 void tile_rv(int64_t kc, const float* a, const float* b, int64_t b_stride, float* c, int64_t ldc,
-                           int cols, float alpha, float beta, bool first) {
+FRESCO_AVX512 void tile_rv(int64_t kc, const float* a, const float* b, int64_t b_stride, float* c,
+                           int64_t ldc, int cols, float alpha, float beta, bool first) {
   __m512 acc[R][V];
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
@@ -155,7 +159,8 @@ FRESCO_AVX512 void tile_rv(int64_t kc, const float* a, const float* b, int64_t b
   }
 }
 
-using TileFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, float, float, bool);
+using TileFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, float, float,
+                        bool);
 
 template <std::size_t... I>
 constexpr std::array<std::array<TileFn, 2>, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
@@ -173,3 +178,13 @@ FRESCO_AVX512 void tile(int64_t kc, const float* a, const float* b, int64_t b_st
 const GemmMicroKernel kGemmAvx512 = {"avx512", kMr, kNr, &pack_a, &pack_b, &tile};
 
 }  // namespace fresco::cpu::detail
+
+#else  // not x86: never selected (gemm_kernel_supported is false), defined so the table links everywhere
+
+#include "gemm.h"
+
+namespace fresco::cpu::detail {
+const GemmMicroKernel kGemmAvx512 = {"avx512", 12, 32, nullptr, nullptr, nullptr};
+}  // namespace fresco::cpu::detail
+
+#endif

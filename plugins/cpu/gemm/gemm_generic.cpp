@@ -32,8 +32,8 @@ void tile_impl(int64_t kc, const float* a, const float* b, int64_t b_stride, flo
   }
 }
 
-void tile(int64_t kc, const float* a, const float* b, int64_t b_stride, float* c, int64_t ldc, int rows, int cols,
-          float alpha, float beta, bool first) {
+void tile(int64_t kc, const float* a, const float* b, int64_t b_stride, float* c, int64_t ldc, int rows,
+          int cols, float alpha, float beta, bool first) {
   if (cols == kNr) {
     tile_impl<true>(kc, a, b, b_stride, c, ldc, rows, cols, alpha, beta, first);
   } else {

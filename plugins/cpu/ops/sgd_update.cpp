@@ -2,35 +2,32 @@
 // g = nesterov ? g + momentum*buf : buf; w -= lr*g. Skips the update when skip_step is set. Test:
 // test_optimizers.cpp.
 #include "cpu_common.h"
+#include "fresco/update_rules.h"
 
 namespace fresco::cpu {
 
 FR_CPU_KERNEL_RUN(sgd_update) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 0, 0, 2, 1, "sgd_update");
+    FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
+                    "sgd_update: step scalars range too small");
     const auto& p = sdk::params<FrSgdParams>(call);
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
-    if (s->skip_step) return;
     const uint64_t n = sdk::count<float>(call->rout[0]);
     FR_PLUGIN_CHECK(sdk::count<float>(call->rin[0]) == n, FR_ERR_INVALID_ARGUMENT,
                     "sgd_update: w/g sizes differ");
     const bool has_buf = p.momentum != 0.0f;
     FR_PLUGIN_CHECK(!has_buf || (call->n_rout >= 2 && sdk::count<float>(call->rout[1]) == n),
                     FR_ERR_INVALID_ARGUMENT, "sgd_update: momentum buffer missing or of another size");
+    if (s->skip_step) return;
     float* w = sdk::data<float>(call->rout[0]);
     const float* g = sdk::data<float>(call->rin[0]);
     float* buf = has_buf ? sdk::data<float>(call->rout[1]) : nullptr;
     const float lr = s->lr, wd = p.weight_decay, mom = p.momentum;
-    const bool nesterov = p.nesterov != 0;
+    const int nesterov = p.nesterov;
     parallel_chunks(static_cast<int64_t>(n), 1 << 14, [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) {
-        float d = g[i] + wd * w[i];
-        if (buf) {
-          buf[i] = mom * buf[i] + d;
-          d = nesterov ? d + mom * buf[i] : buf[i];
-        }
-        w[i] -= lr * d;
-      }
+      for (int64_t i = a; i < b; ++i)
+        fr_sgd_step(w + i, buf ? buf + i : nullptr, g[i], lr, wd, mom, nesterov);
     });
   });
 }

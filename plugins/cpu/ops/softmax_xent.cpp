@@ -37,17 +37,14 @@ FR_CPU_KERNEL_RUN(softmax_xent) {
     float* row_hit = row_loss + m;
     const float eps = p.label_smoothing;
     const float inv_m = 1.0f / static_cast<float>(m);
-    int bad_label = -1;
+    for (int64_t r = 0; r < m; ++r)
+      FR_PLUGIN_CHECK(
+          y[r] >= 0 && y[r] < c, FR_ERR_INVALID_ARGUMENT,
+          "softmax_xent: label of row " + std::to_string(r) + " outside [0, " + std::to_string(c) + ")");
     parallel_chunks(m, 8, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const float* zr = z + r * c;
         const int32_t label = y[r];
-        if (label < 0 || label >= c) {
-          bad_label = static_cast<int>(r);
-          row_loss[r] = 0.0f;
-          row_hit[r] = 0.0f;
-          continue;
-        }
         float mx = zr[0];
         int64_t arg = 0;
         for (int64_t j = 1; j < c; ++j)
@@ -69,9 +66,6 @@ FR_CPU_KERNEL_RUN(softmax_xent) {
         }
       }
     });
-    FR_PLUGIN_CHECK(bad_label < 0, FR_ERR_INVALID_ARGUMENT,
-                    "softmax_xent: label of row " + std::to_string(bad_label) + " outside [0, " +
-                        std::to_string(c) + ")");
     double loss = 0.0, hits = 0.0;
     for (int64_t r = 0; r < m; ++r) loss += row_loss[r], hits += row_hit[r];
     auto* out = static_cast<FrBatchResults*>(call->rout[0].data);

@@ -143,6 +143,16 @@ typedef struct FrDeviceApi {
   FrError* (*capture_end)(void* ctx, void* stream, void** graph);
   FrError* (*graph_launch)(void* ctx, void* graph, void* stream);
   void (*graph_destroy)(void* ctx, void* graph);
+  /* Optional events for cross-stream ordering and host waits; NULL on synchronous devices. Created at compile
+   * time only (never inside a capture). */
+  FrError* (*event_create)(void* ctx, void** event);
+  void (*event_destroy)(void* ctx, void* event);
+  FrError* (*event_record)(void* ctx, void* event, void* stream);
+  FrError* (*stream_wait_event)(void* ctx, void* stream, void* event);
+  FrError* (*event_sync)(void* ctx, void* event);
+  /* Optional: bytes of device memory in use by this context's allocations (arena, workspaces, library state).
+   */
+  uint64_t (*memory_in_use)(void* ctx);
   void* ext; /* reserved, NULL */
 } FrDeviceApi;
 

@@ -31,6 +31,8 @@ inline DataSpec FashionMnist(std::string dir = "/usr/share/datasets/fashion-mnis
 inline DataSpec Mnist(std::string dir) {
   return {"mnist", std::move(dir)};
 }
+// The usual per-channel mean/std of a known dataset kind ("fashion-mnist", "mnist").
+Normalization default_normalization(const std::string& kind);
 
 struct EpochReport {
   int epoch = 0;  // 1-based

@@ -33,9 +33,16 @@ class Executor {
   void write_scalars(const FrStepScalars& s);
 
  private:
+  static int ab_index(char ab) { return ab == 'A' ? 0 : 1; }
   const CompiledModel& m_;
   Runtime& rt_;
   uint64_t labels_offset_ = 0, data_offset_ = 0;  // inside a staging buffer
+  // Per variant and buffer: capture indices (-1 = none), resolved once.
+  int transfer_[kVariantCount][2];
+  int step_[kVariantCount][2];
+  int infer_[kVariantCount][2];
+  int copied_[2];    // event: TRANSFER from staging X finished (staging X may be rewritten)
+  int consumed_[2];  // event: the step that read I_X finished (I_X may be overwritten)
 };
 
 }  // namespace fresco

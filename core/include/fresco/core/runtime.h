@@ -19,6 +19,7 @@ namespace fresco {
 
 struct ResolvedCall {
   const FrKernelDef* kernel = nullptr;
+  bool owns_state = true;  // false in fused captures, which borrow the state of the piece they copy
   FrCall call{};
   std::vector<FrTensor> in, out;
   std::vector<FrRange> rin, rout;
@@ -55,8 +56,24 @@ class Runtime {
 
   // Resolves, prepares and captures every unique slot of the atlas.
   CaptureStats pre_capture(const GraphAtlas& atlas);
+  // One more capture holding the nodes of several GraphIds of one variant, in order, on one stream: a whole
+  // training step as a single launch. Reuses the prepared calls of pre_capture. Returns -1 when all are
+  // empty.
+  int fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>& gids, StreamRole stream);
+  // Launch in program order: work on another stream than the previous launch waits for it (events).
   void launch(const GraphAtlas& atlas, Variant v, GraphId g);
+  // Launch capture `idx` on its stream with no implicit ordering; the caller orders it with events.
+  void launch_unordered(int idx);
   void synchronize();
+
+  // Events (no-ops on devices without them). Created at compile time only.
+  bool has_events() const noexcept;
+  int create_event();
+  void record(int event, StreamRole s);
+  void wait(StreamRole s, int event);
+  void host_wait(int event);
+  // Device bytes this runtime holds (arena + workspaces, plus library state when the device reports it).
+  uint64_t memory_in_use() const;
 
   // Host <-> device copies of one tensor (whole slot or `bytes`), synchronous.
   void upload(const MemoryPlan& plan, TensorId id, const void* src, uint64_t bytes);
@@ -70,6 +87,8 @@ class Runtime {
  private:
   ResolvedCall resolve(const GraphNode& node, const MemoryPlan& plan);
   void run_calls(const Capture& c);
+  void finish_capture(Capture& c);
+  void order_after_last(StreamRole s);
   void* stream(StreamRole r) const noexcept { return streams_[static_cast<int>(r)]; }
 
   std::string device_;
@@ -81,8 +100,12 @@ class Runtime {
   uint64_t staging_bytes_ = 0;
   std::array<void*, kStreamCount> streams_{};
   std::array<uint8_t*, kStreamCount> workspaces_{};
+  std::array<uint64_t, kStreamCount> workspace_bytes_{};
   uint64_t workspace_total_ = 0;
   std::vector<Capture> captures_;
+  std::vector<void*> events_;
+  std::array<int, kStreamCount> chain_events_{};
+  int last_stream_ = -1;
 };
 
 }  // namespace fresco

@@ -1,0 +1,28 @@
+// `fresco parity JOB`: N steps of the job on two devices (default cpu and cuda) from the same initial weights
+// and batches; prints per tensor the largest relative difference; exit 1 when any exceeds --tolerance.
+#include <cstdio>
+
+#include "commands.h"
+#include "fresco/core/job.h"
+#include "fresco/core/parity.h"
+
+namespace fresco::cli {
+
+int cmd_parity(const ParityArgs& a) {
+  const JobSpec job = load_job(a.job);
+  const ParityReport r = run_parity(job, a.steps, a.device_a, a.device_b, a.samples);
+  std::printf("parity %s vs %s, %d steps of %s\n", r.device_a.c_str(), r.device_b.c_str(), r.steps,
+              job.name.c_str());
+  std::printf("%-32s %12s %12s\n", "tensor", "max rel", "max abs");
+  int bad = 0;
+  for (const auto& row : r.rows) {
+    const bool over = !(row.max_rel <= a.tolerance);
+    bad += over ? 1 : 0;
+    std::printf("%-32s %12.3e %12.3e%s\n", row.tensor.c_str(), row.max_rel, row.max_abs,
+                over ? "  over tolerance" : "");
+  }
+  std::printf("worst %.3e (tolerance %.1e): %s\n", r.worst, a.tolerance, bad ? "FAIL" : "PASS");
+  return bad ? 1 : 0;
+}
+
+}  // namespace fresco::cli

@@ -1,0 +1,31 @@
+// Parity: the same compiled graph on two backends. Trains `steps` steps of a job from the same initial
+// weights and the same batches on device A and device B and reports, per tensor (weights, gradients, moments)
+// and for the per-step loss, the largest relative difference max|a-b| / max(max|b|, tiny). Tested by
+// tests/plugins/cuda.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fresco/core/job.h"
+
+namespace fresco {
+
+struct ParityRow {
+  std::string tensor;
+  double max_rel = 0;  // max |a - b| / max |b|
+  double max_abs = 0;
+};
+
+struct ParityReport {
+  std::string device_a, device_b;
+  int steps = 0;
+  std::vector<ParityRow> rows;  // one per tensor, then "loss"
+  double worst = 0;
+};
+
+// The job's data is used (first `samples` training and test samples when samples > 0).
+ParityReport run_parity(const JobSpec& job, int steps, const std::string& device_a,
+                        const std::string& device_b, int64_t samples = 0);
+
+}  // namespace fresco

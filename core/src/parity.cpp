@@ -1,0 +1,68 @@
+// Parity between two devices: same job, same seed (same Philox initial weights and batches), N steps each.
+#include "fresco/core/parity.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
+
+namespace fresco {
+
+namespace {
+ParityRow compare(const std::string& name, const std::vector<float>& a, const std::vector<float>& b) {
+  ParityRow r;
+  r.tensor = name;
+  double ref = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    r.max_abs = std::max(r.max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
+    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
+  }
+  r.max_rel = a.size() != b.size() ? INFINITY : r.max_abs / std::max(ref, 1e-30);
+  if (!std::isfinite(r.max_abs)) r.max_rel = INFINITY;
+  return r;
+}
+}  // namespace
+
+ParityReport run_parity(const JobSpec& job, int steps, const std::string& device_a,
+                        const std::string& device_b, int64_t samples) {
+  FRESCO_CHECK(steps > 0, ErrorCode::kUsage, "parity: steps must be positive");
+  ParityReport rep;
+  rep.device_a = device_a;
+  rep.device_b = device_b;
+  rep.steps = steps;
+  data::Dataset train = data::load_mnist_dir(job.data.path, "train", job.data.kind);
+  const data::Dataset test = data::load_mnist_dir(job.data.path, "test", job.data.kind);
+  if (samples > 0 && samples < train.n) {
+    train.n = samples;
+    train.images.resize(static_cast<size_t>(samples * train.sample_bytes()));
+    train.labels.resize(static_cast<size_t>(samples));
+  }
+  std::vector<std::unique_ptr<DeepLearningTask>> tasks;
+  for (const std::string& dev : {device_a, device_b}) {
+    auto t = std::make_unique<DeepLearningTask>();
+    configure(*t, job);
+    t->device(dev)
+        .data(train, test)
+        .normalize(job.normalize_set ? job.normalize : default_normalization(job.data.kind));
+    t->compile();
+    tasks.push_back(std::move(t));
+  }
+  const int64_t batch = tasks[0]->compiled().batch_of[static_cast<int>(Variant::TRAIN_BASE)];
+  const std::vector<uint32_t> order = data::shuffled_indices(static_cast<uint32_t>(train.n), job.seed, 0);
+  std::vector<float> loss_a, loss_b;
+  for (int s = 0; s < steps; ++s) {
+    const int64_t start = (s * batch) % static_cast<int64_t>(order.size());
+    const int64_t count = std::min<int64_t>(batch, static_cast<int64_t>(order.size()) - start);
+    loss_a.push_back(tasks[0]->train_step(order.data() + start, count));
+    loss_b.push_back(tasks[1]->train_step(order.data() + start, count));
+  }
+  const auto sa = tasks[0]->snapshot(), sb = tasks[1]->snapshot();
+  for (size_t i = 0; i < sa.size() && i < sb.size(); ++i)
+    rep.rows.push_back(compare(sa[i].first, sa[i].second, sb[i].second));
+  rep.rows.push_back(compare("loss (per step)", loss_a, loss_b));
+  for (const auto& r : rep.rows) rep.worst = std::max(rep.worst, r.max_rel);
+  return rep;
+}
+
+}  // namespace fresco

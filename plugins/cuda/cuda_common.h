@@ -1,0 +1,62 @@
+// Shared helpers of the CUDA backend: the per-device context, check macros that turn CUDA/cuBLAS failures
+// into plugin errors carrying file:line (never exit), launch-size helpers. Included by .cu and .cpp files
+// alike.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "fresco/plugin.hpp"
+
+namespace fresco::cuda {
+
+struct Context {
+  int device = 0;
+  cublasLtHandle_t lt = nullptr;
+  uint64_t allocated = 0;  // bytes from arena_alloc (for memory_in_use)
+  int sm_count = 0;
+};
+
+inline Context* ctx_of(void* p) {
+  return static_cast<Context*>(p);
+}
+inline cudaStream_t stream_of(const FrCall* c) {
+  return static_cast<cudaStream_t>(c->stream);
+}
+
+// Blocks for a grid-stride loop over n items: enough to fill the device, never more than needed.
+inline unsigned grid_for(int64_t n, int threads, int sm_count) {
+  const int64_t need = (n + threads - 1) / threads;
+  const int64_t cap = static_cast<int64_t>(sm_count > 0 ? sm_count : 132) * 8;
+  return static_cast<unsigned>(need < 1 ? 1 : (need < cap ? need : cap));
+}
+
+}  // namespace fresco::cuda
+
+#define FR_CUDA_CHECK(expr)                                                                                 \
+  do {                                                                                                      \
+    const cudaError_t fr_e_ = (expr);                                                                       \
+    if (fr_e_ != cudaSuccess)                                                                               \
+      throw ::fresco::sdk::KernelError(FR_ERR_DEVICE, std::string(__FILE__ ":" FR_SDK_STR(__LINE__) ": ") + \
+                                                          #expr + ": " + cudaGetErrorString(fr_e_));        \
+  } while (0)
+
+#define FR_CUBLAS_CHECK(expr)                                                                               \
+  do {                                                                                                      \
+    const cublasStatus_t fr_s_ = (expr);                                                                    \
+    if (fr_s_ != CUBLAS_STATUS_SUCCESS)                                                                     \
+      throw ::fresco::sdk::KernelError(FR_ERR_DEVICE, std::string(__FILE__ ":" FR_SDK_STR(__LINE__) ": ") + \
+                                                          #expr + ": cuBLAS status " +                      \
+                                                          std::to_string(fr_s_));                           \
+  } while (0)
+
+// After a kernel launch: catches bad launch configurations at once.
+#define FR_CUDA_LAUNCH_CHECK() FR_CUDA_CHECK(cudaGetLastError())
+
+#define FR_CUDA_KERNEL_RUN(name) FrError* name##_run(void* ctx, const FrCall* call) noexcept
+#define FR_CUDA_KERNEL_PREPARE(name) \
+  FrError* name##_prepare(void* ctx, const FrCall* call, void** state, uint64_t* workspace_bytes) noexcept
+#define FR_CUDA_KERNEL_DESTROY(name) void name##_destroy(void* ctx, void* state) noexcept

@@ -1,0 +1,191 @@
+// CUDA device API: one context per device (cuBLASLt handle), cudaMalloc arena (zero-filled), pinned host
+// staging, non-blocking streams, events, async copies and native CUDA Graph capture (thread-local capture
+// mode, so another thread's CUDA calls do not break a capture). Tested by tests/plugins/cuda (skipped without
+// a GPU).
+#include "cuda_common.h"
+
+namespace fresco::cuda {
+
+namespace {
+int32_t device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: report zero, clear the sticky error
+    return 0;
+  }
+  return n;
+}
+
+FrError* context_create(int32_t index, void** out) noexcept {
+  return sdk::guard([&] {
+    const int n = device_count();
+    FR_PLUGIN_CHECK(n > 0, FR_ERR_DEVICE, "cuda: no CUDA device is visible (driver missing or no GPU)");
+    FR_PLUGIN_CHECK(
+        index >= 0 && index < n, FR_ERR_INVALID_ARGUMENT,
+        "cuda: device " + std::to_string(index) + " does not exist (" + std::to_string(n) + " found)");
+    FR_CUDA_CHECK(cudaSetDevice(index));
+    auto* c = new Context();
+    c->device = index;
+    if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
+      delete c;
+      throw sdk::KernelError(FR_ERR_DEVICE, "cuda: cublasLtCreate failed");
+    }
+    cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
+    *out = c;
+  });
+}
+
+void context_destroy(void* p) noexcept {
+  Context* c = ctx_of(p);
+  if (!c) return;
+  if (c->lt) cublasLtDestroy(c->lt);
+  delete c;
+}
+
+FrError* arena_alloc(void* p, uint64_t bytes, void** ptr) noexcept {
+  return sdk::guard([&] {
+    FR_CUDA_CHECK(cudaSetDevice(ctx_of(p)->device));
+    void* d = nullptr;
+    const cudaError_t e = cudaMalloc(&d, bytes ? bytes : 256);
+    FR_PLUGIN_CHECK(e == cudaSuccess, FR_ERR_OUT_OF_MEMORY,
+                    "cuda: cannot allocate " + std::to_string(bytes) +
+                        " bytes of device memory: " + cudaGetErrorString(e));
+    FR_CUDA_CHECK(cudaMemset(d, 0, bytes));
+    ctx_of(p)->allocated += bytes;
+    *ptr = d;
+  });
+}
+
+void arena_free(void*, void* ptr) noexcept {
+  cudaFree(ptr);
+}
+
+FrError* host_alloc(void*, uint64_t bytes, void** ptr) noexcept {
+  return sdk::guard([&] {
+    void* h = nullptr;
+    FR_CUDA_CHECK(cudaHostAlloc(&h, bytes ? bytes : 256, cudaHostAllocDefault));
+    *ptr = h;
+  });
+}
+
+void host_free(void*, void* ptr) noexcept {
+  cudaFreeHost(ptr);
+}
+
+FrError* stream_create(void* p, void** stream) noexcept {
+  return sdk::guard([&] {
+    FR_CUDA_CHECK(cudaSetDevice(ctx_of(p)->device));
+    cudaStream_t s = nullptr;
+    FR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *stream = s;
+  });
+}
+
+void stream_destroy(void*, void* stream) noexcept {
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+}
+
+FrError* stream_sync(void*, void* stream) noexcept {
+  return sdk::guard([&] { FR_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); });
+}
+
+FrError* memcpy_async(void*, void* dst, const void* src, uint64_t bytes, int32_t kind,
+                      void* stream) noexcept {
+  return sdk::guard([&] {
+    const cudaMemcpyKind k = kind == 0   ? cudaMemcpyHostToDevice
+                             : kind == 1 ? cudaMemcpyDeviceToHost
+                                         : cudaMemcpyDeviceToDevice;
+    FR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, static_cast<cudaStream_t>(stream)));
+  });
+}
+
+FrError* capture_begin(void*, void* stream) noexcept {
+  return sdk::guard([&] {
+    FR_CUDA_CHECK(
+        cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal));
+  });
+}
+
+FrError* capture_end(void*, void* stream, void** graph) noexcept {
+  return sdk::guard([&] {
+    cudaGraph_t g = nullptr;
+    FR_CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &g));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    FR_CUDA_CHECK(e);
+    *graph = exec;
+  });
+}
+
+FrError* graph_launch(void*, void* graph, void* stream) noexcept {
+  return sdk::guard([&] {
+    FR_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)));
+  });
+}
+
+void graph_destroy(void*, void* graph) noexcept {
+  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+}
+
+FrError* event_create(void* p, void** event) noexcept {
+  return sdk::guard([&] {
+    FR_CUDA_CHECK(cudaSetDevice(ctx_of(p)->device));
+    cudaEvent_t e = nullptr;
+    FR_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    *event = e;
+  });
+}
+
+void event_destroy(void*, void* event) noexcept {
+  cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+
+FrError* event_record(void*, void* event, void* stream) noexcept {
+  return sdk::guard([&] {
+    FR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+  });
+}
+
+FrError* stream_wait_event(void*, void* stream, void* event) noexcept {
+  return sdk::guard([&] {
+    FR_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
+  });
+}
+
+FrError* event_sync(void*, void* event) noexcept {
+  return sdk::guard([&] { FR_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); });
+}
+
+uint64_t memory_in_use(void* p) noexcept {
+  return p ? ctx_of(p)->allocated : 0;
+}
+}  // namespace
+
+extern const FrDeviceApi kCudaDevice = {.struct_size = sizeof(FrDeviceApi),
+                                        .pad_ = 0,
+                                        .name = "cuda",
+                                        .device_count = device_count,
+                                        .context_create = context_create,
+                                        .context_destroy = context_destroy,
+                                        .arena_alloc = arena_alloc,
+                                        .arena_free = arena_free,
+                                        .host_alloc = host_alloc,
+                                        .host_free = host_free,
+                                        .stream_create = stream_create,
+                                        .stream_destroy = stream_destroy,
+                                        .stream_sync = stream_sync,
+                                        .memcpy_async = memcpy_async,
+                                        .capture_begin = capture_begin,
+                                        .capture_end = capture_end,
+                                        .graph_launch = graph_launch,
+                                        .graph_destroy = graph_destroy,
+                                        .event_create = event_create,
+                                        .event_destroy = event_destroy,
+                                        .event_record = event_record,
+                                        .stream_wait_event = stream_wait_event,
+                                        .event_sync = event_sync,
+                                        .memory_in_use = memory_in_use,
+                                        .ext = nullptr};
+
+}  // namespace fresco::cuda

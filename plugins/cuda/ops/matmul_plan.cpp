@@ -1,0 +1,61 @@
+// cuBLASLt plan/run for the fc kernels (see matmul_plan.h for the layout algebra).
+#include "ops/matmul_plan.h"
+
+namespace fresco::cuda {
+
+void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                 bool bias, uint64_t max_workspace) {
+  // Column-major view: C^T[n,m] = op(B)^T[n,k] op(A)^T[k,m]. Row-major B stored [k,n] is column-major [n,k] =
+  // B^T, so the first operand is B with transa = trans_b; likewise the second is A with transb = trans_a.
+  FR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  FR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  FR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  p.bias = bias;
+  if (bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    FR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  }
+  // Stored shapes (column-major rows x cols, leading dimension = rows).
+  const uint64_t b_rows = trans_b ? k : n, b_cols = trans_b ? n : k;  // B stored row-major [n,k] or [k,n]
+  const uint64_t a_rows = trans_a ? m : k, a_cols = trans_a ? k : m;
+  FR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
+  FR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
+  FR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, n, m, n));
+  cublasLtMatmulPreference_t pref = nullptr;
+  FR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  FR_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                       &max_workspace, sizeof max_workspace));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  FR_PLUGIN_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, FR_ERR_UNSUPPORTED,
+                  "cuBLASLt has no fp32 algorithm for " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                      std::to_string(k) + " (status " + std::to_string(st) + ")");
+  p.algo = result.algo;
+  p.workspace = result.workspaceSize;
+}
+
+void run_matmul(Context* ctx, const MatmulPlan& p, const float* a, const float* b, float* c,
+                const float* bias, void* workspace, uint64_t workspace_bytes, cudaStream_t s) {
+  FR_PLUGIN_CHECK(workspace_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "matmul: workspace too small");
+  if (p.bias)
+    FR_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  const float one = 1.0f, zero = 0.0f;
+  FR_CUBLAS_CHECK(cublasLtMatmul(ctx->lt, p.desc, &one, b, p.a, a, p.b, &zero, c, p.c, c, p.c, &p.algo,
+                                 workspace, p.workspace, s));
+}
+
+void destroy_matmul(MatmulPlan& p) {
+  if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+  if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+  if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+  if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+  p = MatmulPlan{};
+}
+
+}  // namespace fresco::cuda

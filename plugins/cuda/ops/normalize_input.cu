@@ -1,0 +1,33 @@
+// CUDA input normalisation: uint8 NHWC -> f32, y = (x / 255 - mean[c]) / std[c]. Test: tests/plugins/cuda.
+#include "cuda_common.h"
+
+namespace fresco::cuda {
+
+namespace {
+__global__ void normalize_kernel(const uint8_t* __restrict__ x, float* __restrict__ y, int64_t n,
+                                 FrNormalizeParams p) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(i % p.channels);
+    y[i] = (static_cast<float>(x[i]) / 255.0f - p.mean[c]) / p.std[c];
+  }
+}
+}  // namespace
+
+FR_CUDA_KERNEL_RUN(normalize_input) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 1, 1, 0, 0, "normalize_input");
+    const auto& p = sdk::params<FrNormalizeParams>(call);
+    const auto& xt = call->in[0];
+    FR_PLUGIN_CHECK(xt.dtype == FR_U8, FR_ERR_INVALID_ARGUMENT, "normalize_input: x must be u8");
+    FR_PLUGIN_CHECK(p.channels >= 1 && p.channels <= FR_MAX_NORM_CHANNELS && xt.dims[3] == p.channels,
+                    FR_ERR_INVALID_ARGUMENT, "normalize_input: channel count mismatch");
+    const int64_t n = sdk::numel(xt);
+    FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT, "normalize_input: sizes differ");
+    normalize_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
+        sdk::data<uint8_t>(xt), sdk::data<float>(call->out[0]), n, p);
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace fresco::cuda

@@ -1,0 +1,68 @@
+// CUDA range ops on a few scalars, one thread each: accumulate_metrics (batch results into the pass
+// accumulators), lr_schedule (the shared fr_schedule_lr rule, reading the step from S-region memory) and
+// step_done. Test: tests/plugins/cuda.
+#include "cuda_common.h"
+#include "fresco/update_rules.h"
+
+namespace fresco::cuda {
+
+namespace {
+__global__ void accumulate_kernel(const FrBatchResults* b, FrMetricAccumulators* a) {
+  a->loss_sum += static_cast<double>(b->loss) * b->samples;
+  a->correct += b->correct;
+  a->samples += b->samples;
+  a->batches += 1.0;
+}
+__global__ void lr_schedule_kernel(FrScheduleParams p, const float* table, FrStepScalars* s) {
+  s->lr = fr_schedule_lr(&p, s->step, table);
+}
+__global__ void step_done_kernel(FrStepScalars* s) {
+  s->step += 1;
+}
+}  // namespace
+
+FR_CUDA_KERNEL_RUN(accumulate_metrics) {
+  return sdk::guard([&] {
+    (void)ctx;
+    sdk::expect_arity(call, 0, 0, 1, 1, "accumulate_metrics");
+    FR_PLUGIN_CHECK(
+        call->rin[0].bytes >= sizeof(FrBatchResults) && call->rout[0].bytes >= sizeof(FrMetricAccumulators),
+        FR_ERR_INVALID_ARGUMENT, "accumulate_metrics: ranges too small");
+    accumulate_kernel<<<1, 1, 0, stream_of(call)>>>(static_cast<const FrBatchResults*>(call->rin[0].data),
+                                                    static_cast<FrMetricAccumulators*>(call->rout[0].data));
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+FR_CUDA_KERNEL_RUN(lr_schedule) {
+  return sdk::guard([&] {
+    (void)ctx;
+    sdk::expect_arity(call, 0, 0, 0, 1, "lr_schedule");
+    FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
+                    "lr_schedule: step scalars range too small");
+    const auto& p = sdk::params<FrScheduleParams>(call);
+    const float* table = nullptr;
+    if (p.kind == FR_SCHED_TABLE) {
+      FR_PLUGIN_CHECK(
+          call->n_rin >= 1 && call->rin[0].bytes >= static_cast<uint64_t>(p.table_len) * sizeof(float),
+          FR_ERR_INVALID_ARGUMENT, "lr_schedule: table range too small");
+      table = static_cast<const float*>(call->rin[0].data);
+    }
+    lr_schedule_kernel<<<1, 1, 0, stream_of(call)>>>(p, table,
+                                                     static_cast<FrStepScalars*>(call->rout[0].data));
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+FR_CUDA_KERNEL_RUN(step_done) {
+  return sdk::guard([&] {
+    (void)ctx;
+    sdk::expect_arity(call, 0, 0, 0, 1, "step_done");
+    FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
+                    "step_done: step scalars range too small");
+    step_done_kernel<<<1, 1, 0, stream_of(call)>>>(static_cast<FrStepScalars*>(call->rout[0].data));
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace fresco::cuda

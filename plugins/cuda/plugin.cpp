@@ -1,0 +1,76 @@
+// libfresco-cuda entry points: the frozen ABI info and init, which hands the host the CUDA device API and the
+// kernel table (an explicit array; one op = one file in ops/ plus one line here). The plugin loads on
+// machines without a GPU (device_count() is then 0). Test: fresco plugins, tests/plugins/cuda.
+#include "cuda_common.h"
+
+namespace fresco::cuda {
+
+extern const FrDeviceApi kCudaDevice;
+
+FR_CUDA_KERNEL_PREPARE(fc);
+FR_CUDA_KERNEL_RUN(fc);
+FR_CUDA_KERNEL_DESTROY(fc);
+FR_CUDA_KERNEL_PREPARE(fc_backward);
+FR_CUDA_KERNEL_RUN(fc_backward);
+FR_CUDA_KERNEL_DESTROY(fc_backward);
+FR_CUDA_KERNEL_RUN(relu);
+FR_CUDA_KERNEL_RUN(relu_backward);
+FR_CUDA_KERNEL_RUN(dropout);
+FR_CUDA_KERNEL_RUN(dropout_backward);
+FR_CUDA_KERNEL_RUN(normalize_input);
+FR_CUDA_KERNEL_PREPARE(softmax_xent);
+FR_CUDA_KERNEL_RUN(softmax_xent);
+FR_CUDA_KERNEL_RUN(clear);
+FR_CUDA_KERNEL_RUN(copy);
+FR_CUDA_KERNEL_RUN(accumulate_metrics);
+FR_CUDA_KERNEL_RUN(lr_schedule);
+FR_CUDA_KERNEL_RUN(step_done);
+FR_CUDA_KERNEL_RUN(sgd_update);
+FR_CUDA_KERNEL_RUN(adam_update);
+
+namespace {
+constexpr uint32_t kF32 = FR_DTYPE_BIT(FR_F32);
+constexpr uint32_t kAny = 0x3Fu;
+#define FR_K(kind, op, mask, prep, run, destroy) \
+  { sizeof(FrKernelDef), kind, op, "cuda", mask, 0, prep, run, destroy }
+const FrKernelDef kKernels[] = {
+    FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
+    FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
+    FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, nullptr, relu_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_SOFTMAX_XENT, kF32, softmax_xent_prepare, softmax_xent_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_CLEAR, kAny, nullptr, clear_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_COPY, kAny, nullptr, copy_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_ACCUMULATE_METRICS, kAny, nullptr, accumulate_metrics_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_LR_SCHEDULE, kAny, nullptr, lr_schedule_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_STEP_DONE, kAny, nullptr, step_done_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_SGD_UPDATE, kF32, nullptr, sgd_update_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, nullptr, adam_update_run, nullptr),
+};
+#undef FR_K
+}  // namespace
+
+}  // namespace fresco::cuda
+
+extern "C" FR_EXPORT FrAbiInfo fresco_plugin_abi(void) {
+  return FrAbiInfo{sizeof(FrAbiInfo), FR_ABI_MAJOR, FR_ABI_MINOR, "cuda", "0.1.0"};
+}
+
+extern "C" FR_EXPORT FrError* fresco_plugin_init(const FrHostApi* host, FrPlugin* out) {
+  if (!host || host->struct_size < sizeof(FrHostApi) || !host->error_new) return nullptr;
+  fresco::sdk::host() = host;
+  return fresco::sdk::guard([&] {
+    FR_PLUGIN_CHECK(out && out->struct_size >= sizeof(FrPlugin), FR_ERR_INVALID_ARGUMENT,
+                    "cuda plugin: FrPlugin too small");
+    out->device = &fresco::cuda::kCudaDevice;
+    out->comm = nullptr;
+    out->kernels = fresco::cuda::kKernels;
+    out->n_kernels = sizeof(fresco::cuda::kKernels) / sizeof(fresco::cuda::kKernels[0]);
+    out->schemas = nullptr;
+    out->n_schemas = 0;
+    out->ext = nullptr;
+  });
+}

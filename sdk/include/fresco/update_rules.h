@@ -1,0 +1,71 @@
+/* Element-wise update rules shared by every backend (C99, usable from C++ and CUDA): the learning-rate
+ * schedule and the SGD / Adam / AdamW steps exactly as PyTorch defines them, so CPU and GPU kernels compute
+ * the same numbers. Tested through tests/plugins/cpu/test_optimizers.cpp and test_range_ops.cpp. */
+#ifndef FRESCO_UPDATE_RULES_H_
+#define FRESCO_UPDATE_RULES_H_
+
+#include <math.h>
+
+#include "fresco/ops.h"
+#include "fresco/philox.h" /* FR_HD */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* lr for the step with 0-based index `step`: constant or cosine with linear warm-up, or a table. */
+FR_HD float fr_schedule_lr(const FrScheduleParams* p, int32_t step, const float* table) {
+  if (p->kind == FR_SCHED_TABLE)
+    return p->table_len > 0 ? table[step < p->table_len ? step : p->table_len - 1] : p->base_lr;
+  if (step < p->warmup_steps) return p->base_lr * (float)(step + 1) / (float)p->warmup_steps;
+  if (p->kind == FR_SCHED_COSINE) {
+    const int32_t span = p->total_steps - p->warmup_steps;
+    const int32_t done = step - p->warmup_steps < span ? step - p->warmup_steps : span;
+    const double t = span > 0 ? (double)done / (double)span : 1.0;
+    return (float)(p->min_lr + (p->base_lr - p->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * t)));
+  }
+  return p->base_lr;
+}
+
+/* PyTorch SGD (dampening 0): d = g + wd*w; buf = mom*buf + d; d = nesterov ? d + mom*buf : buf; w -= lr*d. */
+FR_HD void fr_sgd_step(float* w, float* buf, float g, float lr, float wd, float mom, int nesterov) {
+  float d = g + wd * *w;
+  if (buf) {
+    *buf = mom * *buf + d;
+    d = nesterov ? d + mom * *buf : *buf;
+  }
+  *w -= lr * d;
+}
+
+/* Per-step constants of Adam: step_size = lr / (1 - b1^t), bc2_sqrt = sqrt(1 - b2^t), t = step + 1. */
+typedef struct FrAdamStepConsts {
+  float lr, step_size, bc2_sqrt;
+} FrAdamStepConsts;
+
+FR_HD FrAdamStepConsts fr_adam_consts(const FrAdamParams* p, float lr, int32_t step) {
+  const double t = (double)step + 1.0;
+  FrAdamStepConsts k;
+  k.lr = lr;
+  k.step_size = (float)(lr / (1.0 - pow((double)p->beta1, t)));
+  k.bc2_sqrt = (float)sqrt(1.0 - pow((double)p->beta2, t));
+  return k;
+}
+
+/* PyTorch Adam (L2 decay added to g) or AdamW (decoupled decay), single-tensor form:
+ * m = lerp(m, g, 1-b1); v = b2*v + (1-b2)*g*g; w -= step_size * m / (sqrt(v)/bc2_sqrt + eps). */
+FR_HD void fr_adam_step(float* w, float* m, float* v, float g, const FrAdamParams* p, FrAdamStepConsts k) {
+  if (p->decoupled)
+    *w *= 1.0f - k.lr * p->weight_decay;
+  else
+    g += p->weight_decay * *w;
+  *m += (1.0f - p->beta1) * (g - *m);
+  *v = p->beta2 * *v + (1.0f - p->beta2) * g * g;
+  const float denom = sqrtf(*v) / k.bc2_sqrt + p->eps;
+  *w -= k.step_size * (*m / denom);
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FRESCO_UPDATE_RULES_H_ */

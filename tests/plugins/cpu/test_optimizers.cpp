@@ -1,0 +1,302 @@
+// Conformance of the CPU sgd_update and adam_update range ops against PyTorch's algorithms
+// (reference/optimizers.h) over several steps: SGD plain / weight decay / momentum / Nesterov, Adam with L2
+// decay, AdamW with decoupled decay. lr and step come from the FrStepScalars range (lr changes every step;
+// step is advanced by step_done, and a resumed run starts at a late step); skip_step != 0 leaves weights and
+// buffers bitwise unchanged; size mismatches, a missing momentum buffer and bad params return errors. Part of
+// test_cpu_ops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plugins/cpu/op_harness.h"
+#include "reference/optimizers.h"
+
+namespace {
+
+using fresco::test::OpCall;
+using fresco::test::pod_range;
+using fresco::test::range;
+
+constexpr float kLrs[] = {0.1f, 0.05f, 0.2f, 0.01f, 0.1f, 0.03f};
+const size_t kSizes[] = {1, 37, 3 * 16384 + 5};
+
+// Optimizer results must equal the double reference to float round-off accumulated over a few steps. The
+// absolute part scales with the terms summed: |w| <= ~1 for weights; a momentum buffer sums up to ~6
+// unit-sized gradients, so cancellation leaves an absolute error of a few float ulps of 6.
+constexpr double kRtol = 2e-6, kAtol = 2e-7, kAtolBuffer = 1e-6;
+
+void advance_step(FrStepScalars& s) {
+  OpCall c(FR_OP_STEP_DONE, FR_U8);
+  c.rout(pod_range(s));
+  ASSERT_TRUE(c.run());
+}
+
+struct SgdCase {
+  float momentum, weight_decay;
+  int32_t nesterov;
+};
+std::string str(const SgdCase& k) {
+  return "momentum=" + std::to_string(k.momentum) + " wd=" + std::to_string(k.weight_decay) +
+         " nesterov=" + std::to_string(k.nesterov);
+}
+
+::testing::AssertionResult run_sgd(std::vector<float>& w, std::vector<float>& buf, std::vector<float>& g,
+                                   FrStepScalars& s, const SgdCase& k) {
+  OpCall c(FR_OP_SGD_UPDATE);
+  c.rout(range(w));
+  if (k.momentum != 0.0f) c.rout(range(buf));
+  c.rin(range(g)).rin(pod_range(s)).params(FrSgdParams{k.momentum, k.weight_decay, k.nesterov, 0});
+  return c.run();
+}
+
+TEST(CpuSgd, MatchesPyTorchOverSeveralSteps) {
+  const SgdCase cases[] = {{0.0f, 0.0f, 0},  {0.0f, 5e-4f, 0}, {0.9f, 0.0f, 0},
+                           {0.9f, 1e-2f, 0}, {0.9f, 0.0f, 1},  {0.8f, 5e-3f, 1}};
+  uint32_t seed = 71;
+  for (const SgdCase& k : cases)
+    for (size_t n : kSizes) {
+      SCOPED_TRACE(str(k) + " n=" + std::to_string(n));
+      std::mt19937 rng(seed++);
+      std::vector<float> w = fresco::test::random_floats(rng, n, -1.0f, 1.0f), buf(n, 0.0f);
+      fresco::ref::SgdState ref{fresco::test::to_double(w), {}, false};
+      const fresco::ref::SgdConfig cfg{k.momentum, k.weight_decay, k.nesterov != 0};
+      FrStepScalars s{};
+      for (float lr : kLrs) {
+        std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+        s.lr = lr;
+        ASSERT_TRUE(run_sgd(w, buf, g, s, k));
+        advance_step(s);
+        fresco::ref::sgd_step(ref, fresco::test::to_double(g), lr, cfg);
+      }
+      EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol)) << "weights";
+      if (k.momentum != 0.0f) {
+        EXPECT_TRUE(fresco::test::all_close(buf, ref.buf, kRtol, kAtolBuffer)) << "momentum buffer";
+      }
+    }
+}
+
+TEST(CpuSgd, SkipStepLeavesEverythingUnchanged) {
+  const SgdCase k{0.9f, 1e-3f, 1};
+  const size_t n = 1001;
+  std::mt19937 rng(72);
+  std::vector<float> w = fresco::test::random_floats(rng, n, -1.0f, 1.0f), buf(n, 0.0f);
+  fresco::ref::SgdState ref{fresco::test::to_double(w), {}, false};
+  const fresco::ref::SgdConfig cfg{k.momentum, k.weight_decay, true};
+  FrStepScalars s{};
+  for (int i = 0; i < 5; ++i) {
+    std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+    s.lr = kLrs[i];
+    s.skip_step = i == 2 ? 1 : 0;
+    const std::vector<float> w_before = w, buf_before = buf;
+    ASSERT_TRUE(run_sgd(w, buf, g, s, k));
+    if (s.skip_step) {
+      EXPECT_TRUE(fresco::test::bitwise_equal(w, w_before));
+      EXPECT_TRUE(fresco::test::bitwise_equal(buf, buf_before));
+      continue;
+    }
+    fresco::ref::sgd_step(ref, fresco::test::to_double(g), kLrs[i], cfg);
+  }
+  EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol));
+  EXPECT_TRUE(fresco::test::all_close(buf, ref.buf, kRtol, kAtolBuffer));
+}
+
+TEST(CpuSgd, LrIsReadFromTheScalarsEveryStep) {
+  // Plain SGD with g = 1: each step moves w by exactly -lr of that step.
+  std::vector<float> w(8, 1.0f), buf, g(8, 1.0f);
+  FrStepScalars s{};
+  float expected = 1.0f;
+  for (float lr : {0.25f, 0.125f, 0.5f}) {
+    s.lr = lr;
+    ASSERT_TRUE(run_sgd(w, buf, g, s, SgdCase{0.0f, 0.0f, 0}));
+    expected -= lr;
+    for (float v : w) ASSERT_EQ(v, expected) << "lr " << lr;
+  }
+}
+
+TEST(CpuSgd, BadInputsReturnErrors) {
+  std::vector<float> w(16), g(16), g_short(15), buf(16), buf_short(8);
+  FrStepScalars s{};
+  s.lr = 0.1f;
+  {
+    OpCall c(FR_OP_SGD_UPDATE);
+    c.rout(range(w))
+        .rout(range(buf))
+        .rin(range(g_short))
+        .rin(pod_range(s))
+        .params(FrSgdParams{0.9f, 0, 0, 0});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "sizes differ")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_SGD_UPDATE);  // momentum without a buffer
+    c.rout(range(w)).rin(range(g)).rin(pod_range(s)).params(FrSgdParams{0.9f, 0, 0, 0});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "momentum buffer")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_SGD_UPDATE);  // buffer of another size
+    c.rout(range(w))
+        .rout(range(buf_short))
+        .rin(range(g))
+        .rin(pod_range(s))
+        .params(FrSgdParams{0.9f, 0, 0, 0});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "momentum buffer")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_SGD_UPDATE);  // no step scalars
+    c.rout(range(w)).rin(range(g)).params(FrSgdParams{0.0f, 0, 0, 0});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "expected at least")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_SGD_UPDATE);  // Adam's params
+    c.rout(range(w)).rin(range(g)).rin(pod_range(s)).params(FrAdamParams{0.9f, 0.999f, 1e-8f, 0.0f, 0, 0});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "params size")) << c.run_error();
+  }
+}
+
+struct AdamCase {
+  float beta1, beta2, eps, weight_decay;
+  int32_t decoupled;
+};
+std::string str(const AdamCase& k) {
+  return std::string(k.decoupled ? "AdamW" : "Adam") + " beta1=" + std::to_string(k.beta1) +
+         " beta2=" + std::to_string(k.beta2) + " eps=" + std::to_string(k.eps) +
+         " wd=" + std::to_string(k.weight_decay);
+}
+
+::testing::AssertionResult run_adam(std::vector<float>& w, std::vector<float>& m, std::vector<float>& v,
+                                    std::vector<float>& g, FrStepScalars& s, const AdamCase& k) {
+  OpCall c(FR_OP_ADAM_UPDATE);
+  c.rout(range(w)).rout(range(m)).rout(range(v)).rin(range(g)).rin(pod_range(s));
+  c.params(FrAdamParams{k.beta1, k.beta2, k.eps, k.weight_decay, k.decoupled, 0});
+  return c.run();
+}
+
+const AdamCase kAdamCases[] = {{0.9f, 0.999f, 1e-8f, 0.0f, 0},
+                               {0.9f, 0.999f, 1e-8f, 1e-2f, 0},
+                               {0.9f, 0.999f, 1e-8f, 1e-2f, 1},
+                               {0.8f, 0.99f, 1e-6f, 0.1f, 1},
+                               {0.9f, 0.999f, 1e-8f, 0.0f, 1}};
+
+TEST(CpuAdam, MatchesPyTorchOverSeveralSteps) {
+  uint32_t seed = 81;
+  for (const AdamCase& k : kAdamCases)
+    for (size_t n : kSizes) {
+      SCOPED_TRACE(str(k) + " n=" + std::to_string(n));
+      std::mt19937 rng(seed++);
+      std::vector<float> w = fresco::test::random_floats(rng, n, -1.0f, 1.0f), m(n, 0.0f), v(n, 0.0f);
+      fresco::ref::AdamState ref{fresco::test::to_double(w), std::vector<double>(n, 0.0),
+                                 std::vector<double>(n, 0.0), 0};
+      const fresco::ref::AdamConfig cfg{k.beta1, k.beta2, k.eps, k.weight_decay, k.decoupled != 0};
+      FrStepScalars s{};
+      for (float lr : kLrs) {
+        std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+        s.lr = lr * 0.01f;
+        ASSERT_TRUE(run_adam(w, m, v, g, s, k));
+        advance_step(s);
+        fresco::ref::adam_step(ref, fresco::test::to_double(g), lr * 0.01f, cfg);
+      }
+      EXPECT_EQ(s.step, 6);
+      EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol)) << "weights";
+      EXPECT_TRUE(fresco::test::all_close(m, ref.m, kRtol, kAtol)) << "first moment";
+      EXPECT_TRUE(fresco::test::all_close(v, ref.v, kRtol, kAtol * 1e-2)) << "second moment";
+    }
+}
+
+TEST(CpuAdam, BiasCorrectionUsesTheStepCounter) {
+  // A resumed run: step = 1000 steps already taken, non-zero moments. The kernel must use t = step + 1.
+  for (const AdamCase& k : kAdamCases) {
+    SCOPED_TRACE(str(k));
+    const size_t n = 513;
+    std::mt19937 rng(91);
+    std::vector<float> w = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+    std::vector<float> m = fresco::test::random_floats(rng, n, -0.1f, 0.1f);
+    std::vector<float> v = fresco::test::random_floats(rng, n, 1e-4f, 1e-2f);
+    fresco::ref::AdamState ref{fresco::test::to_double(w), fresco::test::to_double(m),
+                               fresco::test::to_double(v), 1000};
+    const fresco::ref::AdamConfig cfg{k.beta1, k.beta2, k.eps, k.weight_decay, k.decoupled != 0};
+    FrStepScalars s{};
+    s.step = 1000;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<float> g = fresco::test::random_floats(rng, n, -0.1f, 0.1f);
+      s.lr = 1e-3f * static_cast<float>(i + 1);
+      ASSERT_TRUE(run_adam(w, m, v, g, s, k));
+      advance_step(s);
+      fresco::ref::adam_step(ref, fresco::test::to_double(g), 1e-3 * (i + 1), cfg);
+    }
+    EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol));
+    EXPECT_TRUE(fresco::test::all_close(m, ref.m, kRtol, kAtol));
+    EXPECT_TRUE(fresco::test::all_close(v, ref.v, kRtol, kAtol * 1e-2));
+  }
+}
+
+TEST(CpuAdam, FirstStepMovesEachWeightByLr) {
+  // t = 1, no decay: m_hat = g and v_hat = g^2, so w moves by lr * g / (|g| + eps) ~ lr * sign(g).
+  std::vector<float> w(6, 0.5f), m(6, 0.0f), v(6, 0.0f), g = {1.0f, -2.0f, 0.5f, -0.25f, 3.0f, -1e-3f};
+  FrStepScalars s{};
+  s.lr = 0.01f;
+  ASSERT_TRUE(run_adam(w, m, v, g, s, AdamCase{0.9f, 0.999f, 1e-8f, 0.0f, 0}));
+  for (size_t i = 0; i < w.size(); ++i)
+    EXPECT_NEAR(w[i], 0.5 - 0.01 * (g[i] > 0 ? 1.0 : -1.0), 1e-6) << "element " << i;
+}
+
+TEST(CpuAdam, SkipStepLeavesEverythingUnchanged) {
+  const AdamCase k{0.9f, 0.999f, 1e-8f, 1e-2f, 1};
+  const size_t n = 777;
+  std::mt19937 rng(92);
+  std::vector<float> w = fresco::test::random_floats(rng, n, -1.0f, 1.0f), m(n, 0.0f), v(n, 0.0f);
+  fresco::ref::AdamState ref{fresco::test::to_double(w), std::vector<double>(n, 0.0),
+                             std::vector<double>(n, 0.0), 0};
+  const fresco::ref::AdamConfig cfg{k.beta1, k.beta2, k.eps, k.weight_decay, true};
+  FrStepScalars s{};
+  for (int i = 0; i < 5; ++i) {
+    std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+    s.lr = kLrs[i] * 0.01f;
+    s.skip_step = (i == 0 || i == 3) ? 1 : 0;
+    const std::vector<float> w0 = w, m0 = m, v0 = v;
+    ASSERT_TRUE(run_adam(w, m, v, g, s, k));
+    if (s.skip_step) {
+      EXPECT_TRUE(fresco::test::bitwise_equal(w, w0) && fresco::test::bitwise_equal(m, m0) &&
+                  fresco::test::bitwise_equal(v, v0))
+          << "step " << i;
+      continue;  // a skipped step does not count (GradScaler semantics): the step counter stays
+    }
+    advance_step(s);
+    fresco::ref::adam_step(ref, fresco::test::to_double(g), kLrs[i] * 0.01, cfg);
+  }
+  EXPECT_EQ(s.step, 3);
+  EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol));
+  EXPECT_TRUE(fresco::test::all_close(m, ref.m, kRtol, kAtol));
+}
+
+TEST(CpuAdam, BadInputsReturnErrors) {
+  std::vector<float> w(16), m(16), v(16), v_short(15), g(16);
+  FrStepScalars s{};
+  const FrAdamParams p{0.9f, 0.999f, 1e-8f, 0.0f, 0, 0};
+  {
+    OpCall c(FR_OP_ADAM_UPDATE);
+    c.rout(range(w)).rout(range(m)).rout(range(v_short)).rin(range(g)).rin(pod_range(s)).params(p);
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "differ in size")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_ADAM_UPDATE);  // v missing
+    c.rout(range(w)).rout(range(m)).rin(range(g)).rin(pod_range(s)).params(p);
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "expected at least")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_ADAM_UPDATE);  // SGD's params
+    c.rout(range(w)).rout(range(m)).rout(range(v)).rin(range(g)).rin(pod_range(s));
+    c.params(FrSgdParams{0.9f, 0.0f, 0, 0});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "params size")) << c.run_error();
+  }
+}
+
+TEST(CpuOptimizers, NoKernelForLowPrecisionMasterWeights) {
+  // Master weights are FP32 (DESIGN §3); the CPU table offers sgd/adam for f32 only.
+  EXPECT_NE(fresco::test::find_kernel(FR_OP_SGD_UPDATE, FR_F32), nullptr);
+  EXPECT_EQ(fresco::test::find_kernel(FR_OP_SGD_UPDATE, FR_F16), nullptr);
+  EXPECT_EQ(fresco::test::find_kernel(FR_OP_ADAM_UPDATE, FR_BF16), nullptr);
+}
+
+}  // namespace
