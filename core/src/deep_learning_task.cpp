@@ -276,6 +276,25 @@ float DeepLearningTask::current_lr() {
   return exec_->read_scalars().lr;
 }
 
+uint64_t DeepLearningTask::device_memory_bytes() const {
+  FRESCO_CHECK(runtime_, ErrorCode::kUsage, "device_memory_bytes() before compile()");
+  return runtime_->memory_in_use();
+}
+
+double DeepLearningTask::time_steps(int steps) {
+  require(Phase::COMPILED, "DeepLearningTask::time_steps");
+  const int64_t b = model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)];
+  std::vector<uint32_t> idx(static_cast<size_t>(b));
+  std::iota(idx.begin(), idx.end(), 0u);
+  exec_->stage('A', train_, idx.data(), b);
+  exec_->stage('B', train_, idx.data(), b);
+  runtime_->synchronize();
+  const auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) exec_->train_step(Variant::TRAIN_BASE, s % 2 ? 'B' : 'A');
+  runtime_->synchronize();
+  return seconds_since(t0);
+}
+
 const CompiledModel& DeepLearningTask::compiled() const {
   FRESCO_CHECK(model_, ErrorCode::kUsage, "compiled() before compile()");
   return *model_;

@@ -13,13 +13,17 @@ namespace {
 ParityRow compare(const std::string& name, const std::vector<float>& a, const std::vector<float>& b) {
   ParityRow r;
   r.tensor = name;
-  double ref = 0;
+  double ref = 0, num = 0, den = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    r.max_abs = std::max(r.max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
+    const double d = static_cast<double>(a[i]) - b[i];
+    r.max_abs = std::max(r.max_abs, std::fabs(d));
     ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
   }
   r.max_rel = a.size() != b.size() ? INFINITY : r.max_abs / std::max(ref, 1e-30);
-  if (!std::isfinite(r.max_abs)) r.max_rel = INFINITY;
+  r.norm_rel = a.size() != b.size() ? INFINITY : std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+  if (!std::isfinite(r.max_abs)) r.max_rel = r.norm_rel = INFINITY;
   return r;
 }
 }  // namespace
@@ -60,8 +64,12 @@ ParityReport run_parity(const JobSpec& job, int steps, const std::string& device
   const auto sa = tasks[0]->snapshot(), sb = tasks[1]->snapshot();
   for (size_t i = 0; i < sa.size() && i < sb.size(); ++i)
     rep.rows.push_back(compare(sa[i].first, sa[i].second, sb[i].second));
-  rep.rows.push_back(compare("loss (per step)", loss_a, loss_b));
-  for (const auto& r : rep.rows) rep.worst = std::max(rep.worst, r.max_rel);
+  rep.rows.push_back(compare("loss", loss_a, loss_b));
+  for (const auto& r : rep.rows) {
+    rep.worst_max = std::max(rep.worst_max, r.max_rel);
+    if (r.tensor.find('(') == std::string::npos)
+      rep.worst = std::max(rep.worst, r.norm_rel);  // master weights
+  }
   return rep;
 }
 

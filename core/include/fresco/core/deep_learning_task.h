@@ -87,6 +87,11 @@ class DeepLearningTask : public TaskBase {
   // Every trainable tensor, W then G/M/V (for determinism checks and parity).
   std::vector<std::pair<std::string, std::vector<float>>> snapshot();
   float current_lr();
+  // Device bytes held by this job (arena + workspaces), for memory reports.
+  uint64_t device_memory_bytes() const;
+  // Benchmark helper: stages one batch of the first `batch` training samples, then runs `steps` full training
+  // steps (transfer + fused step) back to back and synchronizes; returns the wall seconds. Trains the model.
+  double time_steps(int steps);
 
   const CompiledModel& compiled() const;
   const std::string& device_name() const noexcept { return device_; }

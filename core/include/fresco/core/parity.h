@@ -13,7 +13,8 @@ namespace fresco {
 
 struct ParityRow {
   std::string tensor;
-  double max_rel = 0;  // max |a - b| / max |b|
+  double max_rel = 0;   // max |a - b| / max |b|: the worst element
+  double norm_rel = 0;  // ||a - b|| / ||b||: the golden cases' measure
   double max_abs = 0;
 };
 
@@ -21,7 +22,8 @@ struct ParityReport {
   std::string device_a, device_b;
   int steps = 0;
   std::vector<ParityRow> rows;  // one per tensor, then "loss"
-  double worst = 0;
+  double worst = 0;             // largest norm_rel over the master weights
+  double worst_max = 0;         // largest max_rel over every row
 };
 
 // The job's data is used (first `samples` training and test samples when samples > 0).

@@ -1,0 +1,116 @@
+// Shared helpers of the CUDA backend tests: GPU detection (tests skip, never fail, without one) and a runner
+// that executes one graph node through SimpleTask on a given device, so the same node can be compared on CPU
+// and CUDA.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fresco/core/plugin_loader.h"
+#include "fresco/core/runtime.h"
+#include "fresco/core/task.h"
+#include "fresco/ops.h"
+
+namespace fresco::gpu_test {
+
+inline bool have_gpu() {
+  auto& reg = PluginRegistry::instance();
+  reg.load_default({FRESCO_LIB_DIR});
+  const FrDeviceApi* cuda = reg.device("cuda");
+  return cuda && cuda->device_count && cuda->device_count() > 0;
+}
+
+#define FRESCO_REQUIRE_GPU()                                       \
+  if (!::fresco::gpu_test::have_gpu()) {                           \
+    GTEST_SKIP() << "no CUDA device (or no CUDA plugin): skipped"; \
+  }
+
+enum class Fill { RANDOM, ZERO, LABELS, BYTES, SCALARS, POSITIVE };
+
+struct TensorSpec {
+  DType dtype;
+  Shape shape;
+  Fill fill;
+  int labels_below = 10;  // for LABELS
+};
+
+struct OpCase {
+  std::vector<TensorSpec> tensors;  // tensor i gets id i
+  GraphNode node;
+  std::vector<TensorId> outputs;  // compared after the run
+};
+
+inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
+  const size_t n = static_cast<size_t>(t.shape.numel());
+  std::vector<uint8_t> bytes(n * dtype_size(t.dtype));
+  if (t.fill == Fill::RANDOM || t.fill == Fill::POSITIVE) {
+    std::uniform_real_distribution<float> d(t.fill == Fill::POSITIVE ? 0.01f : -1.0f, 1.0f);
+    for (size_t i = 0; i < n; ++i) {
+      const float v = d(rng);
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+  } else if (t.fill == Fill::LABELS) {
+    std::uniform_int_distribution<int32_t> d(0, t.labels_below - 1);
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t v = d(rng);
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+  } else if (t.fill == Fill::BYTES) {
+    std::uniform_int_distribution<int> d(0, 255);
+    for (auto& b : bytes) b = static_cast<uint8_t>(d(rng));
+  } else if (t.fill == Fill::SCALARS) {
+    FrStepScalars s{};
+    s.lr = 0.01f;
+    s.loss_scale = 1.0f;
+    s.step = 3;
+    s.seed_lo = 1234;
+    s.seed_hi = 5;
+    std::memcpy(bytes.data(), &s, std::min(bytes.size(), sizeof s));
+  }
+  return bytes;
+}
+
+// Runs the case's node on `device`; returns the bytes of every output tensor.
+inline std::vector<std::vector<uint8_t>> run_case(const std::string& device, const OpCase& c, uint32_t seed) {
+  SimpleTask t(device);
+  for (size_t i = 0; i < c.tensors.size(); ++i)
+    t.tensor(Region::T_TEMP, c.tensors[i].dtype, c.tensors[i].shape, "t" + std::to_string(i));
+  t.lock_memory();
+  t.add(GraphId::DEEP_FWD_BWD, c.node);
+  t.compile();
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    const auto bytes = fill_bytes(c.tensors[i], rng);
+    t.write(static_cast<TensorId>(i), bytes.data(), bytes.size());
+  }
+  t.run(GraphId::DEEP_FWD_BWD);
+  std::vector<std::vector<uint8_t>> out;
+  for (TensorId id : c.outputs) {
+    const TensorSpec& s = c.tensors[static_cast<size_t>(id)];
+    std::vector<uint8_t> bytes(static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype));
+    t.read(id, bytes.data(), bytes.size());
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+// max |a-b| / max |b| over float arrays.
+inline double rel_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  const size_t n = std::min(a.size(), b.size()) / 4;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float x, y;
+    std::memcpy(&x, a.data() + 4 * i, 4);
+    std::memcpy(&y, b.data() + 4 * i, 4);
+    if (std::isnan(x) != std::isnan(y)) return INFINITY;
+    num = std::max(num, std::fabs(static_cast<double>(x) - y));
+    den = std::max(den, std::fabs(static_cast<double>(y)));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+}  // namespace fresco::gpu_test

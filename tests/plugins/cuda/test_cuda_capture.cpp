@@ -1,0 +1,118 @@
+// CUDA capture: graphs are native CUDA Graphs; replay equals eager execution of the same calls; dedup counts
+// of a compiled MLP with a partial last batch; parity of 20 AdamW steps CPU vs CUDA; the golden MLP cases on
+// CUDA; the README's main job on the GPU. All skipped without a GPU.
+#include <cmath>
+
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/golden.h"
+#include "fresco/core/job.h"
+#include "fresco/core/parity.h"
+#include "plugins/cuda/gpu_fixture.h"
+
+using namespace fresco;
+using namespace fresco::gpu_test;
+
+TEST(CudaCapture, ReplayEqualsEager) {
+  FRESCO_REQUIRE_GPU();
+  SimpleTask t("cuda");
+  const TensorId x = t.tensor(Region::T_TEMP, DType::F32, Shape{64, 1, 1, 100}, "x");
+  const TensorId w = t.tensor(Region::T_TEMP, DType::F32, Shape{30, 1, 1, 100}, "w");
+  const TensorId b = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 30}, "b");
+  const TensorId y = t.tensor(Region::T_TEMP, DType::F32, Shape{64, 1, 1, 30}, "y");
+  const TensorId r = t.tensor(Region::T_TEMP, DType::F32, Shape{64, 1, 1, 30}, "r");
+  t.lock_memory();
+  GraphNode fc;
+  fc.op = FR_OP_FC;
+  fc.in = {x, w, b};
+  fc.out = {y};
+  fc.with_params(FrFcParams{1, 0});
+  t.add(GraphId::DEEP_FWD_BWD, fc);
+  GraphNode relu;
+  relu.op = FR_OP_RELU;
+  relu.in = {y};
+  relu.out = {r};
+  t.add(GraphId::DEEP_FWD_BWD, relu);
+  t.compile();
+  ASSERT_EQ(t.runtime().capture_count(), 1u);
+  EXPECT_NE(t.runtime().capture(0).native, nullptr) << "the CUDA backend must capture natively";
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (TensorId id : {x, w, b}) {
+    std::vector<float> v(static_cast<size_t>(id == x ? 6400 : id == w ? 3000 : 30));
+    for (auto& e : v) e = d(rng);
+    t.write(id, v);
+  }
+  t.run(GraphId::DEEP_FWD_BWD);
+  const auto replayed = t.read<float>(r, 64 * 30);
+  t.write(r, std::vector<float>(64 * 30, NAN));
+  t.runtime().run_eager(t.runtime().capture(0));
+  t.runtime().synchronize();
+  const auto eager = t.read<float>(r, 64 * 30);
+  EXPECT_EQ(0, std::memcmp(replayed.data(), eager.data(), eager.size() * 4));
+  double mx = 0;
+  for (float v : replayed) mx = std::max(mx, static_cast<double>(v));
+  EXPECT_GT(mx, 0.0);
+}
+
+TEST(CudaCapture, DedupCountsOfAnMlpWithPartialBatch) {
+  FRESCO_REQUIRE_GPU();
+  data::Dataset train;
+  train.n = 1000, train.h = 28, train.w = 28, train.c = 1, train.num_classes = 10;
+  train.images.assign(1000 * 784, 7);
+  train.labels.assign(1000, 3);
+  data::Dataset test = train;
+  test.n = 300;
+  test.images.resize(300 * 784);
+  test.labels.resize(300);
+  DeepLearningTask t;
+  t.model(seq({fc(64), relu(), fc(10)})).data(train, test).batch_size(128).device("cuda");
+  t.compile();
+  const AtlasStats st = t.compiled().atlas.stats();
+  EXPECT_EQ(st.unique + st.reused, st.slots);
+  EXPECT_GT(st.reused, 0);
+  // Shape-invariant OPTIMIZER: one capture for all four train variants.
+  const auto& a = t.compiled().atlas;
+  EXPECT_EQ(a.slot(Variant::TRAIN_BASE, GraphId::OPTIMIZER).captured_idx,
+            a.slot(Variant::TRAIN_LAST, GraphId::OPTIMIZER).captured_idx);
+  EXPECT_NE(a.slot(Variant::TRAIN_BASE, GraphId::DEEP_FWD_BWD).captured_idx,
+            a.slot(Variant::TRAIN_LAST, GraphId::DEEP_FWD_BWD).captured_idx);
+  const TrainingResult r = t.run();
+  EXPECT_TRUE(std::isfinite(r.epochs[0].train_loss));
+}
+
+TEST(CudaCapture, ParityOf20AdamWStepsCpuVsCuda) {
+  FRESCO_REQUIRE_GPU();
+  JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
+  const ParityReport r = run_parity(job, 20, "cpu", "cuda", 4000);
+  for (const auto& row : r.rows) {
+    std::printf("%-24s norm rel %.3e  max rel %.3e\n", row.tensor.c_str(), row.norm_rel, row.max_rel);
+    const bool master_weight = row.tensor.rfind("fc", 0) == 0;  // "fc0.weight", not "G(fc0.weight)"
+    if (master_weight) {
+      EXPECT_LE(row.norm_rel, 1e-4) << row.tensor;
+    }
+  }
+}
+
+TEST(CudaCapture, GoldenMlpCasesOnCuda) {
+  FRESCO_REQUIRE_GPU();
+  for (const char* name : {"mlp_adamw", "mlp_sgd_nesterov_partial"}) {
+    const GoldenReport r = run_golden(std::string(FRESCO_TEST_DATA_DIR) + "/golden/" + name, "cuda");
+    EXPECT_TRUE(r.pass) << name << ": " << r.failure << " loss " << r.worst_loss_rel << " tensor "
+                        << r.worst_tensor_rel << " (" << r.worst_tensor << ") logits " << r.logits_rel;
+  }
+}
+
+TEST(CudaEndToEnd, MainJobReaches895OnGpu) {
+  FRESCO_REQUIRE_GPU();
+  JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
+  job.device = "cuda";
+  DeepLearningTask t;
+  configure(t, job);
+  t.on_epoch([](const EpochReport& e) {
+    std::printf("epoch %d: train loss %.4f test top-1 %.2f%% %.3f s\n", e.epoch, e.train_loss,
+                100 * e.test_acc, e.seconds);
+  });
+  t.compile();
+  const TrainingResult r = t.run();
+  EXPECT_GE(r.final_test_acc, 0.895);
+}

@@ -1,0 +1,184 @@
+// Every CUDA kernel against the CPU kernel on random data (forward, backward and range ops), run through the
+// same SimpleTask path (memory plan, capture as a CUDA Graph, replay). Skipped without a GPU.
+#include "plugins/cuda/gpu_fixture.h"
+
+using namespace fresco;
+using namespace fresco::gpu_test;
+
+namespace {
+GraphNode node(const char* op, std::vector<TensorId> in, std::vector<TensorId> out) {
+  GraphNode n;
+  n.op = op;
+  n.in = std::move(in);
+  n.out = std::move(out);
+  return n;
+}
+GraphNode range_node(const char* op, std::vector<RangeRef> rin, std::vector<RangeRef> rout) {
+  GraphNode n;
+  n.kind = NodeKind::RANGE;
+  n.op = op;
+  n.rin = std::move(rin);
+  n.rout = std::move(rout);
+  return n;
+}
+RangeRef f32(TensorId id) {
+  return RangeRef::of(id, DType::F32);
+}
+RangeRef bytes(TensorId id) {
+  return RangeRef::of(id, DType::U8);
+}
+
+void expect_same(const OpCase& c, double tol, const std::string& what) {
+  for (uint32_t seed : {1u, 2u}) {
+    const auto cpu = run_case("cpu", c, seed);
+    const auto gpu = run_case("cuda", c, seed);
+    ASSERT_EQ(cpu.size(), gpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      const double d = rel_diff(gpu[i], cpu[i]);
+      EXPECT_LE(d, tol) << what << ": output " << i << " differs by " << d << " (seed " << seed << ")";
+    }
+  }
+}
+const Shape kX{37, 1, 1, 53};
+}  // namespace
+
+TEST(CudaOps, FcForward) {
+  FRESCO_REQUIRE_GPU();
+  for (bool bias : {true, false}) {
+    OpCase c;
+    c.tensors = {{DType::F32, kX, Fill::RANDOM},
+                 {DType::F32, {29, 1, 1, 53}, Fill::RANDOM},
+                 {DType::F32, {1, 1, 1, 29}, Fill::RANDOM},
+                 {DType::F32, {37, 1, 1, 29}, Fill::ZERO}};
+    c.node = node(FR_OP_FC, bias ? std::vector<TensorId>{0, 1, 2} : std::vector<TensorId>{0, 1}, {3});
+    c.node.with_params(FrFcParams{bias ? 1 : 0, 0});
+    c.outputs = {3};
+    expect_same(c, 2e-6, bias ? "fc with bias" : "fc without bias");
+  }
+}
+
+TEST(CudaOps, FcBackward) {
+  FRESCO_REQUIRE_GPU();
+  OpCase c;  // dy [37,29], x [37,53], w [29,53] -> dw, db, dx
+  c.tensors = {{DType::F32, {37, 1, 1, 29}, Fill::RANDOM}, {DType::F32, kX, Fill::RANDOM},
+               {DType::F32, {29, 1, 1, 53}, Fill::RANDOM}, {DType::F32, {29, 1, 1, 53}, Fill::ZERO},
+               {DType::F32, {1, 1, 1, 29}, Fill::ZERO},    {DType::F32, kX, Fill::ZERO}};
+  c.node = node(FR_OP_FC_BACKWARD, {0, 1, 2}, {3, 4, 5});
+  c.node.with_params(FrFcBackwardParams{1, 1});
+  c.outputs = {3, 4, 5};
+  expect_same(c, 2e-6, "fc_backward");
+}
+
+TEST(CudaOps, ReluForwardBackward) {
+  FRESCO_REQUIRE_GPU();
+  OpCase f;
+  f.tensors = {{DType::F32, kX, Fill::RANDOM}, {DType::F32, kX, Fill::ZERO}};
+  f.node = node(FR_OP_RELU, {0}, {1});
+  f.outputs = {1};
+  expect_same(f, 0.0, "relu");
+  OpCase b;
+  b.tensors = {{DType::F32, kX, Fill::RANDOM}, {DType::F32, kX, Fill::RANDOM}, {DType::F32, kX, Fill::ZERO}};
+  b.node = node(FR_OP_RELU_BACKWARD, {0, 1}, {2});
+  b.outputs = {2};
+  expect_same(b, 0.0, "relu_backward");
+}
+
+TEST(CudaOps, DropoutSameMaskAsCpu) {
+  FRESCO_REQUIRE_GPU();
+  for (const char* op : {FR_OP_DROPOUT, FR_OP_DROPOUT_BACKWARD}) {
+    OpCase c;
+    c.tensors = {{DType::F32, kX, Fill::RANDOM},
+                 {DType::F32, kX, Fill::ZERO},
+                 {DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
+    c.node = node(op, {0}, {1});
+    c.node.rin = {bytes(2)};
+    c.node.with_params(FrDropoutParams{0.3f, 4});
+    c.outputs = {1};
+    expect_same(c, 0.0, op);
+  }
+}
+
+TEST(CudaOps, NormalizeInput) {
+  FRESCO_REQUIRE_GPU();
+  OpCase c;
+  c.tensors = {{DType::U8, {5, 7, 7, 3}, Fill::BYTES}, {DType::F32, {5, 7, 7, 3}, Fill::ZERO}};
+  c.node = node(FR_OP_NORMALIZE_INPUT, {0}, {1});
+  c.node.with_params(FrNormalizeParams{3, {0.49f, 0.48f, 0.45f, 0}, {0.25f, 0.24f, 0.26f, 1}});
+  c.outputs = {1};
+  expect_same(c, 1e-7, "normalize_input");
+}
+
+TEST(CudaOps, SoftmaxCrossEntropy) {
+  FRESCO_REQUIRE_GPU();
+  for (float eps : {0.0f, 0.1f}) {
+    for (int64_t m : {1, 37, 1024}) {
+      OpCase c;
+      c.tensors = {{DType::F32, {m, 1, 1, 10}, Fill::RANDOM},
+                   {DType::I32, {m, 1, 1, 1}, Fill::LABELS},
+                   {DType::F32, {m, 1, 1, 10}, Fill::ZERO},
+                   {DType::F32, {1, 1, 1, 4}, Fill::ZERO}};
+      c.node = node(FR_OP_SOFTMAX_XENT, {0, 1}, {2});
+      c.node.rout = {bytes(3)};
+      c.node.with_params(FrSoftmaxXentParams{eps, 1});
+      c.outputs = {2, 3};
+      expect_same(c, 1e-6, "softmax_xent m=" + std::to_string(m));
+    }
+  }
+}
+
+TEST(CudaOps, RangeOps) {
+  FRESCO_REQUIRE_GPU();
+  OpCase clear;
+  clear.tensors = {{DType::F32, {1, 1, 1, 1000}, Fill::RANDOM}};
+  clear.node = range_node(FR_OP_CLEAR, {}, {f32(0)});
+  clear.outputs = {0};
+  expect_same(clear, 0.0, "clear");
+  OpCase copy;
+  copy.tensors = {{DType::F32, {1, 1, 1, 1000}, Fill::RANDOM}, {DType::F32, {1, 1, 1, 1000}, Fill::ZERO}};
+  copy.node = range_node(FR_OP_COPY, {f32(0)}, {f32(1)});
+  copy.outputs = {1};
+  expect_same(copy, 0.0, "copy");
+  OpCase acc;
+  acc.tensors = {{DType::F32, {1, 1, 1, 4}, Fill::POSITIVE}, {DType::F32, {1, 1, 1, 8}, Fill::ZERO}};
+  acc.node = range_node(FR_OP_ACCUMULATE_METRICS, {bytes(0)}, {bytes(1)});
+  acc.outputs = {1};
+  expect_same(acc, 0.0, "accumulate_metrics");
+  OpCase sched;
+  sched.tensors = {{DType::F32, {1, 1, 1, 4}, Fill::RANDOM},
+                   {DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
+  sched.node = range_node(FR_OP_LR_SCHEDULE, {f32(0)}, {bytes(1)});
+  sched.node.with_params(FrScheduleParams{FR_SCHED_COSINE, 2, 10, 0.1f, 0.001f, 0});
+  sched.outputs = {1};
+  expect_same(sched, 1e-7, "lr_schedule");
+  OpCase done;
+  done.tensors = {{DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
+  done.node = range_node(FR_OP_STEP_DONE, {}, {bytes(0)});
+  done.outputs = {0};
+  expect_same(done, 0.0, "step_done");
+}
+
+TEST(CudaOps, Optimizers) {
+  FRESCO_REQUIRE_GPU();
+  const Shape s{1, 1, 1, 4096 + 17};
+  OpCase sgd;  // w, buf, g, scalars
+  sgd.tensors = {{DType::F32, s, Fill::RANDOM},
+                 {DType::F32, s, Fill::RANDOM},
+                 {DType::F32, s, Fill::RANDOM},
+                 {DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
+  sgd.node = range_node(FR_OP_SGD_UPDATE, {f32(2), bytes(3)}, {f32(0), f32(1)});
+  sgd.node.with_params(FrSgdParams{0.9f, 5e-4f, 1, 0});
+  sgd.outputs = {0, 1};
+  expect_same(sgd, 1e-7, "sgd nesterov");
+  for (int decoupled : {0, 1}) {
+    OpCase adam;  // w, m, v, g, scalars
+    adam.tensors = {{DType::F32, s, Fill::RANDOM},
+                    {DType::F32, s, Fill::RANDOM},
+                    {DType::F32, s, Fill::POSITIVE},
+                    {DType::F32, s, Fill::RANDOM},
+                    {DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
+    adam.node = range_node(FR_OP_ADAM_UPDATE, {f32(3), bytes(4)}, {f32(0), f32(1), f32(2)});
+    adam.node.with_params(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, decoupled, 0});
+    adam.outputs = {0, 1, 2};
+    expect_same(adam, 1e-6, decoupled ? "adamw" : "adam");
+  }
+}
