@@ -1,6 +1,8 @@
-// `fresco parity JOB`: N steps of the job on two devices (default cpu and cuda) from the same initial weights and
-// batches; prints per tensor the relative difference as a norm and element-wise; exit 1 when a master weight or
-// the loss differs by more than --tolerance (norm-relative, as the golden cases measure).
+// `fresco parity JOB`: N steps of the job on two devices (default cpu and cuda) from the same initial weights
+// and batches; prints per tensor the relative difference as a norm and element-wise; exit 1 when a master
+// weight or the loss differs by more than --tolerance (norm-relative, as the golden cases measure).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "commands.h"
@@ -23,8 +25,13 @@ int cmd_parity(const ParityArgs& a) {
     std::printf("%-32s %12.3e %12.3e %12.3e%s\n", row.tensor.c_str(), row.norm_rel, row.max_rel, row.max_abs,
                 over ? "  over tolerance" : "");
   }
-  std::printf("worst weight norm rel %.3e (tolerance %.1e), worst element rel %.3e: %s\n", r.worst, a.tolerance,
-              r.worst_max, bad ? "FAIL" : "PASS");
+  if (a.verbose)
+    for (size_t i = 0; i < r.loss_a.size(); ++i)
+      std::printf("step %3zu  loss %s %.8f  %s %.8f  rel %.2e\n", i, r.device_a.c_str(), r.loss_a[i],
+                  r.device_b.c_str(), r.loss_b[i],
+                  std::fabs(r.loss_a[i] - r.loss_b[i]) / std::max(1e-30, std::fabs(double(r.loss_b[i]))));
+  std::printf("worst weight norm rel %.3e (tolerance %.1e), worst element rel %.3e: %s\n", r.worst,
+              a.tolerance, r.worst_max, bad ? "FAIL" : "PASS");
   return bad ? 1 : 0;
 }
 

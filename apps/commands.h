@@ -21,6 +21,7 @@ struct ParityArgs {
   std::string device_a = "cpu", device_b = "cuda";
   double tolerance = 1e-4;
   int64_t samples = 0;
+  bool verbose = false;
 };
 int cmd_parity(const ParityArgs& a);
 int cmd_plugins(const std::vector<std::string>& extra_paths);

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   parity->add_option("--against", pa.device_b, "second device (default cuda)");
   parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)");
   parity->add_option("--samples", pa.samples, "use only the first N training samples");
+  parity->add_flag("--verbose", pa.verbose, "print every step's loss on both devices");
 
   std::vector<std::string> cases;
   std::string golden_device = "cpu";

@@ -52,6 +52,12 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     cur = l.out_sample;
     a.layers.push_back(l);
   }
+  if (o.fuse_activations)
+    for (size_t i = 0; i + 1 < a.layers.size(); ++i)
+      if (a.layers[i].kind == LayerKind::FC && a.layers[i + 1].kind == LayerKind::RELU) {
+        a.layers[i].fused_relu = true;
+        a.layers[i + 1].fused_into_prev = true;
+      }
   const int fp = first_param_index(a);
   FRESCO_CHECK(fp >= 0, ErrorCode::kBadConfig, "model: no trainable layer (add an fc)");
   a.layers[static_cast<size_t>(fp)].first_param_layer = true;
@@ -133,7 +139,7 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   TensorId cur = t.input_f32;
   std::vector<TensorId> outs(static_cast<size_t>(L));
   for (auto& l : a.layers) {
-    if (rule_for(l.kind).is_view(true)) {
+    if (rule_for(l.kind).is_view(l, true)) {
       l.out = cur;
       DTensor& d = p.mutable_tensor(cur);
       d.live_end = std::max(d.live_end, 2 * L + 1 - l.index);
@@ -146,15 +152,19 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   t.logits = cur;
   const int fp = first_param_index(a);
   int last_real = L - 1;  // the last layer that is not a view consumes the logits gradient
-  while (last_real > fp && rule_for(a.layers[static_cast<size_t>(last_real)].kind).is_view(true)) --last_real;
+  while (last_real > fp && rule_for(a.layers[static_cast<size_t>(last_real)].kind)
+                               .is_view(a.layers[static_cast<size_t>(last_real)], true))
+    --last_real;
   t.grad_logits = batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1,
                                           L + 1, 2 * L + 1 - last_real));
   for (auto& l : a.layers) {
     if (l.index <= fp) continue;  // nothing before the first trainable layer needs a gradient
-    if (rule_for(l.kind).is_view(true)) continue;  // views pass the gradient through (aliased below)
+    if (rule_for(l.kind).is_view(l, true)) continue;  // views pass the gradient through (aliased below)
     // Produced by this layer's backward, consumed by the backward of the previous non-view layer.
     int consumer = l.index - 1;
-    while (consumer > fp && rule_for(a.layers[static_cast<size_t>(consumer)].kind).is_view(true)) --consumer;
+    while (consumer > fp && rule_for(a.layers[static_cast<size_t>(consumer)].kind)
+                                .is_view(a.layers[static_cast<size_t>(consumer)], true))
+      --consumer;
     l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
                                         2 * L + 1 - l.index, 2 * L + 1 - consumer));
   }
@@ -296,29 +306,31 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     emit_input(cx, m, ab);
     for (int i = 0; i <= fp; ++i) {
       const auto& l = a.layers[static_cast<size_t>(i)];
-      if (!rule_for(l.kind).is_view(true)) rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
+      if (!rule_for(l.kind).is_view(l, true)) rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
     }
-    EmitContext bx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_BWD_A : GraphId::FIRST_LAYER_BWD_B, &m.t};
-    const auto& first = a.layers[static_cast<size_t>(fp)];
-    const TensorId dy = fp + 1 < L ? a.layers[static_cast<size_t>(fp + 1)].grad_in : m.t.grad_logits;
-    rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, dy, kNoTensor);
   }
   EmitContext dx{&tr, GraphId::DEEP_FWD_BWD, &m.t};
   for (int i = fp + 1; i < L; ++i) {
     const auto& l = a.layers[static_cast<size_t>(i)];
-    if (!rule_for(l.kind).is_view(true)) rule_for(l.kind).forward(dx, l, layer_input(m, i), l.out, true);
+    if (!rule_for(l.kind).is_view(l, true)) rule_for(l.kind).forward(dx, l, layer_input(m, i), l.out, true);
   }
   emit_loss(dx, m, true);
   // Backward: gradient w.r.t. a layer's output is the next non-view layer's grad_in (or the logits gradient).
   TensorId grad_out = m.t.grad_logits;
   for (int i = L - 1; i > fp; --i) {
     auto& l = m.arch.layers[static_cast<size_t>(i)];
-    if (rule_for(l.kind).is_view(true)) {
+    if (rule_for(l.kind).is_view(l, true)) {
       l.grad_in = grad_out;
       continue;
     }
     rule_for(l.kind).backward(dx, l, layer_input(m, i), l.out, grad_out, l.grad_in);
     grad_out = l.grad_in;
+  }
+  // First-layer backward (its weight gradient only), once the deep loop has resolved the gradient it reads.
+  for (char ab : {'A', 'B'}) {
+    EmitContext bx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_BWD_A : GraphId::FIRST_LAYER_BWD_B, &m.t};
+    const auto& first = a.layers[static_cast<size_t>(fp)];
+    rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, grad_out, kNoTensor);
   }
   emit_optimizer(tr, m);
   tr.add(GraphId::ACCUM_METRICS,
@@ -336,7 +348,7 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     emit_input(cx, m, ab);
     TensorId cur = m.t.input_f32;
     for (const auto& l : a.layers) {
-      if (rule_for(l.kind).is_view(false)) continue;  // output aliases input in inference
+      if (rule_for(l.kind).is_view(l, false)) continue;  // output aliases input in inference
       rule_for(l.kind).forward(cx, l, cur, l.out, false);
       cur = l.out;
     }

@@ -295,6 +295,11 @@ double DeepLearningTask::time_steps(int steps) {
   return seconds_since(t0);
 }
 
+Runtime& DeepLearningTask::runtime() {
+  require(Phase::COMPILED, "DeepLearningTask::runtime");
+  return *runtime_;
+}
+
 const CompiledModel& DeepLearningTask::compiled() const {
   FRESCO_CHECK(model_, ErrorCode::kUsage, "compiled() before compile()");
   return *model_;

@@ -65,6 +65,8 @@ ParityReport run_parity(const JobSpec& job, int steps, const std::string& device
   for (size_t i = 0; i < sa.size() && i < sb.size(); ++i)
     rep.rows.push_back(compare(sa[i].first, sa[i].second, sb[i].second));
   rep.rows.push_back(compare("loss", loss_a, loss_b));
+  rep.loss_a = loss_a;
+  rep.loss_b = loss_b;
   for (const auto& r : rep.rows) {
     rep.worst_max = std::max(rep.worst_max, r.max_rel);
     if (r.tensor.find('(') == std::string::npos)

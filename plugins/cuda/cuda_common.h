@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "fresco/plugin.hpp"
@@ -18,6 +19,9 @@ struct Context {
   cublasLtHandle_t lt = nullptr;
   uint64_t allocated = 0;  // bytes from arena_alloc (for memory_in_use)
   int sm_count = 0;
+  bool autotune = true;  // time cuBLASLt candidates at prepare (FRESCO_CUBLAS_AUTOTUNE=0 turns it off)
+  // Algorithms chosen at prepare, by problem key, so every node of one shape uses the same algorithm.
+  std::map<std::string, cublasLtMatmulAlgo_t> algo_cache;
 };
 
 inline Context* ctx_of(void* p) {

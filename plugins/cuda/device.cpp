@@ -2,6 +2,8 @@
 // staging, non-blocking streams, events, async copies and native CUDA Graph capture (thread-local capture
 // mode, so another thread's CUDA calls do not break a capture). Tested by tests/plugins/cuda (skipped without
 // a GPU).
+#include <cstdlib>
+
 #include "cuda_common.h"
 
 namespace fresco::cuda {
@@ -31,6 +33,8 @@ FrError* context_create(int32_t index, void** out) noexcept {
       throw sdk::KernelError(FR_ERR_DEVICE, "cuda: cublasLtCreate failed");
     }
     cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
+    const char* tune = std::getenv("FRESCO_CUBLAS_AUTOTUNE");
+    c->autotune = !(tune && std::string(tune) == "0");
     *out = c;
   });
 }

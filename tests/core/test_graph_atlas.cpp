@@ -92,16 +92,31 @@ TEST(Compiler, GraphNodesAreSplitByGraphId) {
   Compiler c;
   CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), mlp_options(256, 0));
   const ComputationGraph& g = *m.train;
-  // First layer fwd: labels copy, normalise, fc0. Deep: relu, fc2, loss, fc2 backward, relu backward.
+  // First layer fwd: labels copy, normalise, fc0 with the relu fused. Deep: fc2, loss, fc2 backward.
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_FWD_A).size(), 3u);
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_FWD_A).back().op, "fc");
-  EXPECT_EQ(g.nodes(GraphId::DEEP_FWD_BWD).size(), 5u);
+  EXPECT_EQ(g.nodes(GraphId::DEEP_FWD_BWD).size(), 3u);
+  // The first layer's backward masks the gradient with its fused relu's output.
+  EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A)[0].in.size(), 4u);
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A).size(), 1u);
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A)[0].op, "fc_backward");
   // AdamW without no-decay split: lr schedule, one update over all weights, step counter.
   ASSERT_EQ(g.nodes(GraphId::OPTIMIZER).size(), 3u);
   EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].op, "adam_update");
   EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].kind, NodeKind::RANGE);
+}
+
+TEST(Compiler, UnfusedGraphKeepsSeparateReluNodes) {
+  Compiler c;
+  CompileOptions o = mlp_options(256, 0);
+  o.fuse_activations = false;
+  CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), o);
+  const ComputationGraph& g = *m.train;
+  // Deep: relu, fc2, loss, fc2 backward, relu backward.
+  ASSERT_EQ(g.nodes(GraphId::DEEP_FWD_BWD).size(), 5u);
+  EXPECT_EQ(g.nodes(GraphId::DEEP_FWD_BWD)[0].op, "relu");
+  EXPECT_EQ(g.nodes(GraphId::DEEP_FWD_BWD)[4].op, "relu_backward");
+  EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A)[0].in.size(), 3u);
 }
 
 TEST(Compiler, RejectsBadModels) {

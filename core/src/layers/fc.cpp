@@ -26,18 +26,20 @@ class FcRule final : public LayerRule {
     n.in = {x, l.weight};
     if (l.spec.bias) n.in.push_back(l.bias);
     n.out = {y};
-    cx.add(std::move(n)).with_params(FrFcParams{l.spec.bias ? 1 : 0, 0});
+    cx.add(std::move(n)).with_params(FrFcParams{l.spec.bias ? 1 : 0, l.fused_relu ? 1 : 0});
   }
-  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId, TensorId dy,
+  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
     GraphNode n;
     n.op = FR_OP_FC_BACKWARD;
     n.label = l.name;
     n.in = {dy, x, l.weight};
+    if (l.fused_relu) n.in.push_back(y);  // dy is w.r.t. the relu output; the kernel masks it with y
     n.out = {l.grad_weight};
     if (l.spec.bias) n.out.push_back(l.grad_bias);
     if (dx != kNoTensor) n.out.push_back(dx);
-    cx.add(std::move(n)).with_params(FrFcBackwardParams{l.spec.bias ? 1 : 0, dx != kNoTensor ? 1 : 0});
+    cx.add(std::move(n)).with_params(
+        FrFcBackwardParams{l.spec.bias ? 1 : 0, dx != kNoTensor ? 1 : 0, l.fused_relu ? 1 : 0, 0});
   }
 };
 

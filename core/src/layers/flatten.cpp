@@ -16,7 +16,7 @@ class FlattenRule final : public LayerRule {
             "channel or 1x1 size only)");
     return Shape{1, 1, 1, in.per_sample()};
   }
-  bool is_view(bool) const override { return true; }
+  bool view(bool) const override { return true; }
   void forward(EmitContext&, const LayerDescriptor&, TensorId, TensorId, bool) const override {}
   void backward(EmitContext&, const LayerDescriptor&, TensorId, TensorId, TensorId, TensorId) const override {
   }

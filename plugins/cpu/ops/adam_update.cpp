@@ -24,7 +24,16 @@ FR_CPU_KERNEL_RUN(adam_update) {
     const float* g = sdk::data<float>(call->rin[0]);
     const FrAdamStepConsts k = fr_adam_consts(&p, s->lr, s->step);
     parallel_chunks(static_cast<int64_t>(n), 1 << 14, [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) fr_adam_step(w + i, m + i, v + i, g[i], &p, k);
+      float* __restrict wr = w;
+      float* __restrict mr = m;
+      float* __restrict vr = v;
+      const float* __restrict gr = g;
+      const FrAdamParams pp = p;  // a local copy: no aliasing with the arrays, so the loop vectorises
+      for (int64_t i = a; i < b; ++i) {
+        float wi = wr[i], mi = mr[i], vi = vr[i];
+        fr_adam_step(&wi, &mi, &vi, gr[i], &pp, k);
+        wr[i] = wi, mr[i] = mi, vr[i] = vi;
+      }
     });
   });
 }

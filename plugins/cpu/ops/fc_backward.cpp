@@ -1,5 +1,6 @@
 // CPU fc backward: dw[N,K] = dy^T x, db[N] = column sums of dy (fixed row order), dx[M,K] = dy w.
-// Gradients are written, not accumulated. Test: tests/plugins/cpu/test_fc.cpp (finite differences).
+// Gradients are written, not accumulated. With relu_mask, dy (w.r.t. the fused relu's output) is first zeroed
+// in place where y <= 0. Test: tests/plugins/cpu/test_fc.cpp (finite differences).
 #include <algorithm>
 
 #include "cpu_common.h"
@@ -26,7 +27,15 @@ FR_CPU_KERNEL_RUN(fc_backward) {
     const auto& x = call->in[1];
     const auto& w = call->in[2];
     const int64_t m = sdk::rows(dy), n = sdk::cols(dy), k = sdk::cols(x);
-    const float* dyd = sdk::data<float>(dy);
+    float* dyd = sdk::data<float>(dy);
+    if (p.relu_mask) {
+      FR_PLUGIN_CHECK(call->n_in >= 4 && sdk::numel(call->in[3]) == m * n, FR_ERR_INVALID_ARGUMENT,
+                      "fc_backward: relu_mask needs the relu output y [M,N] as 4th input");
+      const float* y = sdk::data<float>(call->in[3]);
+      parallel_chunks(m * n, 1 << 15, [&](int64_t a, int64_t b) {
+        for (int64_t i = a; i < b; ++i) dyd[i] = y[i] > 0.0f ? dyd[i] : 0.0f;
+      });
+    }
     uint32_t o = 0;
     GemmArgs gw;  // dw = dy^T x
     gw.trans_a = true;

@@ -1,6 +1,6 @@
-// CUDA fc forward: y[M,N] = x[M,K] w[N,K]^T + b through one cuBLASLt matmul with the bias epilogue (fp32, no
-// TF32). The algorithm is chosen in prepare(), before capture. Test: tests/plugins/cuda/test_cuda_ops.cpp (vs
-// the CPU).
+// CUDA fc forward: y[M,N] = x[M,K] w[N,K]^T + b (+ relu) through one cuBLASLt matmul with a bias/relu
+// epilogue (fp32, no TF32). The algorithm is chosen in prepare(), before capture. Test:
+// tests/plugins/cuda/test_cuda_ops.cpp (vs the CPU).
 #include "ops/matmul_plan.h"
 
 namespace fresco::cuda {
@@ -13,14 +13,14 @@ FR_CUDA_KERNEL_PREPARE(fc) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 2, 1, 0, 0, "fc");
     const auto& p = sdk::params<FrFcParams>(call);
-    FR_PLUGIN_CHECK(!p.fused_relu, FR_ERR_UNSUPPORTED, "cuda fc: fused_relu is not implemented");
     const int64_t m = sdk::rows(call->in[0]), k = sdk::cols(call->in[0]), n = sdk::rows(call->in[1]);
     FR_PLUGIN_CHECK(
         sdk::cols(call->in[1]) == k && sdk::rows(call->out[0]) == m && sdk::cols(call->out[0]) == n,
         FR_ERR_INVALID_ARGUMENT, "cuda fc: x/w/y shapes disagree");
     auto* plan = new MatmulPlan();
     try {
-      plan_matmul(ctx_of(ctx), *plan, false, true, m, n, k, p.has_bias != 0, kMaxWorkspace);
+      plan_matmul(ctx_of(ctx), *plan, false, true, m, n, k, p.has_bias != 0, p.fused_relu != 0,
+                  kMaxWorkspace);
     } catch (...) {
       destroy_matmul(*plan);
       delete plan;

@@ -1,6 +1,8 @@
-// A cuBLASLt matmul chosen once, before capture: row-major C[m,n] = op(A) op(B) (+ bias) in strict fp32 (no
-// TF32), expressed as the column-major product C^T = op(B)^T op(A)^T. The heuristic's first algorithm is
-// kept; cuBLAS is bit-reproducible for a given algorithm, GPU architecture and SM count.
+// A cuBLASLt matmul planned once, before capture: row-major C[m,n] = op(A) op(B) (+ bias) (+ relu) in strict fp32
+// (no TF32), expressed as the column-major product C^T = op(B)^T op(A)^T. At prepare time up to 16 heuristic
+// candidates are timed on scratch buffers and the fastest is kept when it beats the heuristic's first choice by
+// 10% (a margin that keeps the choice stable across runs); one choice per shape per context. cuBLAS is
+// bit-reproducible for a given algorithm, architecture and SM count. FRESCO_CUBLAS_AUTOTUNE=0 keeps the first.
 #pragma once
 
 #include "cuda_common.h"
@@ -16,14 +18,15 @@ struct MatmulPlan {
 };
 
 // Row-major C[m,n] = op(A)[m,k] op(B)[k,n]; A is stored [m,k] (or [k,m] when trans_a), B [k,n] (or [n,k] when
-// trans_b), all densely packed. bias (per column of C, length n) when `bias`.
+// trans_b), all densely packed. bias (per column of C, length n) when `bias`; relu applied last when `relu`.
 void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                 bool bias, uint64_t max_workspace);
+                 bool bias, bool relu, uint64_t max_workspace);
 void run_matmul(Context* ctx, const MatmulPlan& p, const float* a, const float* b, float* c,
                 const float* bias, void* workspace, uint64_t workspace_bytes, cudaStream_t s);
 void destroy_matmul(MatmulPlan& p);
 
-// db[n] = sum over rows of dy[m,n], one thread per column in fixed row order (deterministic).
-void column_sums(const float* dy, float* db, int64_t m, int64_t n, cudaStream_t s);
+// One thread per column, rows in fixed order (deterministic): when y is given, dy[r,j] = 0 where y[r,j] <= 0 (in
+// place); when db is given, db[j] = sum over rows of the (masked) dy. Either may be null.
+void mask_and_column_sums(float* dy, const float* y, float* db, int64_t m, int64_t n, cudaStream_t s);
 
 }  // namespace fresco::cuda

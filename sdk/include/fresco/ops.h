@@ -30,11 +30,15 @@ typedef struct FrFcParams {
   int32_t has_bias;
   int32_t fused_relu; /* apply relu to y */
 } FrFcParams;
-/* fc_backward: in {dy [M,N], x [M,K], w [N,K]}; out {dw [N,K], db [N] (if has_bias), dx [M,K] (if need_dx)}.
- * Gradients are written (not accumulated). */
+/* fc_backward: in {dy [M,N], x [M,K], w [N,K], y [M,N] (post-relu output, only with relu_mask)};
+ * out {dw [N,K], db [N] (if has_bias), dx [M,K] (if need_dx)}. Gradients are written (not accumulated).
+ * relu_mask: the fc was fused with a following relu; dy is the gradient w.r.t. the relu output and the kernel
+ * first zeroes it, in place, where y <= 0. */
 typedef struct FrFcBackwardParams {
   int32_t has_bias;
   int32_t need_dx;
+  int32_t relu_mask;
+  int32_t pad_;
 } FrFcBackwardParams;
 
 /* relu: in {x}; out {y}. relu_backward: in {dy, y}; out {dx}. No params. */

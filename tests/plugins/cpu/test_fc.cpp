@@ -305,3 +305,69 @@ TEST(CpuOpHarness, ChecksRejectWrongValues) {
 }
 
 }  // namespace
+
+TEST(CpuFcBackward, FusedReluMaskFiniteDifferences) {
+  // L = sum(relu(fc(x, w, b)) * R): forward with fused_relu, backward with relu_mask (dy = R, masked in place
+  // by the forward's output); gradients must match the numerical derivatives of the double reference.
+  const Shape3 shapes[] = {{3, 19, 10}, {37, 23, 17}};
+  uint32_t seed = 700;
+  for (const Shape3& s : shapes) {
+    SCOPED_TRACE(str(s));
+    FcData d(s, seed);
+    std::mt19937 rng(seed++);
+    const std::vector<float> y = run_fc(d, true, true);
+    std::vector<float> r = fresco::test::random_floats(rng, static_cast<size_t>(s.m * s.n), -1.0f, 1.0f);
+    std::vector<float> dy = r;
+    std::vector<float> dw(static_cast<size_t>(s.n * s.k), kNaN), db(static_cast<size_t>(s.n), kNaN),
+        dx(static_cast<size_t>(s.m * s.k), kNaN);
+    OpCall c(FR_OP_FC_BACKWARD);
+    c.in(tensor(dy, {s.m, 1, 1, s.n})).in(tensor(d.x, {s.m, 1, 1, s.k})).in(tensor(d.w, {s.n, 1, 1, s.k}));
+    c.in(tensor(const_cast<std::vector<float>&>(y), {s.m, 1, 1, s.n}));
+    c.out(tensor(dw, {s.n, 1, 1, s.k})).out(tensor(db, {1, 1, 1, s.n})).out(tensor(dx, {s.m, 1, 1, s.k}));
+    c.params(FrFcBackwardParams{1, 1, 1, 0});
+    ASSERT_TRUE(c.run());
+    for (size_t i = 0; i < dy.size(); ++i)
+      EXPECT_EQ(dy[i], y[i] > 0.0f ? r[i] : 0.0f) << "dy masked in place";
+    std::vector<double> x = fresco::test::to_double(d.x), w = fresco::test::to_double(d.w),
+                        b = fresco::test::to_double(d.b);
+    const std::vector<double> rd = fresco::test::to_double(r);
+    auto of = [&](std::vector<double>&) {
+      const std::vector<double> out = fresco::ref::fc_forward(x, w, b, s.m, s.k, s.n, true);
+      double l = 0.0;
+      for (size_t i = 0; i < out.size(); ++i) l += out[i] * rd[i];
+      return l;
+    };
+    const auto iw = fresco::ref::check_indices(w.size(), 96);
+    EXPECT_TRUE(fresco::test::grad_check(dw, iw, fresco::ref::numeric_gradient(of, w, iw))) << "dw";
+    const auto ib = fresco::ref::check_indices(b.size(), 96);
+    EXPECT_TRUE(fresco::test::grad_check(db, ib, fresco::ref::numeric_gradient(of, b, ib))) << "db";
+    const auto ix = fresco::ref::check_indices(x.size(), 96);
+    EXPECT_TRUE(fresco::test::grad_check(dx, ix, fresco::ref::numeric_gradient(of, x, ix))) << "dx";
+  }
+}
+
+TEST(CpuFc, MlpShapesMatchReference) {
+  // The shapes of the README's MLP at batch 128, forward and backward.
+  const Shape3 shapes[] = {{128, 784, 1024}, {128, 1024, 512}, {128, 512, 256}, {128, 256, 10}};
+  uint32_t seed = 900;
+  for (const Shape3& s : shapes) {
+    SCOPED_TRACE(str(s));
+    FcData d(s, seed);
+    const std::vector<float> y = run_fc(d, true, false);
+    const std::vector<double> ref =
+        fresco::ref::fc_forward(fresco::test::to_double(d.x), fresco::test::to_double(d.w),
+                                fresco::test::to_double(d.b), s.m, s.k, s.n);
+    const std::vector<double> mag =
+        fresco::ref::fc_abs_terms(abs_of(d.x), abs_of(d.w), abs_of(d.b), s.m, s.k, s.n);
+    EXPECT_TRUE(fresco::test::within(y, ref, float_bound(mag, s.k))) << "y";
+    std::mt19937 rng(seed++);
+    std::vector<float> dy = fresco::test::random_floats(rng, static_cast<size_t>(s.m * s.n), -1.0f, 1.0f);
+    const KernelGrads g = run_fc_backward(d, dy, true, true);
+    const auto rg = fresco::ref::fc_backward(fresco::test::to_double(dy), fresco::test::to_double(d.x),
+                                             fresco::test::to_double(d.w), s.m, s.k, s.n);
+    const auto mg = fresco::ref::fc_backward(abs_of(dy), abs_of(d.x), abs_of(d.w), s.m, s.k, s.n);
+    EXPECT_TRUE(fresco::test::within(g.dw, rg.dw, float_bound(mg.dw, s.m))) << "dw";
+    EXPECT_TRUE(fresco::test::within(g.db, rg.db, float_bound(mg.db, s.m))) << "db";
+    EXPECT_TRUE(fresco::test::within(g.dx, rg.dx, float_bound(mg.dx, s.n))) << "dx";
+  }
+}

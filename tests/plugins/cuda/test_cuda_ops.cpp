@@ -44,17 +44,34 @@ const Shape kX{37, 1, 1, 53};
 
 TEST(CudaOps, FcForward) {
   FRESCO_REQUIRE_GPU();
-  for (bool bias : {true, false}) {
-    OpCase c;
-    c.tensors = {{DType::F32, kX, Fill::RANDOM},
-                 {DType::F32, {29, 1, 1, 53}, Fill::RANDOM},
-                 {DType::F32, {1, 1, 1, 29}, Fill::RANDOM},
-                 {DType::F32, {37, 1, 1, 29}, Fill::ZERO}};
-    c.node = node(FR_OP_FC, bias ? std::vector<TensorId>{0, 1, 2} : std::vector<TensorId>{0, 1}, {3});
-    c.node.with_params(FrFcParams{bias ? 1 : 0, 0});
-    c.outputs = {3};
-    expect_same(c, 2e-6, bias ? "fc with bias" : "fc without bias");
-  }
+  for (bool bias : {true, false})
+    for (int relu : {0, 1}) {
+      OpCase c;
+      c.tensors = {{DType::F32, kX, Fill::RANDOM},
+                   {DType::F32, {29, 1, 1, 53}, Fill::RANDOM},
+                   {DType::F32, {1, 1, 1, 29}, Fill::RANDOM},
+                   {DType::F32, {37, 1, 1, 29}, Fill::ZERO}};
+      c.node = node(FR_OP_FC, bias ? std::vector<TensorId>{0, 1, 2} : std::vector<TensorId>{0, 1}, {3});
+      c.node.with_params(FrFcParams{bias ? 1 : 0, relu});
+      c.outputs = {3};
+      expect_same(c, 2e-6, std::string("fc bias=") + (bias ? "1" : "0") + " relu=" + std::to_string(relu));
+    }
+}
+
+TEST(CudaOps, FcBackwardWithFusedReluMask) {
+  FRESCO_REQUIRE_GPU();
+  OpCase c;  // dy [37,29] (masked in place), x [37,53], w [29,53], y [37,29] -> dw, db, dx
+  c.tensors = {{DType::F32, {37, 1, 1, 29}, Fill::RANDOM},
+               {DType::F32, kX, Fill::RANDOM},
+               {DType::F32, {29, 1, 1, 53}, Fill::RANDOM},
+               {DType::F32, {37, 1, 1, 29}, Fill::RANDOM},
+               {DType::F32, {29, 1, 1, 53}, Fill::ZERO},
+               {DType::F32, {1, 1, 1, 29}, Fill::ZERO},
+               {DType::F32, kX, Fill::ZERO}};
+  c.node = node(FR_OP_FC_BACKWARD, {0, 1, 2, 3}, {4, 5, 6});
+  c.node.with_params(FrFcBackwardParams{1, 1, 1, 0});
+  c.outputs = {0, 4, 5, 6};
+  expect_same(c, 2e-6, "fc_backward relu_mask");
 }
 
 TEST(CudaOps, FcBackward) {
@@ -180,5 +197,34 @@ TEST(CudaOps, Optimizers) {
     adam.node.with_params(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, decoupled, 0});
     adam.outputs = {0, 1, 2};
     expect_same(adam, 1e-6, decoupled ? "adamw" : "adam");
+  }
+}
+
+TEST(CudaOps, FcOnTheMlpShapes) {
+  FRESCO_REQUIRE_GPU();
+  struct S {
+    int64_t m, k, n;
+  };
+  for (const S s : {S{128, 784, 1024}, S{128, 1024, 512}, S{128, 512, 256}, S{128, 256, 10}, S{32, 784, 1024},
+                    S{1024, 784, 1024}}) {
+    const std::string shape = std::to_string(s.m) + "x" + std::to_string(s.k) + "->" + std::to_string(s.n);
+    OpCase f;
+    f.tensors = {{DType::F32, {s.m, 1, 1, s.k}, Fill::RANDOM},
+                 {DType::F32, {s.n, 1, 1, s.k}, Fill::RANDOM},
+                 {DType::F32, {1, 1, 1, s.n}, Fill::RANDOM},
+                 {DType::F32, {s.m, 1, 1, s.n}, Fill::ZERO}};
+    f.node = node(FR_OP_FC, {0, 1, 2}, {3});
+    f.node.with_params(FrFcParams{1, 1});
+    f.outputs = {3};
+    expect_same(f, 2e-6, "fc+relu " + shape);
+    OpCase b;
+    b.tensors = {{DType::F32, {s.m, 1, 1, s.n}, Fill::RANDOM}, {DType::F32, {s.m, 1, 1, s.k}, Fill::RANDOM},
+                 {DType::F32, {s.n, 1, 1, s.k}, Fill::RANDOM}, {DType::F32, {s.m, 1, 1, s.n}, Fill::RANDOM},
+                 {DType::F32, {s.n, 1, 1, s.k}, Fill::ZERO},   {DType::F32, {1, 1, 1, s.n}, Fill::ZERO},
+                 {DType::F32, {s.m, 1, 1, s.k}, Fill::ZERO}};
+    b.node = node(FR_OP_FC_BACKWARD, {0, 1, 2, 3}, {4, 5, 6});
+    b.node.with_params(FrFcBackwardParams{1, 1, 1, 0});
+    b.outputs = {0, 4, 5, 6};
+    expect_same(b, 2e-6, "fc_backward relu_mask " + shape);
   }
 }

@@ -27,6 +27,8 @@ struct LayerDescriptor {
   std::string name;             // "fc0", "relu1", ...
   Shape in_sample, out_sample;  // per-sample shapes (n = 1)
   bool first_param_layer = false;
+  bool fused_relu = false;       // fc: a following relu is computed in this layer's kernels
+  bool fused_into_prev = false;  // relu: done by the previous fc (no node, output aliases the fc's)
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
@@ -55,6 +57,7 @@ struct CompileOptions {
   Optimizer optimizer;
   Scheduler scheduler;
   uint64_t seed = 0;
+  bool fuse_activations = true;  // fc followed by relu -> one fc with a relu epilogue and a masked backward
 };
 
 // Handles of the job-level tensors the executor reads or writes.

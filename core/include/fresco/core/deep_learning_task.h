@@ -94,6 +94,7 @@ class DeepLearningTask : public TaskBase {
   double time_steps(int steps);
 
   const CompiledModel& compiled() const;
+  Runtime& runtime();  // COMPILED: for diagnostics and benchmarks
   const std::string& device_name() const noexcept { return device_; }
   const data::Dataset& train_set() const noexcept { return train_; }
   const data::Dataset& test_set() const noexcept { return test_; }

@@ -21,9 +21,10 @@ struct ParityRow {
 struct ParityReport {
   std::string device_a, device_b;
   int steps = 0;
-  std::vector<ParityRow> rows;  // one per tensor, then "loss"
-  double worst = 0;             // largest norm_rel over the master weights
-  double worst_max = 0;         // largest max_rel over every row
+  std::vector<ParityRow> rows;        // one per tensor, then "loss"
+  std::vector<float> loss_a, loss_b;  // per step
+  double worst = 0;                   // largest norm_rel over the master weights
+  double worst_max = 0;               // largest max_rel over every row
 };
 
 // The job's data is used (first `samples` training and test samples when samples > 0).

@@ -1,0 +1,95 @@
+// Diagnostic benchmark: where a training step's time goes. Compiles the MLP job, then times (1) each
+// GraphId's captured graph of train_base launched alone, and (2) each kernel call of those graphs run eagerly
+// on its own, each repeated --reps times after a warm-up. Prints one JSON line per graph and per call
+// (microseconds each). Eager per-call times include one host launch per call, so tiny kernels show the launch
+// cost. Usage: bench_step_profile [--device cuda] [--batch 128] [--reps 200] [--data DIR]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
+#include "fresco/core/runtime.h"
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace fresco;
+  std::string device = "cuda", dir = "/usr/share/datasets/fashion-mnist";
+  int64_t batch = 128;
+  int reps = 200;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--device")
+      device = v;
+    else if (a == "--batch")
+      batch = std::atoll(v.c_str());
+    else if (a == "--reps")
+      reps = std::atoi(v.c_str());
+    else if (a == "--data")
+      dir = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 64;
+    }
+  }
+  try {
+    DeepLearningTask task;
+    task.model(seq({fc(1024), relu(), fc(512), relu(), fc(256), relu(), fc(10)}))
+        .data(FashionMnist(dir))
+        .batch_size(batch)
+        .loss(CrossEntropyLoss().label_smoothing(0.1f))
+        .optimizer(AdamW().base_lr(1e-3f).with_weight_decay(1e-4f))
+        .device(device);
+    task.compile();
+    task.time_steps(10);
+    Runtime& rt = task.runtime();
+    const GraphAtlas& at = task.compiled().atlas;
+    for (GraphId g : {GraphId::TRANSFER_A, GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD,
+                      GraphId::FIRST_LAYER_BWD_A, GraphId::OPTIMIZER, GraphId::ACCUM_METRICS}) {
+      const int idx = at.slot(Variant::TRAIN_BASE, g).captured_idx;
+      if (idx < 0) continue;
+      for (int w = 0; w < 5; ++w) rt.launch_unordered(idx);
+      rt.synchronize();
+      const double t0 = now_s();
+      for (int r = 0; r < reps; ++r) rt.launch_unordered(idx);
+      rt.synchronize();
+      std::printf(
+          "{\"bench\":\"graph\",\"backend\":\"%s\",\"batch\":%lld,\"graph\":\"%s\",\"nodes\":%zu,\"us\":%.2f}"
+          "\n",
+          device.c_str(), static_cast<long long>(batch), graph_id_name(g), rt.capture(idx).calls.size(),
+          1e6 * (now_s() - t0) / reps);
+      for (const ResolvedCall& rc : rt.capture(idx).calls) {
+        Capture one;
+        one.stream = rt.capture(idx).stream;
+        one.calls.push_back(rc);
+        one.calls.back().owns_state = false;
+        ResolvedCall& c = one.calls.back();
+        c.call.in = c.in.data();
+        c.call.out = c.out.data();
+        c.call.rin = c.rin.data();
+        c.call.rout = c.rout.data();
+        c.call.params = c.params.empty() ? nullptr : c.params.data();
+        for (int w = 0; w < 5; ++w) rt.run_eager(one);
+        rt.synchronize();
+        const double t1 = now_s();
+        for (int r = 0; r < reps; ++r) rt.run_eager(one);
+        rt.synchronize();
+        std::printf("{\"bench\":\"call\",\"graph\":\"%s\",\"call\":\"%s\",\"us\":%.2f}\n", graph_id_name(g),
+                    rc.label.c_str(), 1e6 * (now_s() - t1) / reps);
+      }
+    }
+    const double t = task.time_steps(reps);
+    std::printf("{\"bench\":\"step\",\"backend\":\"%s\",\"batch\":%lld,\"us\":%.2f}\n", device.c_str(),
+                static_cast<long long>(batch), 1e6 * t / reps);
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_status();
+  }
+}
