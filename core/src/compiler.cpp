@@ -155,8 +155,9 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   while (last_real > fp && rule_for(a.layers[static_cast<size_t>(last_real)].kind)
                                .is_view(a.layers[static_cast<size_t>(last_real)], true))
     --last_real;
-  t.grad_logits = batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1,
-                                          L + 1, 2 * L + 1 - last_real));
+  t.grad_logits =
+      batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1, L + 1,
+                              m.options.overlap_weight_gradients ? end : 2 * L + 1 - last_real));
   for (auto& l : a.layers) {
     if (l.index <= fp) continue;  // nothing before the first trainable layer needs a gradient
     if (rule_for(l.kind).is_view(l, true)) continue;  // views pass the gradient through (aliased below)
@@ -165,8 +166,9 @@ void Compiler::create_memory_plans(CompiledModel& m) {
     while (consumer > fp && rule_for(a.layers[static_cast<size_t>(consumer)].kind)
                                 .is_view(a.layers[static_cast<size_t>(consumer)], true))
       --consumer;
+    const int grad_end = m.options.overlap_weight_gradients ? end : 2 * L + 1 - consumer;
     l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
-                                        2 * L + 1 - l.index, 2 * L + 1 - consumer));
+                                        2 * L + 1 - l.index, grad_end));
   }
   t.labels = batched(p.alloc_temp(DType::I32, Shape{mb, 1, 1, 1}, "labels.current"));
   t.step_scalars = p.alloc_step_scalars();
@@ -211,13 +213,11 @@ void emit_transfer(ComputationGraph& g, char ab) {
 
 void emit_input(EmitContext& cx, const CompiledModel& m, char ab) {
   const JobTensors& t = m.t;
-  cx.add(range_node(FR_OP_COPY, {RangeRef::of(ab == 'A' ? t.labels_a : t.labels_b, DType::I32)},
-                    {RangeRef::of(t.labels, DType::I32)}, "labels"));
-  GraphNode n;
+  GraphNode n;  // normalises the pixels and copies the batch's labels to labels.current in one pass
   n.op = FR_OP_NORMALIZE_INPUT;
   n.label = "normalize";
-  n.in = {ab == 'A' ? t.data_a : t.data_b};
-  n.out = {t.input_f32};
+  n.in = {ab == 'A' ? t.data_a : t.data_b, ab == 'A' ? t.labels_a : t.labels_b};
+  n.out = {t.input_f32, t.labels};
   FrNormalizeParams np{};
   np.channels = static_cast<int32_t>(m.arch.input_sample.c);
   for (int c = 0; c < np.channels; ++c) {
@@ -241,22 +241,25 @@ void emit_loss(EmitContext& cx, const CompiledModel& m, bool training) {
   cx.add(std::move(n)).with_params(FrSoftmaxXentParams{m.options.loss.smoothing, training ? 1 : 0});
 }
 
-void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
-  const Optimizer& o = m.options.optimizer;
-  const Scheduler& s = m.options.scheduler;
-  const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
+FrScheduleParams schedule_params(const CompileOptions& o) {
+  const Scheduler& s = o.scheduler;
   FrScheduleParams sp{};
-  sp.base_lr = o.lr;
+  sp.base_lr = o.optimizer.lr;
   sp.min_lr = s.min_lr;
-  sp.warmup_steps = static_cast<int32_t>(s.warmup_epochs * m.options.steps_per_epoch);
-  sp.total_steps = static_cast<int32_t>(m.options.total_steps);
+  sp.warmup_steps = static_cast<int32_t>(s.warmup_epochs * o.steps_per_epoch);
+  sp.total_steps = static_cast<int32_t>(o.total_steps);
   sp.table_len = static_cast<int32_t>(s.table.size());
   sp.kind = s.type == Scheduler::Type::COSINE  ? FR_SCHED_COSINE
             : s.type == Scheduler::Type::TABLE ? FR_SCHED_TABLE
                                                : FR_SCHED_CONSTANT;
-  g.add(GraphId::OPTIMIZER,
-        range_node(FR_OP_LR_SCHEDULE, {RangeRef::of(m.t.lr_table, DType::F32)}, {scalars}, "lr"))
-      .with_params(sp);
+  return sp;
+}
+
+// OPTIMIZER: one update per parameter group (region ranges), then step_done, which advances the step counter
+// and writes the next step's lr (the lr of step 0 is written by the host at compile time).
+void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
+  const Optimizer& o = m.options.optimizer;
+  const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
   // Parameter groups as region ranges: the no-decay kinds come first in every family.
   struct Group {
     ParamKind first, last;
@@ -288,7 +291,9 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
               FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
     }
   }
-  g.add(GraphId::OPTIMIZER, range_node(FR_OP_STEP_DONE, {}, {scalars}, "step"));
+  g.add(GraphId::OPTIMIZER,
+        range_node(FR_OP_STEP_DONE, {RangeRef::of(m.t.lr_table, DType::F32)}, {scalars}, "step and next lr"))
+      .with_params(m.schedule);
 }
 }  // namespace
 
@@ -302,14 +307,15 @@ void Compiler::build_computation_graph(CompiledModel& m) {
   // Train: first layer (per input buffer), deep forward + loss + backward, first-layer backward.
   for (char ab : {'A', 'B'}) {
     emit_transfer(tr, ab);
-    EmitContext cx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_FWD_A : GraphId::FIRST_LAYER_FWD_B, &m.t};
+    EmitContext cx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_FWD_A : GraphId::FIRST_LAYER_FWD_B, &m.t,
+                   &m.options};
     emit_input(cx, m, ab);
     for (int i = 0; i <= fp; ++i) {
       const auto& l = a.layers[static_cast<size_t>(i)];
       if (!rule_for(l.kind).is_view(l, true)) rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
     }
   }
-  EmitContext dx{&tr, GraphId::DEEP_FWD_BWD, &m.t};
+  EmitContext dx{&tr, GraphId::DEEP_FWD_BWD, &m.t, &m.options};
   for (int i = fp + 1; i < L; ++i) {
     const auto& l = a.layers[static_cast<size_t>(i)];
     if (!rule_for(l.kind).is_view(l, true)) rule_for(l.kind).forward(dx, l, layer_input(m, i), l.out, true);
@@ -328,10 +334,12 @@ void Compiler::build_computation_graph(CompiledModel& m) {
   }
   // First-layer backward (its weight gradient only), once the deep loop has resolved the gradient it reads.
   for (char ab : {'A', 'B'}) {
-    EmitContext bx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_BWD_A : GraphId::FIRST_LAYER_BWD_B, &m.t};
+    EmitContext bx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_BWD_A : GraphId::FIRST_LAYER_BWD_B, &m.t,
+                   &m.options};
     const auto& first = a.layers[static_cast<size_t>(fp)];
     rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, grad_out, kNoTensor);
   }
+  m.schedule = schedule_params(m.options);
   emit_optimizer(tr, m);
   tr.add(GraphId::ACCUM_METRICS,
          range_node(FR_OP_ACCUMULATE_METRICS, {RangeRef::of(m.t.batch_train, DType::U8)},
@@ -344,7 +352,7 @@ void Compiler::build_computation_graph(CompiledModel& m) {
   ComputationGraph& inf = *m.inference;
   for (char ab : {'A', 'B'}) {
     emit_transfer(inf, ab);
-    EmitContext cx{&inf, ab == 'A' ? GraphId::INF_MAIN_A : GraphId::INF_MAIN_B, &m.t};
+    EmitContext cx{&inf, ab == 'A' ? GraphId::INF_MAIN_A : GraphId::INF_MAIN_B, &m.t, &m.options};
     emit_input(cx, m, ab);
     TensorId cur = m.t.input_f32;
     for (const auto& l : a.layers) {

@@ -12,6 +12,7 @@
 #include "fresco/core/log.h"
 #include "fresco/core/runtime.h"
 #include "fresco/philox.h"
+#include "fresco/update_rules.h"
 
 namespace fresco {
 
@@ -107,7 +108,7 @@ void DeepLearningTask::compile() {
   exec_ = std::make_unique<Executor>(*model_, *runtime_);
   init_parameters();
   FrStepScalars s{};
-  s.lr = opt_.lr;
+  s.lr = fr_schedule_lr(&model_->schedule, 0, sched_.table.empty() ? nullptr : sched_.table.data());
   s.loss_scale = 1.0f;
   s.seed_lo = static_cast<uint32_t>(seed_);
   s.seed_hi = static_cast<uint32_t>(seed_ >> 32);

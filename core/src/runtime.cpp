@@ -43,7 +43,16 @@ Runtime::Runtime(const std::string& device, int device_index) : device_(device) 
   for (int s = 0; s < kStreamCount; ++s)
     if (api_->stream_create) throw_if_error(api_->stream_create(ctx_, &streams_[s]), "creating a stream");
   for (int s = 0; s < kStreamCount; ++s) chain_events_[s] = create_event();
+  fork_event_ = create_event();
+  join_event_ = create_event();
 }
+
+namespace {
+// The stream that side-stream calls of a capture on `main` use.
+StreamRole side_of(StreamRole main) {
+  return main == StreamRole::COMP_2 ? StreamRole::COMP_3 : StreamRole::COMP_2;
+}
+}  // namespace
 
 Runtime::~Runtime() {
   for (auto& c : captures_) {
@@ -115,6 +124,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   for (const auto& r : node.rin) rc.rin.push_back(range(r));
   for (const auto& r : node.rout) rc.rout.push_back(range(r));
   rc.params = node.params;
+  rc.side = node.side_stream;
   uint32_t dtype = static_cast<uint32_t>(FR_F32);
   if (node.kind == NodeKind::COMPUTE && !rc.out.empty())
     dtype = rc.out[0].dtype;
@@ -175,7 +185,8 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
       if (rc.kernel->prepare)
         throw_if_error(rc.kernel->prepare(ctx_, &probe, &rc.state, &ws), "prepare " + rc.label);
       rc.call.workspace_bytes = ws;
-      ws_need[static_cast<int>(cap.stream)] = std::max(ws_need[static_cast<int>(cap.stream)], ws);
+      const int r = static_cast<int>(rc.side ? side_of(cap.stream) : cap.stream);
+      ws_need[r] = std::max(ws_need[r], ws);
       ++st.calls;
     }
   }
@@ -183,8 +194,8 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
   // workspace
   //    covers every call.
   for (int s = 0; s < kStreamCount; ++s)
-    ws_need[static_cast<int>(StreamRole::COMP_1)] =
-        std::max(ws_need[static_cast<int>(StreamRole::COMP_1)], ws_need[s]);
+    for (StreamRole fused : {StreamRole::COMP_1, StreamRole::COMP_2})
+      ws_need[static_cast<int>(fused)] = std::max(ws_need[static_cast<int>(fused)], ws_need[s]);
   for (int s = 0; s < kStreamCount; ++s) {
     if (!ws_need[s]) continue;
     void* p = nullptr;
@@ -222,23 +233,44 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
 }
 
 void Runtime::finish_capture(Capture& cap) {
-  void* s = stream(cap.stream);
-  for (auto& rc : cap.calls) rc.call.stream = s;
-  if (api_->capture_begin && api_->capture_end && api_->graph_launch) {
-    throw_if_error(api_->capture_begin(ctx_, s), "capture begin");
-    try {
-      run_calls(cap);
-    } catch (...) {
-      void* broken = nullptr;
-      try {
-        throw_if_error(api_->capture_end(ctx_, s, &broken), "capture end");
-      } catch (const Error&) {  // keep the first error
-      }
-      if (broken && api_->graph_destroy) api_->graph_destroy(ctx_, broken);
-      throw;
-    }
-    throw_if_error(api_->capture_end(ctx_, s, &cap.native), "capture end");
+  const StreamRole side = side_of(cap.stream);
+  for (auto& rc : cap.calls) {
+    const StreamRole r = rc.side ? side : cap.stream;
+    rc.call.stream = stream(r);
+    rc.call.workspace = rc.call.workspace_bytes ? workspaces_[static_cast<int>(r)] : nullptr;
+    FRESCO_CHECK(rc.call.workspace_bytes <= workspace_bytes_[static_cast<int>(r)], ErrorCode::kInternal,
+                 rc.label + ": workspace of its stream is too small");
   }
+  if (!(api_->capture_begin && api_->capture_end && api_->graph_launch)) return;  // replayed call list
+  void* s = stream(cap.stream);
+  throw_if_error(api_->capture_begin(ctx_, s), "capture begin");
+  try {
+    bool side_pending = false;
+    auto join = [&] {
+      record(join_event_, side);
+      wait(cap.stream, join_event_);
+      side_pending = false;
+    };
+    for (const auto& rc : cap.calls) {
+      if (rc.join_before && side_pending) join();
+      if (rc.side && has_events()) {  // fork: the side stream starts after everything issued on main so far
+        record(fork_event_, cap.stream);
+        wait(side, fork_event_);
+        side_pending = true;
+      }
+      throw_if_error(rc.kernel->run(ctx_, &rc.call), "kernel " + rc.label);
+    }
+    if (side_pending) join();
+  } catch (...) {
+    void* broken = nullptr;
+    try {
+      throw_if_error(api_->capture_end(ctx_, s, &broken), "capture end");
+    } catch (const Error&) {  // keep the first error
+    }
+    if (broken && api_->graph_destroy) api_->graph_destroy(ctx_, broken);
+    throw;
+  }
+  throw_if_error(api_->capture_end(ctx_, s, &cap.native), "capture end");
 }
 
 int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>& gids,
@@ -248,24 +280,28 @@ int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>
   for (GraphId g : gids) {
     const AtlasSlot& s = atlas.slot(v, g);
     if (s.captured_idx < 0) continue;
+    // Side-stream work (weight gradients) must be joined before anything past the backward pieces reads it.
+    const bool backward_piece = g == GraphId::FIRST_LAYER_FWD_A || g == GraphId::FIRST_LAYER_FWD_B ||
+                                g == GraphId::DEEP_FWD_BWD || g == GraphId::FIRST_LAYER_BWD_A ||
+                                g == GraphId::FIRST_LAYER_BWD_B;
+    bool first = true;
     for (const ResolvedCall& rc : captures_.at(static_cast<size_t>(s.captured_idx)).calls) {
       ResolvedCall copy = rc;
       copy.owns_state = false;
+      copy.join_before = first && !backward_piece;
+      first = false;
       cap.calls.push_back(std::move(copy));
     }
   }
   if (cap.calls.empty()) return -1;
-  // The copies own their tensor/range arrays: point the calls at them.
+  // The copies own their tensor/range arrays: point the calls at them (finish_capture sets streams and
+  // workspaces).
   for (auto& rc : cap.calls) {
     rc.call.in = rc.in.data();
     rc.call.out = rc.out.data();
     rc.call.rin = rc.rin.data();
     rc.call.rout = rc.rout.data();
     rc.call.params = rc.params.empty() ? nullptr : rc.params.data();
-    rc.call.workspace = rc.call.workspace_bytes ? workspaces_[static_cast<int>(stream_role)] : nullptr;
-    FRESCO_CHECK(!rc.call.workspace_bytes ||
-                     rc.call.workspace_bytes <= workspace_bytes_[static_cast<int>(stream_role)],
-                 ErrorCode::kInternal, "fuse: " + rc.label + " needs a larger workspace on the fused stream");
   }
   finish_capture(cap);
   captures_.push_back(std::move(cap));

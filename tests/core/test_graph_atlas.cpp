@@ -3,8 +3,11 @@
 // the validation variants use the inference graph.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include "fresco/core/compiler.h"
+
 #include "fresco/core/error.h"
+#include "fresco/ops.h"
 
 using namespace fresco;
 
@@ -92,27 +95,41 @@ TEST(Compiler, GraphNodesAreSplitByGraphId) {
   Compiler c;
   CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), mlp_options(256, 0));
   const ComputationGraph& g = *m.train;
-  // First layer fwd: labels copy, normalise, fc0 with the relu fused. Deep: fc2, loss, fc2 backward.
-  EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_FWD_A).size(), 3u);
+  // First layer fwd: normalise (+ labels copy), fc0 with the relu fused. Deep: fc2, loss, fc2's input
+  // gradient on the main stream and its weight gradient on the side stream.
+  EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_FWD_A).size(), 2u);
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_FWD_A).back().op, "fc");
-  EXPECT_EQ(g.nodes(GraphId::DEEP_FWD_BWD).size(), 3u);
+  const auto& deep = g.nodes(GraphId::DEEP_FWD_BWD);
+  ASSERT_EQ(deep.size(), 4u);
+  EXPECT_EQ(deep[2].op, "fc_backward");
+  EXPECT_FALSE(deep[2].side_stream);
+  EXPECT_TRUE(deep[3].side_stream);
+  FrFcBackwardParams part1{}, part2{};
+  std::memcpy(&part1, deep[2].params.data(), sizeof part1);
+  std::memcpy(&part2, deep[3].params.data(), sizeof part2);
+  EXPECT_EQ(part1.part, 1);
+  EXPECT_EQ(part2.part, 2);
+  EXPECT_EQ(deep[3].out.size(), 2u);  // dw, db
   // The first layer's backward masks the gradient with its fused relu's output.
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A)[0].in.size(), 4u);
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A).size(), 1u);
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A)[0].op, "fc_backward");
-  // AdamW without no-decay split: lr schedule, one update over all weights, step counter.
-  ASSERT_EQ(g.nodes(GraphId::OPTIMIZER).size(), 3u);
-  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].op, "adam_update");
-  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].kind, NodeKind::RANGE);
+  // AdamW without no-decay split: one update over all weights, then the step counter with the next lr.
+  ASSERT_EQ(g.nodes(GraphId::OPTIMIZER).size(), 2u);
+  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[0].op, "adam_update");
+  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[0].kind, NodeKind::RANGE);
+  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].op, "step_done");
+  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].params.size(), sizeof(FrScheduleParams));
 }
 
 TEST(Compiler, UnfusedGraphKeepsSeparateReluNodes) {
   Compiler c;
   CompileOptions o = mlp_options(256, 0);
   o.fuse_activations = false;
+  o.overlap_weight_gradients = false;
   CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), o);
   const ComputationGraph& g = *m.train;
-  // Deep: relu, fc2, loss, fc2 backward, relu backward.
+  // Deep: relu, fc2, loss, fc2 backward (whole), relu backward.
   ASSERT_EQ(g.nodes(GraphId::DEEP_FWD_BWD).size(), 5u);
   EXPECT_EQ(g.nodes(GraphId::DEEP_FWD_BWD)[0].op, "relu");
   EXPECT_EQ(g.nodes(GraphId::DEEP_FWD_BWD)[4].op, "relu_backward");

@@ -12,6 +12,7 @@ struct EmitContext {
   ComputationGraph* graph;
   GraphId gid;
   const JobTensors* job;
+  const CompileOptions* options;
   GraphNode& add(GraphNode n) { return graph->add(gid, std::move(n)); }
 };
 

@@ -1,6 +1,7 @@
-// CPU fc backward: dw[N,K] = dy^T x, db[N] = column sums of dy (fixed row order), dx[M,K] = dy w.
-// Gradients are written, not accumulated. With relu_mask, dy (w.r.t. the fused relu's output) is first zeroed
-// in place where y <= 0. Test: tests/plugins/cpu/test_fc.cpp (finite differences).
+// CPU fc backward: dw[N,K] = dy^T x, db[N] = column sums of dy (fixed row order), dx[M,K] = dy w; part 1
+// computes only dx, part 2 only dw and db (see FrFcBackwardParams). Gradients are written, not accumulated.
+// With relu_mask, dy (w.r.t. the fused relu's output) is first zeroed in place where y <= 0. Test:
+// tests/plugins/cpu/test_fc.cpp (finite differences).
 #include <algorithm>
 
 #include "cpu_common.h"
@@ -27,8 +28,11 @@ FR_CPU_KERNEL_RUN(fc_backward) {
     const auto& x = call->in[1];
     const auto& w = call->in[2];
     const int64_t m = sdk::rows(dy), n = sdk::cols(dy), k = sdk::cols(x);
+    FR_PLUGIN_CHECK(p.part >= 0 && p.part <= 2, FR_ERR_INVALID_ARGUMENT,
+                    "fc_backward: part must be 0, 1 or 2, found " + std::to_string(p.part));
+    const bool want_w = p.part != 1, want_x = p.part == 1 || (p.part == 0 && p.need_dx);
     float* dyd = sdk::data<float>(dy);
-    if (p.relu_mask) {
+    if (p.relu_mask && p.part != 2) {
       FR_PLUGIN_CHECK(call->n_in >= 4 && sdk::numel(call->in[3]) == m * n, FR_ERR_INVALID_ARGUMENT,
                       "fc_backward: relu_mask needs the relu output y [M,N] as 4th input");
       const float* y = sdk::data<float>(call->in[3]);
@@ -37,28 +41,30 @@ FR_CPU_KERNEL_RUN(fc_backward) {
       });
     }
     uint32_t o = 0;
-    GemmArgs gw;  // dw = dy^T x
-    gw.trans_a = true;
-    gw.m = n;
-    gw.n = k;
-    gw.k = m;
-    gw.a = dyd;
-    gw.lda = n;
-    gw.b = sdk::data<float>(x);
-    gw.ldb = k;
-    gw.c = sdk::data<float>(call->out[o++]);
-    gw.ldc = k;
-    sgemm(gw, call->workspace, call->workspace_bytes);
-    if (p.has_bias) {
-      FR_PLUGIN_CHECK(call->n_out > o, FR_ERR_INVALID_ARGUMENT, "fc_backward: has_bias but no db output");
-      float* db = sdk::data<float>(call->out[o++]);
-      parallel_chunks(n, 64, [&](int64_t j0, int64_t j1) {
-        for (int64_t j = j0; j < j1; ++j) db[j] = 0.0f;
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t j = j0; j < j1; ++j) db[j] += dyd[r * n + j];
-      });
+    if (want_w) {
+      GemmArgs gw;  // dw = dy^T x
+      gw.trans_a = true;
+      gw.m = n;
+      gw.n = k;
+      gw.k = m;
+      gw.a = dyd;
+      gw.lda = n;
+      gw.b = sdk::data<float>(x);
+      gw.ldb = k;
+      gw.c = sdk::data<float>(call->out[o++]);
+      gw.ldc = k;
+      sgemm(gw, call->workspace, call->workspace_bytes);
+      if (p.has_bias) {
+        FR_PLUGIN_CHECK(call->n_out > o, FR_ERR_INVALID_ARGUMENT, "fc_backward: has_bias but no db output");
+        float* db = sdk::data<float>(call->out[o++]);
+        parallel_chunks(n, 64, [&](int64_t j0, int64_t j1) {
+          for (int64_t j = j0; j < j1; ++j) db[j] = 0.0f;
+          for (int64_t r = 0; r < m; ++r)
+            for (int64_t j = j0; j < j1; ++j) db[j] += dyd[r * n + j];
+        });
+      }
     }
-    if (p.need_dx) {
+    if (want_x) {
       FR_PLUGIN_CHECK(call->n_out > o, FR_ERR_INVALID_ARGUMENT, "fc_backward: need_dx but no dx output");
       GemmArgs gx;  // dx = dy w
       gx.m = m;

@@ -1,5 +1,7 @@
-// CPU input normalisation: uint8 NHWC -> f32, y = (x / 255 - mean[c]) / std[c].
-// Test: tests/plugins/cpu/test_normalize_input.cpp.
+// CPU input normalisation: uint8 NHWC -> f32, y = (x / 255 - mean[c]) / std[c]; optionally copies the batch's
+// labels. Test: tests/plugins/cpu/test_normalize_input.cpp.
+#include <cstring>
+
 #include "cpu_common.h"
 
 namespace fresco::cpu {
@@ -15,6 +17,13 @@ FR_CPU_KERNEL_RUN(normalize_input) {
         c >= 1 && c <= FR_MAX_NORM_CHANNELS && xt.dims[3] == c, FR_ERR_INVALID_ARGUMENT,
         "normalize_input: channels " + std::to_string(c) + " vs tensor C " + std::to_string(xt.dims[3]));
     FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT, "normalize_input: sizes differ");
+    if (call->n_in >= 2 && call->n_out >= 2) {  // the batch's labels, copied in the same node
+      expect_dtype(call->in[1], FR_I32, "normalize_input labels");
+      const int64_t nl = sdk::numel(call->in[1]);
+      FR_PLUGIN_CHECK(sdk::numel(call->out[1]) == nl, FR_ERR_INVALID_ARGUMENT,
+                      "normalize_input: label sizes differ");
+      std::memcpy(call->out[1].data, call->in[1].data, static_cast<size_t>(nl) * sizeof(int32_t));
+    }
     const uint8_t* x = sdk::data<uint8_t>(xt);
     float* y = sdk::data<float>(call->out[0]);
     if (c == 1) {  // the common grey-scale case as a flat loop, so it vectorises

@@ -1,6 +1,7 @@
 // CUDA fc backward: dw[N,K] = dy^T x and dx[M,K] = dy w through two cuBLASLt matmuls (fp32, no TF32), db[N]
 // by a deterministic column-sum kernel, which first masks dy in place with the fused relu's output
-// (relu_mask). Gradients are written, not accumulated. Test: tests/plugins/cuda.
+// (relu_mask). Part 1 computes only dx, part 2 only dw and db. Gradients are written, not accumulated.
+// Test: tests/plugins/cuda.
 #include <algorithm>
 
 #include "ops/matmul_plan.h"
@@ -23,14 +24,16 @@ FR_CUDA_KERNEL_PREPARE(fc_backward) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 3, 1, 0, 0, "fc_backward");
     const auto& p = sdk::params<FrFcBackwardParams>(call);
+    FR_PLUGIN_CHECK(p.part >= 0 && p.part <= 2, FR_ERR_INVALID_ARGUMENT,
+                    "cuda fc_backward: part must be 0, 1 or 2, found " + std::to_string(p.part));
     const int64_t m = sdk::rows(call->in[0]), n = sdk::cols(call->in[0]), k = sdk::cols(call->in[1]);
     FR_PLUGIN_CHECK(sdk::rows(call->in[1]) == m && sdk::rows(call->in[2]) == n && sdk::cols(call->in[2]) == k,
                     FR_ERR_INVALID_ARGUMENT, "cuda fc_backward: dy/x/w shapes disagree");
     auto* plan = new FcBackwardPlan();
     try {
-      plan_matmul(ctx_of(ctx), plan->dw, true, false, n, k, m, false, false, kMaxWorkspace);  // dw = dy^T x
-      if (p.need_dx)
-        plan_matmul(ctx_of(ctx), plan->dx, false, false, m, k, n, false, false, kMaxWorkspace);  // dx = dy w
+      if (p.part != 1) plan_matmul(ctx_of(ctx), plan->dw, true, false, n, k, m, false, false, kMaxWorkspace);
+      if (p.part == 1 || (p.part == 0 && p.need_dx))
+        plan_matmul(ctx_of(ctx), plan->dx, false, false, m, k, n, false, false, kMaxWorkspace);
     } catch (...) {
       destroy_plan(plan);
       throw;
@@ -48,22 +51,23 @@ FR_CUDA_KERNEL_RUN(fc_backward) {
     float* dy = sdk::data<float>(call->in[0]);
     const int64_t m = sdk::rows(call->in[0]), n = sdk::cols(call->in[0]);
     cudaStream_t s = stream_of(call);
-    FR_PLUGIN_CHECK(!p.relu_mask || (call->n_in >= 4 && sdk::numel(call->in[3]) == m * n),
-                    FR_ERR_INVALID_ARGUMENT,
+    const bool want_w = p.part != 1, want_x = p.part == 1 || (p.part == 0 && p.need_dx);
+    const bool mask = p.relu_mask && p.part != 2;
+    FR_PLUGIN_CHECK(!mask || (call->n_in >= 4 && sdk::numel(call->in[3]) == m * n), FR_ERR_INVALID_ARGUMENT,
                     "cuda fc_backward: relu_mask needs the relu output y [M,N] as 4th input");
-    FR_PLUGIN_CHECK(!p.has_bias || call->n_out >= 2, FR_ERR_INVALID_ARGUMENT,
-                    "cuda fc_backward: has_bias but no db output");
-    const float* y = p.relu_mask ? sdk::data<float>(call->in[3]) : nullptr;
-    float* db = p.has_bias ? sdk::data<float>(call->out[1]) : nullptr;
-    if (y || db) mask_and_column_sums(dy, y, db, m, n, s);  // before both GEMMs read dy
-    uint32_t o = p.has_bias ? 2 : 1;
-    run_matmul(ctx_of(ctx), plan->dw, dy, sdk::data<float>(call->in[1]), sdk::data<float>(call->out[0]),
-               nullptr, call->workspace, call->workspace_bytes, s);
-    if (p.need_dx) {
-      FR_PLUGIN_CHECK(call->n_out > o, FR_ERR_INVALID_ARGUMENT, "cuda fc_backward: need_dx but no dx output");
-      run_matmul(ctx_of(ctx), plan->dx, dy, sdk::data<float>(call->in[2]), sdk::data<float>(call->out[o]),
+    const uint32_t outs = (want_w ? (p.has_bias ? 2u : 1u) : 0u) + (want_x ? 1u : 0u);
+    FR_PLUGIN_CHECK(call->n_out >= outs, FR_ERR_INVALID_ARGUMENT,
+                    "cuda fc_backward: expected " + std::to_string(outs) + " outputs, found " +
+                        std::to_string(call->n_out));
+    const float* y = mask ? sdk::data<float>(call->in[3]) : nullptr;
+    float* db = want_w && p.has_bias ? sdk::data<float>(call->out[1]) : nullptr;
+    if (y || db) mask_and_column_sums(dy, y, db, m, n, s);  // before the GEMMs read dy
+    if (want_w)
+      run_matmul(ctx_of(ctx), plan->dw, dy, sdk::data<float>(call->in[1]), sdk::data<float>(call->out[0]),
                  nullptr, call->workspace, call->workspace_bytes, s);
-    }
+    if (want_x)
+      run_matmul(ctx_of(ctx), plan->dx, dy, sdk::data<float>(call->in[2]),
+                 sdk::data<float>(call->out[outs - 1]), nullptr, call->workspace, call->workspace_bytes, s);
   });
 }
 

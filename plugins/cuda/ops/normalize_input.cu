@@ -1,13 +1,17 @@
-// CUDA input normalisation: uint8 NHWC -> f32, y = (x / 255 - mean[c]) / std[c]. Test: tests/plugins/cuda.
+// CUDA input normalisation: uint8 NHWC -> f32, y = (x / 255 - mean[c]) / std[c]; optionally copies the
+// batch's labels in the same kernel (one graph node instead of two). Test: tests/plugins/cuda.
 #include "cuda_common.h"
 
 namespace fresco::cuda {
 
 namespace {
 __global__ void normalize_kernel(const uint8_t* __restrict__ x, float* __restrict__ y, int64_t n,
-                                 FrNormalizeParams p) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+                                 FrNormalizeParams p, const int32_t* __restrict__ labels_in,
+                                 int32_t* __restrict__ labels_out, int64_t n_labels) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  for (int64_t i = first; i < n_labels; i += stride) labels_out[i] = labels_in[i];
+  for (int64_t i = first; i < n; i += stride) {
     const int c = static_cast<int>(i % p.channels);
     y[i] = (static_cast<float>(x[i]) / 255.0f - p.mean[c]) / p.std[c];
   }
@@ -24,8 +28,20 @@ FR_CUDA_KERNEL_RUN(normalize_input) {
                     FR_ERR_INVALID_ARGUMENT, "normalize_input: channel count mismatch");
     const int64_t n = sdk::numel(xt);
     FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT, "normalize_input: sizes differ");
+    const int32_t* labels_in = nullptr;
+    int32_t* labels_out = nullptr;
+    int64_t n_labels = 0;
+    if (call->n_in >= 2 && call->n_out >= 2) {
+      FR_PLUGIN_CHECK(call->in[1].dtype == FR_I32 && call->out[1].dtype == FR_I32, FR_ERR_INVALID_ARGUMENT,
+                      "normalize_input: labels must be i32");
+      n_labels = sdk::numel(call->in[1]);
+      FR_PLUGIN_CHECK(sdk::numel(call->out[1]) == n_labels, FR_ERR_INVALID_ARGUMENT,
+                      "normalize_input: label sizes differ");
+      labels_in = sdk::data<int32_t>(call->in[1]);
+      labels_out = sdk::data<int32_t>(call->out[1]);
+    }
     normalize_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
-        sdk::data<uint8_t>(xt), sdk::data<float>(call->out[0]), n, p);
+        sdk::data<uint8_t>(xt), sdk::data<float>(call->out[0]), n, p, labels_in, labels_out, n_labels);
     FR_CUDA_LAUNCH_CHECK();
   });
 }

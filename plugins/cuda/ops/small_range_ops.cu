@@ -16,8 +16,10 @@ __global__ void accumulate_kernel(const FrBatchResults* b, FrMetricAccumulators*
 __global__ void lr_schedule_kernel(FrScheduleParams p, const float* table, FrStepScalars* s) {
   s->lr = fr_schedule_lr(&p, s->step, table);
 }
-__global__ void step_done_kernel(FrStepScalars* s) {
+__global__ void step_done_kernel(FrStepScalars* s, FrScheduleParams p, const float* table,
+                                 int with_schedule) {
   s->step += 1;
+  if (with_schedule) s->lr = fr_schedule_lr(&p, s->step, table);
 }
 }  // namespace
 
@@ -60,7 +62,20 @@ FR_CUDA_KERNEL_RUN(step_done) {
     sdk::expect_arity(call, 0, 0, 0, 1, "step_done");
     FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
                     "step_done: step scalars range too small");
-    step_done_kernel<<<1, 1, 0, stream_of(call)>>>(static_cast<FrStepScalars*>(call->rout[0].data));
+    FrScheduleParams p{};
+    const float* table = nullptr;
+    const int with_schedule = call->params_size != 0;
+    if (with_schedule) {
+      p = sdk::params<FrScheduleParams>(call);
+      if (p.kind == FR_SCHED_TABLE) {
+        FR_PLUGIN_CHECK(
+            call->n_rin >= 1 && call->rin[0].bytes >= static_cast<uint64_t>(p.table_len) * sizeof(float),
+            FR_ERR_INVALID_ARGUMENT, "step_done: table range too small");
+        table = static_cast<const float*>(call->rin[0].data);
+      }
+    }
+    step_done_kernel<<<1, 1, 0, stream_of(call)>>>(static_cast<FrStepScalars*>(call->rout[0].data), p, table,
+                                                   with_schedule);
     FR_CUDA_LAUNCH_CHECK();
   });
 }

@@ -12,18 +12,16 @@ namespace {
 constexpr int kRowThreads = 256;  // 8 rows (warps) per block
 constexpr int kSumThreads = 512;
 
-// One warp per row: max/argmax, log-sum-exp (double), smoothed loss, top-1 hit, gradient.
-__global__ void __launch_bounds__(kRowThreads)
-    softmax_xent_rows(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ dz,
-                      int64_t m, int64_t c, float eps, float* __restrict__ row_loss,
-                      float* __restrict__ row_hit) {
+// One warp computes row r: max/argmax, log-sum-exp (double), smoothed loss, top-1 hit and the gradient row.
+// Lane 0 returns the loss (NaN for a label outside [0, C)) and the hit.
+__device__ void softmax_xent_row(const float* __restrict__ z, const int32_t* __restrict__ y,
+                                 float* __restrict__ dz, int64_t r, int64_t m, int64_t c, float eps,
+                                 float* loss, float* hit) {
   const int lane = threadIdx.x & 31;
-  const int64_t r = (static_cast<int64_t>(blockIdx.x) * kRowThreads + threadIdx.x) >> 5;
-  if (r >= m) return;
   const float* zr = z + r * c;
   const int32_t label = y[r];
   if (label < 0 || label >= c) {
-    if (lane == 0) row_loss[r] = __int_as_float(0x7fc00000), row_hit[r] = 0.0f;  // NaN marks a bad label
+    *loss = __int_as_float(0x7fc00000), *hit = 0.0f;  // NaN marks a bad label
     return;
   }
   float mx = -FLT_MAX;
@@ -42,11 +40,8 @@ __global__ void __launch_bounds__(kRowThreads)
     zsum += __shfl_xor_sync(0xffffffffu, zsum, o);
   }
   const double lse = log(sum) + mx;
-  if (lane == 0) {
-    row_loss[r] =
-        static_cast<float>((1.0 - eps) * (lse - zr[label]) + eps * (lse - zsum / static_cast<double>(c)));
-    row_hit[r] = arg == label ? 1.0f : 0.0f;
-  }
+  *loss = static_cast<float>((1.0 - eps) * (lse - zr[label]) + eps * (lse - zsum / static_cast<double>(c)));
+  *hit = arg == label ? 1.0f : 0.0f;
   if (dz) {
     const float off = eps / static_cast<float>(c);
     const float inv_m = 1.0f / static_cast<float>(m);
@@ -55,6 +50,18 @@ __global__ void __launch_bounds__(kRowThreads)
       dz[r * c + j] = (prob - off - (j == label ? 1.0f - eps : 0.0f)) * inv_m;
     }
   }
+}
+
+// Many rows: one warp per row, results to the workspace, summed by softmax_xent_sum.
+__global__ void __launch_bounds__(kRowThreads)
+    softmax_xent_rows(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ dz,
+                      int64_t m, int64_t c, float eps, float* __restrict__ row_loss,
+                      float* __restrict__ row_hit) {
+  const int64_t r = (static_cast<int64_t>(blockIdx.x) * kRowThreads + threadIdx.x) >> 5;
+  if (r >= m) return;
+  float l, h;
+  softmax_xent_row(z, y, dz, r, m, c, eps, &l, &h);
+  if ((threadIdx.x & 31) == 0) row_loss[r] = l, row_hit[r] = h;
 }
 
 // Fixed-order sum of the per-row values: strided partial sums, then a tree (deterministic for a given m).

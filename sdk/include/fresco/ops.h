@@ -30,15 +30,18 @@ typedef struct FrFcParams {
   int32_t has_bias;
   int32_t fused_relu; /* apply relu to y */
 } FrFcParams;
-/* fc_backward: in {dy [M,N], x [M,K], w [N,K], y [M,N] (post-relu output, only with relu_mask)};
- * out {dw [N,K], db [N] (if has_bias), dx [M,K] (if need_dx)}. Gradients are written (not accumulated).
+/* fc_backward: in {dy [M,N], x [M,K], w [N,K], y [M,N] (post-relu output, only with relu_mask)}.
+ * part 0 (whole): out {dw [N,K], db [N] (if has_bias), dx [M,K] (if need_dx)};
+ * part 1 (input gradient): out {dx}; part 2 (weight gradient): out {dw, db (if has_bias)}, dy read as given.
+ * Splitting lets the weight gradient run on a second stream beside the rest of backward.
+ * Gradients are written (not accumulated).
  * relu_mask: the fc was fused with a following relu; dy is the gradient w.r.t. the relu output and the kernel
  * first zeroes it, in place, where y <= 0. */
 typedef struct FrFcBackwardParams {
   int32_t has_bias;
   int32_t need_dx;
   int32_t relu_mask;
-  int32_t pad_;
+  int32_t part; /* 0 whole, 1 input gradient, 2 weight gradient */
 } FrFcBackwardParams;
 
 /* relu: in {x}; out {y}. relu_backward: in {dy, y}; out {dx}. No params. */
@@ -50,7 +53,8 @@ typedef struct FrDropoutParams {
   uint32_t layer_id;
 } FrDropoutParams;
 
-/* normalize_input: in {x u8 [M,H,W,C]}; out {y f32 [M,H,W,C]}; y = (x/255 - mean[c]) / std[c]. */
+/* normalize_input: in {x u8 [M,H,W,C], labels i32 [M] (optional)}; out {y f32 [M,H,W,C], labels i32 [M] (optional)};
+ * y = (x/255 - mean[c]) / std[c]; with the optional pair the batch's labels are copied in the same pass. */
 #define FR_MAX_NORM_CHANNELS 4
 typedef struct FrNormalizeParams {
   int32_t channels;
@@ -100,7 +104,9 @@ typedef struct FrScheduleParams {
   int32_t table_len;
 } FrScheduleParams;
 
-/* step_done: rout {FrStepScalars}: step += 1. No params. */
+/* step_done: rout {FrStepScalars}; rin {lr table (f32), only for FR_SCHED_TABLE}; params FrScheduleParams or none.
+ * step += 1, then (with params) lr = the schedule's lr for the new step, so one node ends OPTIMIZER and the
+ * next step needs no lr_schedule node (the host writes the lr of step 0 at compile time). */
 
 /* sgd_update: rout {w, momentum buffer}; rin {g, FrStepScalars}. PyTorch SGD (dampening 0). */
 typedef struct FrSgdParams {

@@ -228,3 +228,28 @@ TEST(CudaOps, FcOnTheMlpShapes) {
     expect_same(b, 2e-6, "fc_backward relu_mask " + shape);
   }
 }
+
+TEST(CudaOps, FcBackwardParts) {
+  FRESCO_REQUIRE_GPU();
+  // part 1: mask dy in place and dx = dy w; part 2: dw, db from dy as given.
+  OpCase input;
+  input.tensors = {{DType::F32, {37, 1, 1, 29}, Fill::RANDOM},
+                   {DType::F32, kX, Fill::RANDOM},
+                   {DType::F32, {29, 1, 1, 53}, Fill::RANDOM},
+                   {DType::F32, {37, 1, 1, 29}, Fill::RANDOM},
+                   {DType::F32, kX, Fill::ZERO}};
+  input.node = node(FR_OP_FC_BACKWARD, {0, 1, 2, 3}, {4});
+  input.node.with_params(FrFcBackwardParams{1, 1, 1, 1});
+  input.outputs = {0, 4};
+  expect_same(input, 2e-6, "fc_backward part 1");
+  OpCase weight;
+  weight.tensors = {{DType::F32, {37, 1, 1, 29}, Fill::RANDOM},
+                    {DType::F32, kX, Fill::RANDOM},
+                    {DType::F32, {29, 1, 1, 53}, Fill::RANDOM},
+                    {DType::F32, {29, 1, 1, 53}, Fill::ZERO},
+                    {DType::F32, {1, 1, 1, 29}, Fill::ZERO}};
+  weight.node = node(FR_OP_FC_BACKWARD, {0, 1, 2}, {3, 4});
+  weight.node.with_params(FrFcBackwardParams{1, 0, 0, 2});
+  weight.outputs = {0, 3, 4};
+  expect_same(weight, 2e-6, "fc_backward part 2");
+}

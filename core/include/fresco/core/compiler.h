@@ -14,6 +14,7 @@
 #include "fresco/core/graph.h"
 #include "fresco/core/memory_plan.h"
 #include "fresco/core/train_config.h"
+#include "fresco/ops.h"
 
 namespace fresco {
 
@@ -58,6 +59,9 @@ struct CompileOptions {
   Scheduler scheduler;
   uint64_t seed = 0;
   bool fuse_activations = true;  // fc followed by relu -> one fc with a relu epilogue and a masked backward
+  // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device permitting).
+  // Feature gradients then stay allocated until the end of backward, since the side stream may still read them.
+  bool overlap_weight_gradients = true;
 };
 
 // Handles of the job-level tensors the executor reads or writes.
@@ -79,6 +83,7 @@ struct CompiledModel {
   GraphAtlas atlas;
   JobTensors t;
   std::array<int64_t, kVariantCount> batch_of{};  // batch size per variant (0 = absent)
+  FrScheduleParams schedule{};                    // the lr schedule as the device evaluates it
   const MemoryPlan& base_plan() const { return *plans[static_cast<int>(Variant::TRAIN_BASE)]; }
 };
 

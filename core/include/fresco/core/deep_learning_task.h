@@ -37,7 +37,7 @@ Normalization default_normalization(const std::string& kind);
 struct EpochReport {
   int epoch = 0;  // 1-based
   double train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
-  double lr = 0;  // lr of the last step of the epoch
+  double lr = 0;  // lr the next step will use (read from the device at the end of the epoch)
   double samples_per_s = 0, train_seconds = 0, seconds = 0;
 };
 

@@ -82,7 +82,8 @@ struct GraphNode {
   std::vector<TensorId> in, out;
   std::vector<RangeRef> rin, rout;
   std::vector<uint8_t> params;
-  std::string label;  // for logs and DOT output: which layer emitted it
+  std::string label;         // for logs and DOT output: which layer emitted it
+  bool side_stream = false;  // may run on the side stream of its graph (joined before the optimizer)
 
   template <class P>
   GraphNode& with_params(const P& p) {

@@ -19,7 +19,9 @@ namespace fresco {
 
 struct ResolvedCall {
   const FrKernelDef* kernel = nullptr;
-  bool owns_state = true;  // false in fused captures, which borrow the state of the piece they copy
+  bool owns_state = true;    // false in fused captures, which borrow the state of the piece they copy
+  bool side = false;         // runs on the capture's side stream, forked from the main stream just before it
+  bool join_before = false;  // the main stream waits for all side-stream work before this call
   FrCall call{};
   std::vector<FrTensor> in, out;
   std::vector<FrRange> rin, rout;
@@ -104,6 +106,7 @@ class Runtime {
   uint64_t workspace_total_ = 0;
   std::vector<Capture> captures_;
   std::vector<void*> events_;
+  int fork_event_ = -1, join_event_ = -1;
   std::array<int, kStreamCount> chain_events_{};
   int last_stream_ = -1;
 };
