@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   using namespace fresco;
   std::string device = "cuda", dir = "/usr/share/datasets/fashion-mnist";
   int64_t batch = 128;
-  int reps = 200;
+  int reps = 200, warm = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--device")
@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
       batch = std::atoll(v.c_str());
     else if (a == "--reps")
       reps = std::atoi(v.c_str());
+    else if (a == "--warm")
+      warm = std::atoi(v.c_str());
     else if (a == "--data")
       dir = v;
     else {
@@ -47,7 +49,7 @@ int main(int argc, char** argv) {
         .optimizer(AdamW().base_lr(1e-3f).with_weight_decay(1e-4f))
         .device(device);
     task.compile();
-    task.time_steps(10);
+    task.time_steps(warm);  // training steps before profiling (late-training values can be slower on a CPU)
     Runtime& rt = task.runtime();
     const GraphAtlas& at = task.compiled().atlas;
     for (GraphId g : {GraphId::TRANSFER_A, GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD,

@@ -31,8 +31,22 @@ void parallel_chunks(int64_t n, int64_t grain, F&& fn) {
       tbb::static_partitioner());
 }
 
-inline int max_threads() {
-  return tbb::this_task_arena::max_concurrency();
+// The backend's arena (cpu_arena.cpp): kernels run inside it with denormals flushed to zero.
+constexpr unsigned kFlushDenormals = 0x8040u;  // MXCSR: flush to zero (bit 15), denormals are zero (bit 6)
+tbb::task_arena& cpu_arena();
+
+inline int max_threads() { return cpu_arena().max_concurrency(); }
+
+// Kernel-table trampoline: runs a kernel's run function inside the backend's arena.
+template <FrError* (*Run)(void*, const FrCall*) noexcept>
+FrError* in_arena(void* ctx, const FrCall* call) noexcept {
+  FrError* err = nullptr;
+  try {
+    cpu_arena().execute([&] { err = Run(ctx, call); });
+  } catch (...) {
+    err = sdk::make_error(FR_ERR_INTERNAL, "cpu: could not enter the backend's thread arena");
+  }
+  return err;
 }
 
 inline void expect_dtype(const FrTensor& t, FrDType d, const char* what) {

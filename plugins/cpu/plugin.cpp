@@ -32,7 +32,7 @@ namespace {
 constexpr uint32_t kF32 = FR_DTYPE_BIT(FR_F32);
 constexpr uint32_t kAny = 0x3Fu;
 #define FR_K(kind, op, mask, prep, run) \
-  { sizeof(FrKernelDef), kind, op, "cpu", mask, 0, prep, run, nullptr }
+  { sizeof(FrKernelDef), kind, op, "cpu", mask, 0, prep, in_arena<run>, nullptr }
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
