@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench_args.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
 #include "fresco/core/runtime.h"
@@ -20,26 +21,15 @@ double now_s() {
 
 int main(int argc, char** argv) {
   using namespace fresco;
-  std::string device = "cuda", dir = "/usr/share/datasets/fashion-mnist";
-  int64_t batch = 128;
-  int reps = 200, warm = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--device")
-      device = v;
-    else if (a == "--batch")
-      batch = std::atoll(v.c_str());
-    else if (a == "--reps")
-      reps = std::atoi(v.c_str());
-    else if (a == "--warm")
-      warm = std::atoi(v.c_str());
-    else if (a == "--data")
-      dir = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      return 64;
-    }
-  }
+  const bench::Args args(argc, argv,
+                         {{"device", "cuda"},
+                          {"batch", "128"},
+                          {"reps", "200"},
+                          {"warm", "10"},
+                          {"data", "/usr/share/datasets/fashion-mnist"}});
+  const std::string device = args.str("device"), dir = args.str("data");
+  const int64_t batch = args.integer("batch");
+  const int reps = static_cast<int>(args.integer("reps")), warm = static_cast<int>(args.integer("warm"));
   try {
     DeepLearningTask task;
     task.model(seq({fc(1024), relu(), fc(512), relu(), fc(256), relu(), fc(10)}))

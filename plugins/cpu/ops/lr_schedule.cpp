@@ -8,17 +8,9 @@ namespace fresco::cpu {
 FR_CPU_KERNEL_RUN(lr_schedule) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 0, 0, 0, 1, "lr_schedule");
-    FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                    "lr_schedule: step scalars range too small");
     const auto& p = sdk::params<FrScheduleParams>(call);
-    auto* s = static_cast<FrStepScalars*>(call->rout[0].data);
-    const float* table = nullptr;
-    if (p.kind == FR_SCHED_TABLE) {
-      FR_PLUGIN_CHECK(
-          call->n_rin >= 1 && call->rin[0].bytes >= static_cast<uint64_t>(p.table_len) * sizeof(float),
-          FR_ERR_INVALID_ARGUMENT, "lr_schedule: table range too small");
-      table = static_cast<const float*>(call->rin[0].data);
-    }
+    FrStepScalars* s = sdk::step_scalars(call->rout[0], "lr_schedule");
+    const float* table = sdk::schedule_table(call, p, "lr_schedule");
     s->lr = fr_schedule_lr(&p, s->step, table);
   });
 }
@@ -26,19 +18,11 @@ FR_CPU_KERNEL_RUN(lr_schedule) {
 FR_CPU_KERNEL_RUN(step_done) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 0, 0, 0, 1, "step_done");
-    FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                    "step_done: step scalars range too small");
-    auto* s = static_cast<FrStepScalars*>(call->rout[0].data);
+    FrStepScalars* s = sdk::step_scalars(call->rout[0], "step_done");
     s->step += 1;
     if (call->params_size == 0) return;  // plain counter
     const auto& p = sdk::params<FrScheduleParams>(call);
-    const float* table = nullptr;
-    if (p.kind == FR_SCHED_TABLE) {
-      FR_PLUGIN_CHECK(
-          call->n_rin >= 1 && call->rin[0].bytes >= static_cast<uint64_t>(p.table_len) * sizeof(float),
-          FR_ERR_INVALID_ARGUMENT, "step_done: table range too small");
-      table = static_cast<const float*>(call->rin[0].data);
-    }
+    const float* table = sdk::schedule_table(call, p, "step_done");
     s->lr = fr_schedule_lr(&p, s->step, table);  // the lr of the step about to be taken next
   });
 }

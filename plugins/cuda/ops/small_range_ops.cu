@@ -40,18 +40,10 @@ FR_CUDA_KERNEL_RUN(lr_schedule) {
   return sdk::guard([&] {
     (void)ctx;
     sdk::expect_arity(call, 0, 0, 0, 1, "lr_schedule");
-    FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                    "lr_schedule: step scalars range too small");
+    FrStepScalars* scalars = sdk::step_scalars(call->rout[0], "lr_schedule");
     const auto& p = sdk::params<FrScheduleParams>(call);
-    const float* table = nullptr;
-    if (p.kind == FR_SCHED_TABLE) {
-      FR_PLUGIN_CHECK(
-          call->n_rin >= 1 && call->rin[0].bytes >= static_cast<uint64_t>(p.table_len) * sizeof(float),
-          FR_ERR_INVALID_ARGUMENT, "lr_schedule: table range too small");
-      table = static_cast<const float*>(call->rin[0].data);
-    }
-    lr_schedule_kernel<<<1, 1, 0, stream_of(call)>>>(p, table,
-                                                     static_cast<FrStepScalars*>(call->rout[0].data));
+    const float* table = sdk::schedule_table(call, p, "lr_schedule");
+    lr_schedule_kernel<<<1, 1, 0, stream_of(call)>>>(p, table, scalars);
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -60,22 +52,15 @@ FR_CUDA_KERNEL_RUN(step_done) {
   return sdk::guard([&] {
     (void)ctx;
     sdk::expect_arity(call, 0, 0, 0, 1, "step_done");
-    FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                    "step_done: step scalars range too small");
+    FrStepScalars* scalars = sdk::step_scalars(call->rout[0], "step_done");
     FrScheduleParams p{};
     const float* table = nullptr;
     const int with_schedule = call->params_size != 0;
     if (with_schedule) {
       p = sdk::params<FrScheduleParams>(call);
-      if (p.kind == FR_SCHED_TABLE) {
-        FR_PLUGIN_CHECK(
-            call->n_rin >= 1 && call->rin[0].bytes >= static_cast<uint64_t>(p.table_len) * sizeof(float),
-            FR_ERR_INVALID_ARGUMENT, "step_done: table range too small");
-        table = static_cast<const float*>(call->rin[0].data);
-      }
+      table = sdk::schedule_table(call, p, "step_done");
     }
-    step_done_kernel<<<1, 1, 0, stream_of(call)>>>(static_cast<FrStepScalars*>(call->rout[0].data), p, table,
-                                                   with_schedule);
+    step_done_kernel<<<1, 1, 0, stream_of(call)>>>(scalars, p, table, with_schedule);
     FR_CUDA_LAUNCH_CHECK();
   });
 }

@@ -106,6 +106,22 @@ inline void expect_arity(const FrCall* c, uint32_t n_in, uint32_t n_out, uint32_
                       std::to_string(c->n_rout));
 }
 
+// The step scalars (S region) a range holds, checked for size.
+inline FrStepScalars* step_scalars(const FrRange& r, const char* op) {
+  FR_PLUGIN_CHECK(r.bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": step scalars range too small");
+  return static_cast<FrStepScalars*>(r.data);
+}
+
+// The lr table of a schedule-evaluating op: rin[0] for a table schedule (checked for size), else nullptr.
+inline const float* schedule_table(const FrCall* c, const FrScheduleParams& p, const char* op) {
+  if (p.kind != FR_SCHED_TABLE || p.table_len <= 0) return nullptr;  // an empty table means base_lr
+  FR_PLUGIN_CHECK(c->n_rin >= 1 && p.table_len > 0 &&
+                      c->rin[0].bytes >= static_cast<uint64_t>(p.table_len) * sizeof(float),
+                  FR_ERR_INVALID_ARGUMENT, std::string(op) + ": table range too small");
+  return static_cast<const float*>(c->rin[0].data);
+}
+
 }  // namespace fresco::sdk
 
 #endif  // FRESCO_PLUGIN_HPP_
