@@ -55,23 +55,19 @@ FRESCO_SETTER(shuffle(bool on), shuffle_ = on)
 FRESCO_SETTER(on_epoch(std::function<void(const EpochReport&)> cb), on_epoch_ = std::move(cb))
 #undef FRESCO_SETTER
 
-void DeepLearningTask::compile() {
-  require(Phase::PLANNING, "DeepLearningTask::compile");
+void DeepLearningTask::plan() {
+  require(Phase::PLANNING, "DeepLearningTask::plan");
   FRESCO_CHECK(!bp_.empty(), ErrorCode::kBadConfig, "no model: call model(seq(...)) before compile()");
   FRESCO_CHECK(epochs_ >= 1, ErrorCode::kBadConfig, "epochs must be >= 1, found " + std::to_string(epochs_));
   FRESCO_CHECK(batch_ >= 1 && batch_ <= (1 << 20), ErrorCode::kBadConfig,
                "batch_size must be in [1, 1048576], found " + std::to_string(batch_));
-  const auto t0 = Clock::now();
   if (!have_data_) {
     FRESCO_CHECK(!data_spec_.kind.empty(), ErrorCode::kBadConfig, "no data: call data(FashionMnist(dir))");
     FRESCO_CHECK(data_spec_.kind == "fashion-mnist" || data_spec_.kind == "mnist", ErrorCode::kBadConfig,
                  "unknown dataset kind '" + data_spec_.kind + "' (known: fashion-mnist, mnist)");
     train_ = data::load_mnist_dir(data_spec_.path, "train", data_spec_.kind);
     test_ = data::load_mnist_dir(data_spec_.path, "test", data_spec_.kind);
-    if (!norm_set_) {
-      norm_ = data_spec_.kind == "fashion-mnist" ? Normalization{{0.286f}, {0.353f}}
-                                                 : Normalization{{0.1307f}, {0.3081f}};
-    }
+    if (!norm_set_) norm_ = default_normalization(data_spec_.kind);
     have_data_ = true;
   }
   FRESCO_CHECK(train_.n > 0, ErrorCode::kBadConfig, "training set '" + train_.name + "' is empty");
@@ -100,7 +96,12 @@ void DeepLearningTask::compile() {
   Compiler compiler;
   model_ = std::make_unique<CompiledModel>(compiler.compile(bp_, o));
   advance(Phase::MEMORY_LOCKED);
+}
 
+void DeepLearningTask::compile() {
+  const auto t0 = Clock::now();
+  if (phase() == Phase::PLANNING) plan();
+  require(Phase::MEMORY_LOCKED, "DeepLearningTask::compile");
   runtime_ = std::make_unique<Runtime>(device_);
   const MemoryPlan& plan = model_->base_plan();
   runtime_->allocate(plan, plan.region_range(Region::I_A_LABELS, Region::I_A_DATA).bytes);

@@ -72,6 +72,10 @@ class DeepLearningTask : public TaskBase {
   DeepLearningTask& shuffle(bool on);
   DeepLearningTask& on_epoch(std::function<void(const EpochReport&)> cb);
 
+  // PLANNING -> MEMORY_LOCKED: loads the data and runs the Compiler (memory plans, graphs, atlas); no device is
+  // touched, so a job can be inspected (fresco plan / graph) on any machine.
+  void plan();
+  // -> COMPILED: plan() if needed, then the arena, kernel preparation, capture and initial weights.
   void compile();
   TrainingResult run();
 
