@@ -147,6 +147,77 @@ bool PluginRegistry::refuse(const std::string& path, const std::string& reason) 
   return false;
 }
 
+namespace {
+// Opens a plugin file and runs every check that needs no registry: entry symbols, ABI version, init, struct
+// sizes, kernel-table entries. Returns the refusal reason, or "" with *lib, *info and *plugin filled.
+std::string open_plugin(const std::string& path, std::unique_ptr<boost::dll::shared_library>* lib_out,
+                        FrAbiInfo* info_out, FrPlugin* plugin_out) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return "file not found";
+  auto lib = std::make_unique<boost::dll::shared_library>();
+  try {
+    lib->load(path, boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now);
+  } catch (const std::exception& e) {
+    return std::string("cannot load (missing dependency or not a shared library): ") + e.what();
+  }
+  if (!lib->has(FR_PLUGIN_ABI_SYMBOL)) return "missing entry symbol " FR_PLUGIN_ABI_SYMBOL;
+  if (!lib->has(FR_PLUGIN_INIT_SYMBOL)) return "missing entry symbol " FR_PLUGIN_INIT_SYMBOL;
+  const FrAbiInfo info = lib->get<FrAbiInfo()>(FR_PLUGIN_ABI_SYMBOL)();
+  if (info.struct_size < sizeof(FrAbiInfo))
+    return "FrAbiInfo.struct_size " + std::to_string(info.struct_size) + " < " +
+           std::to_string(sizeof(FrAbiInfo));
+  if (info.abi_major != FR_ABI_MAJOR)
+    return "wrong ABI major: plugin has " + std::to_string(info.abi_major) + "." +
+           std::to_string(info.abi_minor) + ", this fresco speaks " + std::to_string(FR_ABI_MAJOR) + "." +
+           std::to_string(FR_ABI_MINOR);
+#if FR_ABI_MINOR_MIN > 0  // the window of accepted minors; empty while the oldest accepted minor is 0
+  if (info.abi_minor < FR_ABI_MINOR_MIN)
+    return "ABI minor " + std::to_string(info.abi_minor) + " is older than the oldest accepted (" +
+           std::to_string(FR_ABI_MINOR_MIN) + ")";
+#endif
+  FrPlugin plugin{};
+  plugin.struct_size = sizeof(FrPlugin);
+  FrError* err = lib->get<FrError*(const FrHostApi*, FrPlugin*)>(FR_PLUGIN_INIT_SYMBOL)(&kHostApi, &plugin);
+  if (err) {
+    std::unique_ptr<FrError> owned(err);
+    return "init failed: " + owned->message;
+  }
+  if (plugin.struct_size < sizeof(FrPlugin))
+    return "FrPlugin.struct_size " + std::to_string(plugin.struct_size) + " < " +
+           std::to_string(sizeof(FrPlugin));
+  const FrDeviceApi* dev = plugin.device;
+  if (dev && (dev->struct_size < sizeof(FrDeviceApi) || !dev->name))
+    return "FrDeviceApi.struct_size " + std::to_string(dev->struct_size) + " < " +
+           std::to_string(sizeof(FrDeviceApi)) + " or unnamed device";
+  if (plugin.n_kernels && !plugin.kernels)
+    return "n_kernels is " + std::to_string(plugin.n_kernels) + " but no table";
+  for (uint32_t i = 0; i < plugin.n_kernels; ++i) {
+    const FrKernelDef& k = plugin.kernels[i];
+    if (k.struct_size < sizeof(FrKernelDef) || !k.op_name || !k.device || !k.run)
+      return "kernel table entry " + std::to_string(i) + " is malformed (struct_size " +
+             std::to_string(k.struct_size) + " of " + std::to_string(sizeof(FrKernelDef)) +
+             ", op/device/run missing?)";
+  }
+  *lib_out = std::move(lib);
+  *info_out = info;
+  *plugin_out = plugin;
+  return {};
+}
+}  // namespace
+
+PluginProbe PluginRegistry::probe_file(const std::string& path_in) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::error_code ec;
+  const fs::path canon = fs::weakly_canonical(fs::path(path_in), ec);
+  PluginProbe r;
+  r.path = ec ? path_in : canon.string();
+  std::unique_ptr<boost::dll::shared_library> lib;
+  r.reason = open_plugin(r.path, &lib, &r.abi, &r.table);
+  r.ok = r.reason.empty();
+  if (r.ok) libraries().push_back(std::move(lib));  // kept loaded: the tables point into it
+  return r;
+}
+
 bool PluginRegistry::load_file(const std::string& path_in) {
   std::lock_guard<std::mutex> lock(mu_);
   std::error_code ec;
@@ -155,53 +226,20 @@ bool PluginRegistry::load_file(const std::string& path_in) {
   for (const auto& s : seen_paths_)
     if (s == path) return false;
   seen_paths_.push_back(path);
-  if (!fs::exists(path, ec)) return refuse(path, "file not found");
-  auto lib = std::make_unique<boost::dll::shared_library>();
-  try {
-    lib->load(path, boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now);
-  } catch (const std::exception& e) {
-    return refuse(path, std::string("cannot load (missing dependency or not a shared library): ") + e.what());
-  }
-  if (!lib->has(FR_PLUGIN_ABI_SYMBOL)) return refuse(path, "missing entry symbol " FR_PLUGIN_ABI_SYMBOL);
-  if (!lib->has(FR_PLUGIN_INIT_SYMBOL)) return refuse(path, "missing entry symbol " FR_PLUGIN_INIT_SYMBOL);
-  const FrAbiInfo info = lib->get<FrAbiInfo()>(FR_PLUGIN_ABI_SYMBOL)();
-  if (info.struct_size < sizeof(FrAbiInfo))
-    return refuse(path, "FrAbiInfo.struct_size " + std::to_string(info.struct_size) + " < " +
-                            std::to_string(sizeof(FrAbiInfo)));
-  if (info.abi_major != FR_ABI_MAJOR)
-    return refuse(path, "wrong ABI major: plugin has " + std::to_string(info.abi_major) + "." +
-                            std::to_string(info.abi_minor) + ", this fresco speaks " +
-                            std::to_string(FR_ABI_MAJOR) + "." + std::to_string(FR_ABI_MINOR));
-#if FR_ABI_MINOR_MIN > 0  // the window of accepted minors; empty while the oldest accepted minor is 0
-  if (info.abi_minor < FR_ABI_MINOR_MIN)
-    return refuse(path, "ABI minor " + std::to_string(info.abi_minor) +
-                            " is older than the oldest accepted (" + std::to_string(FR_ABI_MINOR_MIN) + ")");
-#endif
+  std::unique_ptr<boost::dll::shared_library> lib;
+  FrAbiInfo info{};
+  FrPlugin plugin{};
+  const std::string why = open_plugin(path, &lib, &info, &plugin);
+  if (!why.empty()) return refuse(path, why);
   const std::string name = info.name ? info.name : "";
   for (const auto& l : loaded_)
     if (l.name == name) return refuse(path, "a plugin named '" + name + "' is already loaded from " + l.path);
-  FrPlugin plugin{};
-  plugin.struct_size = sizeof(FrPlugin);
-  FrError* err = lib->get<FrError*(const FrHostApi*, FrPlugin*)>(FR_PLUGIN_INIT_SYMBOL)(&kHostApi, &plugin);
-  if (err) {
-    std::unique_ptr<FrError> owned(err);
-    return refuse(path, "init failed: " + owned->message);
-  }
-  if (plugin.struct_size < sizeof(FrPlugin))
-    return refuse(path, "FrPlugin.struct_size " + std::to_string(plugin.struct_size) + " < " +
-                            std::to_string(sizeof(FrPlugin)));
   const FrDeviceApi* dev = plugin.device;
-  if (dev && (dev->struct_size < sizeof(FrDeviceApi) || !dev->name))
-    return refuse(path, "FrDeviceApi.struct_size " + std::to_string(dev->struct_size) + " < " +
-                            std::to_string(sizeof(FrDeviceApi)) + " or unnamed device");
   if (dev && devices_.count(dev->name))
     return refuse(path, std::string("device '") + dev->name + "' already provided");
   // Check the whole kernel table before registering anything.
   for (uint32_t i = 0; i < plugin.n_kernels; ++i) {
     const FrKernelDef& k = plugin.kernels[i];
-    if (k.struct_size < sizeof(FrKernelDef) || !k.op_name || !k.device || !k.run)
-      return refuse(path, "kernel table entry " + std::to_string(i) + " is malformed (struct_size " +
-                              std::to_string(k.struct_size) + ", op/device/run missing?)");
     auto it = op_ids_.find(k.op_name);
     if (it != op_ids_.end())
       for (const auto& e : kernels_[static_cast<size_t>(it->second)])

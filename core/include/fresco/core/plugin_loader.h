@@ -21,6 +21,14 @@ struct PluginInfo {
   size_t n_kernels = 0;
 };
 
+// What probe_file found: the checks of loading without registering anything (for fresco-plugin-check).
+struct PluginProbe {
+  bool ok = false;
+  std::string path, reason;  // reason: why it is not an acceptable plugin (empty when ok)
+  FrAbiInfo abi{};
+  FrPlugin table{};  // valid while the process runs (the library stays loaded)
+};
+
 struct RefusedPlugin {
   std::string path, reason;
 };
@@ -34,6 +42,9 @@ class PluginRegistry {
   int load_default(const std::vector<std::string>& explicit_paths = {});
   // Loads one file; false (and an entry in refused()) when it is not an acceptable plugin.
   bool load_file(const std::string& path);
+  // Opens and checks a plugin (symbols, ABI, init, struct sizes, kernel entries) without registering its
+  // device or kernels, so it may duplicate what is loaded. The library stays loaded.
+  PluginProbe probe_file(const std::string& path);
   // Directories searched, in order, with why each is there ("explicit", "FRESCO_PLUGIN_PATH", ...).
   std::vector<std::pair<std::string, std::string>> search_dirs(
       const std::vector<std::string>& explicit_paths) const;

@@ -1,0 +1,255 @@
+// Reference cases of the built-in ops for fresco-plugin-check (see op_cases.h).
+#include "op_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "reference/activations.h"
+#include "reference/dropout.h"
+#include "reference/fc.h"
+#include "reference/lr_schedule.h"
+#include "reference/normalize_input.h"
+#include "reference/optimizers.h"
+#include "reference/softmax_xent.h"
+
+namespace fresco::check {
+
+namespace {
+using Bytes = std::vector<uint8_t>;
+
+Operand f32(std::vector<float> v, std::initializer_list<int64_t> dims) {
+  Operand o;
+  o.host.resize(v.size() * 4);
+  std::memcpy(o.host.data(), v.data(), o.host.size());
+  int i = 0;
+  for (int64_t d : dims) o.dims[i++] = d;
+  return o;
+}
+template <class T>
+Operand raw(const std::vector<T>& v, uint32_t dtype, std::initializer_list<int64_t> dims) {
+  Operand o;
+  o.dtype = dtype;
+  o.host.resize(v.size() * sizeof(T));
+  std::memcpy(o.host.data(), v.data(), o.host.size());
+  int i = 0;
+  for (int64_t d : dims) o.dims[i++] = d;
+  return o;
+}
+template <class T>
+Operand pod(const T& v) {
+  Operand o;
+  o.dtype = FR_U8;
+  o.host.resize(sizeof(T));
+  std::memcpy(o.host.data(), &v, sizeof(T));
+  o.dims[3] = sizeof(T);
+  return o;
+}
+template <class P>
+Bytes params_of(const P& p) {
+  Bytes b(sizeof(P));
+  std::memcpy(b.data(), &p, sizeof(P));
+  return b;
+}
+std::vector<float> floats(const Bytes& b) {
+  std::vector<float> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), v.size() * 4);
+  return v;
+}
+std::vector<float> random(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+std::vector<double> widen(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
+double rel_err(const std::vector<float>& got, const std::vector<double>& ref) {
+  if (got.size() < ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(ref[i])) return INFINITY;
+    num = std::max(num, std::fabs(got[i] - ref[i]));
+    den = std::max(den, std::fabs(ref[i]));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+FrStepScalars scalars(int32_t step) {
+  FrStepScalars s{};
+  s.lr = 0.01f;
+  s.loss_scale = 1.0f;
+  s.step = step;
+  s.seed_lo = 1234;
+  s.seed_hi = 5;
+  return s;
+}
+
+constexpr int64_t M = 37, K = 53, N = 29;
+}  // namespace
+
+bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
+  std::mt19937 rng(seed);
+  *c = OpCase{};
+  if (op == FR_OP_RELU || op == FR_OP_RELU_BACKWARD) {
+    const auto a = random(rng, M * K), b = random(rng, M * K);
+    const bool fwd = op == FR_OP_RELU;
+    c->in = fwd ? std::vector<Operand>{f32(a, {M, 1, 1, K})}
+                : std::vector<Operand>{f32(a, {M, 1, 1, K}), f32(b, {M, 1, 1, K})};
+    c->out = {f32(std::vector<float>(M * K, NAN), {M, 1, 1, K})};
+    c->tolerance = 0.0;
+    c->error = [=](const auto& out, const auto&) {
+      return rel_err(floats(out[0]), fwd ? ref::relu(widen(a)) : ref::relu_backward(widen(a), widen(b)));
+    };
+    return true;
+  }
+  if (op == FR_OP_FC) {
+    const auto x = random(rng, M * K), w = random(rng, N * K), b = random(rng, N);
+    c->in = {f32(x, {M, 1, 1, K}), f32(w, {N, 1, 1, K}), f32(b, {1, 1, 1, N})};
+    c->out = {f32(std::vector<float>(M * N, NAN), {M, 1, 1, N})};
+    c->params = params_of(FrFcParams{1, 1});
+    c->error = [=](const auto& out, const auto&) {
+      return rel_err(floats(out[0]), ref::fc_forward(widen(x), widen(w), widen(b), M, K, N, true));
+    };
+    return true;
+  }
+  if (op == FR_OP_FC_BACKWARD) {
+    const auto dy = random(rng, M * N), x = random(rng, M * K), w = random(rng, N * K);
+    c->in = {f32(dy, {M, 1, 1, N}), f32(x, {M, 1, 1, K}), f32(w, {N, 1, 1, K})};
+    c->out = {f32(std::vector<float>(N * K, NAN), {N, 1, 1, K}),
+              f32(std::vector<float>(N, NAN), {1, 1, 1, N}),
+              f32(std::vector<float>(M * K, NAN), {M, 1, 1, K})};
+    c->params = params_of(FrFcBackwardParams{1, 1, 0, 0});
+    c->error = [=](const auto& out, const auto&) {
+      const auto g = ref::fc_backward(widen(dy), widen(x), widen(w), M, K, N);
+      return std::max(
+          {rel_err(floats(out[0]), g.dw), rel_err(floats(out[1]), g.db), rel_err(floats(out[2]), g.dx)});
+    };
+    return true;
+  }
+  if (op == FR_OP_DROPOUT || op == FR_OP_DROPOUT_BACKWARD) {
+    const auto x = random(rng, M * K);
+    const FrStepScalars s = scalars(7);
+    c->in = {f32(x, {M, 1, 1, K})};
+    c->out = {f32(std::vector<float>(M * K, NAN), {M, 1, 1, K})};
+    c->rin = {pod(s)};
+    c->params = params_of(FrDropoutParams{0.3f, 4});
+    c->tolerance = 1e-6;
+    c->error = [=](const auto& out, const auto&) {
+      const uint64_t sd = (static_cast<uint64_t>(s.seed_hi) << 32) | s.seed_lo;
+      return rel_err(floats(out[0]),
+                     ref::dropout_apply(widen(x), ref::dropout_mask(sd, 4, 7, x.size(), 0.3f), 0.3));
+    };
+    return true;
+  }
+  if (op == FR_OP_NORMALIZE_INPUT) {
+    std::uniform_int_distribution<int> d(0, 255);
+    std::vector<uint8_t> x(5 * 7 * 7 * 3);
+    for (auto& v : x) v = static_cast<uint8_t>(d(rng));
+    const FrNormalizeParams p{3, {0.49f, 0.48f, 0.45f, 0}, {0.25f, 0.24f, 0.26f, 1}};
+    c->in = {raw(x, FR_U8, {5, 7, 7, 3})};
+    c->out = {f32(std::vector<float>(x.size(), NAN), {5, 7, 7, 3})};
+    c->params = params_of(p);
+    c->tolerance = 1e-6;
+    c->error = [=](const auto& out, const auto&) {
+      return rel_err(floats(out[0]), ref::normalize_input(x, 3, p.mean, p.std));
+    };
+    return true;
+  }
+  if (op == FR_OP_SOFTMAX_XENT) {
+    const int64_t C = 10;
+    const auto z = random(rng, M * C, -3.0f, 3.0f);
+    std::uniform_int_distribution<int32_t> d(0, C - 1);
+    std::vector<int32_t> y(M);
+    for (auto& v : y) v = d(rng);
+    c->in = {f32(z, {M, 1, 1, C}), raw(y, FR_I32, {M, 1, 1, 1})};
+    c->out = {f32(std::vector<float>(M * C, NAN), {M, 1, 1, C})};
+    c->rout = {pod(FrBatchResults{})};
+    c->params = params_of(FrSoftmaxXentParams{0.1f, 1});
+    c->error = [=](const auto& out, const auto& rout) {
+      FrBatchResults r;
+      std::memcpy(&r, rout[0].data(), sizeof r);
+      const double loss = ref::softmax_xent_loss(widen(z), y, M, C, 0.1);
+      const double hits = static_cast<double>(ref::top1_hits(widen(z), y, M, C));
+      return std::max({rel_err(floats(out[0]), ref::softmax_xent_grad(widen(z), y, M, C, 0.1)),
+                       std::fabs(r.loss - loss) / std::fabs(loss), std::fabs(r.correct - hits),
+                       std::fabs(r.samples - static_cast<double>(M))});
+    };
+    return true;
+  }
+  if (op == FR_OP_CLEAR || op == FR_OP_COPY) {
+    const auto a = random(rng, 1000);
+    const bool copy = op == FR_OP_COPY;
+    if (copy) c->rin = {f32(a, {1, 1, 1, 1000})};
+    c->rout = {f32(copy ? std::vector<float>(1000, NAN) : a, {1, 1, 1, 1000})};
+    c->tolerance = 0.0;
+    c->error = [=](const auto&, const auto& rout) {
+      return rel_err(floats(rout[0]), copy ? widen(a) : std::vector<double>(1000, 0.0)) +
+             (copy ? 0.0 : (floats(rout[0]) == std::vector<float>(1000, 0.0f) ? 0.0 : 1.0));
+    };
+    return true;
+  }
+  if (op == FR_OP_ACCUMULATE_METRICS) {
+    const FrBatchResults b{1.5f, 20.0f, 37.0f, 0.0f};
+    FrMetricAccumulators a{};
+    a.loss_sum = 3.0, a.correct = 5.0, a.samples = 10.0, a.batches = 1.0;
+    c->rin = {pod(b)};
+    c->rout = {pod(a)};
+    c->tolerance = 1e-12;
+    c->error = [=](const auto&, const auto& rout) {
+      FrMetricAccumulators r;
+      std::memcpy(&r, rout[0].data(), sizeof r);
+      return std::fabs(r.loss_sum - (3.0 + 1.5 * 37.0)) + std::fabs(r.correct - 25.0) +
+             std::fabs(r.samples - 47.0) + std::fabs(r.batches - 2.0);
+    };
+    return true;
+  }
+  if (op == FR_OP_LR_SCHEDULE || op == FR_OP_STEP_DONE) {
+    const bool sched = op == FR_OP_LR_SCHEDULE;
+    const FrScheduleParams p{FR_SCHED_COSINE, 2, 10, 0.1f, 0.001f, 0};
+    c->rin = {f32({0.0f}, {1, 1, 1, 1})};
+    c->rout = {pod(scalars(5))};
+    c->params = params_of(p);
+    c->tolerance = 1e-6;
+    c->error = [=](const auto&, const auto& rout) {
+      FrStepScalars s;
+      std::memcpy(&s, rout[0].data(), sizeof s);
+      const int32_t step = sched ? 5 : 6;  // step_done advances first, then writes the new step's lr
+      const double want = ref::cosine_lr(0.1, 0.001, 2, 10, step);
+      return std::fabs(s.lr - want) / want + (s.step == step ? 0.0 : 1.0);
+    };
+    return true;
+  }
+  if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE) {
+    const size_t n = 4096 + 17;
+    const auto w = random(rng, n), g = random(rng, n), m = random(rng, n), v = random(rng, n, 0.01f, 1.0f);
+    const FrStepScalars s = scalars(3);
+    if (op == FR_OP_SGD_UPDATE) {
+      c->rin = {f32(g, {1, 1, 1, static_cast<int64_t>(n)}), pod(s)};
+      c->rout = {f32(w, {1, 1, 1, static_cast<int64_t>(n)}), f32(m, {1, 1, 1, static_cast<int64_t>(n)})};
+      c->params = params_of(FrSgdParams{0.9f, 5e-4f, 1, 0});
+      c->error = [=](const auto&, const auto& rout) {
+        ref::SgdState st{widen(w), widen(m), true};
+        ref::sgd_step(st, widen(g), s.lr, ref::SgdConfig{0.9, 5e-4, true});
+        return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
+      };
+    } else {
+      c->rin = {f32(g, {1, 1, 1, static_cast<int64_t>(n)}), pod(s)};
+      c->rout = {f32(w, {1, 1, 1, static_cast<int64_t>(n)}), f32(m, {1, 1, 1, static_cast<int64_t>(n)}),
+                 f32(v, {1, 1, 1, static_cast<int64_t>(n)})};
+      c->params = params_of(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, 1, 0});
+      c->error = [=](const auto&, const auto& rout) {
+        ref::AdamState st{widen(w), widen(m), widen(v), s.step};
+        ref::adam_step(st, widen(g), s.lr, ref::AdamConfig{0.9, 0.999, 1e-8, 1e-2, true});
+        return std::max(
+            {rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.m), rel_err(floats(rout[2]), st.v)});
+      };
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace fresco::check

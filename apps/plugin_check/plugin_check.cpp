@@ -1,0 +1,196 @@
+// fresco-plugin-check LIB: validates a plugin's ABI info and struct sizes, then runs every kernel it provides
+// on its device against the double-precision references (op_cases.cpp) on random inputs, and prints a
+// PASS/FAIL table. Exit status 0 when every check passes, 1 when any fails (a kernel without a reference
+// fails as unchecked), 64 on bad usage. Kernels whose device is absent on this machine are SKIPPED, not
+// failed. Tested by tests/e2e/test_plugin_check.cpp (shipped plugins pass; broken test plugins fail with a
+// reason).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "device_buffers.h"
+#include "fresco/core/error.h"
+#include "fresco/core/plugin_loader.h"
+#include "op_cases.h"
+
+namespace {
+using namespace fresco;
+
+const char* dtype_list(uint32_t mask) {
+  static std::string s;
+  static const char* names[] = {"f32", "f16", "bf16", "i32", "i8", "u8"};
+  s.clear();
+  for (int i = 0; i < 6; ++i)
+    if (mask & (1u << i)) s += (s.empty() ? "" : "|") + std::string(names[i]);
+  return s.c_str();
+}
+
+FrTensor tensor_of(const check::Operand& o, void* data) {
+  FrTensor t{};
+  t.data = data;
+  t.dtype = o.dtype;
+  t.ndim = 4;
+  for (int i = 0; i < 4; ++i) t.dims[i] = o.dims[i];
+  return t;
+}
+
+FrRange range_of(const check::Operand& o, void* data) {
+  FrRange r{};
+  r.data = data;
+  r.bytes = o.host.size();
+  r.dtype = o.dtype;
+  return r;
+}
+
+// Runs kernel k on case c; returns the worst relative error (throws fresco::Error on a kernel error).
+double run_case(const FrKernelDef& k, const FrDeviceApi* api, const check::OpCase& c) {
+  check::DeviceBuffers dev(api);
+  auto place = [&](const std::vector<check::Operand>& ops, std::vector<void*>& ptrs) {
+    for (const auto& o : ops) {
+      void* p = dev.alloc(o.host.size());
+      dev.upload(p, o.host);
+      ptrs.push_back(p);
+    }
+  };
+  std::vector<void*> pin, pout, prin, prout;
+  place(c.in, pin);
+  place(c.out, pout);
+  place(c.rin, prin);
+  place(c.rout, prout);
+  std::vector<FrTensor> in, out;
+  std::vector<FrRange> rin, rout;
+  auto fill = [&](bool with_data) {
+    in.clear(), out.clear(), rin.clear(), rout.clear();
+    for (size_t i = 0; i < c.in.size(); ++i) in.push_back(tensor_of(c.in[i], with_data ? pin[i] : nullptr));
+    for (size_t i = 0; i < c.out.size(); ++i)
+      out.push_back(tensor_of(c.out[i], with_data ? pout[i] : nullptr));
+    for (size_t i = 0; i < c.rin.size(); ++i)
+      rin.push_back(range_of(c.rin[i], with_data ? prin[i] : nullptr));
+    for (size_t i = 0; i < c.rout.size(); ++i)
+      rout.push_back(range_of(c.rout[i], with_data ? prout[i] : nullptr));
+  };
+  FrCall call{};
+  call.struct_size = sizeof(FrCall);
+  auto point = [&] {
+    call.in = in.data(), call.n_in = static_cast<uint32_t>(in.size());
+    call.out = out.data(), call.n_out = static_cast<uint32_t>(out.size());
+    call.rin = rin.data(), call.n_rin = static_cast<uint32_t>(rin.size());
+    call.rout = rout.data(), call.n_rout = static_cast<uint32_t>(rout.size());
+    call.params = c.params.empty() ? nullptr : c.params.data();
+    call.params_size = static_cast<uint32_t>(c.params.size());
+    call.stream = dev.stream();
+  };
+  fill(false);  // prepare sees shapes only, as in a real compile
+  point();
+  void* state = nullptr;
+  uint64_t ws = 0;
+  if (k.prepare)
+    throw_if_error(k.prepare(dev.ctx(), &call, &state, &ws), std::string("prepare ") + k.op_name);
+  struct StateGuard {
+    const FrKernelDef& k;
+    void* ctx;
+    void* state;
+    ~StateGuard() {
+      if (state && k.destroy) k.destroy(ctx, state);
+    }
+  } guard{k, dev.ctx(), state};
+  fill(true);
+  point();
+  call.state = state;
+  call.workspace = ws ? dev.alloc(ws) : nullptr;
+  call.workspace_bytes = ws;
+  throw_if_error(k.run(dev.ctx(), &call), std::string("run ") + k.op_name);
+  dev.sync();
+  std::vector<std::vector<uint8_t>> got_out, got_rout;
+  for (size_t i = 0; i < c.out.size(); ++i) got_out.push_back(dev.download(pout[i], c.out[i].host.size()));
+  for (size_t i = 0; i < c.rout.size(); ++i)
+    got_rout.push_back(dev.download(prout[i], c.rout[i].host.size()));
+  return c.error(got_out, got_rout);
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: fresco-plugin-check PLUGIN_FILE [--seed N]\n");
+  return 64;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return usage();
+  const std::string path = argv[1];
+  uint32_t seed = 1;
+  for (int i = 2; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--seed") && i + 1 < argc)
+      seed = static_cast<uint32_t>(std::atoi(argv[++i]));
+    else
+      return usage();
+  }
+  try {
+    auto& reg = PluginRegistry::instance();
+    reg.load_default();  // the installed backends provide the devices of kernel-only plugins
+    const PluginProbe p = reg.probe_file(path);
+    int failed = 0, passed = 0, skipped = 0;
+    auto row = [&](const char* what, const std::string& detail, const char* verdict) {
+      std::printf("%-34s %-6s %s\n", what, verdict, detail.c_str());
+      if (!std::strcmp(verdict, "FAIL")) ++failed;
+      if (!std::strcmp(verdict, "PASS")) ++passed;
+      if (!std::strcmp(verdict, "SKIP")) ++skipped;
+    };
+    std::printf("plugin %s\n", p.path.c_str());
+    if (!p.ok) {
+      row("load and ABI", p.reason, "FAIL");
+      std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+      return 1;
+    }
+    row("load and ABI",
+        std::string(p.abi.name ? p.abi.name : "?") + " " + (p.abi.version ? p.abi.version : "?") + ", ABI " +
+            std::to_string(p.abi.abi_major) + "." + std::to_string(p.abi.abi_minor) + " (host " +
+            std::to_string(FR_ABI_MAJOR) + "." + std::to_string(FR_ABI_MINOR) + ")",
+        "PASS");
+    row("struct sizes",
+        "FrAbiInfo " + std::to_string(p.abi.struct_size) + ", FrPlugin " +
+            std::to_string(p.table.struct_size) +
+            (p.table.device ? ", FrDeviceApi " + std::to_string(p.table.device->struct_size)
+                            : std::string()) +
+            ", " + std::to_string(p.table.n_kernels) + " FrKernelDef",
+        "PASS");
+    if (p.table.n_kernels == 0 && !p.table.device) row("contents", "no device API and no kernels", "FAIL");
+    for (uint32_t i = 0; i < p.table.n_kernels; ++i) {
+      const FrKernelDef& k = p.table.kernels[i];
+      const std::string what = std::string(k.op_name) + " [" + k.device + "]";
+      const FrDeviceApi* api = p.table.device && std::strcmp(p.table.device->name, k.device) == 0
+                                   ? p.table.device
+                                   : reg.device(k.device);
+      if (!api) {
+        row(what.c_str(), std::string("no plugin provides device '") + k.device + "'", "SKIP");
+        continue;
+      }
+      if (!api->device_count || api->device_count() <= 0) {
+        row(what.c_str(), std::string("no ") + k.device + " device on this machine", "SKIP");
+        continue;
+      }
+      check::OpCase c;
+      if (!check::make_case(k.op_name, seed + i, &c)) {
+        row(what.c_str(), "unchecked: no reference for this op", "FAIL");
+        continue;
+      }
+      if (!(k.dtype_mask & FR_DTYPE_BIT(c.dtype))) {
+        row(what.c_str(), std::string("dtypes ") + dtype_list(k.dtype_mask) + ": no reference case", "SKIP");
+        continue;
+      }
+      try {
+        const double err = run_case(k, api, c);
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "max rel err %.2e (tolerance %.0e)", err, c.tolerance);
+        row(what.c_str(), buf, err <= c.tolerance ? "PASS" : "FAIL");
+      } catch (const Error& e) {
+        row(what.c_str(), e.what(), "FAIL");
+      }
+    }
+    std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fresco-plugin-check: error: %s\n", e.what());
+    return e.exit_status();
+  }
+}
