@@ -108,7 +108,9 @@ std::vector<std::pair<std::string, std::string>> PluginRegistry::search_dirs(
   }
   dirs.emplace_back(FRESCO_PLUGIN_INSTALL_DIR, "install directory");
   try {
-    dirs.emplace_back(boost::dll::this_line_location().parent_path().string(), "directory of libfresco");
+    const auto here = boost::dll::this_line_location().parent_path();
+    dirs.emplace_back((here / "fresco").string(), "plugin folder beside libfresco");  // a relocated install
+    dirs.emplace_back(here.string(), "directory of libfresco");                      // the build tree
   } catch (const std::exception&) {
   }
   return dirs;
