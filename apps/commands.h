@@ -24,6 +24,14 @@ struct ParityArgs {
   bool verbose = false;
 };
 int cmd_parity(const ParityArgs& a);
+struct PlanArgs {
+  std::string job;
+  std::string svg;        // fresco plan: SVG file (empty: plan.svg)
+  std::string out_dir;    // fresco graph: directory for atlas.dot, train.dot, inference.dot (empty: .)
+  std::string data_path;  // override the job's dataset directory
+};
+int cmd_plan(const PlanArgs& a);
+int cmd_graph(const PlanArgs& a);
 int cmd_plugins(const std::vector<std::string>& extra_paths);
 int cmd_golden(const std::vector<std::string>& cases, const std::string& device);
 std::string format_epoch_line(int epoch, int epochs, double train_loss, double test_loss, double test_acc,

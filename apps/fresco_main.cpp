@@ -35,6 +35,17 @@ int main(int argc, char** argv) {
   parity->add_option("--samples", pa.samples, "use only the first N training samples");
   parity->add_flag("--verbose", pa.verbose, "print every step's loss on both devices");
 
+  fresco::cli::PlanArgs pl;
+  auto* plan = app.add_subcommand("plan", "print the memory map of a compiled job and draw it as SVG");
+  plan->add_option("job", pl.job, "job file")->required();
+  plan->add_option("--svg", pl.svg, "SVG file to write (default plan.svg)");
+  plan->add_option("--data", pl.data_path, "override the job's dataset directory");
+  fresco::cli::PlanArgs gr;
+  auto* graph = app.add_subcommand("graph", "write the GraphAtlas and the graphs as Graphviz DOT");
+  graph->add_option("job", gr.job, "job file")->required();
+  graph->add_option("--out", gr.out_dir, "directory for atlas.dot, train.dot, inference.dot (default .)");
+  graph->add_option("--data", gr.data_path, "override the job's dataset directory");
+
   std::vector<std::string> cases;
   std::string golden_device = "cpu";
   auto* golden = app.add_subcommand("golden", "replay PyTorch golden cases and compare (exit 1 on any FAIL)");
@@ -53,6 +64,8 @@ int main(int argc, char** argv) {
     if (*plugins) return fresco::cli::cmd_plugins(plugin_paths);
     if (*golden) return fresco::cli::cmd_golden(cases, golden_device);
     if (*parity) return fresco::cli::cmd_parity(pa);
+    if (*plan) return fresco::cli::cmd_plan(pl);
+    if (*graph) return fresco::cli::cmd_graph(gr);
   } catch (const fresco::Error& e) {
     std::fprintf(stderr, "fresco: error: %s\n", e.what());
     return e.exit_status();
