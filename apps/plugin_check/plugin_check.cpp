@@ -4,8 +4,11 @@
 // fails as unchecked), 64 on bad usage. Kernels whose device is absent on this machine are SKIPPED, not
 // failed. Tested by tests/e2e/test_plugin_check.cpp (shipped plugins pass; broken test plugins fail with a
 // reason).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -43,8 +46,13 @@ FrRange range_of(const check::Operand& o, void* data) {
   return r;
 }
 
-// Runs kernel k on case c; returns the worst relative error (throws fresco::Error on a kernel error).
-double run_case(const FrKernelDef& k, const FrDeviceApi* api, const check::OpCase& c) {
+struct Results {
+  std::vector<std::vector<uint8_t>> out, rout;
+};
+
+// Runs kernel k on case c's inputs on its device; returns what it wrote (throws fresco::Error on a kernel
+// error).
+Results run_raw(const FrKernelDef& k, const FrDeviceApi* api, const check::OpCase& c) {
   check::DeviceBuffers dev(api);
   auto place = [&](const std::vector<check::Operand>& ops, std::vector<void*>& ptrs) {
     for (const auto& o : ops) {
@@ -102,11 +110,75 @@ double run_case(const FrKernelDef& k, const FrDeviceApi* api, const check::OpCas
   call.workspace_bytes = ws;
   throw_if_error(k.run(dev.ctx(), &call), std::string("run ") + k.op_name);
   dev.sync();
-  std::vector<std::vector<uint8_t>> got_out, got_rout;
-  for (size_t i = 0; i < c.out.size(); ++i) got_out.push_back(dev.download(pout[i], c.out[i].host.size()));
-  for (size_t i = 0; i < c.rout.size(); ++i)
-    got_rout.push_back(dev.download(prout[i], c.rout[i].host.size()));
-  return c.error(got_out, got_rout);
+  Results r;
+  for (size_t i = 0; i < c.out.size(); ++i) r.out.push_back(dev.download(pout[i], c.out[i].host.size()));
+  for (size_t i = 0; i < c.rout.size(); ++i) r.rout.push_back(dev.download(prout[i], c.rout[i].host.size()));
+  return r;
+}
+
+double run_case(const FrKernelDef& k, const FrDeviceApi* api, const check::OpCase& c) {
+  const Results r = run_raw(k, api, c);
+  return c.error(r.out, r.rout);
+}
+
+std::vector<float> as_floats(const std::vector<uint8_t>& b) {
+  std::vector<float> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), v.size() * 4);
+  return v;
+}
+
+check::Operand f32_operand(const std::vector<float>& v) {
+  check::Operand o;
+  o.host.resize(v.size() * 4);
+  std::memcpy(o.host.data(), v.data(), o.host.size());
+  o.dims[0] = 4;
+  o.dims[3] = static_cast<int64_t>(v.size() / 4);
+  return o;
+}
+
+// A custom op declared by a schema has no built-in reference: its forward kernel must run and give finite
+// values, and its backward kernel must match central differences of the forward kernel (L = sum(y * R)).
+// Returns {detail, passed}.
+std::pair<std::string, bool> check_schema_op(const FrKernelDef& k, const FrOpSchema& s,
+                                             const FrKernelDef* fwd, const FrDeviceApi* api, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> x(64), r(64);
+  for (auto& v : x) v = d(rng);
+  for (auto& v : r) v = d(rng);
+  auto forward = [&](const std::vector<float>& in) {
+    check::OpCase c;
+    c.in = {f32_operand(in)};
+    c.out = {f32_operand(std::vector<float>(in.size(), NAN))};
+    return as_floats(run_raw(*fwd, api, c).out[0]);
+  };
+  if (std::strcmp(k.op_name, s.name) == 0) {
+    for (float v : forward(x))
+      if (!std::isfinite(v)) return {"forward wrote a non-finite value (or nothing)", false};
+    return {"forward runs and writes finite values; checked through its backward", true};
+  }
+  const std::vector<float> y = forward(x);
+  check::OpCase c;
+  c.in = {f32_operand(r), f32_operand(x), f32_operand(y)};
+  c.out = {f32_operand(std::vector<float>(x.size(), NAN))};
+  const std::vector<float> dx = as_floats(run_raw(k, api, c).out[0]);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float h = 1e-2f;
+    std::vector<float> xp = x, xm = x;
+    xp[i] += h, xm[i] -= h;
+    const std::vector<float> yp = forward(xp), ym = forward(xm);
+    double num = 0;
+    for (size_t j = 0; j < x.size(); ++j) num += (static_cast<double>(yp[j]) - ym[j]) * r[j];
+    num /= 2.0 * h;
+    worst = std::max(worst, std::fabs(dx[i] - num));
+    scale = std::max(scale, std::fabs(num));
+  }
+  const double rel = worst / std::max(scale, 1e-30);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "vs finite differences of '%s': max rel err %.2e (tolerance 1e-02)", s.name,
+                rel);
+  return {buf, rel <= 1e-2};
 }
 
 int usage() {
@@ -171,7 +243,26 @@ int main(int argc, char** argv) {
       }
       check::OpCase c;
       if (!check::make_case(k.op_name, seed + i, &c)) {
-        row(what.c_str(), "unchecked: no reference for this op", "FAIL");
+        const FrOpSchema* schema = nullptr;  // a custom op this library declares?
+        for (uint32_t j = 0; j < p.table.n_schemas; ++j)
+          if (std::strcmp(p.table.schemas[j].name, k.op_name) == 0 ||
+              (p.table.schemas[j].backward && std::strcmp(p.table.schemas[j].backward, k.op_name) == 0))
+            schema = &p.table.schemas[j];
+        const FrKernelDef* fwd = nullptr;
+        for (uint32_t j = 0; schema && j < p.table.n_kernels; ++j)
+          if (std::strcmp(p.table.kernels[j].op_name, schema->name) == 0 &&
+              std::strcmp(p.table.kernels[j].device, k.device) == 0)
+            fwd = &p.table.kernels[j];
+        if (!schema || !fwd) {
+          row(what.c_str(), "unchecked: no reference for this op", "FAIL");
+          continue;
+        }
+        try {
+          const auto [detail, ok] = check_schema_op(k, *schema, fwd, api, seed + i);
+          row(what.c_str(), detail, ok ? "PASS" : "FAIL");
+        } catch (const Error& e) {
+          row(what.c_str(), e.what(), "FAIL");
+        }
         continue;
       }
       if (!(k.dtype_mask & FR_DTYPE_BIT(c.dtype))) {

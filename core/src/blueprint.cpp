@@ -22,9 +22,15 @@ LayerSpec flatten() {
 LayerSpec dropout(float p) {
   return LayerSpec{"dropout", 0, false, p, {}};
 }
+LayerSpec custom(std::string op) {
+  LayerSpec s;
+  s.kind = "custom";
+  s.op = std::move(op);
+  return s;
+}
 
 const std::vector<std::string>& known_layer_kinds() {
-  static const std::vector<std::string> kinds = {"fc", "relu", "flatten", "dropout"};
+  static const std::vector<std::string> kinds = {"fc", "relu", "flatten", "dropout", "custom"};
   return kinds;
 }
 
@@ -44,6 +50,7 @@ std::string BluePrint::describe() const {
     s += l.kind;
     if (l.kind == "fc") s += "(" + std::to_string(l.out) + (l.bias ? "" : ", bias=false") + ")";
     if (l.kind == "dropout") s += "(" + std::to_string(l.p) + ")";
+    if (l.kind == "custom") s += "(" + l.op + ")";
   }
   return s + ")";
 }
@@ -96,12 +103,18 @@ BluePrint BluePrint::from_json(const std::string& json_text, const std::string& 
         s.p = value.get<float>();
         FRESCO_CHECK(s.p >= 0.0f && s.p < 1.0f, ErrorCode::kBadConfig,
                      where + " (dropout): \"p\" must be in [0, 1), found " + std::to_string(s.p));
+      } else if (s.kind == "custom" && key == "op") {
+        FRESCO_CHECK(value.is_string() && !value.get<std::string>().empty(), ErrorCode::kBadConfig,
+                     where + " (custom): field \"op\" must be a non-empty string");
+        s.op = value.get<std::string>();
       } else {
         throw Error(ErrorCode::kBadConfig, where + " (" + s.kind + "): unknown field \"" + key + "\"");
       }
     }
     FRESCO_CHECK(s.kind != "fc" || l.contains("out"), ErrorCode::kBadConfig,
                  where + " (fc): missing field \"out\"");
+    FRESCO_CHECK(s.kind != "custom" || !s.op.empty(), ErrorCode::kBadConfig,
+                 where + " (custom): missing field \"op\"");
     layers.push_back(s);
   }
   return BluePrint(std::move(layers));

@@ -23,6 +23,8 @@ const char* kind_prefix(LayerKind k) {
       return "dropout";
     case LayerKind::FLATTEN:
       return "flatten";
+    case LayerKind::CUSTOM:
+      return "custom";
   }
   return "layer";
 }
@@ -46,7 +48,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     l.index = static_cast<int32_t>(i);
     l.spec = bp.layers()[i];
     l.kind = layers::layer_kind_of(l.spec.kind, "model layer " + l.spec.path);
-    l.name = kind_prefix(l.kind) + std::to_string(i);
+    l.name = (l.kind == LayerKind::CUSTOM ? l.spec.op : std::string(kind_prefix(l.kind))) + std::to_string(i);
     l.in_sample = cur;
     l.out_sample = rule_for(l.kind).out_shape(l, cur);
     cur = l.out_sample;

@@ -110,7 +110,7 @@ std::vector<std::pair<std::string, std::string>> PluginRegistry::search_dirs(
   try {
     const auto here = boost::dll::this_line_location().parent_path();
     dirs.emplace_back((here / "fresco").string(), "plugin folder beside libfresco");  // a relocated install
-    dirs.emplace_back(here.string(), "directory of libfresco");                      // the build tree
+    dirs.emplace_back(here.string(), "directory of libfresco");                       // the build tree
   } catch (const std::exception&) {
   }
   return dirs;
@@ -193,6 +193,14 @@ std::string open_plugin(const std::string& path, std::unique_ptr<boost::dll::sha
            std::to_string(sizeof(FrDeviceApi)) + " or unnamed device";
   if (plugin.n_kernels && !plugin.kernels)
     return "n_kernels is " + std::to_string(plugin.n_kernels) + " but no table";
+  if (plugin.n_schemas && !plugin.schemas)
+    return "n_schemas is " + std::to_string(plugin.n_schemas) + " but no table";
+  for (uint32_t i = 0; i < plugin.n_schemas; ++i) {
+    const FrOpSchema& s = plugin.schemas[i];
+    if (s.struct_size < sizeof(FrOpSchema) || !s.name)
+      return "op schema " + std::to_string(i) + " is malformed (struct_size " +
+             std::to_string(s.struct_size) + " of " + std::to_string(sizeof(FrOpSchema)) + ", name missing?)";
+  }
   for (uint32_t i = 0; i < plugin.n_kernels; ++i) {
     const FrKernelDef& k = plugin.kernels[i];
     if (k.struct_size < sizeof(FrKernelDef) || !k.op_name || !k.device || !k.run)
@@ -255,6 +263,14 @@ bool PluginRegistry::load_file(const std::string& path_in) {
         return refuse(
             path, std::string("duplicate kernel (") + k.op_name + ", " + k.device + ") inside the plugin");
   }
+  for (uint32_t i = 0; i < plugin.n_schemas; ++i) {
+    auto it = schemas_.find(plugin.schemas[i].name);
+    if (it != schemas_.end())
+      return refuse(path, std::string("op schema '") + plugin.schemas[i].name + "' is already declared by " +
+                              it->second.second);
+  }
+  for (uint32_t i = 0; i < plugin.n_schemas; ++i)
+    schemas_[plugin.schemas[i].name] = {&plugin.schemas[i], path};
   for (uint32_t i = 0; i < plugin.n_kernels; ++i) {
     const FrKernelDef& k = plugin.kernels[i];
     auto [it, inserted] = op_ids_.emplace(k.op_name, static_cast<int32_t>(kernels_.size()));
@@ -263,7 +279,7 @@ bool PluginRegistry::load_file(const std::string& path_in) {
   }
   if (dev) devices_[dev->name] = dev;
   loaded_.push_back({path, name, info.version ? info.version : "", dev ? dev->name : "", info.abi_major,
-                     info.abi_minor, plugin.n_kernels});
+                     info.abi_minor, plugin.n_kernels, plugin.n_schemas});
   libraries().push_back(std::move(lib));
   log().debug("plugin loaded: {} ({} {}, ABI {}.{}, {} kernels)", path, name, loaded_.back().version,
               info.abi_major, info.abi_minor, plugin.n_kernels);
@@ -297,6 +313,19 @@ int32_t PluginRegistry::op_id(const std::string& op) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = op_ids_.find(op);
   return it == op_ids_.end() ? -1 : it->second;
+}
+
+const FrOpSchema* PluginRegistry::schema(const std::string& op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = schemas_.find(op);
+  return it == schemas_.end() ? nullptr : it->second.first;
+}
+
+std::vector<std::string> PluginRegistry::schema_names() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> n;
+  for (const auto& [k, v] : schemas_) n.push_back(k);
+  return n;
 }
 
 const FrKernelDef* PluginRegistry::kernel(int32_t id, const std::string& dev, uint32_t dtype) const {

@@ -107,3 +107,18 @@ TEST(Job, TheShippedJobParses) {
   EXPECT_EQ(j.scheduler.type, Scheduler::Type::COSINE);
   EXPECT_EQ(j.scheduler.warmup_epochs, 1);
 }
+
+TEST(BluePrint, CustomOpLayers) {
+  const BluePrint bp = BluePrint::from_json(
+      R"([{"layer":"fc","out":16},{"layer":"custom","op":"swish"},{"layer":"fc","out":10}])", "m");
+  ASSERT_EQ(bp.layers().size(), 3u);
+  EXPECT_EQ(bp.layers()[1].kind, "custom");
+  EXPECT_EQ(bp.layers()[1].op, "swish");
+  EXPECT_EQ(bp.describe(), "seq(fc(16), custom(swish), fc(10))");
+  EXPECT_EQ(seq({fc(8), custom("gelu_tanh"), fc(10)}).describe(), "seq(fc(8), custom(gelu_tanh), fc(10))");
+  EXPECT_NE(
+      error_of([] { BluePrint::from_json(R"([{"layer":"custom"}])", "m"); }).find("missing field \"op\""),
+      std::string::npos);
+  EXPECT_NE(error_of([] { BluePrint::from_json(R"([{"layer":"custom","op":""}])", "m"); }).find("non-empty"),
+            std::string::npos);
+}

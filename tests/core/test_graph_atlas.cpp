@@ -150,3 +150,16 @@ TEST(Compiler, RejectsBadModels) {
     EXPECT_NE(std::string(e.what()).find("10 classes"), std::string::npos) << e.what();
   }
 }
+
+TEST(Compiler, CustomOpWithoutItsLibraryIsAClearError) {
+  Compiler c;
+  try {
+    c.compile(seq({fc(32), custom("no_such_op"), fc(10)}), mlp_options(256, 0));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+    EXPECT_NE(std::string(e.what()).find("layer 1 (custom): no loaded op library declares op 'no_such_op'"),
+              std::string::npos)
+        << e.what();
+  }
+}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the build tree into a temporary prefix, builds tests/install/consumer against it with only
-# find_package(Fresco CONFIG), runs it (plugins found without FRESCO_PLUGIN_PATH), and checks pkg-config.
+# Installs the build tree into a temporary prefix, builds tests/install/consumer and the out-of-tree op library
+# example sdk/examples/swish_op against it with only find_package(Fresco CONFIG), runs both (the consumer finds the
+# installed plugins without FRESCO_PLUGIN_PATH; train_swish trains a network through the custom op), checks the
+# op library with fresco-plugin-check, and checks pkg-config.
 # Usage: run_install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1; src=$2
@@ -11,5 +13,10 @@ cmake -S "$src/tests/install/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUIL
 cmake --build "$work/consumer" > "$work/build.log"
 env -u FRESCO_PLUGIN_PATH LD_LIBRARY_PATH="$work/prefix/lib" FRESCO_LOG=warn "$work/consumer/consumer"
 "$work/prefix/bin/fresco" plugins | grep -q "$work/prefix/lib/fresco/libfresco-cpu.so"
+cmake -S "$src/sdk/examples/swish_op" -B "$work/swish" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/swish-configure.log"
+cmake --build "$work/swish" > "$work/swish-build.log"
+LD_LIBRARY_PATH="$work/prefix/lib" FRESCO_LOG=warn "$work/swish/train_swish"
+"$work/prefix/bin/fresco-plugin-check" "$work/swish/libfresco-swish.so"
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --libs --cflags fresco | grep -q -- "-lfresco"
 echo "install test: OK"

@@ -8,6 +8,7 @@ const LayerRule& fc_rule();
 const LayerRule& relu_rule();
 const LayerRule& dropout_rule();
 const LayerRule& flatten_rule();
+const LayerRule& custom_rule();
 
 const LayerRule& rule_for(LayerKind kind) {
   switch (kind) {
@@ -19,6 +20,8 @@ const LayerRule& rule_for(LayerKind kind) {
       return dropout_rule();
     case LayerKind::FLATTEN:
       return flatten_rule();
+    case LayerKind::CUSTOM:
+      return custom_rule();
   }
   throw Error(ErrorCode::kInternal, "no rule for layer kind " + std::to_string(static_cast<int>(kind)));
 }
@@ -28,6 +31,7 @@ LayerKind layer_kind_of(const std::string& kind, const std::string& where) {
   if (kind == "relu") return LayerKind::RELU;
   if (kind == "dropout") return LayerKind::DROPOUT;
   if (kind == "flatten") return LayerKind::FLATTEN;
+  if (kind == "custom") return LayerKind::CUSTOM;
   throw Error(ErrorCode::kBadConfig, where + ": unknown layer \"" + kind + "\"");
 }
 

@@ -156,15 +156,27 @@ typedef struct FrDeviceApi {
   void* ext; /* reserved, NULL */
 } FrDeviceApi;
 
-/* ---- what a plugin hands back from init (the tables are static, owned by the plugin) ---------------------
- */
+/* ---- op schemas: custom ops an op library adds (usable in a BluePrint by name) ----------------------------- */
+/* A layer op with one input and one output, optionally with POD params. Its backward op takes
+ * in {dy, x, y} (gradient w.r.t. the output, the input, the output) and writes out {dx}, with the same params. */
+typedef struct FrOpSchema {
+  uint32_t struct_size;
+  uint32_t params_size; /* 0: no params */
+  const char* name;     /* forward op; kernels for it are in the kernel table (static string) */
+  const char* backward; /* backward op name (static string), or NULL when gradients do not flow through */
+  /* Per-sample output shape (dims[4], NHWC with N = 1) from the input's; NULL = same shape (element-wise). */
+  FrError* (*infer_shape)(const int64_t in_dims[4], int64_t out_dims[4], const void* params);
+  void* ext; /* reserved, NULL */
+} FrOpSchema;
+
+/* ---- what a plugin hands back from init (the tables are static, owned by the plugin) -------------------- */
 typedef struct FrPlugin {
   uint32_t struct_size;
   uint32_t n_kernels;
   const FrDeviceApi* device; /* NULL for op-only libraries */
   const void* comm;          /* FrCommApi, reserved for ABI 1.x collective backends; NULL for now */
   const FrKernelDef* kernels;
-  const void* schemas; /* FrOpSchema table, reserved for ABI 1.x op libraries; NULL for now */
+  const FrOpSchema* schemas; /* op libraries: the ops they add (static, owned by the plugin); else NULL */
   uint32_t n_schemas;
   uint32_t pad_;
   void* ext; /* reserved, NULL */

@@ -1,6 +1,6 @@
-// Out-of-tree consumer of an installed fresco: trains a small MLP on a synthetic, learnable data set on the CPU
-// backend, which libfresco finds in its installed plugin folder with no environment variable. Exit 0 when the
-// training loss falls and the test accuracy beats chance by far.
+// Out-of-tree consumer of an installed fresco: trains a small MLP on a synthetic, learnable data set on the
+// CPU backend, which libfresco finds in its installed plugin folder with no environment variable. Exit 0 when
+// the training loss falls and the test accuracy beats chance by far.
 #include <cstdio>
 
 #include "fresco/core/deep_learning_task.h"
@@ -24,7 +24,8 @@ int main() {
           d.images[static_cast<size_t>(i * 64 + p)] = static_cast<uint8_t>(s >> 26);
         }
         for (int dy = 0; dy < 2; ++dy)
-          for (int dx = 0; dx < 2; ++dx) d.images[static_cast<size_t>(i * 64 + (2 * k + dy) * 8 + 2 * k + dx)] = 255;
+          for (int dx = 0; dx < 2; ++dx)
+            d.images[static_cast<size_t>(i * 64 + (2 * k + dy) * 8 + 2 * k + dx)] = 255;
       }
       return d;
     };

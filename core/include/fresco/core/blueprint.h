@@ -12,10 +12,11 @@
 namespace fresco {
 
 struct LayerSpec {
-  std::string kind;  // "fc", "relu", "flatten", "dropout"
+  std::string kind;  // "fc", "relu", "flatten", "dropout", "custom"
   int64_t out = 0;   // fc: output features
   bool bias = true;  // fc
   float p = 0.0f;    // dropout probability
+  std::string op;    // custom: the op's name in a loaded op library (FrOpSchema)
   std::string path;  // position in the model list ("0", "3"), set by BluePrint
 };
 
@@ -23,6 +24,8 @@ LayerSpec fc(int64_t out, bool bias = true);
 LayerSpec relu();
 LayerSpec flatten();
 LayerSpec dropout(float p);
+// A layer computed by a custom op that a loaded op library declares (sdk/examples, docs/writing-an-op-plugin.md).
+LayerSpec custom(std::string op);
 
 class BluePrint {
  public:

@@ -18,7 +18,7 @@
 
 namespace fresco {
 
-enum class LayerKind : uint8_t { FC, RELU, FLATTEN, DROPOUT };
+enum class LayerKind : uint8_t { FC, RELU, FLATTEN, DROPOUT, CUSTOM };
 
 // One layer of the ArchPlan: kind, params, the tensors it owns, and where its activations live.
 struct LayerDescriptor {

@@ -19,6 +19,7 @@ struct PluginInfo {
   std::string path, name, version, device;
   uint16_t abi_major = 0, abi_minor = 0;
   size_t n_kernels = 0;
+  size_t n_schemas = 0;
 };
 
 // What probe_file found: the checks of loading without registering anything (for fresco-plugin-check).
@@ -59,6 +60,9 @@ class PluginRegistry {
   const FrKernelDef* kernel(int32_t op_id, const std::string& device, uint32_t dtype) const;
   std::string kernel_owner(int32_t op_id, const std::string& device) const;
   const FrHostApi* host_api() const;
+  // The schema of a custom op some loaded op library declares, or nullptr.
+  const FrOpSchema* schema(const std::string& op) const;
+  std::vector<std::string> schema_names() const;
 
  private:
   PluginRegistry() = default;
@@ -75,6 +79,7 @@ class PluginRegistry {
   std::map<std::string, const FrDeviceApi*> devices_;
   std::map<std::string, int32_t> op_ids_;
   std::vector<std::vector<KernelEntry>> kernels_;  // [op id] -> kernels for devices
+  std::map<std::string, std::pair<const FrOpSchema*, std::string>> schemas_;  // op -> (schema, plugin path)
 };
 
 // Converts an FrError from a plugin into a fresco::Error (and frees it). No-op for nullptr.

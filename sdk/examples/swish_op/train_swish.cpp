@@ -1,0 +1,55 @@
+// Trains fc(32) -> swish -> fc(4) on a synthetic, learnable data set with the swish op library built beside
+// it (loaded explicitly; FRESCO_PLUGIN_PATH would do too). Exit 0 when the loss falls and accuracy is high.
+#include <cstdio>
+
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
+#include "fresco/core/plugin_loader.h"
+
+int main(int argc, char** argv) {
+  using namespace fresco;
+  try {
+    const char* plugin = argc > 1 ? argv[1] : SWISH_PLUGIN;
+    if (!PluginRegistry::instance().load_file(plugin)) {
+      for (const auto& r : PluginRegistry::instance().refused())
+        if (r.path.find("swish") != std::string::npos)
+          std::fprintf(stderr, "refused %s: %s\n", r.path.c_str(), r.reason.c_str());
+      return 1;
+    }
+    auto make = [](int64_t n,
+                   uint32_t salt) {  // class k lights a 2x2 patch at a k-dependent place, plus noise
+      data::Dataset d;
+      d.n = n, d.h = 8, d.w = 8, d.c = 1, d.num_classes = 4;
+      d.images.resize(static_cast<size_t>(n * 64));
+      d.labels.resize(static_cast<size_t>(n));
+      uint32_t s = 777u + salt;
+      for (int64_t i = 0; i < n; ++i) {
+        const int k = static_cast<int>(i % 4);
+        d.labels[static_cast<size_t>(i)] = k;
+        for (int p = 0; p < 64; ++p) {
+          s = s * 1664525u + 1013904223u;
+          d.images[static_cast<size_t>(i * 64 + p)] = static_cast<uint8_t>(s >> 26);
+        }
+        for (int dy = 0; dy < 2; ++dy)
+          for (int dx = 0; dx < 2; ++dx)
+            d.images[static_cast<size_t>(i * 64 + (2 * k + dy) * 8 + 2 * k + dx)] = 255;
+      }
+      return d;
+    };
+    DeepLearningTask task;
+    task.model(seq({fc(32), custom("swish"), fc(4)}))
+        .data(make(2000, 0), make(400, 3))
+        .batch_size(50)
+        .epochs(3)
+        .optimizer(AdamW().base_lr(1e-2f))
+        .device("cpu");
+    task.compile();
+    const TrainingResult r = task.run();
+    std::printf("train_swish: loss %.4f -> %.4f, test accuracy %.3f\n", r.epochs.front().train_loss,
+                r.epochs.back().train_loss, r.final_test_acc);
+    return r.epochs.back().train_loss < r.epochs.front().train_loss && r.final_test_acc > 0.9 ? 0 : 1;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "train_swish: %s\n", e.what());
+    return e.exit_status();
+  }
+}
