@@ -11,8 +11,28 @@
 
 namespace fresco::cli {
 
+namespace {
+int node_parity(const JobSpec& job, const ParityArgs& a) {
+  const NodeParityReport r = run_parity_nodes(job, a.device_a, a.device_b, a.tolerance, a.samples);
+  std::printf("node parity %s vs %s, first step of %s (tolerance %.1e, element-wise)\n", a.device_a.c_str(),
+              a.device_b.c_str(), job.name.c_str(), a.tolerance);
+  for (size_t i = 0; i < r.rows.size(); ++i)
+    std::printf("%-20s %-36s %12.3e%s\n", r.rows[i].graph.c_str(), r.rows[i].node.c_str(), r.rows[i].max_rel,
+                static_cast<int>(i) == r.first_divergent ? "  <- first divergent node" : "");
+  if (r.first_divergent < 0) {
+    std::printf("all %zu nodes agree: PASS\n", r.rows.size());
+    return 0;
+  }
+  std::printf("first divergent node: %s %s: FAIL\n",
+              r.rows[static_cast<size_t>(r.first_divergent)].graph.c_str(),
+              r.rows[static_cast<size_t>(r.first_divergent)].node.c_str());
+  return 1;
+}
+}  // namespace
+
 int cmd_parity(const ParityArgs& a) {
   const JobSpec job = load_job(a.job);
+  if (a.nodes) return node_parity(job, a);
   const ParityReport r = run_parity(job, a.steps, a.device_a, a.device_b, a.samples);
   std::printf("parity %s vs %s, %d steps of %s\n", r.device_a.c_str(), r.device_b.c_str(), r.steps,
               job.name.c_str());

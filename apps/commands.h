@@ -22,6 +22,7 @@ struct ParityArgs {
   double tolerance = 1e-4;
   int64_t samples = 0;
   bool verbose = false;
+  bool nodes = false;  // node-by-node mode: the first node whose outputs diverge
 };
 int cmd_parity(const ParityArgs& a);
 struct PlanArgs {

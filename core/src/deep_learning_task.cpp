@@ -182,6 +182,17 @@ TrainingResult DeepLearningTask::run() {
   return result;
 }
 
+void DeepLearningTask::stage_batch(const uint32_t* idx, int64_t count) {
+  require(Phase::COMPILED, "DeepLearningTask::stage_batch");
+  FRESCO_CHECK(count == model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)], ErrorCode::kUsage,
+               "stage_batch: a batch of " + std::to_string(count) + " is not train_base's");
+  for (int64_t i = 0; i < count; ++i)
+    FRESCO_CHECK(idx[i] < train_.n, ErrorCode::kUsage, "stage_batch: sample index out of range");
+  exec_->stage('A', train_, idx, count);
+  runtime_->launch(model_->atlas, Variant::TRAIN_BASE, GraphId::TRANSFER_A);
+  runtime_->synchronize();
+}
+
 float DeepLearningTask::train_step(const uint32_t* idx, int64_t count) {
   require(Phase::COMPILED, "DeepLearningTask::train_step");
   Variant v = Variant::COUNT;

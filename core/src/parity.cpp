@@ -6,6 +6,7 @@
 
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
+#include "fresco/core/runtime.h"
 
 namespace fresco {
 
@@ -26,15 +27,10 @@ ParityRow compare(const std::string& name, const std::vector<float>& a, const st
   if (!std::isfinite(r.max_abs)) r.max_rel = r.norm_rel = INFINITY;
   return r;
 }
-}  // namespace
-
-ParityReport run_parity(const JobSpec& job, int steps, const std::string& device_a,
-                        const std::string& device_b, int64_t samples) {
-  FRESCO_CHECK(steps > 0, ErrorCode::kUsage, "parity: steps must be positive");
-  ParityReport rep;
-  rep.device_a = device_a;
-  rep.device_b = device_b;
-  rep.steps = steps;
+// The job compiled on two devices over the same (possibly cut) data, so both start from identical weights.
+std::vector<std::unique_ptr<DeepLearningTask>> compile_pair(const JobSpec& job, const std::string& device_a,
+                                                            const std::string& device_b, int64_t samples,
+                                                            data::Dataset* train_out) {
   data::Dataset train = data::load_mnist_dir(job.data.path, "train", job.data.kind);
   const data::Dataset test = data::load_mnist_dir(job.data.path, "test", job.data.kind);
   if (samples > 0 && samples < train.n) {
@@ -52,6 +48,81 @@ ParityReport run_parity(const JobSpec& job, int steps, const std::string& device
     t->compile();
     tasks.push_back(std::move(t));
   }
+  *train_out = std::move(train);
+  return tasks;
+}
+}  // namespace
+
+NodeParityReport run_parity_nodes(const JobSpec& job, const std::string& device_a,
+                                  const std::string& device_b, double tolerance, int64_t samples) {
+  data::Dataset train;
+  auto tasks = compile_pair(job, device_a, device_b, samples, &train);
+  const int64_t batch = tasks[0]->compiled().batch_of[static_cast<int>(Variant::TRAIN_BASE)];
+  const std::vector<uint32_t> order = data::shuffled_indices(static_cast<uint32_t>(train.n), job.seed, 0);
+  for (auto& t : tasks) t->stage_batch(order.data(), batch);
+  NodeParityReport rep;
+  for (GraphId g :
+       {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD, GraphId::FIRST_LAYER_BWD_A, GraphId::OPTIMIZER}) {
+    const int ia = tasks[0]->compiled().atlas.slot(Variant::TRAIN_BASE, g).captured_idx;
+    const int ib = tasks[1]->compiled().atlas.slot(Variant::TRAIN_BASE, g).captured_idx;
+    if (ia < 0 || ib < 0) continue;
+    Runtime& ra = tasks[0]->runtime();
+    Runtime& rb = tasks[1]->runtime();
+    const Capture& ca = ra.capture(ia);
+    const Capture& cb = rb.capture(ib);
+    FRESCO_CHECK(ca.calls.size() == cb.calls.size(), ErrorCode::kInternal, "parity: graphs differ in size");
+    for (size_t n = 0; n < ca.calls.size(); ++n) {
+      double worst = 0;
+      for (int side = 0; side < 2; ++side) {  // run the call alone, on each device
+        Runtime& rt = side ? rb : ra;
+        Capture one;
+        one.stream = (side ? cb : ca).stream;
+        one.calls.push_back((side ? cb : ca).calls[n]);
+        ResolvedCall& c = one.calls.back();
+        c.owns_state = false;
+        c.call.in = c.in.data(), c.call.out = c.out.data(), c.call.rin = c.rin.data(),
+        c.call.rout = c.rout.data();
+        c.call.params = c.params.empty() ? nullptr : c.params.data();
+        rt.run_eager(one);
+        rt.synchronize();
+      }
+      auto fetch = [](Runtime& rt, const void* p, uint64_t bytes) {
+        std::vector<float> v(bytes / 4);
+        rt.download_raw(p, v.data(), v.size() * 4);
+        return v;
+      };
+      const ResolvedCall& a = ca.calls[n];
+      const ResolvedCall& b = cb.calls[n];
+      for (size_t o = 0; o < a.out.size(); ++o) {
+        if (a.out[o].dtype != FR_F32) continue;
+        const uint64_t bytes = 4 * static_cast<uint64_t>(a.out[o].dims[0] * a.out[o].dims[1] *
+                                                         a.out[o].dims[2] * a.out[o].dims[3]);
+        worst = std::max(
+            worst, compare("", fetch(ra, a.out[o].data, bytes), fetch(rb, b.out[o].data, bytes)).max_rel);
+      }
+      for (size_t o = 0; o < a.rout.size(); ++o)
+        if (a.rout[o].dtype == FR_F32)
+          worst = std::max(worst, compare("", fetch(ra, a.rout[o].data, a.rout[o].bytes),
+                                          fetch(rb, b.rout[o].data, b.rout[o].bytes))
+                                      .max_rel);
+      rep.rows.push_back({graph_id_name(g), a.label, worst});
+      if (rep.first_divergent < 0 && !(worst <= tolerance))
+        rep.first_divergent = static_cast<int>(rep.rows.size()) - 1;
+    }
+  }
+  return rep;
+}
+
+ParityReport run_parity(const JobSpec& job, int steps, const std::string& device_a,
+                        const std::string& device_b, int64_t samples) {
+  FRESCO_CHECK(steps > 0, ErrorCode::kUsage, "parity: steps must be positive");
+  ParityReport rep;
+  rep.device_a = device_a;
+  rep.device_b = device_b;
+  rep.steps = steps;
+  data::Dataset train;
+  std::vector<std::unique_ptr<DeepLearningTask>> tasks =
+      compile_pair(job, device_a, device_b, samples, &train);
   const int64_t batch = tasks[0]->compiled().batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   const std::vector<uint32_t> order = data::shuffled_indices(static_cast<uint32_t>(train.n), job.seed, 0);
   std::vector<float> loss_a, loss_b;

@@ -395,6 +395,12 @@ void Runtime::upload(const MemoryPlan& plan, TensorId id, const void* src, uint6
   synchronize();
 }
 
+void Runtime::download_raw(const void* device_src, void* dst, uint64_t bytes) {
+  synchronize();
+  throw_if_error(api_->memcpy_async(ctx_, dst, device_src, bytes, 1, stream(StreamRole::TRANS)), "download");
+  synchronize();
+}
+
 void Runtime::download(const MemoryPlan& plan, TensorId id, void* dst, uint64_t bytes) {
   const DTensor& t = plan.tensor(id);
   FRESCO_CHECK(bytes <= t.slot_bytes, ErrorCode::kInternal,

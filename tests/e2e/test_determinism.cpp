@@ -7,6 +7,8 @@
 
 #include "e2e/fashion_mnist_fixture.h"
 #include "fresco/core/deep_learning_task.h"
+#include "fresco/core/job.h"
+#include "fresco/core/parity.h"
 
 using namespace fresco;
 
@@ -52,4 +54,15 @@ TEST(Determinism, SameSeedSameBitsAcrossThreadCounts) {
         std::memcmp(a[i].second.data(), c[i].second.data(), a[i].second.size() * sizeof(float)) != 0;
   }
   EXPECT_TRUE(any_diff_other_seed);
+}
+
+TEST(NodeParity, SameDeviceAgreesNodeByNode) {
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  e2e::load_plugins();
+  JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
+  const NodeParityReport r = run_parity_nodes(job, "cpu", "cpu", 0.0, 1000);
+  ASSERT_GE(r.rows.size(), 10u);
+  EXPECT_EQ(r.first_divergent, -1);
+  EXPECT_EQ(r.rows.front().node, "normalize_input (normalize)");
+  EXPECT_EQ(r.rows.back().graph, "OPTIMIZER");
 }

@@ -99,6 +99,16 @@ TEST(CudaCapture, ParityOf20AdamWStepsCpuVsCuda) {
   }
 }
 
+TEST(CudaCapture, NodeByNodeParityCpuVsCuda) {
+  FRESCO_REQUIRE_GPU();
+  JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
+  const NodeParityReport r = run_parity_nodes(job, "cpu", "cuda", 1e-4, 4000);
+  for (const auto& row : r.rows)
+    std::printf("%-20s %-36s %.3e\n", row.graph.c_str(), row.node.c_str(), row.max_rel);
+  ASSERT_GE(r.rows.size(), 10u);
+  EXPECT_EQ(r.first_divergent, -1);
+}
+
 TEST(CudaCapture, GoldenMlpCasesOnCuda) {
   FRESCO_REQUIRE_GPU();
   for (const char* name : {"mlp_adamw", "mlp_sgd_nesterov_partial"}) {

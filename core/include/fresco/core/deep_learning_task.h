@@ -82,6 +82,8 @@ class DeepLearningTask : public TaskBase {
   // Step-level access (COMPILED), used by golden checks, parity and tests.
   // One optimizer step on the training samples idx[0..count); count <= batch. Returns the batch's mean loss.
   float train_step(const uint32_t* idx, int64_t count);
+  // Stages samples idx[0..batch) into input buffer A and runs TRANSFER_A of train_base (for node-by-node checks).
+  void stage_batch(const uint32_t* idx, int64_t count);
   EvalResult evaluate();
   // Logits of the first `count` test samples (count <= val batch), row-major [count, classes].
   std::vector<float> test_logits(int64_t count);

@@ -31,4 +31,18 @@ struct ParityReport {
 ParityReport run_parity(const JobSpec& job, int steps, const std::string& device_a,
                         const std::string& device_b, int64_t samples = 0);
 
+// Node by node: the first training step's calls (first-layer forward, deep forward/backward, first-layer
+// backward, optimizer) run one at a time on both devices from the same state; after each, its outputs are
+// compared.
+struct NodeParityRow {
+  std::string graph, node;  // GraphId name, "op (layer)"
+  double max_rel = 0;       // worst over the node's outputs, max|a-b| / max|b|
+};
+struct NodeParityReport {
+  std::vector<NodeParityRow> rows;
+  int first_divergent = -1;  // index of the first row over the tolerance, -1 if none
+};
+NodeParityReport run_parity_nodes(const JobSpec& job, const std::string& device_a,
+                                  const std::string& device_b, double tolerance, int64_t samples = 0);
+
 }  // namespace fresco
