@@ -40,10 +40,23 @@ FrError* swish_backward_run(void*, const FrCall* c) noexcept {
   });
 }
 
+#ifdef SWISH_WITH_CUDA
+}  // namespace
+FrError* swish_cuda_run(void*, const FrCall* c) noexcept;  // swish_cuda.cu
+FrError* swish_backward_cuda_run(void*, const FrCall* c) noexcept;
+namespace {
+#endif
+
 const FrKernelDef kKernels[] = {
     {sizeof(FrKernelDef), FR_COMPUTE, "swish", "cpu", FR_DTYPE_BIT(FR_F32), 0, nullptr, swish_run, nullptr},
     {sizeof(FrKernelDef), FR_COMPUTE, "swish_backward", "cpu", FR_DTYPE_BIT(FR_F32), 0, nullptr,
      swish_backward_run, nullptr},
+#ifdef SWISH_WITH_CUDA
+    {sizeof(FrKernelDef), FR_COMPUTE, "swish", "cuda", FR_DTYPE_BIT(FR_F32), 0, nullptr, swish_cuda_run,
+     nullptr},
+    {sizeof(FrKernelDef), FR_COMPUTE, "swish_backward", "cuda", FR_DTYPE_BIT(FR_F32), 0, nullptr,
+     swish_backward_cuda_run, nullptr},
+#endif
 };
 const FrOpSchema kSchemas[] = {{sizeof(FrOpSchema), 0, "swish", "swish_backward", nullptr, nullptr}};
 }  // namespace
@@ -57,7 +70,7 @@ extern "C" FR_EXPORT FrError* fresco_plugin_init(const FrHostApi* host, FrPlugin
   fresco::sdk::host() = host;
   return fresco::sdk::guard([&] {
     out->kernels = kKernels;
-    out->n_kernels = 2;
+    out->n_kernels = sizeof(kKernels) / sizeof(kKernels[0]);
     out->schemas = kSchemas;
     out->n_schemas = 1;
   });

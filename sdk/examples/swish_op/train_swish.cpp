@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
         .batch_size(50)
         .epochs(3)
         .optimizer(AdamW().base_lr(1e-2f))
-        .device("cpu");
+        .device(argc > 2 ? argv[2] : "cpu");
     task.compile();
     const TrainingResult r = task.run();
     std::printf("train_swish: loss %.4f -> %.4f, test accuracy %.3f\n", r.epochs.front().train_loss,
