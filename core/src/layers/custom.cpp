@@ -19,6 +19,9 @@ const FrOpSchema& schema_of(const LayerDescriptor& l) {
                                            "' (declared: " + (known.empty() ? "none" : known) +
                                            "); put its library on FRESCO_PLUGIN_PATH");
   }
+  FRESCO_CHECK(s->n_in == 1 && s->n_out == 1, ErrorCode::kBadConfig,
+               "layer " + l.spec.path + " (custom): op '" + l.spec.op + "' has " + std::to_string(s->n_in) +
+                   " inputs and " + std::to_string(s->n_out) + " outputs; a BluePrint layer needs 1 and 1");
   FRESCO_CHECK(s->params_size == 0, ErrorCode::kBadConfig,
                "layer " + l.spec.path + " (custom): op '" + l.spec.op + "' takes " +
                    std::to_string(s->params_size) +

@@ -58,7 +58,7 @@ const FrKernelDef kKernels[] = {
      swish_backward_cuda_run, nullptr},
 #endif
 };
-const FrOpSchema kSchemas[] = {{sizeof(FrOpSchema), 0, "swish", "swish_backward", nullptr, nullptr}};
+const FrOpSchema kSchemas[] = {{sizeof(FrOpSchema), 0, 1, 1, "swish", "swish_backward", nullptr, nullptr}};
 }  // namespace
 
 extern "C" FR_EXPORT FrAbiInfo fresco_plugin_abi(void) {

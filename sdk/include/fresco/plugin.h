@@ -157,11 +157,12 @@ typedef struct FrDeviceApi {
 } FrDeviceApi;
 
 /* ---- op schemas: custom ops an op library adds (usable in a BluePrint by name) ----------------------------- */
-/* A layer op with one input and one output, optionally with POD params. Its backward op takes
- * in {dy, x, y} (gradient w.r.t. the output, the input, the output) and writes out {dx}, with the same params. */
+/* An op with n_in inputs and n_out outputs, optionally with POD params. For a layer op (1 in, 1 out) the backward
+ * op takes in {dy, x, y} (gradient w.r.t. the output, the input, the output) and writes out {dx}. */
 typedef struct FrOpSchema {
   uint32_t struct_size;
   uint32_t params_size; /* 0: no params */
+  uint32_t n_in, n_out; /* forward arity (tensors); layers in a BluePrint take 1 and 1 in ABI 1.0 */
   const char* name;     /* forward op; kernels for it are in the kernel table (static string) */
   const char* backward; /* backward op name (static string), or NULL when gradients do not flow through */
   /* Per-sample output shape (dims[4], NHWC with N = 1) from the input's; NULL = same shape (element-wise). */
