@@ -85,6 +85,52 @@ typedef struct FrMetricAccumulators {
   double batches;
 } FrMetricAccumulators;
 
+/* ---- convolutional-network ops (issue: CNNs). Tensors are NHWC; conv weights are [K, R, S, C/groups]
+ * (out channels, kernel height, kernel width, input channels per group), i.e. PyTorch's [K, C/g, R, S] with the
+ * input-channel axis moved last. Output size P = (H + 2*pad_h - dil_h*(R-1) - 1) / stride_h + 1 (floor), same for Q. */
+typedef struct FrConvParams {
+  int32_t kh, kw;
+  int32_t stride_h, stride_w;
+  int32_t pad_h, pad_w;
+  int32_t dil_h, dil_w;
+  int32_t groups;
+  int32_t has_bias;
+} FrConvParams;
+/* conv2d: in {x [N,H,W,C], w [K,R,S,C/g], b [K] (if has_bias)}; out {y [N,P,Q,K]}.
+ * conv2d_backward: in {dy [N,P,Q,K], x, w}; out {dw, db (if has_bias), dx (if need_dx)}; written, not accumulated. */
+typedef struct FrConvBackwardParams {
+  FrConvParams conv;
+  int32_t need_dx;
+  int32_t pad_;
+} FrConvBackwardParams;
+
+/* batchnorm (per channel C of NHWC), PyTorch BatchNorm2d semantics:
+ * training: in {x, gamma [C], beta [C]}; out {y, save_mean [C], save_invstd [C]}; rout {running_mean, running_var}
+ *   (f32 [C] each): batch mean/biased var normalise; running stats move by momentum with the UNBIASED variance.
+ * inference: in {x, gamma, beta, running_mean, running_var}; out {y}.
+ * batchnorm_backward: in {dy, x, gamma, save_mean, save_invstd}; out {dx, dgamma, dbeta}. */
+typedef struct FrBatchNormParams {
+  float eps;      /* 1e-5 */
+  float momentum; /* 0.1 */
+  int32_t training;
+  int32_t pad_;
+} FrBatchNormParams;
+
+/* max_pool2d / avg_pool2d: in {x [N,H,W,C]}; out {y [N,P,Q,C]} (P, Q as for conv with dilation 1).
+ * max_pool2d_backward: in {dy, x, y}; out {dx} (the gradient goes to the first maximum in window order).
+ * avg_pool2d_backward: in {dy}; out {dx} (count_include_pad: divisor kh*kw, PyTorch's default).
+ * global_avg_pool: in {x}; out {y [N,1,1,C]}; global_avg_pool_backward: in {dy}; out {dx}. No params. */
+typedef struct FrPoolParams {
+  int32_t kh, kw;
+  int32_t stride_h, stride_w;
+  int32_t pad_h, pad_w;
+} FrPoolParams;
+
+/* add: in {a, b}; out {y = a + b} (residual joins and gradient sums). No params.
+ * gelu: in {x}; out {y = x * Phi(x)} (exact, erf). gelu_backward: in {dy, x}; out {dx}. No params.
+ * flatten_chw: in {x [N,H,W,C]}; out {y [N,1,1,C*H*W]} in PyTorch's C,H,W order; flatten_chw_backward: in {dy};
+ * out {dx [N,H,W,C]}. No params. */
+
 /* ---- range ops --------------------------------------------------------------------------------------------
  */
 /* clear: rout {r}: every byte of r set to zero. No params. */
@@ -143,6 +189,21 @@ typedef struct FrAdamParams {
 #define FR_OP_STEP_DONE "step_done"
 #define FR_OP_SGD_UPDATE "sgd_update"
 #define FR_OP_ADAM_UPDATE "adam_update"
+#define FR_OP_CONV2D "conv2d"
+#define FR_OP_CONV2D_BACKWARD "conv2d_backward"
+#define FR_OP_BATCHNORM "batchnorm"
+#define FR_OP_BATCHNORM_BACKWARD "batchnorm_backward"
+#define FR_OP_MAX_POOL2D "max_pool2d"
+#define FR_OP_MAX_POOL2D_BACKWARD "max_pool2d_backward"
+#define FR_OP_AVG_POOL2D "avg_pool2d"
+#define FR_OP_AVG_POOL2D_BACKWARD "avg_pool2d_backward"
+#define FR_OP_GLOBAL_AVG_POOL "global_avg_pool"
+#define FR_OP_GLOBAL_AVG_POOL_BACKWARD "global_avg_pool_backward"
+#define FR_OP_ADD "add"
+#define FR_OP_GELU "gelu"
+#define FR_OP_GELU_BACKWARD "gelu_backward"
+#define FR_OP_FLATTEN_CHW "flatten_chw"
+#define FR_OP_FLATTEN_CHW_BACKWARD "flatten_chw_backward"
 
 /* Philox streams ("purpose" of a draw), so different uses of one seed never correlate. */
 typedef enum FrRandomPurpose {
