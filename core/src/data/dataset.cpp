@@ -112,4 +112,27 @@ std::vector<uint32_t> shuffled_indices(uint32_t n, uint64_t seed, uint32_t epoch
   return idx;
 }
 
+Dataset synthetic_patches(int64_t n, uint32_t seed) {
+  FRESCO_CHECK(n > 0 && n <= (int64_t{1} << 24), ErrorCode::kUsage,
+               "synthetic_patches: n must be in [1, 16777216], found " + std::to_string(n));
+  Dataset d;
+  d.name = "synthetic-patches";
+  d.n = n, d.h = 8, d.w = 8, d.c = 1, d.num_classes = 4;
+  d.images.resize(static_cast<size_t>(n * 64));
+  d.labels.resize(static_cast<size_t>(n));
+  uint32_t s = 12345u + seed;
+  for (int64_t i = 0; i < n; ++i) {
+    const int k = static_cast<int>(i % 4);
+    d.labels[static_cast<size_t>(i)] = k;
+    for (int p = 0; p < 64; ++p) {
+      s = s * 1664525u + 1013904223u;
+      d.images[static_cast<size_t>(i * 64 + p)] = static_cast<uint8_t>(s >> 26);
+    }
+    for (int dy = 0; dy < 2; ++dy)
+      for (int dx = 0; dx < 2; ++dx)
+        d.images[static_cast<size_t>(i * 64 + (2 * k + dy) * 8 + 2 * k + dx)] = 255;
+  }
+  return d;
+}
+
 }  // namespace fresco::data

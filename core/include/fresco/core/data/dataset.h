@@ -46,4 +46,8 @@ Dataset load_mnist_dir(const std::string& dir, const std::string& split, const s
 // (purpose FR_RNG_SHUFFLE, counter = (index, epoch)), identical on any machine and thread count.
 std::vector<uint32_t> shuffled_indices(uint32_t n, uint64_t seed, uint32_t epoch);
 
+// A small learnable data set for examples and install checks: n images of 8x8x1, 4 classes; class k lights a 2x2
+// patch at (2k, 2k) over uniform noise from a fixed linear congruential sequence seeded by `seed`.
+Dataset synthetic_patches(int64_t n, uint32_t seed);
+
 }  // namespace fresco::data
