@@ -7,11 +7,15 @@
 #include <random>
 
 #include "reference/activations.h"
+#include "reference/batchnorm.h"
+#include "reference/conv2d.h"
 #include "reference/dropout.h"
 #include "reference/fc.h"
+#include "reference/gelu.h"
 #include "reference/lr_schedule.h"
 #include "reference/normalize_input.h"
 #include "reference/optimizers.h"
+#include "reference/pool.h"
 #include "reference/softmax_xent.h"
 
 namespace fresco::check {
@@ -129,6 +133,35 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     };
     return true;
   }
+  if (op == FR_OP_CONV2D || op == FR_OP_CONV2D_BACKWARD) {
+    // 3x3, stride 2, pad 1, dilation 1x2, groups 2, bias; odd sizes.
+    const ref::ConvShape sh{3, 11, 10, 6, 8, 3, 3, 2, 2, 1, 1, 1, 2, 2};
+    const FrConvParams cp{3, 3, 2, 2, 1, 1, 1, 2, 2, 1};
+    const int64_t P = sh.p(), Q = sh.q(), cg = sh.c / sh.groups;
+    const auto x = random(rng, sh.x_size()), w = random(rng, sh.w_size(), -0.5f, 0.5f);
+    if (op == FR_OP_CONV2D) {
+      const auto b = random(rng, sh.k);
+      c->in = {f32(x, {sh.n, sh.h, sh.w, sh.c}), f32(w, {sh.k, sh.r, sh.s, cg}), f32(b, {1, 1, 1, sh.k})};
+      c->out = {f32(std::vector<float>(sh.y_size(), NAN), {sh.n, P, Q, sh.k})};
+      c->params = params_of(cp);
+      c->error = [=](const auto& out, const auto&) {
+        return rel_err(floats(out[0]), ref::conv2d_forward(widen(x), widen(w), widen(b), sh));
+      };
+    } else {
+      const auto dy = random(rng, sh.y_size());
+      c->in = {f32(dy, {sh.n, P, Q, sh.k}), f32(x, {sh.n, sh.h, sh.w, sh.c}), f32(w, {sh.k, sh.r, sh.s, cg})};
+      c->out = {f32(std::vector<float>(sh.w_size(), NAN), {sh.k, sh.r, sh.s, cg}),
+                f32(std::vector<float>(sh.k, NAN), {1, 1, 1, sh.k}),
+                f32(std::vector<float>(sh.x_size(), NAN), {sh.n, sh.h, sh.w, sh.c})};
+      c->params = params_of(FrConvBackwardParams{cp, 1, 0});
+      c->error = [=](const auto& out, const auto&) {
+        const auto g = ref::conv2d_backward(widen(dy), widen(x), widen(w), sh);
+        return std::max(
+            {rel_err(floats(out[0]), g.dw), rel_err(floats(out[1]), g.db), rel_err(floats(out[2]), g.dx)});
+      };
+    }
+    return true;
+  }
   if (op == FR_OP_DROPOUT || op == FR_OP_DROPOUT_BACKWARD) {
     const auto x = random(rng, M * K);
     const FrStepScalars s = scalars(7);
@@ -176,6 +209,115 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
       return std::max({rel_err(floats(out[0]), ref::softmax_xent_grad(widen(z), y, M, C, 0.1)),
                        std::fabs(r.loss - loss) / std::fabs(loss), std::fabs(r.correct - hits),
                        std::fabs(r.samples - static_cast<double>(M))});
+    };
+    return true;
+  }
+  if (op == FR_OP_BATCHNORM) {  // training mode: y, save_mean, save_invstd and the running statistics
+    const int64_t n = 3, h = 5, w = 7, ch = 6, rows = n * h * w;
+    const auto x = random(rng, rows * ch, -1.0f, 3.0f), g = random(rng, ch, 0.5f, 1.5f), b = random(rng, ch);
+    const auto rm = random(rng, ch), rv = random(rng, ch, 0.5f, 1.5f);
+    c->in = {f32(x, {n, h, w, ch}), f32(g, {1, 1, 1, ch}), f32(b, {1, 1, 1, ch})};
+    c->out = {f32(std::vector<float>(x.size(), NAN), {n, h, w, ch}),
+              f32(std::vector<float>(ch, NAN), {1, 1, 1, ch}),
+              f32(std::vector<float>(ch, NAN), {1, 1, 1, ch})};
+    c->rout = {f32(rm, {1, 1, 1, ch}), f32(rv, {1, 1, 1, ch})};
+    c->params = params_of(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+    c->error = [=](const auto& out, const auto& rout) {
+      std::vector<double> m = widen(rm), v = widen(rv);
+      const auto r = ref::batchnorm_train(widen(x), widen(g), widen(b), rows, ch, 1e-5, 0.1, &m, &v);
+      return std::max({rel_err(floats(out[0]), r.y), rel_err(floats(out[1]), r.mean),
+                       rel_err(floats(out[2]), r.invstd), rel_err(floats(rout[0]), m),
+                       rel_err(floats(rout[1]), v)});
+    };
+    return true;
+  }
+  if (op == FR_OP_BATCHNORM_BACKWARD) {
+    const int64_t n = 3, h = 5, w = 7, ch = 6, rows = n * h * w;
+    const auto dy = random(rng, rows * ch), x = random(rng, rows * ch, -1.0f, 3.0f);
+    const auto g = random(rng, ch, 0.5f, 1.5f), mean = random(rng, ch, 0.5f, 1.5f);
+    const auto invstd = random(rng, ch, 0.5f, 1.5f);
+    c->in = {f32(dy, {n, h, w, ch}), f32(x, {n, h, w, ch}), f32(g, {1, 1, 1, ch}), f32(mean, {1, 1, 1, ch}),
+             f32(invstd, {1, 1, 1, ch})};
+    c->out = {f32(std::vector<float>(x.size(), NAN), {n, h, w, ch}),
+              f32(std::vector<float>(ch, NAN), {1, 1, 1, ch}),
+              f32(std::vector<float>(ch, NAN), {1, 1, 1, ch})};
+    c->error = [=](const auto& out, const auto&) {
+      const auto r =
+          ref::batchnorm_backward(widen(dy), widen(x), widen(g), widen(mean), widen(invstd), rows, ch);
+      return std::max({rel_err(floats(out[0]), r.dx), rel_err(floats(out[1]), r.dgamma),
+                       rel_err(floats(out[2]), r.dbeta)});
+    };
+    return true;
+  }
+  if (op == FR_OP_MAX_POOL2D || op == FR_OP_MAX_POOL2D_BACKWARD || op == FR_OP_AVG_POOL2D ||
+      op == FR_OP_AVG_POOL2D_BACKWARD) {
+    // 3x3, stride 2, pad 1 (overlapping windows, padded borders); odd sizes.
+    const ref::PoolShape s{3, 11, 10, 6, 3, 3, 2, 2, 1, 1};
+    const int64_t P = s.p(), Q = s.q();
+    const auto x = random(rng, s.in_size()), dy = random(rng, s.out_size());
+    const bool is_max = op == FR_OP_MAX_POOL2D || op == FR_OP_MAX_POOL2D_BACKWARD;
+    const bool fwd = op == FR_OP_MAX_POOL2D || op == FR_OP_AVG_POOL2D;
+    c->params = params_of(FrPoolParams{3, 3, 2, 2, 1, 1});
+    if (fwd) {
+      c->in = {f32(x, {s.n, s.h, s.w, s.c})};
+      c->out = {f32(std::vector<float>(s.out_size(), NAN), {s.n, P, Q, s.c})};
+      c->tolerance = is_max ? 0.0 : 1e-6;
+      c->error = [=](const auto& out, const auto&) {
+        return rel_err(floats(out[0]), is_max ? ref::max_pool2d(widen(x), s) : ref::avg_pool2d(widen(x), s));
+      };
+    } else {
+      const auto y_ref = ref::max_pool2d(widen(x), s);
+      const std::vector<float> y(y_ref.begin(), y_ref.end());
+      c->in = is_max ? std::vector<Operand>{f32(dy, {s.n, P, Q, s.c}), f32(x, {s.n, s.h, s.w, s.c}),
+                                            f32(y, {s.n, P, Q, s.c})}
+                     : std::vector<Operand>{f32(dy, {s.n, P, Q, s.c})};
+      c->out = {f32(std::vector<float>(s.in_size(), NAN), {s.n, s.h, s.w, s.c})};
+      c->tolerance = 1e-6;
+      c->error = [=](const auto& out, const auto&) {
+        return rel_err(floats(out[0]), is_max ? ref::max_pool2d_backward(widen(dy), widen(x), s)
+                                              : ref::avg_pool2d_backward(widen(dy), s));
+      };
+    }
+    return true;
+  }
+  if (op == FR_OP_GLOBAL_AVG_POOL || op == FR_OP_GLOBAL_AVG_POOL_BACKWARD) {
+    const int64_t n = 3, h = 7, w = 5, ch = 6;
+    const auto x = random(rng, n * h * w * ch), dy = random(rng, n * ch);
+    const bool fwd = op == FR_OP_GLOBAL_AVG_POOL;
+    c->in = {fwd ? f32(x, {n, h, w, ch}) : f32(dy, {n, 1, 1, ch})};
+    c->out = {fwd ? f32(std::vector<float>(n * ch, NAN), {n, 1, 1, ch})
+                  : f32(std::vector<float>(x.size(), NAN), {n, h, w, ch})};
+    c->tolerance = 1e-6;
+    c->error = [=](const auto& out, const auto&) {
+      return rel_err(floats(out[0]), fwd ? ref::global_avg_pool(widen(x), n, h * w, ch)
+                                         : ref::global_avg_pool_backward(widen(dy), n, h * w, ch));
+    };
+    return true;
+  }
+  if (op == FR_OP_ADD || op == FR_OP_GELU || op == FR_OP_GELU_BACKWARD) {
+    const auto a = random(rng, M * K, -4.0f, 4.0f), b = random(rng, M * K);
+    const bool unary = op == FR_OP_GELU;
+    c->in = unary ? std::vector<Operand>{f32(a, {M, 1, 1, K})}
+                  : std::vector<Operand>{f32(a, {M, 1, 1, K}), f32(b, {M, 1, 1, K})};
+    c->out = {f32(std::vector<float>(M * K, NAN), {M, 1, 1, K})};
+    c->tolerance = 1e-6;
+    c->error = [=](const auto& out, const auto&) {
+      if (op == FR_OP_ADD) return rel_err(floats(out[0]), ref::add(widen(a), widen(b)));
+      return rel_err(floats(out[0]), unary ? ref::gelu(widen(a)) : ref::gelu_backward(widen(a), widen(b)));
+    };
+    return true;
+  }
+  if (op == FR_OP_FLATTEN_CHW || op == FR_OP_FLATTEN_CHW_BACKWARD) {
+    const int64_t n = 3, h = 5, w = 7, ch = 6;
+    const auto x = random(rng, n * h * w * ch);
+    const bool fwd = op == FR_OP_FLATTEN_CHW;
+    c->in = {fwd ? f32(x, {n, h, w, ch}) : f32(x, {n, 1, 1, ch * h * w})};
+    c->out = {fwd ? f32(std::vector<float>(x.size(), NAN), {n, 1, 1, ch * h * w})
+                  : f32(std::vector<float>(x.size(), NAN), {n, h, w, ch})};
+    c->tolerance = 0.0;
+    c->error = [=](const auto& out, const auto&) {
+      return rel_err(floats(out[0]), fwd ? ref::flatten_chw(widen(x), n, h, w, ch)
+                                         : ref::flatten_chw_backward(widen(x), n, h, w, ch));
     };
     return true;
   }

@@ -22,6 +22,38 @@ LayerSpec flatten() {
 LayerSpec dropout(float p) {
   return LayerSpec{"dropout", 0, false, p, {}};
 }
+namespace {
+LayerSpec make(const char* kind) {
+  LayerSpec s;
+  s.kind = kind;
+  s.bias = false;
+  return s;
+}
+}  // namespace
+LayerSpec conv(int64_t out, int64_t k, int64_t stride, int64_t pad, bool bias) {
+  LayerSpec s = make("conv");
+  s.out = out, s.k = k, s.stride = stride, s.pad = pad, s.bias = bias;
+  return s;
+}
+LayerSpec bn() {
+  return make("bn");
+}
+LayerSpec maxpool(int64_t k, int64_t stride, int64_t pad) {
+  LayerSpec s = make("maxpool");
+  s.k = k, s.stride = stride, s.pad = pad;
+  return s;
+}
+LayerSpec avgpool(int64_t k, int64_t stride, int64_t pad) {
+  LayerSpec s = make("avgpool");
+  s.k = k, s.stride = stride, s.pad = pad;
+  return s;
+}
+LayerSpec gap() {
+  return make("gap");
+}
+LayerSpec gelu() {
+  return make("gelu");
+}
 LayerSpec custom(std::string op) {
   LayerSpec s;
   s.kind = "custom";
@@ -30,7 +62,8 @@ LayerSpec custom(std::string op) {
 }
 
 const std::vector<std::string>& known_layer_kinds() {
-  static const std::vector<std::string> kinds = {"fc", "relu", "flatten", "dropout", "custom"};
+  static const std::vector<std::string> kinds = {"fc", "relu",    "flatten", "dropout", "custom", "conv",
+                                                 "bn", "maxpool", "avgpool", "gap",     "gelu"};
   return kinds;
 }
 
@@ -51,6 +84,10 @@ std::string BluePrint::describe() const {
     if (l.kind == "fc") s += "(" + std::to_string(l.out) + (l.bias ? "" : ", bias=false") + ")";
     if (l.kind == "dropout") s += "(" + std::to_string(l.p) + ")";
     if (l.kind == "custom") s += "(" + l.op + ")";
+    if (l.kind == "conv")
+      s += "(" + std::to_string(l.out) + ", k=" + std::to_string(l.k) +
+           (l.stride > 1 ? ", s=" + std::to_string(l.stride) : "") + (l.bias ? ", bias" : "") + ")";
+    if (l.kind == "maxpool" || l.kind == "avgpool") s += "(" + std::to_string(l.k) + ")";
   }
   return s + ")";
 }
@@ -80,6 +117,7 @@ BluePrint BluePrint::from_json(const std::string& json_text, const std::string& 
                  where + ": expected an object with a string field \"layer\"");
     LayerSpec s;
     s.kind = l["layer"].get<std::string>();
+    if (s.kind != "fc") s.bias = false;  // fc has a bias by default; conv only when asked
     const auto& kinds = known_layer_kinds();
     FRESCO_CHECK(std::find(kinds.begin(), kinds.end(), s.kind) != kinds.end(), ErrorCode::kBadConfig,
                  where + ": unknown layer \"" + s.kind + "\" (known: " + known_list() + ")");
@@ -103,6 +141,28 @@ BluePrint BluePrint::from_json(const std::string& json_text, const std::string& 
         s.p = value.get<float>();
         FRESCO_CHECK(s.p >= 0.0f && s.p < 1.0f, ErrorCode::kBadConfig,
                      where + " (dropout): \"p\" must be in [0, 1), found " + std::to_string(s.p));
+      } else if ((s.kind == "conv" && (key == "out" || key == "k" || key == "stride" || key == "pad" ||
+                                       key == "dilation" || key == "groups")) ||
+                 ((s.kind == "maxpool" || s.kind == "avgpool") &&
+                  (key == "k" || key == "stride" || key == "pad"))) {
+        FRESCO_CHECK(
+            value.is_number_integer(), ErrorCode::kBadConfig,
+            where + " (" + s.kind + "): field \"" + key + "\" must be an integer, found " + value.dump());
+        const int64_t v = value.get<int64_t>();
+        const bool may_be_zero = key == "pad" || key == "stride";
+        FRESCO_CHECK(
+            v >= (may_be_zero ? 0 : 1) && v <= (int64_t{1} << 20), ErrorCode::kBadConfig,
+            where + " (" + s.kind + "): field \"" + key + "\" out of range, found " + std::to_string(v));
+        (key == "out"        ? s.out
+         : key == "k"        ? s.k
+         : key == "stride"   ? s.stride
+         : key == "pad"      ? s.pad
+         : key == "dilation" ? s.dilation
+                             : s.groups) = v;
+      } else if (s.kind == "conv" && key == "bias") {
+        FRESCO_CHECK(value.is_boolean(), ErrorCode::kBadConfig,
+                     where + " (conv): field \"bias\" must be true/false");
+        s.bias = value.get<bool>();
       } else if (s.kind == "custom" && key == "op") {
         FRESCO_CHECK(value.is_string() && !value.get<std::string>().empty(), ErrorCode::kBadConfig,
                      where + " (custom): field \"op\" must be a non-empty string");
@@ -113,6 +173,10 @@ BluePrint BluePrint::from_json(const std::string& json_text, const std::string& 
     }
     FRESCO_CHECK(s.kind != "fc" || l.contains("out"), ErrorCode::kBadConfig,
                  where + " (fc): missing field \"out\"");
+    FRESCO_CHECK(s.kind != "conv" || (l.contains("out") && l.contains("k")), ErrorCode::kBadConfig,
+                 where + " (conv): fields \"out\" and \"k\" are required");
+    FRESCO_CHECK((s.kind != "maxpool" && s.kind != "avgpool") || l.contains("k"), ErrorCode::kBadConfig,
+                 where + " (" + s.kind + "): field \"k\" is required");
     FRESCO_CHECK(s.kind != "custom" || !s.op.empty(), ErrorCode::kBadConfig,
                  where + " (custom): missing field \"op\"");
     layers.push_back(s);

@@ -25,6 +25,18 @@ const char* kind_prefix(LayerKind k) {
       return "flatten";
     case LayerKind::CUSTOM:
       return "custom";
+    case LayerKind::CONV:
+      return "conv";
+    case LayerKind::BN:
+      return "bn";
+    case LayerKind::MAXPOOL:
+      return "maxpool";
+    case LayerKind::AVGPOOL:
+      return "avgpool";
+    case LayerKind::GAP:
+      return "gap";
+    case LayerKind::GELU:
+      return "gelu";
   }
   return "layer";
 }
@@ -68,9 +80,14 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
                    std::to_string(o.num_classes) + " classes (expected [1,1,1," +
                    std::to_string(o.num_classes) + "]; make the last fc's out " +
                    std::to_string(o.num_classes) + ")");
-  for (const auto& l : a.layers)
+  for (const auto& l : a.layers) {
     if (l.kind == LayerKind::FC)
       a.parameter_count += l.spec.out * l.in_sample.per_sample() + (l.spec.bias ? l.spec.out : 0);
+    if (l.kind == LayerKind::CONV)
+      a.parameter_count +=
+          l.spec.out * l.spec.k * l.spec.k * (l.in_sample.c / l.spec.groups) + (l.spec.bias ? l.spec.out : 0);
+    if (l.kind == LayerKind::BN) a.parameter_count += 2 * l.in_sample.c;
+  }
   return a;
 }
 

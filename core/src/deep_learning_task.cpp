@@ -128,20 +128,34 @@ void DeepLearningTask::compile() {
 // the weight and the bias, drawn from Philox(seed, INIT, tensor, index).
 void DeepLearningTask::init_parameters() {
   uint32_t sub = 0;
+  const MemoryPlan& plan = model_->base_plan();
+  auto fill = [&](TensorId id, float value) {
+    std::vector<float> v(static_cast<size_t>(plan.tensor(id).shape.numel()), value);
+    runtime_->upload(plan, id, v.data(), v.size() * sizeof(float));
+  };
   for (const auto& l : model_->arch.layers) {
-    if (l.kind != LayerKind::FC) continue;
-    const double bound = 1.0 / std::sqrt(static_cast<double>(l.in_sample.per_sample()));
+    if (l.kind == LayerKind::BN) {  // PyTorch: gamma 1, beta 0, running mean 0, running var 1
+      fill(l.weight, 1.0f);
+      fill(l.bias, 0.0f);
+      fill(l.running_mean, 0.0f);
+      fill(l.running_var, 1.0f);
+      continue;
+    }
+    if (l.kind != LayerKind::FC && l.kind != LayerKind::CONV) continue;
+    const int64_t fan_in = l.kind == LayerKind::FC ? l.in_sample.per_sample()
+                                                   : l.spec.k * l.spec.k * (l.in_sample.c / l.spec.groups);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
     for (TensorId id : {l.weight, l.bias}) {
       ++sub;
       if (id == kNoTensor) continue;
-      const int64_t n = model_->base_plan().tensor(id).shape.numel();
+      const int64_t n = plan.tensor(id).shape.numel();
       std::vector<float> v(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; i += 4) {
         const FrPhilox4 r = fr_draw4(seed_, FR_RNG_INIT, sub, 0, static_cast<uint64_t>(i / 4));
         for (int j = 0; j < 4 && i + j < n; ++j)
           v[static_cast<size_t>(i + j)] = static_cast<float>((2.0 * fr_u01(r.v[j]) - 1.0) * bound);
       }
-      runtime_->upload(model_->base_plan(), id, v.data(), v.size() * sizeof(float));
+      runtime_->upload(plan, id, v.data(), v.size() * sizeof(float));
     }
   }
 }
@@ -245,17 +259,50 @@ TensorId DeepLearningTask::param_tensor(int32_t layer, const std::string& which)
   FRESCO_CHECK(model_ && layer >= 0 && static_cast<size_t>(layer) < model_->arch.layers.size(),
                ErrorCode::kUsage, "no layer " + std::to_string(layer));
   const auto& l = model_->arch.layers[static_cast<size_t>(layer)];
-  const TensorId id = which == "weight" ? l.weight : which == "bias" ? l.bias : kNoTensor;
+  const TensorId id = which == "weight"         ? l.weight
+                      : which == "bias"         ? l.bias
+                      : which == "running_mean" ? l.running_mean
+                      : which == "running_var"  ? l.running_var
+                                                : kNoTensor;
   FRESCO_CHECK(id != kNoTensor, ErrorCode::kUsage,
                "layer " + std::to_string(layer) + " (" + l.name + ") has no parameter '" + which + "'");
   return id;
 }
 
+namespace {
+// Conv weights: PyTorch's [K, C, R, S] <-> fresco's [K, R, S, C] (C = input channels per group).
+std::vector<float> kcrs_to_krsc(const std::vector<float>& v, const Shape& krsc) {
+  const int64_t K = krsc.n, R = krsc.h, S = krsc.w, C = krsc.c;
+  std::vector<float> out(v.size());
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t t = 0; t < S; ++t)
+          out[static_cast<size_t>(((k * R + r) * S + t) * C + c)] =
+              v[static_cast<size_t>(((k * C + c) * R + r) * S + t)];
+  return out;
+}
+std::vector<float> krsc_to_kcrs(const std::vector<float>& v, const Shape& krsc) {
+  const int64_t K = krsc.n, R = krsc.h, S = krsc.w, C = krsc.c;
+  std::vector<float> out(v.size());
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t t = 0; t < S; ++t)
+          out[static_cast<size_t>(((k * C + c) * R + r) * S + t)] =
+              v[static_cast<size_t>(((k * R + r) * S + t) * C + c)];
+  return out;
+}
+}  // namespace
+
 std::vector<float> DeepLearningTask::read_param(int32_t layer, const std::string& which) {
   require(Phase::COMPILED, "DeepLearningTask::read_param");
   const TensorId id = param_tensor(layer, which);
-  std::vector<float> v(static_cast<size_t>(model_->base_plan().tensor(id).shape.numel()));
+  const DTensor& t = model_->base_plan().tensor(id);
+  std::vector<float> v(static_cast<size_t>(t.shape.numel()));
   runtime_->download(model_->base_plan(), id, v.data(), v.size() * sizeof(float));
+  if (model_->arch.layers[static_cast<size_t>(layer)].kind == LayerKind::CONV && which == "weight")
+    return krsc_to_kcrs(v, t.shape);
   return v;
 }
 
@@ -267,6 +314,11 @@ void DeepLearningTask::write_param(int32_t layer, const std::string& which,
   FRESCO_CHECK(static_cast<int64_t>(values.size()) == n, ErrorCode::kBadData,
                "write_param layer " + std::to_string(layer) + " " + which + ": expected " +
                    std::to_string(n) + " values, found " + std::to_string(values.size()));
+  if (model_->arch.layers[static_cast<size_t>(layer)].kind == LayerKind::CONV && which == "weight") {
+    const std::vector<float> krsc = kcrs_to_krsc(values, model_->base_plan().tensor(id).shape);
+    runtime_->upload(model_->base_plan(), id, krsc.data(), krsc.size() * sizeof(float));
+    return;
+  }
   runtime_->upload(model_->base_plan(), id, values.data(), values.size() * sizeof(float));
 }
 

@@ -13,6 +13,10 @@ FR_DECLARE_PREPARE(fc)
 FR_DECLARE_RUN(fc)
 FR_DECLARE_PREPARE(fc_backward)
 FR_DECLARE_RUN(fc_backward)
+FR_DECLARE_PREPARE(conv2d)
+FR_DECLARE_RUN(conv2d)
+FR_DECLARE_PREPARE(conv2d_backward)
+FR_DECLARE_RUN(conv2d_backward)
 FR_DECLARE_RUN(relu)
 FR_DECLARE_RUN(relu_backward)
 FR_DECLARE_RUN(dropout)
@@ -20,6 +24,21 @@ FR_DECLARE_RUN(dropout_backward)
 FR_DECLARE_RUN(normalize_input)
 FR_DECLARE_PREPARE(softmax_xent)
 FR_DECLARE_RUN(softmax_xent)
+FR_DECLARE_PREPARE(batchnorm)
+FR_DECLARE_RUN(batchnorm)
+FR_DECLARE_PREPARE(batchnorm_backward)
+FR_DECLARE_RUN(batchnorm_backward)
+FR_DECLARE_RUN(max_pool2d)
+FR_DECLARE_RUN(max_pool2d_backward)
+FR_DECLARE_RUN(avg_pool2d)
+FR_DECLARE_RUN(avg_pool2d_backward)
+FR_DECLARE_RUN(global_avg_pool)
+FR_DECLARE_RUN(global_avg_pool_backward)
+FR_DECLARE_RUN(add)
+FR_DECLARE_RUN(gelu)
+FR_DECLARE_RUN(gelu_backward)
+FR_DECLARE_RUN(flatten_chw)
+FR_DECLARE_RUN(flatten_chw_backward)
 FR_DECLARE_RUN(clear)
 FR_DECLARE_RUN(copy)
 FR_DECLARE_RUN(accumulate_metrics)
@@ -36,12 +55,27 @@ constexpr uint32_t kAny = 0x3Fu;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_CONV2D, kF32, conv2d_prepare, conv2d_run),
+    FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, conv2d_backward_prepare, conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),
     FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, nullptr, relu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run),
     FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run),
     FR_K(FR_COMPUTE, FR_OP_SOFTMAX_XENT, kF32, softmax_xent_prepare, softmax_xent_run),
+    FR_K(FR_COMPUTE, FR_OP_BATCHNORM, kF32, batchnorm_prepare, batchnorm_run),
+    FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, batchnorm_backward_prepare, batchnorm_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D, kF32, nullptr, max_pool2d_run),
+    FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D_BACKWARD, kF32, nullptr, max_pool2d_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D, kF32, nullptr, avg_pool2d_run),
+    FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D_BACKWARD, kF32, nullptr, avg_pool2d_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL, kF32, nullptr, global_avg_pool_run),
+    FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_ADD, kF32, nullptr, add_run),
+    FR_K(FR_COMPUTE, FR_OP_GELU, kF32, nullptr, gelu_run),
+    FR_K(FR_COMPUTE, FR_OP_GELU_BACKWARD, kF32, nullptr, gelu_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW, kF32, nullptr, flatten_chw_run),
+    FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW_BACKWARD, kF32, nullptr, flatten_chw_backward_run),
     FR_K(FR_RANGE, FR_OP_CLEAR, kAny, nullptr, clear_run),
     FR_K(FR_RANGE, FR_OP_COPY, kAny, nullptr, copy_run),
     FR_K(FR_RANGE, FR_OP_ACCUMULATE_METRICS, kAny, nullptr, accumulate_metrics_run),

@@ -1,6 +1,7 @@
 // Golden trajectories recorded with PyTorch (copied from ../shared/golden into tests/data/golden): the MLP
-// cases must reproduce every step's loss, the final weights and the eval logits within the manifests'
-// tolerances.
+// cases and the small CNN (conv with bias, max pool, strided conv, batchnorm, GELU, average pool, C,H,W
+// flatten, Adam) must reproduce every step's loss, the final weights and the eval logits within the
+// manifests' tolerances.
 #include <gtest/gtest.h>
 
 #include "fresco/core/golden.h"

@@ -14,7 +14,7 @@ class DropoutRule final : public LayerRule {
         "layer " + l.spec.path + " (dropout): p must be in [0, 1), found " + std::to_string(l.spec.p));
     return in;
   }
-  bool view(bool training) const override { return !training; }
+  bool view(const LayerDescriptor&, bool training) const override { return !training; }
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
     GraphNode n;
     n.kind = NodeKind::COMPUTE;

@@ -1,24 +1,37 @@
-// flatten: a view. NHWC maps with one channel or 1x1 spatial size flatten to the same bytes as PyTorch's
-// C,H,W order; other maps need a permuting copy, which arrives with convolutions (rejected with a clear error
-// until then).
+// flatten: to [N,1,1,H*W*C] in PyTorch's C,H,W feature order. NHWC maps with one channel or a 1x1 size have
+// that order already (a view: no node, no tensor); other maps get flatten_chw, a permuting copy (and its
+// inverse in backward). Tested by test_graph_atlas.cpp and the golden case cnn_adam_cifar.
 #include "fresco/core/error.h"
+#include "fresco/ops.h"
 #include "layers/layer_rule.h"
 
 namespace fresco::layers {
 
 class FlattenRule final : public LayerRule {
  public:
-  Shape out_shape(const LayerDescriptor& l, const Shape& in) const override {
-    FRESCO_CHECK(
-        in.c == 1 || in.h * in.w == 1, ErrorCode::kBadConfig,
-        "layer " + l.spec.path + " (flatten): flattening a " + in.str() +
-            " map in PyTorch's C,H,W order needs a permuting flatten, not supported yet (maps with one "
-            "channel or 1x1 size only)");
+  Shape out_shape(const LayerDescriptor&, const Shape& in) const override {
     return Shape{1, 1, 1, in.per_sample()};
   }
-  bool view(bool) const override { return true; }
-  void forward(EmitContext&, const LayerDescriptor&, TensorId, TensorId, bool) const override {}
-  void backward(EmitContext&, const LayerDescriptor&, TensorId, TensorId, TensorId, TensorId) const override {
+  bool view(const LayerDescriptor& l, bool) const override {
+    return l.in_sample.c == 1 || l.in_sample.h * l.in_sample.w == 1;
+  }
+  void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
+    GraphNode n;
+    n.op = FR_OP_FLATTEN_CHW;
+    n.label = l.name;
+    n.in = {x};
+    n.out = {y};
+    cx.add(std::move(n));
+  }
+  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId, TensorId, TensorId dy,
+                TensorId dx) const override {
+    if (dx == kNoTensor) return;
+    GraphNode n;
+    n.op = FR_OP_FLATTEN_CHW_BACKWARD;
+    n.label = l.name;
+    n.in = {dy};
+    n.out = {dx};
+    cx.add(std::move(n));
   }
 };
 

@@ -22,10 +22,13 @@ class LayerRule {
   // Output shape per sample; throws fresco::Error naming the layer on invalid input.
   virtual Shape out_shape(const LayerDescriptor& l, const Shape& in) const = 0;
   virtual bool has_params() const { return false; }
-  // True when the output is the input itself (no node, no tensor) in this mode, or when the layer was fused into
-  // the previous one (its work is done there).
-  bool is_view(const LayerDescriptor& l, bool training) const { return l.fused_into_prev || view(training); }
-  virtual bool view(bool training) const {
+  // True when the output is the input itself (no node, no tensor) in this mode, or when the layer was fused
+  // into the previous one (its work is done there).
+  bool is_view(const LayerDescriptor& l, bool training) const {
+    return l.fused_into_prev || view(l, training);
+  }
+  virtual bool view(const LayerDescriptor& l, bool training) const {
+    (void)l;
     (void)training;
     return false;
   }

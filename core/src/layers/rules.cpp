@@ -9,6 +9,12 @@ const LayerRule& relu_rule();
 const LayerRule& dropout_rule();
 const LayerRule& flatten_rule();
 const LayerRule& custom_rule();
+const LayerRule& conv_rule();
+const LayerRule& batchnorm_rule();
+const LayerRule& maxpool_rule();
+const LayerRule& avgpool_rule();
+const LayerRule& gap_rule();
+const LayerRule& gelu_rule();
 
 const LayerRule& rule_for(LayerKind kind) {
   switch (kind) {
@@ -22,6 +28,18 @@ const LayerRule& rule_for(LayerKind kind) {
       return flatten_rule();
     case LayerKind::CUSTOM:
       return custom_rule();
+    case LayerKind::CONV:
+      return conv_rule();
+    case LayerKind::BN:
+      return batchnorm_rule();
+    case LayerKind::MAXPOOL:
+      return maxpool_rule();
+    case LayerKind::AVGPOOL:
+      return avgpool_rule();
+    case LayerKind::GAP:
+      return gap_rule();
+    case LayerKind::GELU:
+      return gelu_rule();
   }
   throw Error(ErrorCode::kInternal, "no rule for layer kind " + std::to_string(static_cast<int>(kind)));
 }
@@ -32,6 +50,12 @@ LayerKind layer_kind_of(const std::string& kind, const std::string& where) {
   if (kind == "dropout") return LayerKind::DROPOUT;
   if (kind == "flatten") return LayerKind::FLATTEN;
   if (kind == "custom") return LayerKind::CUSTOM;
+  if (kind == "conv") return LayerKind::CONV;
+  if (kind == "bn") return LayerKind::BN;
+  if (kind == "maxpool") return LayerKind::MAXPOOL;
+  if (kind == "avgpool") return LayerKind::AVGPOOL;
+  if (kind == "gap") return LayerKind::GAP;
+  if (kind == "gelu") return LayerKind::GELU;
   throw Error(ErrorCode::kBadConfig, where + ": unknown layer \"" + kind + "\"");
 }
 

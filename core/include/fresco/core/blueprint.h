@@ -17,6 +17,8 @@ struct LayerSpec {
   bool bias = true;  // fc
   float p = 0.0f;    // dropout probability
   std::string op;    // custom: the op's name in a loaded op library (FrOpSchema)
+  // conv, maxpool, avgpool: window and geometry (stride 0 = the window size for pools, 1 for conv)
+  int64_t k = 0, stride = 0, pad = 0, dilation = 1, groups = 1;
   std::string path;  // position in the model list ("0", "3"), set by BluePrint
 };
 
@@ -24,8 +26,16 @@ LayerSpec fc(int64_t out, bool bias = true);
 LayerSpec relu();
 LayerSpec flatten();
 LayerSpec dropout(float p);
-// A layer computed by a custom op that a loaded op library declares (sdk/examples, docs/writing-an-op-plugin.md).
+// A layer computed by a custom op that a loaded op library declares (sdk/examples,
+// docs/writing-an-op-plugin.md).
 LayerSpec custom(std::string op);
+// Convolutional-network layers (NHWC). conv has no bias unless asked (PyTorch's ResNet convention).
+LayerSpec conv(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = 0, bool bias = false);
+LayerSpec bn();
+LayerSpec maxpool(int64_t k, int64_t stride = 0, int64_t pad = 0);
+LayerSpec avgpool(int64_t k, int64_t stride = 0, int64_t pad = 0);
+LayerSpec gap();
+LayerSpec gelu();
 
 class BluePrint {
  public:

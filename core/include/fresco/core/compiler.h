@@ -18,7 +18,7 @@
 
 namespace fresco {
 
-enum class LayerKind : uint8_t { FC, RELU, FLATTEN, DROPOUT, CUSTOM };
+enum class LayerKind : uint8_t { FC, RELU, FLATTEN, DROPOUT, CUSTOM, CONV, BN, MAXPOOL, AVGPOOL, GAP, GELU };
 
 // One layer of the ArchPlan: kind, params, the tensors it owns, and where its activations live.
 struct LayerDescriptor {
@@ -35,6 +35,8 @@ struct LayerDescriptor {
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
   TensorId out = kNoTensor;      // activation (aliases the input for views)
   TensorId grad_in = kNoTensor;  // gradient w.r.t. this layer's input (kNoTensor when not needed)
+  // batchnorm: running statistics (B region) and the batch statistics forward saves for backward (T region)
+  TensorId running_mean = kNoTensor, running_var = kNoTensor, save_mean = kNoTensor, save_invstd = kNoTensor;
 };
 
 struct ArchPlan {
@@ -59,8 +61,9 @@ struct CompileOptions {
   Scheduler scheduler;
   uint64_t seed = 0;
   bool fuse_activations = true;  // fc followed by relu -> one fc with a relu epilogue and a masked backward
-  // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device permitting).
-  // Feature gradients then stay allocated until the end of backward, since the side stream may still read them.
+  // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device
+  // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
+  // still read them.
   bool overlap_weight_gradients = true;
 };
 

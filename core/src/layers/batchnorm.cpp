@@ -1,0 +1,59 @@
+// bn: PyTorch BatchNorm2d over the channels of an NHWC map. gamma in W_BN_WEIGHT, beta in W_BN_BIAS (no-decay
+// kinds), running mean/var in B_BN_STATS (moved by the training kernel), the batch statistics saved for
+// backward in T. Inference uses the running statistics. Tested by the golden case cnn_adam_cifar.
+#include "fresco/core/error.h"
+#include "fresco/ops.h"
+#include "layers/layer_rule.h"
+
+namespace fresco::layers {
+
+class BatchNormRule final : public LayerRule {
+ public:
+  Shape out_shape(const LayerDescriptor&, const Shape& in) const override { return in; }
+  bool has_params() const override { return true; }
+  void alloc_params(LayerDescriptor& l, MemoryPlan& plan) const override {
+    FRESCO_CHECK(
+        !l.first_param_layer, ErrorCode::kBadConfig,
+        "layer " + l.spec.path + " (bn): a batchnorm as the first trainable layer is not supported yet");
+    const Shape c{1, 1, 1, l.in_sample.c};
+    l.weight = plan.alloc_param(ParamKind::BN_WEIGHT, c, l.name + ".weight", l.index);
+    l.bias = plan.alloc_param(ParamKind::BN_BIAS, c, l.name + ".bias", l.index);
+    l.running_mean = plan.alloc(Region::B_BN_STATS, DType::F32, c, l.name + ".running_mean", l.index);
+    l.running_var = plan.alloc(Region::B_BN_STATS, DType::F32, c, l.name + ".running_var", l.index);
+    l.save_mean = plan.alloc_temp(DType::F32, c, l.name + ".save_mean");
+    l.save_invstd = plan.alloc_temp(DType::F32, c, l.name + ".save_invstd");
+  }
+  void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y,
+               bool training) const override {
+    GraphNode n;
+    n.op = FR_OP_BATCHNORM;
+    n.label = l.name;
+    if (training) {
+      n.in = {x, l.weight, l.bias};
+      n.out = {y, l.save_mean, l.save_invstd};
+      n.rout = {RangeRef::of(l.running_mean, DType::F32), RangeRef::of(l.running_var, DType::F32)};
+    } else {
+      n.in = {x, l.weight, l.bias, l.running_mean, l.running_var};
+      n.out = {y};
+    }
+    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, training ? 1 : 0, 0});
+  }
+  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId, TensorId dy,
+                TensorId dx) const override {
+    FRESCO_CHECK(dx != kNoTensor, ErrorCode::kInternal,
+                 l.name + ": batchnorm backward needs an input gradient");
+    GraphNode n;
+    n.op = FR_OP_BATCHNORM_BACKWARD;
+    n.label = l.name;
+    n.in = {dy, x, l.weight, l.save_mean, l.save_invstd};
+    n.out = {dx, l.grad_weight, l.grad_bias};
+    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+  }
+};
+
+const LayerRule& batchnorm_rule() {
+  static const BatchNormRule r;
+  return r;
+}
+
+}  // namespace fresco::layers

@@ -1,0 +1,80 @@
+// conv: 2-D convolution over NHWC maps, weight [K, R, S, C/groups] (the first trainable conv in W_FIRST_CONV,
+// the others in W_DEEP_CONV; a bias, when asked, with the 1-D no-decay kinds in W_FC_BIAS). Backward gives
+// dw, db and dx (not for the first trainable layer). Tested by the golden cases and
+// tests/core/test_graph_atlas.cpp.
+#include "fresco/core/error.h"
+#include "fresco/ops.h"
+#include "layers/layer_rule.h"
+
+namespace fresco::layers {
+
+namespace {
+FrConvParams params_of(const LayerDescriptor& l) {
+  FrConvParams p{};
+  p.kh = p.kw = static_cast<int32_t>(l.spec.k);
+  p.stride_h = p.stride_w = static_cast<int32_t>(l.spec.stride > 0 ? l.spec.stride : 1);
+  p.pad_h = p.pad_w = static_cast<int32_t>(l.spec.pad);
+  p.dil_h = p.dil_w = static_cast<int32_t>(l.spec.dilation);
+  p.groups = static_cast<int32_t>(l.spec.groups);
+  p.has_bias = l.spec.bias ? 1 : 0;
+  return p;
+}
+}  // namespace
+
+class ConvRule final : public LayerRule {
+ public:
+  Shape out_shape(const LayerDescriptor& l, const Shape& in) const override {
+    const std::string where = "layer " + l.spec.path + " (conv)";
+    const FrConvParams p = params_of(l);
+    FRESCO_CHECK(l.spec.out > 0 && p.kh > 0, ErrorCode::kBadConfig, where + ": out and k must be positive");
+    FRESCO_CHECK(in.c % p.groups == 0 && l.spec.out % p.groups == 0, ErrorCode::kBadConfig,
+                 where + ": groups " + std::to_string(p.groups) + " must divide the " + std::to_string(in.c) +
+                     " input and " + std::to_string(l.spec.out) + " output channels");
+    const int64_t eff = static_cast<int64_t>(p.dil_h) * (p.kh - 1) + 1;
+    const int64_t oh = (in.h + 2 * p.pad_h - eff) / p.stride_h + 1,
+                  ow = (in.w + 2 * p.pad_w - eff) / p.stride_w + 1;
+    FRESCO_CHECK(in.h + 2 * p.pad_h >= eff && in.w + 2 * p.pad_w >= eff && oh > 0 && ow > 0,
+                 ErrorCode::kBadConfig,
+                 where + ": a " + std::to_string(p.kh) + "x" + std::to_string(p.kw) +
+                     " window does not fit the " + in.str() + " input");
+    return Shape{1, oh, ow, l.spec.out};
+  }
+  bool has_params() const override { return true; }
+  void alloc_params(LayerDescriptor& l, MemoryPlan& plan) const override {
+    const int64_t k = l.spec.k, cin = l.in_sample.c / l.spec.groups;
+    l.weight = plan.alloc_param(l.first_param_layer ? ParamKind::FIRST_CONV : ParamKind::DEEP_CONV,
+                                Shape{l.spec.out, k, k, cin}, l.name + ".weight", l.index);
+    if (l.spec.bias)
+      l.bias = plan.alloc_param(ParamKind::FC_BIAS, Shape{1, 1, 1, l.spec.out}, l.name + ".bias", l.index);
+  }
+  void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
+    GraphNode n;
+    n.op = FR_OP_CONV2D;
+    n.label = l.name;
+    n.in = {x, l.weight};
+    if (l.spec.bias) n.in.push_back(l.bias);
+    n.out = {y};
+    cx.add(std::move(n)).with_params(params_of(l));
+  }
+  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId, TensorId dy,
+                TensorId dx) const override {
+    GraphNode n;
+    n.op = FR_OP_CONV2D_BACKWARD;
+    n.label = l.name;
+    n.in = {dy, x, l.weight};
+    n.out = {l.grad_weight};
+    if (l.spec.bias) n.out.push_back(l.grad_bias);
+    if (dx != kNoTensor) n.out.push_back(dx);
+    FrConvBackwardParams p{};
+    p.conv = params_of(l);
+    p.need_dx = dx != kNoTensor ? 1 : 0;
+    cx.add(std::move(n)).with_params(p);
+  }
+};
+
+const LayerRule& conv_rule() {
+  static const ConvRule r;
+  return r;
+}
+
+}  // namespace fresco::layers

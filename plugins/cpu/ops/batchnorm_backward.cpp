@@ -1,0 +1,121 @@
+// CPU batchnorm backward (training mode, per channel = last dim): dbeta = sum(dy), dgamma = sum(dy * xhat),
+// dx = gamma * invstd / n * (n * dy - dbeta - xhat * dgamma). The channel sums are double partials per fixed
+// row chunk combined in chunk order (independent of the thread count); dx is element-wise, so it may alias
+// dy. Test: test_batchnorm.cpp.
+#include <algorithm>
+#include <cmath>
+
+#include "cpu_common.h"
+
+namespace fresco::cpu {
+
+namespace {
+
+// Same chunking rule as the forward (batchnorm.cpp): a function of the shape only.
+int64_t bnb_grain_rows(int64_t rows, int64_t c) {
+  return std::max<int64_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(c, 1)), (rows + 255) / 256);
+}
+
+struct BnbShape {
+  int64_t rows, c, chunks, grain;
+};
+
+BnbShape bnb_shape(const FrTensor& x) {
+  FR_PLUGIN_CHECK(x.ndim >= 1 && x.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: bad ndim");
+  BnbShape s{};
+  s.c = x.dims[x.ndim - 1];
+  FR_PLUGIN_CHECK(s.c >= 1, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: no channels");
+  s.rows = sdk::numel(x) / s.c;
+  s.grain = bnb_grain_rows(s.rows, s.c);
+  s.chunks = (s.rows + s.grain - 1) / s.grain;
+  return s;
+}
+
+// Workspace: double partial[chunks * C * 2] (sum dy, sum dy * (x - mean)), then float coef[4 * C].
+uint64_t bnb_workspace(const BnbShape& s) {
+  const auto c = static_cast<uint64_t>(s.c);
+  return static_cast<uint64_t>(s.chunks) * c * 2 * sizeof(double) + 4 * c * sizeof(float);
+}
+
+void check_c(const FrTensor& t, int64_t c, const char* what) {
+  FR_PLUGIN_CHECK(sdk::numel(t) == c, FR_ERR_INVALID_ARGUMENT,
+                  std::string("batchnorm_backward: ") + what + " has " + std::to_string(sdk::numel(t)) +
+                      " elements, expected C = " + std::to_string(c));
+}
+
+}  // namespace
+
+FR_CPU_KERNEL_PREPARE(batchnorm_backward) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 5, 3, 0, 0, "batchnorm_backward");
+    *state = nullptr;
+    *workspace_bytes = bnb_workspace(bnb_shape(call->in[1]));
+  });
+}
+
+FR_CPU_KERNEL_RUN(batchnorm_backward) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 5, 3, 0, 0, "batchnorm_backward");
+    const BnbShape s = bnb_shape(call->in[1]);
+    const int64_t rows = s.rows, c = s.c;
+    FR_PLUGIN_CHECK(sdk::numel(call->in[0]) == rows * c && sdk::numel(call->out[0]) == rows * c,
+                    FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: dy, x and dx sizes differ");
+    check_c(call->in[2], c, "gamma");
+    check_c(call->in[3], c, "save_mean");
+    check_c(call->in[4], c, "save_invstd");
+    check_c(call->out[1], c, "dgamma");
+    check_c(call->out[2], c, "dbeta");
+    FR_PLUGIN_CHECK(call->workspace_bytes >= bnb_workspace(s), FR_ERR_INVALID_ARGUMENT,
+                    "batchnorm_backward: workspace too small");
+    const float* dy = sdk::data<float>(call->in[0]);
+    const float* x = sdk::data<float>(call->in[1]);
+    const float* gamma = sdk::data<float>(call->in[2]);
+    const float* mean = sdk::data<float>(call->in[3]);
+    const float* invstd = sdk::data<float>(call->in[4]);
+    float* dx = sdk::data<float>(call->out[0]);
+    float* dgamma = sdk::data<float>(call->out[1]);
+    float* dbeta = sdk::data<float>(call->out[2]);
+    double* part = static_cast<double*>(call->workspace);
+    float* coef_a = reinterpret_cast<float*>(part + s.chunks * c * 2);  // gamma * invstd
+    float* coef_b = coef_a + c;                                         // dbeta / n
+    float* coef_k = coef_b + c;                                         // dgamma * invstd / n
+    float* coef_m = coef_k + c;                                         // mean
+    parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
+      double* sdy = part + (a / s.grain) * c * 2;
+      double* sdyx = sdy + c;
+      std::fill(sdy, sdy + 2 * c, 0.0);
+      for (int64_t i = a; i < b; ++i) {
+        const float* dyr = dy + i * c;
+        const float* xr = x + i * c;
+        for (int64_t k = 0; k < c; ++k) {
+          sdy[k] += dyr[k];
+          sdyx[k] += static_cast<double>(dyr[k]) * (static_cast<double>(xr[k]) - mean[k]);
+        }
+      }
+    });
+    const double n = static_cast<double>(rows);
+    for (int64_t k = 0; k < c; ++k) {
+      double db = 0.0, dyx = 0.0;
+      for (int64_t j = 0; j < s.chunks; ++j) db += part[j * c * 2 + k], dyx += part[j * c * 2 + c + k];
+      const double is = invstd[k];
+      const double dg = dyx * is;
+      coef_a[k] = static_cast<float>(gamma[k] * is);
+      coef_b[k] = static_cast<float>(db / n);
+      coef_k[k] = static_cast<float>(dg * is / n);
+      coef_m[k] = mean[k];
+      dgamma[k] = static_cast<float>(dg);
+      dbeta[k] = static_cast<float>(db);
+    }
+    parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) {
+        const float* dyr = dy + i * c;
+        const float* xr = x + i * c;
+        float* dxr = dx + i * c;
+        for (int64_t k = 0; k < c; ++k)
+          dxr[k] = coef_a[k] * (dyr[k] - coef_b[k] - (xr[k] - coef_m[k]) * coef_k[k]);
+      }
+    });
+  });
+}
+
+}  // namespace fresco::cpu

@@ -1,0 +1,258 @@
+// CPU conv2d backward (NHWC, weights [K, R, S, C/g]), per block of images: im2col(x) into the workspace, then
+// per group dw_g += dy_g^T col_g (blocks summed in order), and, with need_dx, dcol_g = dy_g w_g into the same
+// buffer followed by a gather col2im (each dx element sums its taps in (r, s) order); db = column sums of dy
+// in row order. Gradients are written, not accumulated; never allocates; bitwise equal for any thread count.
+// The geometry helpers are a copy of conv2d.cpp's. Test: tests/plugins/cpu/test_conv2d.cpp (reference, FD).
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "cpu_common.h"
+#include "gemm.h"
+
+namespace fresco::cpu {
+
+namespace {
+
+// Floats of im2col scratch aimed at per block of images (the block holds at least one image).
+constexpr int64_t kColTargetFloats = int64_t{1} << 20;
+
+int64_t dim(const FrTensor& t, int i) {
+  return static_cast<uint32_t>(i) < t.ndim ? t.dims[i] : 1;
+}
+
+std::string shape_str(const FrTensor& t) {
+  return "[" + std::to_string(dim(t, 0)) + "," + std::to_string(dim(t, 1)) + "," + std::to_string(dim(t, 2)) +
+         "," + std::to_string(dim(t, 3)) + "]";
+}
+
+// The checked geometry of one conv2d call (forward tensor order: x, w, [b]; y).
+struct ConvGeom {
+  int64_t n, h, w, c, k, r, s, p, q, g, cg, kg;
+  int64_t sh, sw, ph, pw, dh, dw;
+  bool direct;          // 1x1, stride 1, no padding: x is the column matrix itself
+  int64_t nb;           // images per im2col block
+  int64_t rsc;          // R*S*C: one column-buffer row (all groups, group-major)
+  int64_t rscg;         // R*S*C/g: the GEMM depth of one group
+  uint64_t col_bytes;   // im2col buffer (rounded to 64 bytes), 0 when direct
+  uint64_t gemm_bytes;  // GEMM packing scratch, after the column buffer
+};
+
+// y is the output (or, backward, dy); `op` names the op in error messages.
+ConvGeom conv_geometry(const char* op, const FrConvParams& p, const FrTensor& x, const FrTensor& w,
+                       const FrTensor& y) {
+  const std::string o(op);
+  FR_PLUGIN_CHECK(p.kh >= 1 && p.kw >= 1 && p.stride_h >= 1 && p.stride_w >= 1 && p.pad_h >= 0 &&
+                      p.pad_w >= 0 && p.dil_h >= 1 && p.dil_w >= 1 && p.groups >= 1,
+                  FR_ERR_INVALID_ARGUMENT, o + ": invalid kernel/stride/padding/dilation/groups params");
+  ConvGeom gm{};
+  gm.n = dim(x, 0), gm.h = dim(x, 1), gm.w = dim(x, 2), gm.c = dim(x, 3);
+  gm.k = dim(w, 0), gm.r = p.kh, gm.s = p.kw, gm.g = p.groups;
+  gm.sh = p.stride_h, gm.sw = p.stride_w, gm.ph = p.pad_h, gm.pw = p.pad_w, gm.dh = p.dil_h, gm.dw = p.dil_w;
+  FR_PLUGIN_CHECK(gm.n >= 1 && gm.h >= 1 && gm.w >= 1 && gm.c >= 1 && gm.k >= 1, FR_ERR_INVALID_ARGUMENT,
+                  o + ": empty x " + shape_str(x) + " or w " + shape_str(w));
+  FR_PLUGIN_CHECK(gm.c % gm.g == 0 && gm.k % gm.g == 0, FR_ERR_INVALID_ARGUMENT,
+                  o + ": channels C=" + std::to_string(gm.c) + " and K=" + std::to_string(gm.k) +
+                      " must be multiples of groups=" + std::to_string(gm.g));
+  gm.cg = gm.c / gm.g, gm.kg = gm.k / gm.g;
+  const int64_t eff_h = gm.dh * (gm.r - 1) + 1, eff_w = gm.dw * (gm.s - 1) + 1;
+  FR_PLUGIN_CHECK(gm.h + 2 * gm.ph >= eff_h && gm.w + 2 * gm.pw >= eff_w, FR_ERR_INVALID_ARGUMENT,
+                  o + ": dilated kernel larger than the padded input " + shape_str(x));
+  FR_PLUGIN_CHECK(dim(w, 1) == gm.r && dim(w, 2) == gm.s && dim(w, 3) == gm.cg, FR_ERR_INVALID_ARGUMENT,
+                  o + ": weight " + shape_str(w) + " is not [K," + std::to_string(gm.r) + "," +
+                      std::to_string(gm.s) + "," + std::to_string(gm.cg) + "] (C/groups input channels)");
+  gm.p = (gm.h + 2 * gm.ph - eff_h) / gm.sh + 1;
+  gm.q = (gm.w + 2 * gm.pw - eff_w) / gm.sw + 1;
+  FR_PLUGIN_CHECK(dim(y, 0) == gm.n && dim(y, 1) == gm.p && dim(y, 2) == gm.q && dim(y, 3) == gm.k,
+                  FR_ERR_INVALID_ARGUMENT,
+                  o + ": output shape " + shape_str(y) + " != expected [" + std::to_string(gm.n) + "," +
+                      std::to_string(gm.p) + "," + std::to_string(gm.q) + "," + std::to_string(gm.k) + "]");
+  gm.rsc = gm.r * gm.s * gm.c;
+  gm.rscg = gm.r * gm.s * gm.cg;
+  gm.direct = gm.r == 1 && gm.s == 1 && gm.sh == 1 && gm.sw == 1 && gm.ph == 0 && gm.pw == 0;
+  const int64_t per_image = gm.p * gm.q * gm.rsc;
+  gm.nb = gm.direct ? gm.n : std::clamp<int64_t>(kColTargetFloats / per_image, 1, gm.n);
+  gm.col_bytes = gm.direct ? 0 : (static_cast<uint64_t>(gm.nb * per_image) * sizeof(float) + 63) / 64 * 64;
+  return gm;
+}
+
+// col[i, (g, r, s, c)] for the rows i of images [n0, n0 + nb): the receptive field of output pixel i, zero
+// where it falls into the padding. Rows are independent, so the parallel partition does not matter.
+void im2col(const ConvGeom& gm, const float* x, int64_t n0, int64_t nb, float* col) {
+  const int64_t pq = gm.p * gm.q;
+  parallel_chunks(nb * pq, 32, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t n = n0 + i / pq, pp = (i % pq) / gm.q, qq = i % gm.q;
+      float* row = col + i * gm.rsc;
+      for (int64_t r = 0; r < gm.r; ++r) {
+        const int64_t hh = pp * gm.sh - gm.ph + r * gm.dh;
+        for (int64_t s = 0; s < gm.s; ++s) {
+          const int64_t ww = qq * gm.sw - gm.pw + s * gm.dw;
+          const bool inside = hh >= 0 && hh < gm.h && ww >= 0 && ww < gm.w;
+          const float* src = x + ((n * gm.h + hh) * gm.w + ww) * gm.c;
+          for (int64_t g = 0; g < gm.g; ++g) {
+            float* dst = row + g * gm.rscg + (r * gm.s + s) * gm.cg;
+            if (inside)
+              std::memcpy(dst, src + g * gm.cg, static_cast<size_t>(gm.cg) * sizeof(float));
+            else
+              std::memset(dst, 0, static_cast<size_t>(gm.cg) * sizeof(float));
+          }
+        }
+      }
+    }
+  });
+}
+
+// dx[n, h, w, :] for the images [n0, n0 + nb): the sum of the dcol entries of every output pixel whose
+// receptive field holds (h, w), taps in (r, s) order; pixels outside every field get 0.
+void col2im(const ConvGeom& gm, const float* dcol, int64_t n0, int64_t nb, float* dx) {
+  const int64_t hw = gm.h * gm.w;
+  parallel_chunks(nb * hw, 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t nl = i / hw, hh = (i % hw) / gm.w, ww = i % gm.w;
+      float* dst = dx + ((n0 + nl) * hw + hh * gm.w + ww) * gm.c;
+      std::fill(dst, dst + gm.c, 0.0f);
+      for (int64_t r = 0; r < gm.r; ++r) {
+        const int64_t th = hh + gm.ph - r * gm.dh;
+        if (th < 0 || th % gm.sh != 0 || th / gm.sh >= gm.p) continue;
+        const int64_t pp = th / gm.sh;
+        for (int64_t s = 0; s < gm.s; ++s) {
+          const int64_t tw = ww + gm.pw - s * gm.dw;
+          if (tw < 0 || tw % gm.sw != 0 || tw / gm.sw >= gm.q) continue;
+          const float* row = dcol + ((nl * gm.p + pp) * gm.q + tw / gm.sw) * gm.rsc + (r * gm.s + s) * gm.cg;
+          for (int64_t g = 0; g < gm.g; ++g) {
+            const float* src = row + g * gm.rscg;
+            float* d = dst + g * gm.cg;
+            for (int64_t c = 0; c < gm.cg; ++c) d[c] += src[c];
+          }
+        }
+      }
+    }
+  });
+}
+
+// Checks arity, dtypes and shapes of {dy, x, w} -> {dw, [db], [dx]}; returns the geometry with GEMM scratch.
+ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
+  const uint32_t n_out = 1u + (p.conv.has_bias ? 1u : 0u) + (p.need_dx ? 1u : 0u);
+  sdk::expect_arity(call, 3, n_out, 0, 0, "conv2d_backward");
+  for (uint32_t i = 0; i < 3; ++i) expect_dtype(call->in[i], FR_F32, "conv2d_backward input");
+  for (uint32_t i = 0; i < n_out; ++i) expect_dtype(call->out[i], FR_F32, "conv2d_backward output");
+  const FrTensor &x = call->in[1], &w = call->in[2];
+  ConvGeom gm = conv_geometry("conv2d_backward", p.conv, x, w, call->in[0]);
+  uint32_t o = 0;
+  FR_PLUGIN_CHECK(sdk::numel(call->out[o++]) == sdk::numel(w), FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: dw " + shape_str(call->out[0]) + " differs from w " + shape_str(w));
+  if (p.conv.has_bias) {
+    FR_PLUGIN_CHECK(sdk::numel(call->out[o]) == gm.k, FR_ERR_INVALID_ARGUMENT,
+                    "conv2d_backward: db has " + std::to_string(sdk::numel(call->out[o])) +
+                        " elements, K is " + std::to_string(gm.k));
+    ++o;
+  }
+  if (p.need_dx)
+    FR_PLUGIN_CHECK(sdk::numel(call->out[o]) == sdk::numel(x), FR_ERR_INVALID_ARGUMENT,
+                    "conv2d_backward: dx " + shape_str(call->out[o]) + " differs from x " + shape_str(x));
+  // The GEMMs run on full blocks of nb images and on a shorter last block; the packing scratch is not
+  // monotonic in the block size (the k blocking changes), so size it for both.
+  const int64_t last = gm.n % gm.nb;
+  gm.gemm_bytes = 0;
+  for (const int64_t images : {gm.nb, last}) {
+    if (images == 0) continue;
+    const int64_t m = gm.direct ? gm.n * gm.h * gm.w : images * gm.p * gm.q;
+    gm.gemm_bytes = std::max(gm.gemm_bytes, gemm_workspace_bytes(gm.kg, gm.rscg, m, max_threads()));
+    if (p.need_dx)
+      gm.gemm_bytes = std::max(gm.gemm_bytes, gemm_workspace_bytes(m, gm.rscg, gm.kg, max_threads()));
+  }
+  return gm;
+}
+
+}  // namespace
+
+FR_CPU_KERNEL_PREPARE(conv2d_backward) {
+  return sdk::guard([&] {
+    *state = nullptr;
+    const auto& p = sdk::params<FrConvBackwardParams>(call);
+    const ConvGeom gm = checked_geometry(call, p);
+    *workspace_bytes = gm.col_bytes + gm.gemm_bytes;
+  });
+}
+
+FR_CPU_KERNEL_RUN(conv2d_backward) {
+  return sdk::guard([&] {
+    const auto& p = sdk::params<FrConvBackwardParams>(call);
+    const ConvGeom gm = checked_geometry(call, p);
+    FR_PLUGIN_CHECK(call->workspace_bytes >= gm.col_bytes + gm.gemm_bytes, FR_ERR_INVALID_ARGUMENT,
+                    "conv2d_backward: workspace too small");
+    const float* dy = sdk::data<const float>(call->in[0]);
+    const float* x = sdk::data<const float>(call->in[1]);
+    const float* w = sdk::data<const float>(call->in[2]);
+    uint32_t o = 0;
+    float* dw = sdk::data<float>(call->out[o++]);
+    float* db = p.conv.has_bias ? sdk::data<float>(call->out[o++]) : nullptr;
+    float* dx = p.need_dx ? sdk::data<float>(call->out[o]) : nullptr;
+    float* col = static_cast<float*>(call->workspace);
+    void* gemm_ws = static_cast<char*>(call->workspace) + gm.col_bytes;
+    const int64_t pq = gm.p * gm.q, rows = gm.n * pq;
+
+    if (db) {  // column sums of dy, rows in order
+      parallel_chunks(gm.k, 64, [&](int64_t k0, int64_t k1) {
+        std::fill(db + k0, db + k1, 0.0f);
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t k = k0; k < k1; ++k) db[k] += dy[i * gm.k + k];
+      });
+    }
+
+    // dw_g[Kg, RSCg] (+)= dy_g[m, Kg]^T a_g[m, RSCg]
+    auto weight_grad = [&](const float* a, int64_t lda, int64_t a_group_stride, const float* dyb, int64_t m,
+                           float beta) {
+      for (int64_t g = 0; g < gm.g; ++g) {
+        GemmArgs ga;
+        ga.trans_a = true;
+        ga.m = gm.kg;
+        ga.n = gm.rscg;
+        ga.k = m;
+        ga.a = dyb + g * gm.kg;
+        ga.lda = gm.k;
+        ga.b = a + g * a_group_stride;
+        ga.ldb = lda;
+        ga.beta = beta;
+        ga.c = dw + g * gm.kg * gm.rscg;
+        ga.ldc = gm.rscg;
+        sgemm(ga, gemm_ws, gm.gemm_bytes);
+      }
+    };
+    // d_g[m, RSCg] = dy_g[m, Kg] w_g[Kg, RSCg]
+    auto input_grad = [&](float* d, int64_t ldd, int64_t d_group_stride, const float* dyb, int64_t m) {
+      for (int64_t g = 0; g < gm.g; ++g) {
+        GemmArgs ga;
+        ga.m = m;
+        ga.n = gm.rscg;
+        ga.k = gm.kg;
+        ga.a = dyb + g * gm.kg;
+        ga.lda = gm.k;
+        ga.b = w + g * gm.kg * gm.rscg;
+        ga.ldb = gm.rscg;
+        ga.c = d + g * d_group_stride;
+        ga.ldc = ldd;
+        sgemm(ga, gemm_ws, gm.gemm_bytes);
+      }
+    };
+
+    if (gm.direct) {  // 1x1, stride 1, no padding: x and dx are the column matrices
+      weight_grad(x, gm.c, gm.cg, dy, rows, 0.0f);
+      if (dx) input_grad(dx, gm.c, gm.cg, dy, rows);
+      return;
+    }
+    for (int64_t n0 = 0; n0 < gm.n; n0 += gm.nb) {
+      const int64_t nb = std::min(gm.nb, gm.n - n0);
+      const float* dyb = dy + n0 * pq * gm.k;
+      im2col(gm, x, n0, nb, col);
+      weight_grad(col, gm.rsc, gm.rscg, dyb, nb * pq, n0 == 0 ? 0.0f : 1.0f);
+      if (dx) {
+        input_grad(col, gm.rsc, gm.rscg, dyb, nb * pq);
+        col2im(gm, col, n0, nb, dx);
+      }
+    }
+  });
+}
+
+}  // namespace fresco::cpu

@@ -1,0 +1,296 @@
+// Conformance of the CPU batchnorm and batchnorm_backward kernels (NHWC, per-channel statistics): training
+// forward (y, save_mean, save_invstd) and running statistics after one and two steps against the double
+// reference; inference with running statistics; backward against the reference and central finite
+// differences of L = sum(y * R) in x, gamma and beta; bitwise determinism; bad inputs. Part of test_cpu_ops.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plugins/cpu/op_harness.h"
+#include "reference/batchnorm.h"
+#include "reference/finite_difference.h"
+
+namespace {
+
+using fresco::test::OpCall;
+using fresco::test::tensor;
+using fresco::test::to_double;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct Shape {
+  int64_t n, h, w, c;
+  int64_t rows() const { return n * h * w; }
+  size_t size() const { return static_cast<size_t>(n * h * w * c); }
+  std::string str() const {
+    return std::to_string(n) + "x" + std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c);
+  }
+};
+
+const Shape kShapes[] = {{1, 5, 7, 3}, {3, 4, 5, 16},   {3, 3, 3, 1},
+                         {1, 1, 2, 3}, {3, 33, 33, 16}, {3, 120, 120, 1}};
+
+struct TrainOut {
+  std::vector<float> y, mean, invstd;
+};
+
+TrainOut run_train(std::vector<float>& x, const Shape& s, std::vector<float>& gamma, std::vector<float>& beta,
+                   std::vector<float>& rm, std::vector<float>& rv, float eps = 1e-5f, float momentum = 0.1f) {
+  TrainOut o{std::vector<float>(x.size(), kNaN), std::vector<float>(gamma.size(), kNaN),
+             std::vector<float>(gamma.size(), kNaN)};
+  OpCall c(FR_OP_BATCHNORM);
+  c.in(tensor(x, {s.n, s.h, s.w, s.c}))
+      .in(tensor(gamma, {s.c}))
+      .in(tensor(beta, {s.c}))
+      .out(tensor(o.y, {s.n, s.h, s.w, s.c}))
+      .out(tensor(o.mean, {s.c}))
+      .out(tensor(o.invstd, {s.c}))
+      .rout(fresco::test::range(rm))
+      .rout(fresco::test::range(rv))
+      .params(FrBatchNormParams{eps, momentum, 1, 0});
+  EXPECT_TRUE(c.run());
+  return o;
+}
+
+struct Grads {
+  std::vector<float> dx, dgamma, dbeta;
+};
+
+Grads run_backward(std::vector<float>& dy, std::vector<float>& x, const Shape& s, std::vector<float>& gamma,
+                   std::vector<float>& mean, std::vector<float>& invstd) {
+  Grads g{std::vector<float>(x.size(), kNaN), std::vector<float>(gamma.size(), kNaN),
+          std::vector<float>(gamma.size(), kNaN)};
+  OpCall c(FR_OP_BATCHNORM_BACKWARD);
+  c.in(tensor(dy, {s.n, s.h, s.w, s.c}))
+      .in(tensor(x, {s.n, s.h, s.w, s.c}))
+      .in(tensor(gamma, {s.c}))
+      .in(tensor(mean, {s.c}))
+      .in(tensor(invstd, {s.c}))
+      .out(tensor(g.dx, {s.n, s.h, s.w, s.c}))
+      .out(tensor(g.dgamma, {s.c}))
+      .out(tensor(g.dbeta, {s.c}));
+  EXPECT_TRUE(c.run());
+  return g;
+}
+
+struct Inputs {
+  std::vector<float> x, gamma, beta, rm, rv;
+};
+
+Inputs make_inputs(std::mt19937& rng, const Shape& s) {
+  Inputs in;
+  in.x = fresco::test::random_floats(rng, s.size(), -1.0f, 3.0f);  // mean ~1: centring matters
+  in.gamma = fresco::test::random_floats(rng, static_cast<size_t>(s.c), 0.5f, 1.5f);
+  in.beta = fresco::test::random_floats(rng, static_cast<size_t>(s.c), -0.5f, 0.5f);
+  in.rm = fresco::test::random_floats(rng, static_cast<size_t>(s.c), -0.2f, 0.2f);
+  in.rv = fresco::test::random_floats(rng, static_cast<size_t>(s.c), 0.5f, 1.5f);
+  return in;
+}
+
+TEST(CpuBatchNorm, TrainForwardAndRunningStatsMatchReference) {
+  std::mt19937 rng(21);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(s.str());
+    Inputs in = make_inputs(rng, s);
+    std::vector<double> rm = to_double(in.rm), rv = to_double(in.rv);
+    for (int step = 0; step < 2; ++step) {  // running statistics after one and two steps
+      SCOPED_TRACE("step " + std::to_string(step));
+      if (step == 1) in.x = fresco::test::random_floats(rng, s.size(), -2.0f, 1.0f);
+      const auto ref = fresco::ref::batchnorm_train(to_double(in.x), to_double(in.gamma), to_double(in.beta),
+                                                    s.rows(), s.c, 1e-5, 0.1, &rm, &rv);
+      const TrainOut o = run_train(in.x, s, in.gamma, in.beta, in.rm, in.rv);
+      EXPECT_TRUE(fresco::test::all_close(o.y, ref.y, 1e-5, 2e-5));
+      EXPECT_TRUE(fresco::test::all_close(o.mean, ref.mean, 1e-6, 1e-6));
+      EXPECT_TRUE(fresco::test::all_close(o.invstd, ref.invstd, 1e-5, 0.0));
+      EXPECT_TRUE(fresco::test::all_close(in.rm, rm, 1e-6, 1e-6));
+      EXPECT_TRUE(fresco::test::all_close(in.rv, rv, 1e-5, 1e-6));
+    }
+  }
+}
+
+TEST(CpuBatchNorm, RunningVarUsesUnbiasedVariance) {
+  // rows = 2 per channel, x = {0, 2}: biased var 1, unbiased 2; momentum 1 takes the batch values.
+  std::vector<float> x = {0.0f, 2.0f}, gamma = {1.0f}, beta = {0.0f}, rm = {5.0f}, rv = {5.0f};
+  const TrainOut o = run_train(x, {1, 1, 2, 1}, gamma, beta, rm, rv, 0.0f, 1.0f);
+  EXPECT_FLOAT_EQ(rm[0], 1.0f);
+  EXPECT_FLOAT_EQ(rv[0], 2.0f);
+  EXPECT_FLOAT_EQ(o.invstd[0], 1.0f);
+  EXPECT_FLOAT_EQ(o.y[0], -1.0f);
+  EXPECT_FLOAT_EQ(o.y[1], 1.0f);
+}
+
+TEST(CpuBatchNorm, InferenceUsesRunningStats) {
+  std::mt19937 rng(22);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(s.str());
+    Inputs in = make_inputs(rng, s);
+    std::vector<float> y(in.x.size(), kNaN);
+    OpCall c(FR_OP_BATCHNORM);
+    c.in(tensor(in.x, {s.n, s.h, s.w, s.c}))
+        .in(tensor(in.gamma, {s.c}))
+        .in(tensor(in.beta, {s.c}))
+        .in(tensor(in.rm, {s.c}))
+        .in(tensor(in.rv, {s.c}))
+        .out(tensor(y, {s.n, s.h, s.w, s.c}))
+        .params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
+    ASSERT_TRUE(c.run());
+    EXPECT_TRUE(fresco::test::all_close(
+        y,
+        fresco::ref::batchnorm_inference(to_double(in.x), to_double(in.gamma), to_double(in.beta),
+                                         to_double(in.rm), to_double(in.rv), s.c, 1e-5),
+        1e-5, 2e-5));
+  }
+}
+
+TEST(CpuBatchNorm, BackwardMatchesReference) {
+  std::mt19937 rng(23);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(s.str());
+    Inputs in = make_inputs(rng, s);
+    std::vector<float> dy = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f);
+    TrainOut o = run_train(in.x, s, in.gamma, in.beta, in.rm, in.rv);
+    const Grads g = run_backward(dy, in.x, s, in.gamma, o.mean, o.invstd);
+    const auto ref = fresco::ref::batchnorm_backward(to_double(dy), to_double(in.x), to_double(in.gamma),
+                                                     to_double(o.mean), to_double(o.invstd), s.rows(), s.c);
+    EXPECT_TRUE(fresco::test::all_close(g.dbeta, ref.dbeta, 1e-5, 1e-4));
+    EXPECT_TRUE(fresco::test::all_close(g.dgamma, ref.dgamma, 1e-5, 1e-4));
+    EXPECT_TRUE(fresco::test::all_close(g.dx, ref.dx, 1e-4, 1e-5));
+  }
+}
+
+TEST(CpuBatchNorm, BackwardInPlace) {
+  // dx may alias dy.
+  std::mt19937 rng(24);
+  const Shape s{3, 4, 5, 16};
+  Inputs in = make_inputs(rng, s);
+  std::vector<float> dy = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f);
+  TrainOut o = run_train(in.x, s, in.gamma, in.beta, in.rm, in.rv);
+  const Grads ref = run_backward(dy, in.x, s, in.gamma, o.mean, o.invstd);
+  std::vector<float> dgamma(static_cast<size_t>(s.c)), dbeta(static_cast<size_t>(s.c));
+  OpCall c(FR_OP_BATCHNORM_BACKWARD);
+  c.in(tensor(dy, {s.n, s.h, s.w, s.c}))
+      .in(tensor(in.x, {s.n, s.h, s.w, s.c}))
+      .in(tensor(in.gamma, {s.c}))
+      .in(tensor(o.mean, {s.c}))
+      .in(tensor(o.invstd, {s.c}))
+      .out(tensor(dy, {s.n, s.h, s.w, s.c}))
+      .out(tensor(dgamma, {s.c}))
+      .out(tensor(dbeta, {s.c}));
+  ASSERT_TRUE(c.run());
+  EXPECT_TRUE(fresco::test::bitwise_equal(dy, ref.dx));
+  EXPECT_TRUE(fresco::test::bitwise_equal(dgamma, ref.dgamma));
+}
+
+TEST(CpuBatchNorm, BackwardFiniteDifferences) {
+  const Shape shapes[] = {{1, 3, 4, 3}, {3, 2, 3, 1}, {2, 3, 3, 16}};
+  std::mt19937 rng(25);
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(s.str());
+    Inputs in = make_inputs(rng, s);
+    std::vector<float> r = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f);
+    TrainOut o = run_train(in.x, s, in.gamma, in.beta, in.rm, in.rv);
+    const Grads g = run_backward(r, in.x, s, in.gamma, o.mean, o.invstd);
+    std::vector<double> x = to_double(in.x), gamma = to_double(in.gamma), beta = to_double(in.beta);
+    const std::vector<double> rd = to_double(r);
+    auto loss = [&] {
+      const auto y = fresco::ref::batchnorm_train(x, gamma, beta, s.rows(), s.c, 1e-5, 0.1).y;
+      double l = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) l += y[i] * rd[i];
+      return l;
+    };
+    auto over = [&](std::vector<double>&) { return loss(); };
+    const auto ix = fresco::ref::check_indices(x.size(), 300);
+    EXPECT_TRUE(fresco::test::grad_check(g.dx, ix, fresco::ref::numeric_gradient(over, x, ix, 1e-3), 2e-3,
+                                         2e-3, 1e-3))
+        << "dx";
+    const auto ic = fresco::ref::check_indices(gamma.size(), 64);
+    EXPECT_TRUE(fresco::test::grad_check(g.dgamma, ic, fresco::ref::numeric_gradient(over, gamma, ic, 1e-3)))
+        << "dgamma";
+    EXPECT_TRUE(fresco::test::grad_check(g.dbeta, ic, fresco::ref::numeric_gradient(over, beta, ic, 1e-3)))
+        << "dbeta";
+  }
+}
+
+TEST(CpuBatchNorm, Deterministic) {
+  std::mt19937 rng(26);
+  const Shape s{3, 33, 33, 16};
+  Inputs in = make_inputs(rng, s);
+  std::vector<float> dy = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f);
+  std::vector<float> rm2 = in.rm, rv2 = in.rv;
+  TrainOut a = run_train(in.x, s, in.gamma, in.beta, in.rm, in.rv);
+  TrainOut b = run_train(in.x, s, in.gamma, in.beta, rm2, rv2);
+  EXPECT_TRUE(fresco::test::bitwise_equal(a.y, b.y));
+  EXPECT_TRUE(fresco::test::bitwise_equal(a.mean, b.mean));
+  EXPECT_TRUE(fresco::test::bitwise_equal(a.invstd, b.invstd));
+  EXPECT_TRUE(fresco::test::bitwise_equal(in.rm, rm2));
+  EXPECT_TRUE(fresco::test::bitwise_equal(in.rv, rv2));
+  const Grads ga = run_backward(dy, in.x, s, in.gamma, a.mean, a.invstd);
+  const Grads gb = run_backward(dy, in.x, s, in.gamma, a.mean, a.invstd);
+  EXPECT_TRUE(fresco::test::bitwise_equal(ga.dx, gb.dx));
+  EXPECT_TRUE(fresco::test::bitwise_equal(ga.dgamma, gb.dgamma));
+  EXPECT_TRUE(fresco::test::bitwise_equal(ga.dbeta, gb.dbeta));
+}
+
+TEST(CpuBatchNorm, BadInputsReturnErrors) {
+  const Shape s{2, 3, 3, 4};
+  std::vector<float> x(s.size()), y(s.size()), y_bad(s.size() + 1), g4(4), b4(4), g3(3), m4(4), v4(4), rm(4),
+      rv(4);
+  auto train = [&](std::vector<float>& gamma, std::vector<float>& yy, const void* p, size_t psize) {
+    OpCall c(FR_OP_BATCHNORM);
+    c.in(tensor(x, {s.n, s.h, s.w, s.c}))
+        .in(tensor(gamma, {static_cast<int64_t>(gamma.size())}))
+        .in(tensor(b4, {4}))
+        .out(tensor(yy, {static_cast<int64_t>(yy.size())}))
+        .out(tensor(m4, {4}))
+        .out(tensor(v4, {4}))
+        .rout(fresco::test::range(rm))
+        .rout(fresco::test::range(rv))
+        .raw_params(p, psize);
+    return c.run_error();
+  };
+  const FrBatchNormParams p{1e-5f, 0.1f, 1, 0};
+  EXPECT_TRUE(train(g4, y, &p, sizeof p).empty());
+  EXPECT_TRUE(fresco::test::contains(train(g4, y, &p, sizeof p - 4), "params size")) << train(g4, y, &p, 12);
+  EXPECT_TRUE(fresco::test::contains(train(g4, y, nullptr, 0), "params size"));
+  EXPECT_TRUE(fresco::test::contains(train(g3, y, &p, sizeof p), "gamma")) << train(g3, y, &p, sizeof p);
+  EXPECT_TRUE(fresco::test::contains(train(g4, y_bad, &p, sizeof p), "sizes differ"));
+  {
+    OpCall c(FR_OP_BATCHNORM);  // training without running-stat ranges
+    c.in(tensor(x, {s.n, s.h, s.w, s.c})).in(tensor(g4, {4})).in(tensor(b4, {4}));
+    c.out(tensor(y, {s.n, s.h, s.w, s.c})).out(tensor(m4, {4})).out(tensor(v4, {4})).params(p);
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "expected at least")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_BATCHNORM);  // one value per channel cannot train
+    std::vector<float> x1(4), y1(4);
+    c.in(tensor(x1, {1, 1, 1, 4})).in(tensor(g4, {4})).in(tensor(b4, {4}));
+    c.out(tensor(y1, {1, 1, 1, 4})).out(tensor(m4, {4})).out(tensor(v4, {4}));
+    c.rout(fresco::test::range(rm)).rout(fresco::test::range(rv)).params(p);
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "more than one value")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_BATCHNORM);  // inference with a short running_var
+    c.in(tensor(x, {s.n, s.h, s.w, s.c})).in(tensor(g4, {4})).in(tensor(b4, {4})).in(tensor(rm, {4}));
+    c.in(tensor(g3, {3})).out(tensor(y, {s.n, s.h, s.w, s.c})).params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "running_var")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_BATCHNORM_BACKWARD);  // dy of another size
+    c.in(tensor(y_bad, {static_cast<int64_t>(y_bad.size())})).in(tensor(x, {s.n, s.h, s.w, s.c}));
+    c.in(tensor(g4, {4})).in(tensor(m4, {4})).in(tensor(v4, {4}));
+    c.out(tensor(y, {s.n, s.h, s.w, s.c})).out(tensor(rm, {4})).out(tensor(rv, {4}));
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "sizes differ")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_BATCHNORM_BACKWARD);  // save_invstd of the wrong length
+    c.in(tensor(y, {s.n, s.h, s.w, s.c})).in(tensor(x, {s.n, s.h, s.w, s.c}));
+    c.in(tensor(g4, {4})).in(tensor(m4, {4})).in(tensor(g3, {3}));
+    c.out(tensor(y, {s.n, s.h, s.w, s.c})).out(tensor(rm, {4})).out(tensor(rv, {4}));
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "save_invstd")) << c.run_error();
+  }
+}
+
+}  // namespace
