@@ -29,3 +29,7 @@ TEST(Golden, MlpAdamW) {
 TEST(Golden, MlpSgdNesterovPartialBatch) {
   expect_pass("mlp_sgd_nesterov_partial");
 }
+// Convolutions with bias, max pool, strided conv, batchnorm, GELU, average pool, C,H,W flatten, fc; Adam.
+TEST(Golden, CnnAdamCifar) {
+  expect_pass("cnn_adam_cifar");
+}
