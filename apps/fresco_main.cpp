@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)");
   parity->add_option("--samples", pa.samples, "use only the first N training samples");
   parity->add_flag("--verbose", pa.verbose, "print every step's loss on both devices");
-  parity->add_flag("--nodes", pa.nodes, "run the first step node by node and report the first divergent node");
+  parity->add_flag("--nodes", pa.nodes,
+                   "run the first step node by node and report the first divergent node");
 
   fresco::cli::PlanArgs pl;
   auto* plan = app.add_subcommand("plan", "print the memory map of a compiled job and draw it as SVG");
@@ -52,6 +53,10 @@ int main(int argc, char** argv) {
   auto* golden = app.add_subcommand("golden", "replay PyTorch golden cases and compare (exit 1 on any FAIL)");
   golden->add_option("cases", cases, "case directories (manifest.json + data.bin)")->required();
   golden->add_option("--device", golden_device, "cpu, cuda or auto");
+  int golden_steps = 0;
+  golden->add_option(
+      "--steps", golden_steps,
+      "replay only the first N steps and compare their losses (final tensors are then not compared)");
 
   try {
     app.parse(argc, argv);
@@ -63,7 +68,7 @@ int main(int argc, char** argv) {
     if (!level.empty()) fresco::set_log_level(level);
     if (*train) return fresco::cli::cmd_train(ta);
     if (*plugins) return fresco::cli::cmd_plugins(plugin_paths);
-    if (*golden) return fresco::cli::cmd_golden(cases, golden_device);
+    if (*golden) return fresco::cli::cmd_golden(cases, golden_device, golden_steps);
     if (*parity) return fresco::cli::cmd_parity(pa);
     if (*plan) return fresco::cli::cmd_plan(pl);
     if (*graph) return fresco::cli::cmd_graph(gr);

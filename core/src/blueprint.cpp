@@ -54,6 +54,12 @@ LayerSpec gap() {
 LayerSpec gelu() {
   return make("gelu");
 }
+LayerSpec residual(std::vector<LayerSpec> main, std::vector<LayerSpec> shortcut) {
+  LayerSpec s = make("residual");
+  s.main = std::move(main);
+  s.shortcut = std::move(shortcut);
+  return s;
+}
 LayerSpec custom(std::string op) {
   LayerSpec s;
   s.kind = "custom";
@@ -63,12 +69,22 @@ LayerSpec custom(std::string op) {
 
 const std::vector<std::string>& known_layer_kinds() {
   static const std::vector<std::string> kinds = {"fc", "relu",    "flatten", "dropout", "custom", "conv",
-                                                 "bn", "maxpool", "avgpool", "gap",     "gelu"};
+                                                 "bn", "maxpool", "avgpool", "gap",     "gelu",   "residual"};
   return kinds;
 }
 
+namespace {
+void assign_paths(std::vector<LayerSpec>& layers, const std::string& prefix) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    layers[i].path = prefix + std::to_string(i);
+    assign_paths(layers[i].main, layers[i].path + ".main.");
+    assign_paths(layers[i].shortcut, layers[i].path + ".shortcut.");
+  }
+}
+}  // namespace
+
 BluePrint::BluePrint(std::vector<LayerSpec> layers) : layers_(std::move(layers)) {
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i].path = std::to_string(i);
+  assign_paths(layers_, "");
 }
 
 BluePrint seq(std::initializer_list<LayerSpec> layers) {
@@ -84,6 +100,9 @@ std::string BluePrint::describe() const {
     if (l.kind == "fc") s += "(" + std::to_string(l.out) + (l.bias ? "" : ", bias=false") + ")";
     if (l.kind == "dropout") s += "(" + std::to_string(l.p) + ")";
     if (l.kind == "custom") s += "(" + l.op + ")";
+    if (l.kind == "residual")
+      s += "(" + BluePrint(l.main).describe() +
+           (l.shortcut.empty() ? "" : ", " + BluePrint(l.shortcut).describe()) + ")";
     if (l.kind == "conv")
       s += "(" + std::to_string(l.out) + ", k=" + std::to_string(l.k) +
            (l.stride > 1 ? ", s=" + std::to_string(l.stride) : "") + (l.bias ? ", bias" : "") + ")";
@@ -100,19 +119,15 @@ std::string known_list() {
 }
 }  // namespace
 
-BluePrint BluePrint::from_json(const std::string& json_text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorCode::kBadConfig, source + ": model is not valid JSON: " + e.what());
-  }
-  FRESCO_CHECK(j.is_array(), ErrorCode::kBadConfig,
-               source + ": model: expected a JSON array of layers, found " + std::string(j.type_name()));
+namespace {
+std::vector<LayerSpec> parse_list(const json& j, const std::string& source, const std::string& list_name) {
+  FRESCO_CHECK(
+      j.is_array(), ErrorCode::kBadConfig,
+      source + ": " + list_name + ": expected a JSON array of layers, found " + std::string(j.type_name()));
   std::vector<LayerSpec> layers;
   for (size_t i = 0; i < j.size(); ++i) {
     const json& l = j[i];
-    const std::string where = source + ": model layer " + std::to_string(i);
+    const std::string where = source + ": " + list_name + " layer " + std::to_string(i);
     FRESCO_CHECK(l.is_object() && l.contains("layer") && l["layer"].is_string(), ErrorCode::kBadConfig,
                  where + ": expected an object with a string field \"layer\"");
     LayerSpec s;
@@ -163,6 +178,9 @@ BluePrint BluePrint::from_json(const std::string& json_text, const std::string& 
         FRESCO_CHECK(value.is_boolean(), ErrorCode::kBadConfig,
                      where + " (conv): field \"bias\" must be true/false");
         s.bias = value.get<bool>();
+      } else if (s.kind == "residual" && (key == "main" || key == "shortcut")) {
+        (key == "main" ? s.main : s.shortcut) =
+            parse_list(value, source, list_name + " layer " + std::to_string(i) + " " + key);
       } else if (s.kind == "custom" && key == "op") {
         FRESCO_CHECK(value.is_string() && !value.get<std::string>().empty(), ErrorCode::kBadConfig,
                      where + " (custom): field \"op\" must be a non-empty string");
@@ -179,9 +197,24 @@ BluePrint BluePrint::from_json(const std::string& json_text, const std::string& 
                  where + " (" + s.kind + "): field \"k\" is required");
     FRESCO_CHECK(s.kind != "custom" || !s.op.empty(), ErrorCode::kBadConfig,
                  where + " (custom): missing field \"op\"");
+    FRESCO_CHECK(s.kind != "residual" || !s.main.empty(), ErrorCode::kBadConfig,
+                 where + " (residual): the \"main\" branch needs at least one layer");
     layers.push_back(s);
   }
-  return BluePrint(std::move(layers));
+  return layers;
+}
+}  // namespace
+
+BluePrint BluePrint::from_json(const std::string& json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw Error(ErrorCode::kBadConfig, source + ": model is not valid JSON: " + e.what());
+  }
+  FRESCO_CHECK(j.is_array(), ErrorCode::kBadConfig,
+               source + ": model: expected a JSON array of layers, found " + std::string(j.type_name()));
+  return BluePrint(parse_list(j, source, "model"));
 }
 
 }  // namespace fresco

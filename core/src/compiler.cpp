@@ -2,6 +2,7 @@
 #include "fresco/core/compiler.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
@@ -37,6 +38,8 @@ const char* kind_prefix(LayerKind k) {
       return "gap";
     case LayerKind::GELU:
       return "gelu";
+    case LayerKind::ADD:
+      return "add";
   }
   return "layer";
 }
@@ -54,21 +57,54 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   ArchPlan a;
   a.input_sample = o.input_sample;
   a.num_classes = o.num_classes;
-  Shape cur = o.input_sample;
-  for (size_t i = 0; i < bp.layers().size(); ++i) {
+  // Flatten the (possibly nested) layer list into topological order; a residual block becomes its main
+  // branch, its shortcut branch and an ADD join that carries the block's path.
+  std::function<int32_t(const LayerSpec&, int32_t, int32_t)> add = [&](const LayerSpec& spec, int32_t in,
+                                                                       int32_t in2) -> int32_t {
     LayerDescriptor l;
-    l.index = static_cast<int32_t>(i);
-    l.spec = bp.layers()[i];
-    l.kind = layers::layer_kind_of(l.spec.kind, "model layer " + l.spec.path);
-    l.name = (l.kind == LayerKind::CUSTOM ? l.spec.op : std::string(kind_prefix(l.kind))) + std::to_string(i);
-    l.in_sample = cur;
-    l.out_sample = rule_for(l.kind).out_shape(l, cur);
-    cur = l.out_sample;
+    l.index = static_cast<int32_t>(a.layers.size());
+    l.spec = spec;
+    l.kind = spec.kind == "residual" ? LayerKind::ADD
+                                     : layers::layer_kind_of(spec.kind, "model layer " + spec.path);
+    l.name =
+        (l.kind == LayerKind::CUSTOM ? spec.op : std::string(kind_prefix(l.kind))) + std::to_string(l.index);
+    l.input = in;
+    l.input2 = in2;
+    l.in_sample = in < 0 ? o.input_sample : a.layers[static_cast<size_t>(in)].out_sample;
+    l.out_sample = rule_for(l.kind).out_shape(l, l.in_sample);
     a.layers.push_back(l);
+    return l.index;
+  };
+  std::function<int32_t(const std::vector<LayerSpec>&, int32_t)> chain =
+      [&](const std::vector<LayerSpec>& list, int32_t cur) -> int32_t {
+    for (const LayerSpec& spec : list) {
+      if (spec.kind != "residual") {
+        cur = add(spec, cur, -1);
+        continue;
+      }
+      const int32_t main_out = chain(spec.main, cur);
+      const int32_t short_out = chain(spec.shortcut, cur);  // identity when empty: the block input itself
+      const Shape ms = a.layers[static_cast<size_t>(main_out)].out_sample;
+      const Shape ss = short_out < 0 ? o.input_sample : a.layers[static_cast<size_t>(short_out)].out_sample;
+      FRESCO_CHECK(ms == ss, ErrorCode::kBadConfig,
+                   "layer " + spec.path + " (residual): the main branch gives " + ms.str() +
+                       " per sample but the " + (spec.shortcut.empty() ? "identity shortcut" : "shortcut") +
+                       " gives " + ss.str() + (spec.shortcut.empty() ? " (add a projection shortcut)" : ""));
+      cur = add(spec, main_out, short_out);
+    }
+    return cur;
+  };
+  chain(bp.layers(), -1);
+  const Shape cur = a.layers.back().out_sample;
+  std::vector<int> consumers(a.layers.size(), 0);
+  for (const auto& l : a.layers) {
+    if (l.input >= 0) ++consumers[static_cast<size_t>(l.input)];
+    if (l.input2 >= 0) ++consumers[static_cast<size_t>(l.input2)];
   }
   if (o.fuse_activations)
     for (size_t i = 0; i + 1 < a.layers.size(); ++i)
-      if (a.layers[i].kind == LayerKind::FC && a.layers[i + 1].kind == LayerKind::RELU) {
+      if (a.layers[i].kind == LayerKind::FC && a.layers[i + 1].kind == LayerKind::RELU &&
+          a.layers[i + 1].input == static_cast<int32_t>(i) && consumers[i] == 1) {
         a.layers[i].fused_relu = true;
         a.layers[i + 1].fused_into_prev = true;
       }
@@ -153,41 +189,62 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   t.data_a = batched(p.alloc_input_data('A', in_batch));
   t.labels_b = batched(p.alloc_input_labels('B', mb));
   t.data_b = batched(p.alloc_input_data('B', in_batch));
-  // Feature timeline: 0 normalise, i+1 forward of layer i, L+1 loss, 2L+1-i backward of layer i.
+  // Feature timeline: 0 normalise, i+1 forward of layer i, L+1 loss, 2L+1-i backward of layer i. Activations
+  // live until their producer's backward (every consumer comes later in forward and earlier in backward);
+  // gradients live from the backward that writes them to the end of backward (a side stream may still read
+  // them).
   t.input_f32 = batched(p.alloc_feature(in_batch, "input.normalized", -1, 0, end));
-  TensorId cur = t.input_f32;
-  std::vector<TensorId> outs(static_cast<size_t>(L));
+  auto input_tensor = [&](int32_t j) { return j < 0 ? t.input_f32 : a.layers[static_cast<size_t>(j)].out; };
   for (auto& l : a.layers) {
     if (rule_for(l.kind).is_view(l, true)) {
-      l.out = cur;
-      DTensor& d = p.mutable_tensor(cur);
+      l.out = input_tensor(l.input);
+      DTensor& d = p.mutable_tensor(l.out);
       d.live_end = std::max(d.live_end, 2 * L + 1 - l.index);
     } else {
       l.out = batched(p.alloc_feature(l.out_sample.with_batch(mb), l.name + ".out", l.index, l.index + 1,
                                       2 * L + 1 - l.index));
     }
-    cur = l.out;
   }
-  t.logits = cur;
+  t.logits = a.layers.back().out;
   const int fp = first_param_index(a);
-  int last_real = L - 1;  // the last layer that is not a view consumes the logits gradient
-  while (last_real > fp && rule_for(a.layers[static_cast<size_t>(last_real)].kind)
-                               .is_view(a.layers[static_cast<size_t>(last_real)], true))
-    --last_real;
   t.grad_logits =
-      batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1, L + 1,
-                              m.options.overlap_weight_gradients ? end : 2 * L + 1 - last_real));
-  for (auto& l : a.layers) {
-    if (l.index <= fp) continue;  // nothing before the first trainable layer needs a gradient
-    if (rule_for(l.kind).is_view(l, true)) continue;  // views pass the gradient through (aliased below)
-    // Produced by this layer's backward, consumed by the backward of the previous non-view layer.
-    int consumer = l.index - 1;
-    while (consumer > fp && rule_for(a.layers[static_cast<size_t>(consumer)].kind)
-                                .is_view(a.layers[static_cast<size_t>(consumer)], true))
-      --consumer;
-    const int grad_end = m.options.overlap_weight_gradients ? end : 2 * L + 1 - consumer;
-    l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
-                                        2 * L + 1 - l.index, grad_end));
+      batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1, L + 1, end));
+  // Gradients in reverse topological order: a layer's output gradient is its consumers' contributions (a view
+  // or a residual join passes its own output gradient through; other layers give the gradient they write for
+  // their input), summed when there are two.
+  std::vector<std::vector<int32_t>> consumers(static_cast<size_t>(L));
+  for (const auto& l : a.layers) {
+    if (l.input >= 0) consumers[static_cast<size_t>(l.input)].push_back(l.index);
+    if (l.input2 >= 0) consumers[static_cast<size_t>(l.input2)].push_back(l.index);
+  }
+  for (int i = L - 1; i >= fp; --i) {
+    auto& l = a.layers[static_cast<size_t>(i)];
+    std::vector<TensorId> parts;
+    if (i == L - 1) parts.push_back(t.grad_logits);
+    for (int32_t c : consumers[static_cast<size_t>(i)]) {
+      const auto& cl = a.layers[static_cast<size_t>(c)];
+      const bool passes = cl.kind == LayerKind::ADD || rule_for(cl.kind).is_view(cl, true);
+      parts.push_back(passes ? cl.grad_out : cl.grad_in);
+    }
+    FRESCO_CHECK(!parts.empty() && parts.size() <= 2, ErrorCode::kBadConfig,
+                 "layer " + l.spec.path + ": its output is read by " + std::to_string(parts.size()) +
+                     " layers; one or two are supported");
+    for (TensorId part : parts)
+      FRESCO_CHECK(part != kNoTensor, ErrorCode::kInternal,
+                   "layer " + l.spec.path + ": a gradient was not planned");
+    if (parts.size() == 1) {
+      l.grad_out = parts[0];
+    } else {
+      l.grad_sum_a = parts[0];
+      l.grad_sum_b = parts[1];
+      l.grad_out = batched(p.alloc_feature(l.out_sample.with_batch(mb), "grad(" + l.name + ".out)", l.index,
+                                           2 * L + 1 - l.index, end));
+    }
+    if (i == fp) break;  // the first trainable layer's input gradient is not needed
+    const bool passes = l.kind == LayerKind::ADD || rule_for(l.kind).is_view(l, true);
+    if (!passes && l.input >= fp)
+      l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
+                                          2 * L + 1 - l.index, end));
   }
   t.labels = batched(p.alloc_temp(DType::I32, Shape{mb, 1, 1, 1}, "labels.current"));
   t.step_scalars = p.alloc_step_scalars();
@@ -247,7 +304,36 @@ void emit_input(EmitContext& cx, const CompiledModel& m, char ab) {
 }
 
 TensorId layer_input(const CompiledModel& m, int i) {
-  return i == 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(i - 1)].out;
+  const int32_t in = m.arch.layers[static_cast<size_t>(i)].input;
+  return in < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(in)].out;
+}
+
+GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label) {
+  GraphNode n;
+  n.op = FR_OP_ADD;
+  n.label = label;
+  n.in = {a, b};
+  n.out = {y};
+  return n;
+}
+
+// Forward of layer i in training (views emit nothing; residual joins emit their add).
+void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
+  const auto& l = m.arch.layers[static_cast<size_t>(i)];
+  if (l.kind == LayerKind::ADD) {
+    const TensorId b = l.input2 < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(l.input2)].out;
+    cx.add(add_node(layer_input(m, i), b, l.out, l.name));
+  } else if (!rule_for(l.kind).is_view(l, true)) {
+    rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
+  }
+}
+
+// Backward of layer i: first the sum of its two output-gradient contributions, then its own node(s).
+void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) {
+  const auto& l = m.arch.layers[static_cast<size_t>(i)];
+  if (l.grad_sum_a != kNoTensor) cx.add(add_node(l.grad_sum_a, l.grad_sum_b, l.grad_out, "grad " + l.name));
+  if (l.kind == LayerKind::ADD || rule_for(l.kind).is_view(l, true)) return;
+  rule_for(l.kind).backward(cx, l, layer_input(m, i), l.out, l.grad_out, dx);
 }
 
 void emit_loss(EmitContext& cx, const CompiledModel& m, bool training) {
@@ -329,34 +415,21 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     EmitContext cx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_FWD_A : GraphId::FIRST_LAYER_FWD_B, &m.t,
                    &m.options};
     emit_input(cx, m, ab);
-    for (int i = 0; i <= fp; ++i) {
-      const auto& l = a.layers[static_cast<size_t>(i)];
-      if (!rule_for(l.kind).is_view(l, true)) rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
-    }
+    for (int i = 0; i <= fp; ++i) emit_forward(cx, m, i);
   }
   EmitContext dx{&tr, GraphId::DEEP_FWD_BWD, &m.t, &m.options};
-  for (int i = fp + 1; i < L; ++i) {
-    const auto& l = a.layers[static_cast<size_t>(i)];
-    if (!rule_for(l.kind).is_view(l, true)) rule_for(l.kind).forward(dx, l, layer_input(m, i), l.out, true);
-  }
+  for (int i = fp + 1; i < L; ++i) emit_forward(dx, m, i);
   emit_loss(dx, m, true);
-  // Backward: gradient w.r.t. a layer's output is the next non-view layer's grad_in (or the logits gradient).
-  TensorId grad_out = m.t.grad_logits;
-  for (int i = L - 1; i > fp; --i) {
-    auto& l = m.arch.layers[static_cast<size_t>(i)];
-    if (rule_for(l.kind).is_view(l, true)) {
-      l.grad_in = grad_out;
-      continue;
-    }
-    rule_for(l.kind).backward(dx, l, layer_input(m, i), l.out, grad_out, l.grad_in);
-    grad_out = l.grad_in;
-  }
-  // First-layer backward (its weight gradient only), once the deep loop has resolved the gradient it reads.
+  for (int i = L - 1; i > fp; --i) emit_backward(dx, m, i, a.layers[static_cast<size_t>(i)].grad_in);
+  // The first layer's output gradient, when two layers contribute, is summed in DEEP_FWD_BWD too.
+  const auto& first = a.layers[static_cast<size_t>(fp)];
+  if (first.grad_sum_a != kNoTensor)
+    dx.add(add_node(first.grad_sum_a, first.grad_sum_b, first.grad_out, "grad " + first.name));
+  // First-layer backward (its weight gradient only).
   for (char ab : {'A', 'B'}) {
     EmitContext bx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_BWD_A : GraphId::FIRST_LAYER_BWD_B, &m.t,
                    &m.options};
-    const auto& first = a.layers[static_cast<size_t>(fp)];
-    rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, grad_out, kNoTensor);
+    rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, first.grad_out, kNoTensor);
   }
   m.schedule = schedule_params(m.options);
   emit_optimizer(tr, m);
@@ -373,12 +446,21 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     emit_transfer(inf, ab);
     EmitContext cx{&inf, ab == 'A' ? GraphId::INF_MAIN_A : GraphId::INF_MAIN_B, &m.t, &m.options};
     emit_input(cx, m, ab);
-    TensorId cur = m.t.input_f32;
+    std::vector<TensorId> value(
+        static_cast<size_t>(L));  // the tensor holding each layer's output in inference
+    auto in_value = [&](int32_t j) { return j < 0 ? m.t.input_f32 : value[static_cast<size_t>(j)]; };
     for (const auto& l : a.layers) {
-      if (rule_for(l.kind).is_view(l, false)) continue;  // output aliases input in inference
-      rule_for(l.kind).forward(cx, l, cur, l.out, false);
-      cur = l.out;
+      if (l.kind == LayerKind::ADD) {
+        cx.add(add_node(in_value(l.input), in_value(l.input2), l.out, l.name));
+        value[static_cast<size_t>(l.index)] = l.out;
+      } else if (rule_for(l.kind).is_view(l, false)) {
+        value[static_cast<size_t>(l.index)] = in_value(l.input);  // output aliases input in inference
+      } else {
+        rule_for(l.kind).forward(cx, l, in_value(l.input), l.out, false);
+        value[static_cast<size_t>(l.index)] = l.out;
+      }
     }
+    const TensorId cur = value.back();
     FRESCO_CHECK(cur == m.t.logits, ErrorCode::kBadConfig,
                  "model: a layer that is a view only in inference (dropout) cannot be the last layer");
     emit_loss(cx, m, false);

@@ -255,6 +255,13 @@ std::vector<float> DeepLearningTask::test_logits(int64_t count) {
   return out;
 }
 
+int32_t DeepLearningTask::layer_index(const std::string& path) const {
+  FRESCO_CHECK(model_, ErrorCode::kUsage, "layer_index() before plan()");
+  for (const auto& l : model_->arch.layers)
+    if (l.spec.path == path) return l.index;
+  throw Error(ErrorCode::kUsage, "no layer with path '" + path + "' in " + bp_.describe());
+}
+
 TensorId DeepLearningTask::param_tensor(int32_t layer, const std::string& which) const {
   FRESCO_CHECK(model_ && layer >= 0 && static_cast<size_t>(layer) < model_->arch.layers.size(),
                ErrorCode::kUsage, "no layer " + std::to_string(layer));

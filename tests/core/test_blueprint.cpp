@@ -122,3 +122,28 @@ TEST(BluePrint, CustomOpLayers) {
   EXPECT_NE(error_of([] { BluePrint::from_json(R"([{"layer":"custom","op":""}])", "m"); }).find("non-empty"),
             std::string::npos);
 }
+
+TEST(BluePrint, ResidualBlocks) {
+  const BluePrint bp = BluePrint::from_json(
+      R"([{"layer":"conv","out":8,"k":3,"pad":1},{"layer":"residual","main":[{"layer":"conv","out":8,"k":3,"pad":1},{"layer":"bn"}]},
+          {"layer":"residual","main":[{"layer":"conv","out":16,"k":3,"stride":2,"pad":1}],"shortcut":[{"layer":"conv","out":16,"k":1,"stride":2},{"layer":"bn"}]}])",
+      "m");
+  ASSERT_EQ(bp.layers().size(), 3u);
+  EXPECT_EQ(bp.layers()[1].main[1].path, "1.main.1");
+  EXPECT_TRUE(bp.layers()[1].shortcut.empty());
+  EXPECT_EQ(bp.layers()[2].shortcut[1].path, "2.shortcut.1");
+  EXPECT_EQ(bp.describe(),
+            "seq(conv(8, k=3), residual(seq(conv(8, k=3), bn)), residual(seq(conv(16, k=3, s=2)), "
+            "seq(conv(16, k=1, "
+            "s=2), bn)))");
+  EXPECT_NE(
+      error_of([] { BluePrint::from_json(R"([{"layer":"residual","main":[]}])", "m"); }).find("at least one"),
+      std::string::npos);
+  EXPECT_NE(error_of([] {
+              BluePrint::from_json(R"([{"layer":"residual","main":[{"layer":"conv","out":8}]}])", "m");
+            }).find("layer 0 main layer 0 (conv)"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] { BluePrint::from_json(R"([{"layer":"relu","main":[]}])", "m"); }).find("unknown field"),
+      std::string::npos);
+}

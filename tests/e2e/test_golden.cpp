@@ -4,15 +4,16 @@
 // manifests' tolerances.
 #include <gtest/gtest.h>
 
+#include "fresco/core/error.h"
 #include "fresco/core/golden.h"
 #include "fresco/core/plugin_loader.h"
 
 using namespace fresco;
 
 namespace {
-void expect_pass(const std::string& name) {
+void expect_pass(const std::string& name, int max_steps = 0) {
   PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
-  const GoldenReport r = run_golden(std::string(FRESCO_TEST_DATA_DIR) + "/golden/" + name, "cpu");
+  const GoldenReport r = run_golden(std::string(FRESCO_TEST_DATA_DIR) + "/golden/" + name, "cpu", max_steps);
   EXPECT_TRUE(r.pass) << r.failure << ": loss rel " << r.worst_loss_rel << " (step " << r.worst_loss_step
                       << "), tensor rel " << r.worst_tensor_rel << " (" << r.worst_tensor << "), logits rel "
                       << r.logits_rel;
@@ -32,4 +33,18 @@ TEST(Golden, MlpSgdNesterovPartialBatch) {
 // Convolutions with bias, max pool, strided conv, batchnorm, GELU, average pool, C,H,W flatten, fc; Adam.
 TEST(Golden, CnnAdamCifar) {
   expect_pass("cnn_adam_cifar");
+}
+
+// Residual blocks (identity and projection shortcut), BN, max pool, GELU, global average pool, Nesterov SGD
+// with no decay on 1-D parameters. This trajectory is chaotic: PyTorch itself, run with 2 CPU threads instead
+// of the generator's 1, misses the recorded losses by 1.2e-2 at step 7, and a 1e-7 relative change of the
+// initial weights moves step 7 by 8e-3 (docs/decisions.md). Step 1's loss depends on the complete step-0
+// gradient through both residual blocks and on the optimizer update and is still inside float noise there
+// (PyTorch 2 threads: 3.1e-5), so the first two steps are held to the manifest's 1e-4.
+TEST(Golden, ResnetSgdFirstTwoSteps) {
+  expect_pass("resnet_sgd", 2);
+}
+TEST(Golden, StepLimitMustBeValid) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  EXPECT_THROW(run_golden(std::string(FRESCO_TEST_DATA_DIR) + "/golden/resnet_sgd", "cpu", -1), Error);
 }

@@ -15,6 +15,7 @@ const LayerRule& maxpool_rule();
 const LayerRule& avgpool_rule();
 const LayerRule& gap_rule();
 const LayerRule& gelu_rule();
+const LayerRule& add_rule();
 
 const LayerRule& rule_for(LayerKind kind) {
   switch (kind) {
@@ -40,6 +41,8 @@ const LayerRule& rule_for(LayerKind kind) {
       return gap_rule();
     case LayerKind::GELU:
       return gelu_rule();
+    case LayerKind::ADD:
+      return add_rule();
   }
   throw Error(ErrorCode::kInternal, "no rule for layer kind " + std::to_string(static_cast<int>(kind)));
 }

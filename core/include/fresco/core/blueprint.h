@@ -19,7 +19,8 @@ struct LayerSpec {
   std::string op;    // custom: the op's name in a loaded op library (FrOpSchema)
   // conv, maxpool, avgpool: window and geometry (stride 0 = the window size for pools, 1 for conv)
   int64_t k = 0, stride = 0, pad = 0, dilation = 1, groups = 1;
-  std::string path;  // position in the model list ("0", "3"), set by BluePrint
+  std::vector<LayerSpec> main, shortcut;  // residual: output = main(x) + shortcut(x) (identity when empty)
+  std::string path;  // position in the model list ("0", "3", "3.main.0"), set by BluePrint
 };
 
 LayerSpec fc(int64_t out, bool bias = true);
@@ -36,6 +37,8 @@ LayerSpec maxpool(int64_t k, int64_t stride = 0, int64_t pad = 0);
 LayerSpec avgpool(int64_t k, int64_t stride = 0, int64_t pad = 0);
 LayerSpec gap();
 LayerSpec gelu();
+// A residual block: main(x) + shortcut(x); an empty shortcut is the identity.
+LayerSpec residual(std::vector<LayerSpec> main, std::vector<LayerSpec> shortcut = {});
 
 class BluePrint {
  public:

@@ -18,7 +18,20 @@
 
 namespace fresco {
 
-enum class LayerKind : uint8_t { FC, RELU, FLATTEN, DROPOUT, CUSTOM, CONV, BN, MAXPOOL, AVGPOOL, GAP, GELU };
+enum class LayerKind : uint8_t {
+  FC,
+  RELU,
+  FLATTEN,
+  DROPOUT,
+  CUSTOM,
+  CONV,
+  BN,
+  MAXPOOL,
+  AVGPOOL,
+  GAP,
+  GELU,
+  ADD
+};
 
 // One layer of the ArchPlan: kind, params, the tensors it owns, and where its activations live.
 struct LayerDescriptor {
@@ -35,6 +48,11 @@ struct LayerDescriptor {
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
   TensorId out = kNoTensor;      // activation (aliases the input for views)
   TensorId grad_in = kNoTensor;  // gradient w.r.t. this layer's input (kNoTensor when not needed)
+  // The graph: the layers whose outputs this one reads (-1: the network input). Only ADD (a residual join)
+  // has two.
+  int32_t input = -1, input2 = -1;
+  // Gradient w.r.t. this layer's output; when two consumers contribute, grad_out = grad_sum_a + grad_sum_b.
+  TensorId grad_out = kNoTensor, grad_sum_a = kNoTensor, grad_sum_b = kNoTensor;
   // batchnorm: running statistics (B region) and the batch statistics forward saves for backward (T region)
   TensorId running_mean = kNoTensor, running_var = kNoTensor, save_mean = kNoTensor, save_invstd = kNoTensor;
 };

@@ -72,8 +72,8 @@ class DeepLearningTask : public TaskBase {
   DeepLearningTask& shuffle(bool on);
   DeepLearningTask& on_epoch(std::function<void(const EpochReport&)> cb);
 
-  // PLANNING -> MEMORY_LOCKED: loads the data and runs the Compiler (memory plans, graphs, atlas); no device is
-  // touched, so a job can be inspected (fresco plan / graph) on any machine.
+  // PLANNING -> MEMORY_LOCKED: loads the data and runs the Compiler (memory plans, graphs, atlas); no device
+  // is touched, so a job can be inspected (fresco plan / graph) on any machine.
   void plan();
   // -> COMPILED: plan() if needed, then the arena, kernel preparation, capture and initial weights.
   void compile();
@@ -82,13 +82,17 @@ class DeepLearningTask : public TaskBase {
   // Step-level access (COMPILED), used by golden checks, parity and tests.
   // One optimizer step on the training samples idx[0..count); count <= batch. Returns the batch's mean loss.
   float train_step(const uint32_t* idx, int64_t count);
-  // Stages samples idx[0..batch) into input buffer A and runs TRANSFER_A of train_base (for node-by-node checks).
+  // Stages samples idx[0..batch) into input buffer A and runs TRANSFER_A of train_base (for node-by-node
+  // checks).
   void stage_batch(const uint32_t* idx, int64_t count);
   EvalResult evaluate();
   // Logits of the first `count` test samples (count <= val batch), row-major [count, classes].
   std::vector<float> test_logits(int64_t count);
   // Parameters by layer index and name ("weight", "bias"), in PyTorch layout (fc weight [out, in]).
   std::vector<float> read_param(int32_t layer, const std::string& which);
+  // The layer index of a BluePrint path ("3", "5.main.0", "5.shortcut.1"; a residual block's own path is its
+  // join).
+  int32_t layer_index(const std::string& path) const;
   void write_param(int32_t layer, const std::string& which, const std::vector<float>& values);
   // Every trainable tensor, W then G/M/V (for determinism checks and parity).
   std::vector<std::pair<std::string, std::vector<float>>> snapshot();
