@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "fresco/core/error.h"
+#include "fresco/core/models.h"
 
 namespace fresco {
 
@@ -77,7 +78,15 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
   r.object();
   s.name = r.get<std::string>("name", "job");
   FRESCO_CHECK(r.has("model"), ErrorCode::kBadConfig, source + ": missing key \"model\"");
-  s.model = BluePrint::from_json(r.at("model").dump(), source);
+  if (r.at("model").is_string()) {  // a built-in network by name (models.h)
+    const std::string name = r.at("model").get<std::string>();
+    FRESCO_CHECK(name == "resnet18", ErrorCode::kBadConfig,
+                 source + ": model \"" + name +
+                     "\" is not a built-in network (known: \"resnet18\"); give a layer list");
+    s.model = models::resnet18(10);
+  } else {
+    s.model = BluePrint::from_json(r.at("model").dump(), source);
+  }
   FRESCO_CHECK(r.has("data"), ErrorCode::kBadConfig, source + ": missing key \"data\"");
   {
     Reader d{r.at("data"), source + ".data", {}};

@@ -1,8 +1,8 @@
 // Inspection outputs (fresco plan / fresco graph) of jobs planned on the CPU from small synthetic datasets:
 // the SVG lists every DTensor of the base plan exactly once at the plan's offset and is well-formed XML; F
 // tensors that share bytes sit in different lanes; the text summary names every non-empty region and variant;
-// the DOT outputs name every non-empty GraphId and show shared captures; names are escaped. ResNet-18 plans
-// do not exist yet (convolutions are a later issue), so only MLPs are checked here.
+// the DOT outputs name every non-empty GraphId and show shared captures; names are escaped. Checked on the
+// MLP and on ResNet-18 (CIFAR form, 32x32x3).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,20 +15,21 @@
 #include "fresco/core/error.h"
 #include "fresco/core/inspect.h"
 #include "fresco/core/job.h"
+#include "fresco/core/models.h"
 
 using namespace fresco;
 
 namespace {
 
-data::Dataset synthetic(int64_t n, const std::string& name) {
+data::Dataset synthetic(int64_t n, const std::string& name, int64_t hw = 28, int64_t c = 1) {
   data::Dataset d;
   d.name = name;
   d.n = n;
-  d.h = 28;
-  d.w = 28;
-  d.c = 1;
+  d.h = hw;
+  d.w = hw;
+  d.c = c;
   d.num_classes = 10;
-  d.images.resize(static_cast<size_t>(n * 28 * 28));
+  d.images.resize(static_cast<size_t>(n * hw * hw * c));
   for (size_t i = 0; i < d.images.size(); ++i) d.images[i] = static_cast<uint8_t>(i * 37 % 251);
   for (int64_t i = 0; i < n; ++i) d.labels.push_back(static_cast<int32_t>(i % 10));
   return d;
@@ -331,4 +332,28 @@ TEST(InspectMemoryMap, FashionMnistJob) {
   EXPECT_EQ(xml_problem(svg), "");
   expect_every_tensor_once(m, svg);
   EXPECT_NE(memory_map_text(m).find("batch     96"), std::string::npos);  // 60000 = 468 * 128 + 96
+}
+
+// ResNet-18 (residual joins, projection shortcuts, BN): every DTensor once, at its offset.
+TEST(InspectMemoryMap, ResNet18SvgListsEveryTensorOnceAtItsOffset) {
+  DeepLearningTask t;
+  t.model(models::resnet18(10))
+      .data(synthetic(300, "synthetic/train", 32, 3), synthetic(130, "synthetic/test", 32, 3))
+      .batch_size(128)
+      .device("cpu");
+  t.plan();
+  const CompiledModel& m = t.compiled();
+  const std::string svg = memory_map_svg(m);
+  EXPECT_EQ(xml_problem(svg), "");
+  expect_every_tensor_once(m, svg);
+  size_t deep_conv = 0, bn_weight = 0;
+  for (const DTensor& d : m.base_plan().tensors()) {
+    deep_conv += d.region == Region::W_DEEP_CONV ? 1 : 0;
+    bn_weight += d.region == Region::W_BN_WEIGHT ? 1 : 0;
+  }
+  EXPECT_EQ(deep_conv, 19u);  // 16 3x3 convs in the blocks + 3 projection 1x1 convs
+  EXPECT_EQ(bn_weight, 20u);  // stem + 16 in blocks + 3 in projections
+  const std::string text = memory_map_text(m);
+  EXPECT_NE(text.find("W_DEEP_CONV"), std::string::npos);
+  EXPECT_NE(text.find("batch     44"), std::string::npos);  // 300 = 2 * 128 + 44
 }
