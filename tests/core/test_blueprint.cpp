@@ -147,3 +147,19 @@ TEST(BluePrint, ResidualBlocks) {
       error_of([] { BluePrint::from_json(R"([{"layer":"relu","main":[]}])", "m"); }).find("unknown field"),
       std::string::npos);
 }
+
+TEST(Job, BuiltInModelsByName) {
+  const JobSpec j = parse_job(R"({"model":"resnet18","data":{"dataset":"fashion-mnist"}})", "j.json");
+  EXPECT_EQ(j.model.layers().size(), 21u);  // stem conv, bn, relu; 8 blocks each followed by relu; gap; fc
+  EXPECT_EQ(j.model.layers()[5].main[0].path, "5.main.0");
+  EXPECT_NE(error_of([] {
+              parse_job(R"({"model":"resnet50","data":{"dataset":"fashion-mnist"}})", "j.json");
+            }).find("model \"resnet50\" is not a built-in network"),
+            std::string::npos);
+}
+
+TEST(Job, TheResNet18JobParses) {
+  const JobSpec j = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/resnet18_fashion_mnist.json");
+  EXPECT_EQ(j.model.layers().back().kind, "fc");
+  EXPECT_TRUE(j.optimizer.no_decay_1d);
+}
