@@ -80,10 +80,14 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
   FRESCO_CHECK(r.has("model"), ErrorCode::kBadConfig, source + ": missing key \"model\"");
   if (r.at("model").is_string()) {  // a built-in network by name (models.h)
     const std::string name = r.at("model").get<std::string>();
-    FRESCO_CHECK(name == "resnet18", ErrorCode::kBadConfig,
-                 source + ": model \"" + name +
-                     "\" is not a built-in network (known: \"resnet18\"); give a layer list");
-    s.model = models::resnet18(10);
+    FRESCO_CHECK(
+        name == "resnet18" || name == "resnet34" || name == "resnet50", ErrorCode::kBadConfig,
+        source + ": model \"" + name +
+            "\" is not a built-in network (known: \"resnet18\", \"resnet34\", \"resnet50\", CIFAR stem); "
+            "give a layer list");
+    s.model = name == "resnet18"   ? models::resnet18(10)
+              : name == "resnet34" ? models::resnet34(10)
+                                   : models::resnet50(10);
   } else {
     s.model = BluePrint::from_json(r.at("model").dump(), source);
   }

@@ -152,9 +152,11 @@ TEST(Job, BuiltInModelsByName) {
   const JobSpec j = parse_job(R"({"model":"resnet18","data":{"dataset":"fashion-mnist"}})", "j.json");
   EXPECT_EQ(j.model.layers().size(), 21u);  // stem conv, bn, relu; 8 blocks each followed by relu; gap; fc
   EXPECT_EQ(j.model.layers()[5].main[0].path, "5.main.0");
+  const JobSpec j50 = parse_job(R"({"model":"resnet50","data":{"dataset":"fashion-mnist"}})", "j.json");
+  EXPECT_EQ(j50.model.layers().size(), 3u + 2u * 16u + 2u);  // CIFAR stem, 16 bottlenecks (+ relu), gap, fc
   EXPECT_NE(error_of([] {
-              parse_job(R"({"model":"resnet50","data":{"dataset":"fashion-mnist"}})", "j.json");
-            }).find("model \"resnet50\" is not a built-in network"),
+              parse_job(R"({"model":"resnet101","data":{"dataset":"fashion-mnist"}})", "j.json");
+            }).find("model \"resnet101\" is not a built-in network"),
             std::string::npos);
 }
 
