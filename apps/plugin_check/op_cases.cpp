@@ -15,6 +15,7 @@
 #include "reference/lr_schedule.h"
 #include "reference/normalize_input.h"
 #include "reference/optimizers.h"
+#include "reference/pointwise.h"
 #include "reference/pool.h"
 #include "reference/softmax_xent.h"
 
@@ -304,6 +305,28 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     c->error = [=](const auto& out, const auto&) {
       if (op == FR_OP_ADD) return rel_err(floats(out[0]), ref::add(widen(a), widen(b)));
       return rel_err(floats(out[0]), unary ? ref::gelu(widen(a)) : ref::gelu_backward(widen(a), widen(b)));
+    };
+    return true;
+  }
+  if (op == FR_OP_SILU || op == FR_OP_SIGMOID || op == FR_OP_TANH || op == FR_OP_SILU_BACKWARD ||
+      op == FR_OP_SIGMOID_BACKWARD || op == FR_OP_TANH_BACKWARD) {
+    // Backward: in {dy, x} for silu, {dy, y} for sigmoid and tanh (y drawn from the output's range).
+    const bool fwd = op == FR_OP_SILU || op == FR_OP_SIGMOID || op == FR_OP_TANH;
+    const float lo = op == FR_OP_SIGMOID_BACKWARD ? 0.0f : op == FR_OP_TANH_BACKWARD ? -1.0f : -4.0f;
+    const float hi = op == FR_OP_SIGMOID_BACKWARD || op == FR_OP_TANH_BACKWARD ? 1.0f : 4.0f;
+    const auto a = random(rng, M * K), b = random(rng, M * K, lo, hi), x = random(rng, M * K, -4.0f, 4.0f);
+    c->in = fwd ? std::vector<Operand>{f32(x, {M, 1, 1, K})}
+                : std::vector<Operand>{f32(a, {M, 1, 1, K}), f32(b, {M, 1, 1, K})};
+    c->out = {f32(std::vector<float>(M * K, NAN), {M, 1, 1, K})};
+    c->tolerance = 1e-6;
+    c->error = [=](const auto& out, const auto&) {
+      const std::vector<float> y = floats(out[0]);
+      if (op == FR_OP_SILU) return rel_err(y, ref::silu(widen(x)));
+      if (op == FR_OP_SIGMOID) return rel_err(y, ref::sigmoid(widen(x)));
+      if (op == FR_OP_TANH) return rel_err(y, ref::tanh(widen(x)));
+      if (op == FR_OP_SILU_BACKWARD) return rel_err(y, ref::silu_backward(widen(a), widen(b)));
+      if (op == FR_OP_SIGMOID_BACKWARD) return rel_err(y, ref::sigmoid_backward(widen(a), widen(b)));
+      return rel_err(y, ref::tanh_backward(widen(a), widen(b)));
     };
     return true;
   }

@@ -54,6 +54,15 @@ LayerSpec gap() {
 LayerSpec gelu() {
   return make("gelu");
 }
+LayerSpec silu() {
+  return make("silu");
+}
+LayerSpec sigmoid() {
+  return make("sigmoid");
+}
+LayerSpec tanh() {
+  return make("tanh");
+}
 LayerSpec residual(std::vector<LayerSpec> main, std::vector<LayerSpec> shortcut) {
   LayerSpec s = make("residual");
   s.main = std::move(main);
@@ -68,8 +77,9 @@ LayerSpec custom(std::string op) {
 }
 
 const std::vector<std::string>& known_layer_kinds() {
-  static const std::vector<std::string> kinds = {"fc", "relu",    "flatten", "dropout", "custom", "conv",
-                                                 "bn", "maxpool", "avgpool", "gap",     "gelu",   "residual"};
+  static const std::vector<std::string> kinds = {"fc",   "relu",     "flatten", "dropout", "custom",
+                                                 "conv", "bn",       "maxpool", "avgpool", "gap",
+                                                 "gelu", "residual", "silu",    "sigmoid", "tanh"};
   return kinds;
 }
 

@@ -40,6 +40,12 @@ const char* kind_prefix(LayerKind k) {
       return "gelu";
     case LayerKind::ADD:
       return "add";
+    case LayerKind::SILU:
+      return "silu";
+    case LayerKind::SIGMOID:
+      return "sigmoid";
+    case LayerKind::TANH:
+      return "tanh";
   }
   return "layer";
 }

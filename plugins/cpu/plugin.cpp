@@ -37,6 +37,12 @@ FR_DECLARE_RUN(global_avg_pool_backward)
 FR_DECLARE_RUN(add)
 FR_DECLARE_RUN(gelu)
 FR_DECLARE_RUN(gelu_backward)
+FR_DECLARE_RUN(silu)
+FR_DECLARE_RUN(silu_backward)
+FR_DECLARE_RUN(sigmoid)
+FR_DECLARE_RUN(sigmoid_backward)
+FR_DECLARE_RUN(tanh)
+FR_DECLARE_RUN(tanh_backward)
 FR_DECLARE_RUN(flatten_chw)
 FR_DECLARE_RUN(flatten_chw_backward)
 FR_DECLARE_RUN(clear)
@@ -74,6 +80,12 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_ADD, kF32, nullptr, add_run),
     FR_K(FR_COMPUTE, FR_OP_GELU, kF32, nullptr, gelu_run),
     FR_K(FR_COMPUTE, FR_OP_GELU_BACKWARD, kF32, nullptr, gelu_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_SILU, kF32, nullptr, silu_run),
+    FR_K(FR_COMPUTE, FR_OP_SILU_BACKWARD, kF32, nullptr, silu_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_SIGMOID, kF32, nullptr, sigmoid_run),
+    FR_K(FR_COMPUTE, FR_OP_SIGMOID_BACKWARD, kF32, nullptr, sigmoid_backward_run),
+    FR_K(FR_COMPUTE, FR_OP_TANH, kF32, nullptr, tanh_run),
+    FR_K(FR_COMPUTE, FR_OP_TANH_BACKWARD, kF32, nullptr, tanh_backward_run),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW, kF32, nullptr, flatten_chw_run),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW_BACKWARD, kF32, nullptr, flatten_chw_backward_run),
     FR_K(FR_RANGE, FR_OP_CLEAR, kAny, nullptr, clear_run),

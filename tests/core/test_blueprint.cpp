@@ -165,3 +165,14 @@ TEST(Job, TheResNet18JobParses) {
   EXPECT_EQ(j.model.layers().back().kind, "fc");
   EXPECT_TRUE(j.optimizer.no_decay_1d);
 }
+
+TEST(BluePrint, PointwiseActivations) {
+  const BluePrint bp = BluePrint::from_json(
+      R"([{"layer":"fc","out":8},{"layer":"silu"},{"layer":"sigmoid"},{"layer":"tanh"},{"layer":"fc","out":10}])",
+      "m");
+  EXPECT_EQ(bp.describe(), "seq(fc(8), silu, sigmoid, tanh, fc(10))");
+  EXPECT_EQ(seq({fc(8), silu(), sigmoid(), tanh(), fc(10)}).describe(), bp.describe());
+  EXPECT_NE(
+      error_of([] { BluePrint::from_json(R"([{"layer":"tanh","k":3}])", "m"); }).find("unknown field \"k\""),
+      std::string::npos);
+}

@@ -16,6 +16,9 @@ const LayerRule& avgpool_rule();
 const LayerRule& gap_rule();
 const LayerRule& gelu_rule();
 const LayerRule& add_rule();
+const LayerRule& silu_rule();
+const LayerRule& sigmoid_rule();
+const LayerRule& tanh_rule();
 
 const LayerRule& rule_for(LayerKind kind) {
   switch (kind) {
@@ -43,6 +46,12 @@ const LayerRule& rule_for(LayerKind kind) {
       return gelu_rule();
     case LayerKind::ADD:
       return add_rule();
+    case LayerKind::SILU:
+      return silu_rule();
+    case LayerKind::SIGMOID:
+      return sigmoid_rule();
+    case LayerKind::TANH:
+      return tanh_rule();
   }
   throw Error(ErrorCode::kInternal, "no rule for layer kind " + std::to_string(static_cast<int>(kind)));
 }
@@ -59,6 +68,9 @@ LayerKind layer_kind_of(const std::string& kind, const std::string& where) {
   if (kind == "avgpool") return LayerKind::AVGPOOL;
   if (kind == "gap") return LayerKind::GAP;
   if (kind == "gelu") return LayerKind::GELU;
+  if (kind == "silu") return LayerKind::SILU;
+  if (kind == "sigmoid") return LayerKind::SIGMOID;
+  if (kind == "tanh") return LayerKind::TANH;
   throw Error(ErrorCode::kBadConfig, where + ": unknown layer \"" + kind + "\"");
 }
 

@@ -128,6 +128,9 @@ typedef struct FrPoolParams {
 
 /* add: in {a, b}; out {y = a + b} (residual joins and gradient sums). No params.
  * gelu: in {x}; out {y = x * Phi(x)} (exact, erf). gelu_backward: in {dy, x}; out {dx}. No params.
+ * silu: in {x}; out {y = x * sigmoid(x)}. silu_backward: in {dy, x}; out {dx}. No params.
+ * sigmoid: in {x}; out {y = 1 / (1 + exp(-x))}. sigmoid_backward: in {dy, y}; out {dx = dy y (1 - y)}.
+ * tanh: in {x}; out {y = tanh x}. tanh_backward: in {dy, y}; out {dx = dy (1 - y^2)}. No params.
  * flatten_chw: in {x [N,H,W,C]}; out {y [N,1,1,C*H*W]} in PyTorch's C,H,W order; flatten_chw_backward: in {dy};
  * out {dx [N,H,W,C]}. No params. */
 
@@ -202,6 +205,12 @@ typedef struct FrAdamParams {
 #define FR_OP_ADD "add"
 #define FR_OP_GELU "gelu"
 #define FR_OP_GELU_BACKWARD "gelu_backward"
+#define FR_OP_SILU "silu"
+#define FR_OP_SILU_BACKWARD "silu_backward"
+#define FR_OP_SIGMOID "sigmoid"
+#define FR_OP_SIGMOID_BACKWARD "sigmoid_backward"
+#define FR_OP_TANH "tanh"
+#define FR_OP_TANH_BACKWARD "tanh_backward"
 #define FR_OP_FLATTEN_CHW "flatten_chw"
 #define FR_OP_FLATTEN_CHW_BACKWARD "flatten_chw_backward"
 

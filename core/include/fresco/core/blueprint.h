@@ -37,6 +37,9 @@ LayerSpec maxpool(int64_t k, int64_t stride = 0, int64_t pad = 0);
 LayerSpec avgpool(int64_t k, int64_t stride = 0, int64_t pad = 0);
 LayerSpec gap();
 LayerSpec gelu();
+LayerSpec silu();
+LayerSpec sigmoid();
+LayerSpec tanh();
 // A residual block: main(x) + shortcut(x); an empty shortcut is the identity.
 LayerSpec residual(std::vector<LayerSpec> main, std::vector<LayerSpec> shortcut = {});
 

@@ -30,7 +30,10 @@ enum class LayerKind : uint8_t {
   AVGPOOL,
   GAP,
   GELU,
-  ADD
+  ADD,
+  SILU,
+  SIGMOID,
+  TANH
 };
 
 // One layer of the ArchPlan: kind, params, the tensors it owns, and where its activations live.

@@ -1,0 +1,52 @@
+// silu, sigmoid, tanh: element-wise activations, shape-preserving. silu's backward reads the input x;
+// sigmoid's and tanh's read the output y (their derivatives are cheapest from it, as in PyTorch). Tested by
+// tests/core/test_compiler_activations.cpp and the CPU kernels' tests.
+#include "fresco/ops.h"
+#include "layers/layer_rule.h"
+
+namespace fresco::layers {
+
+class PointwiseRule final : public LayerRule {
+ public:
+  PointwiseRule(const char* fwd, const char* bwd, bool backward_reads_output)
+      : fwd_(fwd), bwd_(bwd), reads_y_(backward_reads_output) {}
+  Shape out_shape(const LayerDescriptor&, const Shape& in) const override { return in; }
+  void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
+    GraphNode n;
+    n.op = fwd_;
+    n.label = l.name;
+    n.in = {x};
+    n.out = {y};
+    cx.add(std::move(n));
+  }
+  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
+                TensorId dx) const override {
+    if (dx == kNoTensor) return;
+    GraphNode n;
+    n.op = bwd_;
+    n.label = l.name;
+    n.in = {dy, reads_y_ ? y : x};
+    n.out = {dx};
+    cx.add(std::move(n));
+  }
+
+ private:
+  const char* fwd_;
+  const char* bwd_;
+  bool reads_y_;
+};
+
+const LayerRule& silu_rule() {
+  static const PointwiseRule r(FR_OP_SILU, FR_OP_SILU_BACKWARD, false);
+  return r;
+}
+const LayerRule& sigmoid_rule() {
+  static const PointwiseRule r(FR_OP_SIGMOID, FR_OP_SIGMOID_BACKWARD, true);
+  return r;
+}
+const LayerRule& tanh_rule() {
+  static const PointwiseRule r(FR_OP_TANH, FR_OP_TANH_BACKWARD, true);
+  return r;
+}
+
+}  // namespace fresco::layers

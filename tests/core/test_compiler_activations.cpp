@@ -1,0 +1,46 @@
+// silu, sigmoid and tanh layers in the Compiler: one forward and one backward node each; silu's backward
+// reads the layer input, sigmoid's and tanh's the layer output (as their kernels expect). Training with them
+// is checked by ActivationsCpu.MlpOverfitsOneBatch.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fresco/core/compiler.h"
+#include "fresco/ops.h"
+
+using namespace fresco;
+
+namespace {
+const GraphNode* find(const CompiledModel& m, const std::string& op) {
+  for (int g = 0; g < kGraphIdCount; ++g)
+    for (const GraphNode& n : m.train->nodes(static_cast<GraphId>(g)))
+      if (n.op == op) return &n;
+  return nullptr;
+}
+}  // namespace
+
+TEST(CompilerActivations, BackwardReadsInputOrOutput) {
+  CompileOptions o;
+  o.input_sample = Shape{1, 4, 4, 1};
+  o.num_classes = 10;
+  o.batch = 4;
+  o.train_samples = 8;
+  o.val_samples = 4;
+  o.steps_per_epoch = 2;
+  o.total_steps = 2;
+  o.normalize = Normalization{{0.5f}, {0.5f}};
+  o.optimizer = SGD();
+  Compiler c;
+  const CompiledModel m = c.compile(seq({fc(8), silu(), fc(8), sigmoid(), fc(8), tanh(), fc(10)}), o);
+  for (const auto& [fwd, bwd, reads_output] : {std::tuple{FR_OP_SILU, FR_OP_SILU_BACKWARD, false},
+                                               std::tuple{FR_OP_SIGMOID, FR_OP_SIGMOID_BACKWARD, true},
+                                               std::tuple{FR_OP_TANH, FR_OP_TANH_BACKWARD, true}}) {
+    SCOPED_TRACE(fwd);
+    const GraphNode* f = find(m, fwd);
+    const GraphNode* b = find(m, bwd);
+    ASSERT_NE(f, nullptr);
+    ASSERT_NE(b, nullptr);
+    ASSERT_EQ(b->in.size(), 2u);
+    EXPECT_EQ(b->in[1], reads_output ? f->out[0] : f->in[0]);
+  }
+}
