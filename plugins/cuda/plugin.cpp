@@ -15,6 +15,15 @@ FR_CUDA_KERNEL_RUN(fc_backward);
 FR_CUDA_KERNEL_DESTROY(fc_backward);
 FR_CUDA_KERNEL_RUN(relu);
 FR_CUDA_KERNEL_RUN(relu_backward);
+FR_CUDA_KERNEL_RUN(add);
+FR_CUDA_KERNEL_RUN(gelu);
+FR_CUDA_KERNEL_RUN(gelu_backward);
+FR_CUDA_KERNEL_RUN(silu);
+FR_CUDA_KERNEL_RUN(silu_backward);
+FR_CUDA_KERNEL_RUN(sigmoid);
+FR_CUDA_KERNEL_RUN(sigmoid_backward);
+FR_CUDA_KERNEL_RUN(tanh);
+FR_CUDA_KERNEL_RUN(tanh_backward);
 FR_CUDA_KERNEL_RUN(dropout);
 FR_CUDA_KERNEL_RUN(dropout_backward);
 FR_CUDA_KERNEL_RUN(normalize_input);
@@ -38,6 +47,15 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, nullptr, relu_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_ADD, kF32, nullptr, add_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_GELU, kF32, nullptr, gelu_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_GELU_BACKWARD, kF32, nullptr, gelu_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_SILU, kF32, nullptr, silu_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_SILU_BACKWARD, kF32, nullptr, silu_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_SIGMOID, kF32, nullptr, sigmoid_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_SIGMOID_BACKWARD, kF32, nullptr, sigmoid_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_TANH, kF32, nullptr, tanh_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_TANH_BACKWARD, kF32, nullptr, tanh_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run, nullptr),

@@ -100,6 +100,27 @@ TEST(CudaOps, ReluForwardBackward) {
   expect_same(b, 0.0, "relu_backward");
 }
 
+// add and the element-wise activations: unary forward {x} -> {y}, binary (backward {dy, x or y}; add {a, b}).
+TEST(CudaOps, PointwiseForwardBackward) {
+  FRESCO_REQUIRE_GPU();
+  for (const char* op : {FR_OP_GELU, FR_OP_SILU, FR_OP_SIGMOID, FR_OP_TANH}) {
+    OpCase f;
+    f.tensors = {{DType::F32, kX, Fill::RANDOM}, {DType::F32, kX, Fill::ZERO}};
+    f.node = node(op, {0}, {1});
+    f.outputs = {1};
+    expect_same(f, 1e-6, op);
+  }
+  for (const char* op :
+       {FR_OP_ADD, FR_OP_GELU_BACKWARD, FR_OP_SILU_BACKWARD, FR_OP_SIGMOID_BACKWARD, FR_OP_TANH_BACKWARD}) {
+    OpCase b;
+    b.tensors = {
+        {DType::F32, kX, Fill::RANDOM}, {DType::F32, kX, Fill::RANDOM}, {DType::F32, kX, Fill::ZERO}};
+    b.node = node(op, {0, 1}, {2});
+    b.outputs = {2};
+    expect_same(b, 1e-6, op);
+  }
+}
+
 TEST(CudaOps, DropoutSameMaskAsCpu) {
   FRESCO_REQUIRE_GPU();
   for (const char* op : {FR_OP_DROPOUT, FR_OP_DROPOUT_BACKWARD}) {
