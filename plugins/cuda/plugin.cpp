@@ -24,6 +24,12 @@ FR_CUDA_KERNEL_RUN(sigmoid);
 FR_CUDA_KERNEL_RUN(sigmoid_backward);
 FR_CUDA_KERNEL_RUN(tanh);
 FR_CUDA_KERNEL_RUN(tanh_backward);
+FR_CUDA_KERNEL_RUN(max_pool2d);
+FR_CUDA_KERNEL_RUN(max_pool2d_backward);
+FR_CUDA_KERNEL_RUN(avg_pool2d);
+FR_CUDA_KERNEL_RUN(avg_pool2d_backward);
+FR_CUDA_KERNEL_RUN(global_avg_pool);
+FR_CUDA_KERNEL_RUN(global_avg_pool_backward);
 FR_CUDA_KERNEL_RUN(dropout);
 FR_CUDA_KERNEL_RUN(dropout_backward);
 FR_CUDA_KERNEL_RUN(normalize_input);
@@ -56,6 +62,12 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_SIGMOID_BACKWARD, kF32, nullptr, sigmoid_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_TANH, kF32, nullptr, tanh_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_TANH_BACKWARD, kF32, nullptr, tanh_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D, kF32, nullptr, max_pool2d_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D_BACKWARD, kF32, nullptr, max_pool2d_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D, kF32, nullptr, avg_pool2d_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D_BACKWARD, kF32, nullptr, avg_pool2d_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL, kF32, nullptr, global_avg_pool_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run, nullptr),

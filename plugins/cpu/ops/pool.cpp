@@ -8,39 +8,14 @@
 #include <limits>
 
 #include "cpu_common.h"
+#include "fresco/pool_geometry.hpp"
 
 namespace fresco::cpu {
 
 namespace {
 
-struct PoolGeom {
-  int64_t n, h, w, c, p, q;
-  int64_t kh, kw, sh, sw, ph, pw;
-};
-
-// Validates params and shapes: x [N,H,W,C] (the input side), y [N,P,Q,C] (the output side).
-PoolGeom pool_geom(const FrPoolParams& pp, const FrTensor& x, const FrTensor& y, const char* op) {
-  const std::string o(op);
-  FR_PLUGIN_CHECK(x.ndim == 4 && y.ndim == 4, FR_ERR_INVALID_ARGUMENT, o + ": tensors must be 4-D NHWC");
-  FR_PLUGIN_CHECK(
-      pp.kh >= 1 && pp.kw >= 1 && pp.stride_h >= 1 && pp.stride_w >= 1 && pp.pad_h >= 0 && pp.pad_w >= 0,
-      FR_ERR_INVALID_ARGUMENT, o + ": bad kernel size, stride or padding");
-  FR_PLUGIN_CHECK(2 * pp.pad_h <= pp.kh && 2 * pp.pad_w <= pp.kw, FR_ERR_INVALID_ARGUMENT,
-                  o + ": padding must be at most half the kernel size");
-  PoolGeom g{x.dims[0], x.dims[1], x.dims[2],   x.dims[3],   0,        0,
-             pp.kh,     pp.kw,     pp.stride_h, pp.stride_w, pp.pad_h, pp.pad_w};
-  FR_PLUGIN_CHECK(g.h + 2 * g.ph >= g.kh && g.w + 2 * g.pw >= g.kw, FR_ERR_INVALID_ARGUMENT,
-                  o + ": window larger than the padded input");
-  g.p = (g.h + 2 * g.ph - g.kh) / g.sh + 1;
-  g.q = (g.w + 2 * g.pw - g.kw) / g.sw + 1;
-  FR_PLUGIN_CHECK(y.dims[0] == g.n && y.dims[1] == g.p && y.dims[2] == g.q && y.dims[3] == g.c,
-                  FR_ERR_INVALID_ARGUMENT,
-                  o + ": output shape [" + std::to_string(y.dims[0]) + "," + std::to_string(y.dims[1]) + "," +
-                      std::to_string(y.dims[2]) + "," + std::to_string(y.dims[3]) + "] != expected [" +
-                      std::to_string(g.n) + "," + std::to_string(g.p) + "," + std::to_string(g.q) + "," +
-                      std::to_string(g.c) + "]");
-  return g;
-}
+using sdk::pool_geom;
+using sdk::PoolGeom;
 
 void same_shape(const FrTensor& a, const FrTensor& b, const std::string& what) {
   FR_PLUGIN_CHECK(a.ndim == b.ndim && std::equal(a.dims, a.dims + 4, b.dims), FR_ERR_INVALID_ARGUMENT,
@@ -170,20 +145,16 @@ FR_CPU_KERNEL_RUN(avg_pool2d_backward) {
     FR_PLUGIN_CHECK(dx != dy, FR_ERR_INVALID_ARGUMENT, "avg_pool2d_backward: dx must not alias dy");
     const float inv = 1.0f / static_cast<float>(g.kh * g.kw);
     // Gather: input row yy is covered by output rows i with i*sh - ph <= yy < i*sh - ph + kh.
-    auto first_out = [](int64_t pos, int64_t pad, int64_t k, int64_t stride) {
-      const int64_t num = pos + pad - k + 1;  // smallest i with i*stride >= num
-      return num <= 0 ? int64_t{0} : (num + stride - 1) / stride;
-    };
     parallel_chunks(g.n * g.h, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.w * g.c, 1)),
                     [&](int64_t a, int64_t b) {
                       for (int64_t r = a; r < b; ++r) {
                         const int64_t img = r / g.h, yy = r % g.h;
-                        const int64_t i0 = first_out(yy, g.ph, g.kh, g.sh);
+                        const int64_t i0 = sdk::first_covering(yy, g.ph, g.kh, g.sh);
                         const int64_t i1 = std::min(g.p - 1, (yy + g.ph) / g.sh);
                         for (int64_t xx = 0; xx < g.w; ++xx) {
                           float* d = dx + (r * g.w + xx) * g.c;
                           std::fill(d, d + g.c, 0.0f);
-                          const int64_t j0 = first_out(xx, g.pw, g.kw, g.sw);
+                          const int64_t j0 = sdk::first_covering(xx, g.pw, g.kw, g.sw);
                           const int64_t j1 = std::min(g.q - 1, (xx + g.pw) / g.sw);
                           for (int64_t i = i0; i <= i1; ++i)
                             for (int64_t j = j0; j <= j1; ++j) {

@@ -121,6 +121,54 @@ TEST(CudaOps, PointwiseForwardBackward) {
   }
 }
 
+// Max and average pools (with padding and overlapping windows), forward and backward, and the global average
+// pool; the gradients are gathers on the GPU and scatters/gathers on the CPU.
+TEST(CudaOps, Pools) {
+  FRESCO_REQUIRE_GPU();
+  const Shape x{3, 9, 11, 5};
+  for (const FrPoolParams pp :
+       {FrPoolParams{3, 3, 2, 2, 1, 1}, FrPoolParams{2, 2, 2, 2, 0, 0}, FrPoolParams{3, 2, 1, 1, 1, 0}}) {
+    const int64_t p = (9 + 2 * pp.pad_h - pp.kh) / pp.stride_h + 1,
+                  q = (11 + 2 * pp.pad_w - pp.kw) / pp.stride_w + 1;
+    const Shape y{3, p, q, 5};
+    const std::string geom = " k" + std::to_string(pp.kh) + "x" + std::to_string(pp.kw) + " s" +
+                             std::to_string(pp.stride_h) + " p" + std::to_string(pp.pad_h);
+    for (const char* op : {FR_OP_MAX_POOL2D, FR_OP_AVG_POOL2D}) {
+      OpCase f;
+      f.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, y, Fill::ZERO}};
+      f.node = node(op, {0}, {1});
+      f.node.with_params(pp);
+      f.outputs = {1};
+      expect_same(f, 1e-6, op + geom);
+    }
+    OpCase mb;
+    mb.tensors = {{DType::F32, y, Fill::RANDOM},
+                  {DType::F32, x, Fill::RANDOM},
+                  {DType::F32, y, Fill::RANDOM},
+                  {DType::F32, x, Fill::ZERO}};
+    mb.node = node(FR_OP_MAX_POOL2D_BACKWARD, {0, 1, 2}, {3});
+    mb.node.with_params(pp);
+    mb.outputs = {3};
+    expect_same(mb, 1e-6, "max_pool2d_backward" + geom);
+    OpCase ab;
+    ab.tensors = {{DType::F32, y, Fill::RANDOM}, {DType::F32, x, Fill::ZERO}};
+    ab.node = node(FR_OP_AVG_POOL2D_BACKWARD, {0}, {1});
+    ab.node.with_params(pp);
+    ab.outputs = {1};
+    expect_same(ab, 1e-6, "avg_pool2d_backward" + geom);
+  }
+  OpCase g;
+  g.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, {3, 1, 1, 5}, Fill::ZERO}};
+  g.node = node(FR_OP_GLOBAL_AVG_POOL, {0}, {1});
+  g.outputs = {1};
+  expect_same(g, 1e-6, "global_avg_pool");
+  OpCase gb;
+  gb.tensors = {{DType::F32, {3, 1, 1, 5}, Fill::RANDOM}, {DType::F32, x, Fill::ZERO}};
+  gb.node = node(FR_OP_GLOBAL_AVG_POOL_BACKWARD, {0}, {1});
+  gb.outputs = {1};
+  expect_same(gb, 1e-6, "global_avg_pool_backward");
+}
+
 TEST(CudaOps, DropoutSameMaskAsCpu) {
   FRESCO_REQUIRE_GPU();
   for (const char* op : {FR_OP_DROPOUT, FR_OP_DROPOUT_BACKWARD}) {

@@ -1,0 +1,196 @@
+// CUDA 2-D pooling on NHWC f32 maps with the CPU kernels' semantics (plugins/cpu/ops/pool.cpp): max pool
+// (padding never wins, the first maximum in row-major window order, NaN propagates), average pool
+// (count_include_pad), global average pool (accumulated in double). Every kernel is a gather with one thread
+// per output element, so results are deterministic; the backwards recompute each covering window's argmax
+// (max) or sum the covering windows (average) instead of scattering. Test:
+// tests/plugins/cuda/test_cuda_ops.cpp.
+#include "cuda_common.h"
+#include "fresco/pool_geometry.hpp"
+
+namespace fresco::cuda {
+
+namespace {
+using sdk::PoolGeom;
+
+#define FR_GRID_STRIDE(i, n)                                                             \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+// Last output row/column whose window covers input position `pos` (clamped to the output size).
+__device__ int64_t last_covering(int64_t pos, int64_t pad, int64_t stride, int64_t out) {
+  const int64_t i = (pos + pad) / stride;
+  return i < out - 1 ? i : out - 1;
+}
+
+// Offset (into image `img`'s map) of the first maximum of window (i, j), channel k.
+__device__ int64_t window_argmax(const float* x, const PoolGeom g, int64_t img, int64_t i, int64_t j,
+                                 int64_t k) {
+  const int64_t y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
+  const float* base = x + img * g.h * g.w * g.c;
+  float best = 0.0f;
+  int64_t arg = -1;
+  for (int64_t yy = y0 < 0 ? 0 : y0; yy < y0 + g.kh && yy < g.h; ++yy)
+    for (int64_t xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx) {
+      const int64_t off = (yy * g.w + xx) * g.c + k;
+      const float v = base[off];
+      if (arg < 0 || v > best || isnan(v)) best = v, arg = off;
+    }
+  return arg;
+}
+
+__global__ void max_pool_kernel(const float* x, float* y, PoolGeom g) {
+  FR_GRID_STRIDE(o, g.n * g.p * g.q * g.c) {
+    const int64_t k = o % g.c, j = (o / g.c) % g.q, i = (o / (g.c * g.q)) % g.p, img = o / (g.c * g.q * g.p);
+    y[o] = x[img * g.h * g.w * g.c + window_argmax(x, g, img, i, j, k)];
+  }
+}
+
+__global__ void max_pool_backward_kernel(const float* dy, const float* x, float* dx, PoolGeom g) {
+  FR_GRID_STRIDE(t, g.n * g.h * g.w * g.c) {
+    const int64_t k = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
+                  img = t / (g.c * g.w * g.h);
+    const int64_t me = (yy * g.w + xx) * g.c + k;
+    const int64_t i1 = last_covering(yy, g.ph, g.sh, g.p), j1 = last_covering(xx, g.pw, g.sw, g.q);
+    float acc = 0.0f;
+    for (int64_t i = sdk::first_covering(yy, g.ph, g.kh, g.sh); i <= i1; ++i)
+      for (int64_t j = sdk::first_covering(xx, g.pw, g.kw, g.sw); j <= j1; ++j)
+        if (window_argmax(x, g, img, i, j, k) == me) acc += dy[((img * g.p + i) * g.q + j) * g.c + k];
+    dx[t] = acc;
+  }
+}
+
+__global__ void avg_pool_kernel(const float* x, float* y, PoolGeom g, float inv) {
+  FR_GRID_STRIDE(o, g.n * g.p * g.q * g.c) {
+    const int64_t k = o % g.c, j = (o / g.c) % g.q, i = (o / (g.c * g.q)) % g.p, img = o / (g.c * g.q * g.p);
+    const int64_t y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
+    const float* base = x + img * g.h * g.w * g.c + k;
+    float acc = 0.0f;
+    for (int64_t yy = y0 < 0 ? 0 : y0; yy < y0 + g.kh && yy < g.h; ++yy)
+      for (int64_t xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx) acc += base[(yy * g.w + xx) * g.c];
+    y[o] = acc * inv;
+  }
+}
+
+__global__ void avg_pool_backward_kernel(const float* dy, float* dx, PoolGeom g, float inv) {
+  FR_GRID_STRIDE(t, g.n * g.h * g.w * g.c) {
+    const int64_t k = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
+                  img = t / (g.c * g.w * g.h);
+    const int64_t i1 = last_covering(yy, g.ph, g.sh, g.p), j1 = last_covering(xx, g.pw, g.sw, g.q);
+    float acc = 0.0f;
+    for (int64_t i = sdk::first_covering(yy, g.ph, g.kh, g.sh); i <= i1; ++i)
+      for (int64_t j = sdk::first_covering(xx, g.pw, g.kw, g.sw); j <= j1; ++j)
+        acc += dy[((img * g.p + i) * g.q + j) * g.c + k];
+    dx[t] = acc * inv;
+  }
+}
+
+__global__ void gap_kernel(const float* x, float* y, int64_t n, int64_t hw, int64_t c, double inv) {
+  FR_GRID_STRIDE(o, n * c) {
+    const int64_t img = o / c, k = o % c;
+    double acc = 0.0;
+    for (int64_t s = 0; s < hw; ++s) acc += x[(img * hw + s) * c + k];
+    y[o] = static_cast<float>(acc * inv);
+  }
+}
+
+__global__ void gap_backward_kernel(const float* dy, float* dx, int64_t n, int64_t hw, int64_t c, float inv) {
+  FR_GRID_STRIDE(t, n * hw * c) {
+    dx[t] = dy[(t / (hw * c)) * c + t % c] * inv;
+  }
+}
+
+unsigned grid(void* ctx, int64_t n) {
+  return grid_for(n, 256, ctx_of(ctx)->sm_count);
+}
+
+// Global average pool shapes: map [N,H,W,C] and pooled [N,1,1,C]; returns {n, hw, c}.
+void gap_shape(const FrTensor& map, const FrTensor& pooled, const char* op, int64_t* n, int64_t* hw,
+               int64_t* c) {
+  const std::string o(op);
+  FR_PLUGIN_CHECK(map.ndim == 4, FR_ERR_INVALID_ARGUMENT, o + ": the map must be 4-D NHWC");
+  *n = map.dims[0], *hw = map.dims[1] * map.dims[2], *c = map.dims[3];
+  FR_PLUGIN_CHECK(*hw >= 1 && *c >= 1, FR_ERR_INVALID_ARGUMENT, o + ": empty input");
+  FR_PLUGIN_CHECK(pooled.dims[0] == *n && sdk::numel(pooled) == *n * *c && pooled.dims[pooled.ndim - 1] == *c,
+                  FR_ERR_INVALID_ARGUMENT, o + ": the pooled tensor must be [N,1,1,C]");
+}
+}  // namespace
+
+FR_CUDA_KERNEL_RUN(max_pool2d) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 1, 1, 0, 0, "max_pool2d");
+    const PoolGeom g =
+        sdk::pool_geom(sdk::params<FrPoolParams>(call), call->in[0], call->out[0], "max_pool2d");
+    max_pool_kernel<<<grid(ctx, g.n * g.p * g.q * g.c), 256, 0, stream_of(call)>>>(
+        sdk::data<float>(call->in[0]), sdk::data<float>(call->out[0]), g);
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+FR_CUDA_KERNEL_RUN(max_pool2d_backward) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 3, 1, 0, 0, "max_pool2d_backward");
+    const PoolGeom g =
+        sdk::pool_geom(sdk::params<FrPoolParams>(call), call->in[1], call->in[0], "max_pool2d_backward");
+    FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == sdk::numel(call->in[1]), FR_ERR_INVALID_ARGUMENT,
+                    "max_pool2d_backward: x and dx: shapes differ");
+    FR_PLUGIN_CHECK(call->out[0].data != call->in[0].data, FR_ERR_INVALID_ARGUMENT,
+                    "max_pool2d_backward: dx must not alias dy");
+    max_pool_backward_kernel<<<grid(ctx, g.n * g.h * g.w * g.c), 256, 0, stream_of(call)>>>(
+        sdk::data<float>(call->in[0]), sdk::data<float>(call->in[1]), sdk::data<float>(call->out[0]), g);
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+FR_CUDA_KERNEL_RUN(avg_pool2d) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 1, 1, 0, 0, "avg_pool2d");
+    const PoolGeom g =
+        sdk::pool_geom(sdk::params<FrPoolParams>(call), call->in[0], call->out[0], "avg_pool2d");
+    avg_pool_kernel<<<grid(ctx, g.n * g.p * g.q * g.c), 256, 0, stream_of(call)>>>(
+        sdk::data<float>(call->in[0]), sdk::data<float>(call->out[0]), g,
+        1.0f / static_cast<float>(g.kh * g.kw));
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+FR_CUDA_KERNEL_RUN(avg_pool2d_backward) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 1, 1, 0, 0, "avg_pool2d_backward");
+    const PoolGeom g =
+        sdk::pool_geom(sdk::params<FrPoolParams>(call), call->out[0], call->in[0], "avg_pool2d_backward");
+    FR_PLUGIN_CHECK(call->out[0].data != call->in[0].data, FR_ERR_INVALID_ARGUMENT,
+                    "avg_pool2d_backward: dx must not alias dy");
+    avg_pool_backward_kernel<<<grid(ctx, g.n * g.h * g.w * g.c), 256, 0, stream_of(call)>>>(
+        sdk::data<float>(call->in[0]), sdk::data<float>(call->out[0]), g,
+        1.0f / static_cast<float>(g.kh * g.kw));
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+FR_CUDA_KERNEL_RUN(global_avg_pool) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 1, 1, 0, 0, "global_avg_pool");
+    int64_t n, hw, c;
+    gap_shape(call->in[0], call->out[0], "global_avg_pool", &n, &hw, &c);
+    gap_kernel<<<grid(ctx, n * c), 256, 0, stream_of(call)>>>(sdk::data<float>(call->in[0]),
+                                                              sdk::data<float>(call->out[0]), n, hw, c,
+                                                              1.0 / static_cast<double>(hw));
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+FR_CUDA_KERNEL_RUN(global_avg_pool_backward) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 1, 1, 0, 0, "global_avg_pool_backward");
+    int64_t n, hw, c;
+    gap_shape(call->out[0], call->in[0], "global_avg_pool_backward", &n, &hw, &c);
+    FR_PLUGIN_CHECK(call->out[0].data != call->in[0].data || hw == 1, FR_ERR_INVALID_ARGUMENT,
+                    "global_avg_pool_backward: dx must not alias dy");
+    gap_backward_kernel<<<grid(ctx, n * hw * c), 256, 0, stream_of(call)>>>(
+        sdk::data<float>(call->in[0]), sdk::data<float>(call->out[0]), n, hw, c,
+        static_cast<float>(1.0 / static_cast<double>(hw)));
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace fresco::cuda
