@@ -30,6 +30,8 @@ FR_CUDA_KERNEL_RUN(avg_pool2d);
 FR_CUDA_KERNEL_RUN(avg_pool2d_backward);
 FR_CUDA_KERNEL_RUN(global_avg_pool);
 FR_CUDA_KERNEL_RUN(global_avg_pool_backward);
+FR_CUDA_KERNEL_RUN(batchnorm);
+FR_CUDA_KERNEL_RUN(batchnorm_backward);
 FR_CUDA_KERNEL_RUN(dropout);
 FR_CUDA_KERNEL_RUN(dropout_backward);
 FR_CUDA_KERNEL_RUN(normalize_input);
@@ -68,6 +70,8 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D_BACKWARD, kF32, nullptr, avg_pool2d_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL, kF32, nullptr, global_avg_pool_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_BATCHNORM, kF32, nullptr, batchnorm_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, nullptr, batchnorm_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run, nullptr),

@@ -169,6 +169,35 @@ TEST(CudaOps, Pools) {
   expect_same(gb, 1e-6, "global_avg_pool_backward");
 }
 
+// Batchnorm training (y, saved mean/invstd, running statistics moved in place), inference, and backward.
+TEST(CudaOps, BatchNorm) {
+  FRESCO_REQUIRE_GPU();
+  const Shape x{4, 5, 6, 7}, v{1, 1, 1, 7};
+  OpCase t;
+  t.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, v, Fill::RANDOM},  {DType::F32, v, Fill::RANDOM},
+               {DType::F32, x, Fill::ZERO},   {DType::F32, v, Fill::ZERO},    {DType::F32, v, Fill::ZERO},
+               {DType::F32, v, Fill::RANDOM}, {DType::F32, v, Fill::POSITIVE}};
+  t.node = node(FR_OP_BATCHNORM, {0, 1, 2}, {3, 4, 5});
+  t.node.rout = {f32(6), f32(7)};
+  t.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+  t.outputs = {3, 4, 5, 6, 7};
+  expect_same(t, 1e-6, "batchnorm (training)");
+  OpCase e;
+  e.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, v, Fill::RANDOM},   {DType::F32, v, Fill::RANDOM},
+               {DType::F32, v, Fill::RANDOM}, {DType::F32, v, Fill::POSITIVE}, {DType::F32, x, Fill::ZERO}};
+  e.node = node(FR_OP_BATCHNORM, {0, 1, 2, 3, 4}, {5});
+  e.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
+  e.outputs = {5};
+  expect_same(e, 1e-6, "batchnorm (inference)");
+  OpCase b;
+  b.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, x, Fill::RANDOM},   {DType::F32, v, Fill::RANDOM},
+               {DType::F32, v, Fill::RANDOM}, {DType::F32, v, Fill::POSITIVE}, {DType::F32, x, Fill::ZERO},
+               {DType::F32, v, Fill::ZERO},   {DType::F32, v, Fill::ZERO}};
+  b.node = node(FR_OP_BATCHNORM_BACKWARD, {0, 1, 2, 3, 4}, {5, 6, 7});
+  b.outputs = {5, 6, 7};
+  expect_same(b, 2e-6, "batchnorm_backward");
+}
+
 TEST(CudaOps, DropoutSameMaskAsCpu) {
   FRESCO_REQUIRE_GPU();
   for (const char* op : {FR_OP_DROPOUT, FR_OP_DROPOUT_BACKWARD}) {
