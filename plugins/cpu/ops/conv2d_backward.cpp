@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cpu_common.h"
+#include "fresco/conv_geometry.hpp"
 #include "gemm.h"
 
 namespace fresco::cpu {
@@ -17,19 +18,10 @@ namespace {
 // Floats of im2col scratch aimed at per block of images (the block holds at least one image).
 constexpr int64_t kColTargetFloats = int64_t{1} << 20;
 
-int64_t dim(const FrTensor& t, int i) {
-  return static_cast<uint32_t>(i) < t.ndim ? t.dims[i] : 1;
-}
-
-std::string shape_str(const FrTensor& t) {
-  return "[" + std::to_string(dim(t, 0)) + "," + std::to_string(dim(t, 1)) + "," + std::to_string(dim(t, 2)) +
-         "," + std::to_string(dim(t, 3)) + "]";
-}
+using sdk::shape_str;
 
 // The checked geometry of one conv2d call (forward tensor order: x, w, [b]; y).
-struct ConvGeom {
-  int64_t n, h, w, c, k, r, s, p, q, g, cg, kg;
-  int64_t sh, sw, ph, pw, dh, dw;
+struct ConvGeom : sdk::ConvShape {
   bool direct;          // 1x1, stride 1, no padding: x is the column matrix itself
   int64_t nb;           // images per im2col block
   int64_t rsc;          // R*S*C: one column-buffer row (all groups, group-major)
@@ -41,32 +33,8 @@ struct ConvGeom {
 // y is the output (or, backward, dy); `op` names the op in error messages.
 ConvGeom conv_geometry(const char* op, const FrConvParams& p, const FrTensor& x, const FrTensor& w,
                        const FrTensor& y) {
-  const std::string o(op);
-  FR_PLUGIN_CHECK(p.kh >= 1 && p.kw >= 1 && p.stride_h >= 1 && p.stride_w >= 1 && p.pad_h >= 0 &&
-                      p.pad_w >= 0 && p.dil_h >= 1 && p.dil_w >= 1 && p.groups >= 1,
-                  FR_ERR_INVALID_ARGUMENT, o + ": invalid kernel/stride/padding/dilation/groups params");
   ConvGeom gm{};
-  gm.n = dim(x, 0), gm.h = dim(x, 1), gm.w = dim(x, 2), gm.c = dim(x, 3);
-  gm.k = dim(w, 0), gm.r = p.kh, gm.s = p.kw, gm.g = p.groups;
-  gm.sh = p.stride_h, gm.sw = p.stride_w, gm.ph = p.pad_h, gm.pw = p.pad_w, gm.dh = p.dil_h, gm.dw = p.dil_w;
-  FR_PLUGIN_CHECK(gm.n >= 1 && gm.h >= 1 && gm.w >= 1 && gm.c >= 1 && gm.k >= 1, FR_ERR_INVALID_ARGUMENT,
-                  o + ": empty x " + shape_str(x) + " or w " + shape_str(w));
-  FR_PLUGIN_CHECK(gm.c % gm.g == 0 && gm.k % gm.g == 0, FR_ERR_INVALID_ARGUMENT,
-                  o + ": channels C=" + std::to_string(gm.c) + " and K=" + std::to_string(gm.k) +
-                      " must be multiples of groups=" + std::to_string(gm.g));
-  gm.cg = gm.c / gm.g, gm.kg = gm.k / gm.g;
-  const int64_t eff_h = gm.dh * (gm.r - 1) + 1, eff_w = gm.dw * (gm.s - 1) + 1;
-  FR_PLUGIN_CHECK(gm.h + 2 * gm.ph >= eff_h && gm.w + 2 * gm.pw >= eff_w, FR_ERR_INVALID_ARGUMENT,
-                  o + ": dilated kernel larger than the padded input " + shape_str(x));
-  FR_PLUGIN_CHECK(dim(w, 1) == gm.r && dim(w, 2) == gm.s && dim(w, 3) == gm.cg, FR_ERR_INVALID_ARGUMENT,
-                  o + ": weight " + shape_str(w) + " is not [K," + std::to_string(gm.r) + "," +
-                      std::to_string(gm.s) + "," + std::to_string(gm.cg) + "] (C/groups input channels)");
-  gm.p = (gm.h + 2 * gm.ph - eff_h) / gm.sh + 1;
-  gm.q = (gm.w + 2 * gm.pw - eff_w) / gm.sw + 1;
-  FR_PLUGIN_CHECK(dim(y, 0) == gm.n && dim(y, 1) == gm.p && dim(y, 2) == gm.q && dim(y, 3) == gm.k,
-                  FR_ERR_INVALID_ARGUMENT,
-                  o + ": output shape " + shape_str(y) + " != expected [" + std::to_string(gm.n) + "," +
-                      std::to_string(gm.p) + "," + std::to_string(gm.q) + "," + std::to_string(gm.k) + "]");
+  static_cast<sdk::ConvShape&>(gm) = sdk::conv_shape(op, p, x, w, y);
   gm.rsc = gm.r * gm.s * gm.c;
   gm.rscg = gm.r * gm.s * gm.cg;
   gm.direct = gm.r == 1 && gm.s == 1 && gm.sh == 1 && gm.sw == 1 && gm.ph == 0 && gm.pw == 0;

@@ -198,6 +198,58 @@ TEST(CudaOps, BatchNorm) {
   expect_same(b, 2e-6, "batchnorm_backward");
 }
 
+// conv2d forward/backward over strides, padding, dilation, groups, with and without bias; flatten_chw.
+TEST(CudaOps, Conv2dAndFlatten) {
+  FRESCO_REQUIRE_GPU();
+  struct Geo {
+    FrConvParams p;
+    int64_t c, k;
+  };
+  for (const Geo& geo :
+       {Geo{{3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, 5, 6}, Geo{{3, 3, 2, 2, 1, 1, 1, 1, 1, 0}, 4, 8},
+        Geo{{1, 1, 2, 2, 0, 0, 1, 1, 1, 0}, 6, 3}, Geo{{3, 2, 1, 2, 2, 1, 2, 1, 2, 1}, 4, 6}}) {
+    const FrConvParams& p = geo.p;
+    const int64_t n = 2, h = 9, w = 8;
+    const int64_t ph = (h + 2 * p.pad_h - p.dil_h * (p.kh - 1) - 1) / p.stride_h + 1;
+    const int64_t pq = (w + 2 * p.pad_w - p.dil_w * (p.kw - 1) - 1) / p.stride_w + 1;
+    const Shape xs{n, h, w, geo.c}, ws{geo.k, p.kh, p.kw, geo.c / p.groups}, bs{1, 1, 1, geo.k},
+        ys{n, ph, pq, geo.k};
+    const std::string what = "conv k" + std::to_string(p.kh) + "x" + std::to_string(p.kw) + " s" +
+                             std::to_string(p.stride_h) + " d" + std::to_string(p.dil_h) + " g" +
+                             std::to_string(p.groups) + " bias" + std::to_string(p.has_bias);
+    OpCase f;
+    f.tensors = {{DType::F32, xs, Fill::RANDOM},
+                 {DType::F32, ws, Fill::RANDOM},
+                 {DType::F32, bs, Fill::RANDOM},
+                 {DType::F32, ys, Fill::ZERO}};
+    f.node =
+        node(FR_OP_CONV2D, p.has_bias ? std::vector<TensorId>{0, 1, 2} : std::vector<TensorId>{0, 1}, {3});
+    f.node.with_params(p);
+    f.outputs = {3};
+    expect_same(f, 2e-6, what);
+    OpCase b;
+    b.tensors = {{DType::F32, ys, Fill::RANDOM}, {DType::F32, xs, Fill::RANDOM},
+                 {DType::F32, ws, Fill::RANDOM}, {DType::F32, ws, Fill::ZERO},
+                 {DType::F32, bs, Fill::ZERO},   {DType::F32, xs, Fill::ZERO}};
+    b.node = node(FR_OP_CONV2D_BACKWARD, {0, 1, 2},
+                  p.has_bias ? std::vector<TensorId>{3, 4, 5} : std::vector<TensorId>{3, 5});
+    b.node.with_params(FrConvBackwardParams{p, 1, 0});
+    b.outputs = p.has_bias ? std::vector<TensorId>{3, 4, 5} : std::vector<TensorId>{3, 5};
+    expect_same(b, 2e-6, what + " backward");
+  }
+  const Shape m{3, 5, 7, 6}, flat{3, 1, 1, 210};
+  OpCase f;
+  f.tensors = {{DType::F32, m, Fill::RANDOM}, {DType::F32, flat, Fill::ZERO}};
+  f.node = node(FR_OP_FLATTEN_CHW, {0}, {1});
+  f.outputs = {1};
+  expect_same(f, 0.0, "flatten_chw");
+  OpCase b;
+  b.tensors = {{DType::F32, flat, Fill::RANDOM}, {DType::F32, m, Fill::ZERO}};
+  b.node = node(FR_OP_FLATTEN_CHW_BACKWARD, {0}, {1});
+  b.outputs = {1};
+  expect_same(b, 0.0, "flatten_chw_backward");
+}
+
 TEST(CudaOps, DropoutSameMaskAsCpu) {
   FRESCO_REQUIRE_GPU();
   for (const char* op : {FR_OP_DROPOUT, FR_OP_DROPOUT_BACKWARD}) {
