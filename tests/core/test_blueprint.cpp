@@ -160,10 +160,12 @@ TEST(Job, BuiltInModelsByName) {
             std::string::npos);
 }
 
-TEST(Job, TheResNet18JobParses) {
-  const JobSpec j = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/resnet18_fashion_mnist.json");
-  EXPECT_EQ(j.model.layers().back().kind, "fc");
-  EXPECT_TRUE(j.optimizer.no_decay_1d);
+TEST(Job, TheResNet18JobsParse) {
+  for (const char* f : {"resnet18_fashion_mnist.json", "resnet18_parity.json"}) {
+    const JobSpec j = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/" + f);
+    EXPECT_EQ(j.model.layers().back().kind, "fc") << f;
+    EXPECT_TRUE(j.optimizer.no_decay_1d) << f;
+  }
 }
 
 TEST(BluePrint, PointwiseActivations) {
