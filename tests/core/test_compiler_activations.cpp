@@ -7,6 +7,7 @@
 
 #include "fresco/core/compiler.h"
 #include "fresco/ops.h"
+#include "small_compile_options.h"
 
 using namespace fresco;
 
@@ -20,16 +21,7 @@ const GraphNode* find(const CompiledModel& m, const std::string& op) {
 }  // namespace
 
 TEST(CompilerActivations, BackwardReadsInputOrOutput) {
-  CompileOptions o;
-  o.input_sample = Shape{1, 4, 4, 1};
-  o.num_classes = 10;
-  o.batch = 4;
-  o.train_samples = 8;
-  o.val_samples = 4;
-  o.steps_per_epoch = 2;
-  o.total_steps = 2;
-  o.normalize = Normalization{{0.5f}, {0.5f}};
-  o.optimizer = SGD();
+  const CompileOptions o = test::small_compile_options(4);
   Compiler c;
   const CompiledModel m = c.compile(seq({fc(8), silu(), fc(8), sigmoid(), fc(8), tanh(), fc(10)}), o);
   for (const auto& [fwd, bwd, reads_output] : {std::tuple{FR_OP_SILU, FR_OP_SILU_BACKWARD, false},

@@ -7,22 +7,13 @@
 
 #include "fresco/core/compiler.h"
 #include "fresco/core/error.h"
+#include "small_compile_options.h"
 
 using namespace fresco;
 
 namespace {
 CompileOptions cnn_options() {
-  CompileOptions o;
-  o.input_sample = Shape{1, 8, 8, 1};
-  o.num_classes = 10;
-  o.batch = 4;
-  o.train_samples = 8;
-  o.val_samples = 4;
-  o.steps_per_epoch = 2;
-  o.total_steps = 2;
-  o.normalize = Normalization{{0.5f}, {0.5f}};
-  o.optimizer = SGD();
-  return o;
+  return test::small_compile_options(8);
 }
 
 size_t count_nodes(const CompiledModel& m, const std::string& op) {

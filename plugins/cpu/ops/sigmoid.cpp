@@ -2,36 +2,16 @@
 // float; dx may alias dy. Test: test_pointwise.cpp.
 #include <cmath>
 
-#include "cpu_common.h"
+#include "ops/pointwise.h"
 
 namespace fresco::cpu {
 
 FR_CPU_KERNEL_RUN(sigmoid) {
-  return sdk::guard([&] {
-    sdk::expect_arity(call, 1, 1, 0, 0, "sigmoid");
-    const int64_t n = sdk::numel(call->in[0]);
-    FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT, "sigmoid: sizes differ");
-    const float* x = sdk::data<float>(call->in[0]);
-    float* y = sdk::data<float>(call->out[0]);
-    parallel_chunks(n, 1 << 14, [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
-    });
-  });
+  return run_pointwise1(call, "sigmoid", [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
 }
 
 FR_CPU_KERNEL_RUN(sigmoid_backward) {
-  return sdk::guard([&] {
-    sdk::expect_arity(call, 2, 1, 0, 0, "sigmoid_backward");
-    const int64_t n = sdk::numel(call->in[0]);
-    FR_PLUGIN_CHECK(sdk::numel(call->in[1]) == n && sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT,
-                    "sigmoid_backward: sizes differ");
-    const float* dy = sdk::data<float>(call->in[0]);
-    const float* y = sdk::data<float>(call->in[1]);
-    float* dx = sdk::data<float>(call->out[0]);
-    parallel_chunks(n, 1 << 14, [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
-    });
-  });
+  return run_pointwise2(call, "sigmoid_backward", [](float dy, float y) { return dy * y * (1.0f - y); });
 }
 
 }  // namespace fresco::cpu

@@ -1,0 +1,23 @@
+// CompileOptions for Compiler-only tests of small models: `hw` x `hw` x 1 inputs, 10 classes, batch 4, two
+// training steps, SGD.
+#pragma once
+
+#include "fresco/core/compiler.h"
+
+namespace fresco::test {
+
+inline CompileOptions small_compile_options(int64_t hw) {
+  CompileOptions o;
+  o.input_sample = Shape{1, hw, hw, 1};
+  o.num_classes = 10;
+  o.batch = 4;
+  o.train_samples = 8;
+  o.val_samples = 4;
+  o.steps_per_epoch = 2;
+  o.total_steps = 2;
+  o.normalize = Normalization{{0.5f}, {0.5f}};
+  o.optimizer = SGD();
+  return o;
+}
+
+}  // namespace fresco::test
