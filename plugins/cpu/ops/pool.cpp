@@ -173,11 +173,8 @@ FR_CPU_KERNEL_RUN(global_avg_pool) {
     sdk::expect_arity(call, 1, 1, 0, 0, "global_avg_pool");
     const FrTensor& xt = call->in[0];
     const FrTensor& yt = call->out[0];
-    FR_PLUGIN_CHECK(xt.ndim == 4, FR_ERR_INVALID_ARGUMENT, "global_avg_pool: x must be 4-D NHWC");
-    const int64_t n = xt.dims[0], hw = xt.dims[1] * xt.dims[2], c = xt.dims[3];
-    FR_PLUGIN_CHECK(hw >= 1 && c >= 1, FR_ERR_INVALID_ARGUMENT, "global_avg_pool: empty input");
-    FR_PLUGIN_CHECK(yt.dims[0] == n && sdk::numel(yt) == n * c && yt.dims[yt.ndim - 1] == c,
-                    FR_ERR_INVALID_ARGUMENT, "global_avg_pool: y must be [N,1,1,C]");
+    const sdk::GapShape gs = sdk::gap_shape(xt, yt, "global_avg_pool", "x", "y");
+    const int64_t n = gs.n, hw = gs.hw, c = gs.c;
     const float* x = sdk::data<float>(xt);
     float* y = sdk::data<float>(yt);
     const double inv = 1.0 / static_cast<double>(hw);
@@ -202,11 +199,8 @@ FR_CPU_KERNEL_RUN(global_avg_pool_backward) {
     sdk::expect_arity(call, 1, 1, 0, 0, "global_avg_pool_backward");
     const FrTensor& dyt = call->in[0];
     const FrTensor& dxt = call->out[0];
-    FR_PLUGIN_CHECK(dxt.ndim == 4, FR_ERR_INVALID_ARGUMENT, "global_avg_pool_backward: dx must be 4-D NHWC");
-    const int64_t n = dxt.dims[0], hw = dxt.dims[1] * dxt.dims[2], c = dxt.dims[3];
-    FR_PLUGIN_CHECK(hw >= 1 && c >= 1, FR_ERR_INVALID_ARGUMENT, "global_avg_pool_backward: empty input");
-    FR_PLUGIN_CHECK(dyt.dims[0] == n && sdk::numel(dyt) == n * c && dyt.dims[dyt.ndim - 1] == c,
-                    FR_ERR_INVALID_ARGUMENT, "global_avg_pool_backward: dy must be [N,1,1,C]");
+    const sdk::GapShape gs = sdk::gap_shape(dxt, dyt, "global_avg_pool_backward", "dx", "dy");
+    const int64_t n = gs.n, hw = gs.hw, c = gs.c;
     const float* dy = sdk::data<float>(dyt);
     float* dx = sdk::data<float>(dxt);
     FR_PLUGIN_CHECK(dx != dy || hw == 1, FR_ERR_INVALID_ARGUMENT,

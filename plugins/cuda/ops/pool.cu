@@ -103,16 +103,6 @@ unsigned grid(void* ctx, int64_t n) {
   return grid_for(n, 256, ctx_of(ctx)->sm_count);
 }
 
-// Global average pool shapes: map [N,H,W,C] and pooled [N,1,1,C]; returns {n, hw, c}.
-void gap_shape(const FrTensor& map, const FrTensor& pooled, const char* op, int64_t* n, int64_t* hw,
-               int64_t* c) {
-  const std::string o(op);
-  FR_PLUGIN_CHECK(map.ndim == 4, FR_ERR_INVALID_ARGUMENT, o + ": the map must be 4-D NHWC");
-  *n = map.dims[0], *hw = map.dims[1] * map.dims[2], *c = map.dims[3];
-  FR_PLUGIN_CHECK(*hw >= 1 && *c >= 1, FR_ERR_INVALID_ARGUMENT, o + ": empty input");
-  FR_PLUGIN_CHECK(pooled.dims[0] == *n && sdk::numel(pooled) == *n * *c && pooled.dims[pooled.ndim - 1] == *c,
-                  FR_ERR_INVALID_ARGUMENT, o + ": the pooled tensor must be [N,1,1,C]");
-}
 }  // namespace
 
 FR_CUDA_KERNEL_RUN(max_pool2d) {
@@ -170,8 +160,8 @@ FR_CUDA_KERNEL_RUN(avg_pool2d_backward) {
 FR_CUDA_KERNEL_RUN(global_avg_pool) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 1, 1, 0, 0, "global_avg_pool");
-    int64_t n, hw, c;
-    gap_shape(call->in[0], call->out[0], "global_avg_pool", &n, &hw, &c);
+    const sdk::GapShape gs = sdk::gap_shape(call->in[0], call->out[0], "global_avg_pool", "x", "y");
+    const int64_t n = gs.n, hw = gs.hw, c = gs.c;
     gap_kernel<<<grid(ctx, n * c), 256, 0, stream_of(call)>>>(sdk::data<float>(call->in[0]),
                                                               sdk::data<float>(call->out[0]), n, hw, c,
                                                               1.0 / static_cast<double>(hw));
@@ -182,8 +172,9 @@ FR_CUDA_KERNEL_RUN(global_avg_pool) {
 FR_CUDA_KERNEL_RUN(global_avg_pool_backward) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 1, 1, 0, 0, "global_avg_pool_backward");
-    int64_t n, hw, c;
-    gap_shape(call->out[0], call->in[0], "global_avg_pool_backward", &n, &hw, &c);
+    const sdk::GapShape gs =
+        sdk::gap_shape(call->out[0], call->in[0], "global_avg_pool_backward", "dx", "dy");
+    const int64_t n = gs.n, hw = gs.hw, c = gs.c;
     FR_PLUGIN_CHECK(call->out[0].data != call->in[0].data || hw == 1, FR_ERR_INVALID_ARGUMENT,
                     "global_avg_pool_backward: dx must not alias dy");
     gap_backward_kernel<<<grid(ctx, n * hw * c), 256, 0, stream_of(call)>>>(

@@ -1,4 +1,5 @@
-// Geometry of a 2-D pooling call on NHWC maps (max_pool2d, avg_pool2d and their backwards, ops.h), validated
+// Geometry of 2-D pooling calls on NHWC maps (max_pool2d, avg_pool2d, global_avg_pool and their backwards,
+// ops.h), validated
 // once for every backend: kernel, stride and padding ranges, the window fitting the padded input, and the
 // output shape [N,P,Q,C]. Header-only, C++17; part of the SDK helpers beside plugin.hpp.
 #pragma once
@@ -43,6 +44,22 @@ inline PoolGeom pool_geom(const FrPoolParams& pp, const FrTensor& x, const FrTen
                       std::to_string(y.dims[2]) + "," + std::to_string(y.dims[3]) + "] != expected [" +
                       std::to_string(g.n) + "," + std::to_string(g.p) + "," + std::to_string(g.q) + "," +
                       std::to_string(g.c) + "]");
+  return g;
+}
+
+struct GapShape {
+  int64_t n, hw, c;
+};
+
+// Global average pool shapes: `map` [N,H,W,C] and `pooled` [N,1,1,C], named in error messages as given.
+inline GapShape gap_shape(const FrTensor& map, const FrTensor& pooled, const char* op, const char* map_name,
+                          const char* pooled_name) {
+  const std::string o(op);
+  FR_PLUGIN_CHECK(map.ndim == 4, FR_ERR_INVALID_ARGUMENT, o + ": " + map_name + " must be 4-D NHWC");
+  const GapShape g{map.dims[0], map.dims[1] * map.dims[2], map.dims[3]};
+  FR_PLUGIN_CHECK(g.hw >= 1 && g.c >= 1, FR_ERR_INVALID_ARGUMENT, o + ": empty input");
+  FR_PLUGIN_CHECK(pooled.dims[0] == g.n && numel(pooled) == g.n * g.c && pooled.dims[pooled.ndim - 1] == g.c,
+                  FR_ERR_INVALID_ARGUMENT, o + ": " + pooled_name + " must be [N,1,1,C]");
   return g;
 }
 
