@@ -277,27 +277,22 @@ TensorId DeepLearningTask::param_tensor(int32_t layer, const std::string& which)
 }
 
 namespace {
-// Conv weights: PyTorch's [K, C, R, S] <-> fresco's [K, R, S, C] (C = input channels per group).
-std::vector<float> kcrs_to_krsc(const std::vector<float>& v, const Shape& krsc) {
+// Conv weights: PyTorch's [K, C, R, S] <-> fresco's [K, R, S, C] (C = input channels per group). `to_krsc`
+// picks the direction; `krsc` is fresco's shape either way.
+std::vector<float> permute_conv_weight(const std::vector<float>& v, const Shape& krsc, bool to_krsc) {
   const int64_t K = krsc.n, R = krsc.h, S = krsc.w, C = krsc.c;
   std::vector<float> out(v.size());
   for (int64_t k = 0; k < K; ++k)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t r = 0; r < R; ++r)
-        for (int64_t t = 0; t < S; ++t)
-          out[static_cast<size_t>(((k * R + r) * S + t) * C + c)] =
-              v[static_cast<size_t>(((k * C + c) * R + r) * S + t)];
-  return out;
-}
-std::vector<float> krsc_to_kcrs(const std::vector<float>& v, const Shape& krsc) {
-  const int64_t K = krsc.n, R = krsc.h, S = krsc.w, C = krsc.c;
-  std::vector<float> out(v.size());
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t t = 0; t < S; ++t)
-          out[static_cast<size_t>(((k * C + c) * R + r) * S + t)] =
-              v[static_cast<size_t>(((k * R + r) * S + t) * C + c)];
+        for (int64_t t = 0; t < S; ++t) {
+          const auto fr = static_cast<size_t>(((k * R + r) * S + t) * C + c);
+          const auto pt = static_cast<size_t>(((k * C + c) * R + r) * S + t);
+          if (to_krsc)
+            out[fr] = v[pt];
+          else
+            out[pt] = v[fr];
+        }
   return out;
 }
 }  // namespace
@@ -309,7 +304,7 @@ std::vector<float> DeepLearningTask::read_param(int32_t layer, const std::string
   std::vector<float> v(static_cast<size_t>(t.shape.numel()));
   runtime_->download(model_->base_plan(), id, v.data(), v.size() * sizeof(float));
   if (model_->arch.layers[static_cast<size_t>(layer)].kind == LayerKind::CONV && which == "weight")
-    return krsc_to_kcrs(v, t.shape);
+    return permute_conv_weight(v, t.shape, false);
   return v;
 }
 
@@ -322,7 +317,7 @@ void DeepLearningTask::write_param(int32_t layer, const std::string& which,
                "write_param layer " + std::to_string(layer) + " " + which + ": expected " +
                    std::to_string(n) + " values, found " + std::to_string(values.size()));
   if (model_->arch.layers[static_cast<size_t>(layer)].kind == LayerKind::CONV && which == "weight") {
-    const std::vector<float> krsc = kcrs_to_krsc(values, model_->base_plan().tensor(id).shape);
+    const std::vector<float> krsc = permute_conv_weight(values, model_->base_plan().tensor(id).shape, true);
     runtime_->upload(model_->base_plan(), id, krsc.data(), krsc.size() * sizeof(float));
     return;
   }
