@@ -6,30 +6,11 @@
 #include <cmath>
 
 #include "cpu_common.h"
+#include "ops/batchnorm_chunks.h"
 
 namespace fresco::cpu {
 
 namespace {
-
-// Rows per reduction chunk: about 16K elements of work, at most 256 chunks; a function of the shape only.
-int64_t bn_grain_rows(int64_t rows, int64_t c) {
-  return std::max<int64_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(c, 1)), (rows + 255) / 256);
-}
-
-struct BnShape {
-  int64_t rows, c, chunks, grain;
-};
-
-BnShape bn_shape(const FrTensor& x, const char* op) {
-  FR_PLUGIN_CHECK(x.ndim >= 1 && x.ndim <= 4, FR_ERR_INVALID_ARGUMENT, std::string(op) + ": bad ndim");
-  BnShape s{};
-  s.c = x.dims[x.ndim - 1];
-  FR_PLUGIN_CHECK(s.c >= 1, FR_ERR_INVALID_ARGUMENT, std::string(op) + ": no channels");
-  s.rows = sdk::numel(x) / s.c;
-  s.grain = bn_grain_rows(s.rows, s.c);
-  s.chunks = (s.rows + s.grain - 1) / s.grain;
-  return s;
-}
 
 // Workspace: training: double partial[chunks * C], then float mean[C], scale[C]; inference: float shift[C],
 // scale[C].

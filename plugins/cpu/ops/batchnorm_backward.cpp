@@ -6,33 +6,14 @@
 #include <cmath>
 
 #include "cpu_common.h"
+#include "ops/batchnorm_chunks.h"
 
 namespace fresco::cpu {
 
 namespace {
 
-// Same chunking rule as the forward (batchnorm.cpp): a function of the shape only.
-int64_t bnb_grain_rows(int64_t rows, int64_t c) {
-  return std::max<int64_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(c, 1)), (rows + 255) / 256);
-}
-
-struct BnbShape {
-  int64_t rows, c, chunks, grain;
-};
-
-BnbShape bnb_shape(const FrTensor& x) {
-  FR_PLUGIN_CHECK(x.ndim >= 1 && x.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: bad ndim");
-  BnbShape s{};
-  s.c = x.dims[x.ndim - 1];
-  FR_PLUGIN_CHECK(s.c >= 1, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: no channels");
-  s.rows = sdk::numel(x) / s.c;
-  s.grain = bnb_grain_rows(s.rows, s.c);
-  s.chunks = (s.rows + s.grain - 1) / s.grain;
-  return s;
-}
-
 // Workspace: double partial[chunks * C * 2] (sum dy, sum dy * (x - mean)), then float coef[4 * C].
-uint64_t bnb_workspace(const BnbShape& s) {
+uint64_t bnb_workspace(const BnShape& s) {
   const auto c = static_cast<uint64_t>(s.c);
   return static_cast<uint64_t>(s.chunks) * c * 2 * sizeof(double) + 4 * c * sizeof(float);
 }
@@ -49,14 +30,14 @@ FR_CPU_KERNEL_PREPARE(batchnorm_backward) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 5, 3, 0, 0, "batchnorm_backward");
     *state = nullptr;
-    *workspace_bytes = bnb_workspace(bnb_shape(call->in[1]));
+    *workspace_bytes = bnb_workspace(bn_shape(call->in[1], "batchnorm_backward"));
   });
 }
 
 FR_CPU_KERNEL_RUN(batchnorm_backward) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 5, 3, 0, 0, "batchnorm_backward");
-    const BnbShape s = bnb_shape(call->in[1]);
+    const BnShape s = bn_shape(call->in[1], "batchnorm_backward");
     const int64_t rows = s.rows, c = s.c;
     FR_PLUGIN_CHECK(sdk::numel(call->in[0]) == rows * c && sdk::numel(call->out[0]) == rows * c,
                     FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: dy, x and dx sizes differ");

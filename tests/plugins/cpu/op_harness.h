@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -335,6 +336,21 @@ inline ::testing::AssertionResult grad_check(const std::vector<float>& kernel,
   if (rel <= rel_norm && n_bad == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "gradient relative error " << rel << " (limit " << rel_norm << "), "
                                        << n_bad << " of " << indices.size() << " elements off" << bad.str();
+}
+
+// |v| element-wise, in double (the magnitudes a float reduction's error bound is built from).
+inline std::vector<double> abs_of(const std::vector<float>& v) {
+  std::vector<double> a(v.size());
+  for (size_t i = 0; i < v.size(); ++i) a[i] = std::fabs(static_cast<double>(v[i]));
+  return a;
+}
+
+// Bound of a float reduction of length `len` whose absolute terms sum to abs_sum[i].
+inline std::vector<double> float_bound(const std::vector<double>& abs_sum, int64_t len) {
+  std::vector<double> t(abs_sum.size());
+  for (size_t i = 0; i < t.size(); ++i)
+    t[i] = static_cast<double>(len + 2) * FLT_EPSILON * abs_sum[i] + 1e-30;
+  return t;
 }
 
 }  // namespace fresco::test

@@ -62,19 +62,8 @@ struct ConvData {
   FrTensor bt() { return tensor(b, {1, 1, 1, s.k}); }
 };
 
-std::vector<double> abs_of(const std::vector<float>& v) {
-  std::vector<double> a(v.size());
-  for (size_t i = 0; i < v.size(); ++i) a[i] = std::fabs(static_cast<double>(v[i]));
-  return a;
-}
-
-// Bound of a float reduction of length `len` whose absolute terms sum to abs_sum[i].
-std::vector<double> float_bound(const std::vector<double>& abs_sum, int64_t len) {
-  std::vector<double> t(abs_sum.size());
-  for (size_t i = 0; i < t.size(); ++i)
-    t[i] = static_cast<double>(len + 2) * FLT_EPSILON * abs_sum[i] + 1e-30;
-  return t;
-}
+using fresco::test::abs_of;
+using fresco::test::float_bound;
 
 std::vector<float> run_conv(ConvData& d, bool bias) {
   const ConvShape& s = d.s;
