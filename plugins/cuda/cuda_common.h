@@ -58,6 +58,11 @@ inline unsigned grid_for(int64_t n, int threads, int sm_count) {
   } while (0)
 
 // After a kernel launch: catches bad launch configurations at once.
+// Grid-stride loop over [0, n) with a 64-bit index: `FR_CUDA_GRID_LOOP(i, n) { ... }`.
+#define FR_CUDA_GRID_LOOP(i, n)                                                          \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
 #define FR_CUDA_LAUNCH_CHECK() FR_CUDA_CHECK(cudaGetLastError())
 
 #define FR_CUDA_KERNEL_RUN(name) FrError* name##_run(void* ctx, const FrCall* call) noexcept

@@ -11,8 +11,7 @@ namespace {
 __global__ void conv_forward_kernel(const float* x, const float* w, const float* b, float* y,
                                     sdk::ConvShape g) {
   const int64_t total = g.n * g.p * g.q * g.k;
-  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
-       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  FR_CUDA_GRID_LOOP(o, total) {
     const int64_t k = o % g.k, j = (o / g.k) % g.q, i = (o / (g.k * g.q)) % g.p, img = o / (g.k * g.q * g.p);
     const int64_t c0 = (k / g.kg) * g.cg;
     float acc = b ? b[k] : 0.0f;

@@ -9,12 +9,8 @@
 namespace fresco::cuda {
 
 namespace {
-#define FR_GRID_LOOP(i, n)                                                               \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 __global__ void conv_dw_kernel(const float* dy, const float* x, float* dw, sdk::ConvShape g) {
-  FR_GRID_LOOP(t, g.k * g.r * g.s * g.cg) {
+  FR_CUDA_GRID_LOOP(t, g.k * g.r * g.s * g.cg) {
     const int64_t c = t % g.cg, s = (t / g.cg) % g.s, r = (t / (g.cg * g.s)) % g.r,
                   k = t / (g.cg * g.s * g.r);
     const int64_t ch = (k / g.kg) * g.cg + c;
@@ -35,7 +31,7 @@ __global__ void conv_dw_kernel(const float* dy, const float* x, float* dw, sdk::
 }
 
 __global__ void conv_db_kernel(const float* dy, float* db, sdk::ConvShape g) {
-  FR_GRID_LOOP(k, g.k) {
+  FR_CUDA_GRID_LOOP(k, g.k) {
     double acc = 0.0;
     for (int64_t o = 0; o < g.n * g.p * g.q; ++o) acc += dy[o * g.k + k];
     db[k] = static_cast<float>(acc);
@@ -43,7 +39,7 @@ __global__ void conv_db_kernel(const float* dy, float* db, sdk::ConvShape g) {
 }
 
 __global__ void conv_dx_kernel(const float* dy, const float* w, float* dx, sdk::ConvShape g) {
-  FR_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
+  FR_CUDA_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
     const int64_t ch = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
                   img = t / (g.c * g.w * g.h);
     const int64_t gi = ch / g.cg, c = ch % g.cg;

@@ -13,8 +13,7 @@ __global__ void dropout_kernel(const float* __restrict__ x, float* __restrict__ 
   const uint32_t step = static_cast<uint32_t>(s->step);
   const float scale = 1.0f / (1.0f - p);
   const int64_t groups = (n + 3) / 4;
-  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
-       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  FR_CUDA_GRID_LOOP(g, groups) {
     const FrPhilox4 r = fr_draw4(seed, FR_RNG_DROPOUT, layer, step, static_cast<uint64_t>(g));
 #pragma unroll
     for (int j = 0; j < 4; ++j) {

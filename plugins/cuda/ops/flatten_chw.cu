@@ -8,8 +8,7 @@ namespace {
 // dst[b][j][i] = src[b][i][j] for per-sample [rows, cols] matrices.
 __global__ void transpose_kernel(const float* src, float* dst, int64_t n, int64_t rows, int64_t cols) {
   const int64_t total = n * rows * cols;
-  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
-       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  FR_CUDA_GRID_LOOP(t, total) {
     const int64_t j = t % cols, i = (t / cols) % rows, b = t / (cols * rows);
     dst[(b * cols + j) * rows + i] = src[t];
   }

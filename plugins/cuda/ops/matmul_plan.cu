@@ -8,10 +8,8 @@ namespace fresco::cuda {
 
 namespace {
 __global__ void fill_kernel(float* x, int64_t n, float scale) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    x[i] =
-        scale * static_cast<float>((i * 2654435761u) % 2001u) / 1000.0f - scale;  // deterministic, not zero
+  FR_CUDA_GRID_LOOP(i, n)
+  x[i] = scale * static_cast<float>((i * 2654435761u) % 2001u) / 1000.0f - scale;  // deterministic, not zero
 }
 
 // Times every heuristic candidate on scratch buffers (median of 15 runs after 3 warm-ups) and returns the

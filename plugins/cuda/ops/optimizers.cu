@@ -11,9 +11,8 @@ __global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const
                            int64_t n, FrSgdParams p, const FrStepScalars* __restrict__ s) {
   if (s->skip_step) return;
   const float lr = s->lr;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    fr_sgd_step(w + i, buf ? buf + i : nullptr, g[i], lr, p.weight_decay, p.momentum, p.nesterov);
+  FR_CUDA_GRID_LOOP(i, n)
+  fr_sgd_step(w + i, buf ? buf + i : nullptr, g[i], lr, p.weight_decay, p.momentum, p.nesterov);
 }
 
 __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float* __restrict__ v,
@@ -21,9 +20,8 @@ __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float*
                             const FrStepScalars* __restrict__ s) {
   if (s->skip_step) return;
   const FrAdamStepConsts k = fr_adam_consts(&p, s->lr, s->step);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    fr_adam_step(w + i, m + i, v + i, g[i], &p, k);
+  FR_CUDA_GRID_LOOP(i, n)
+  fr_adam_step(w + i, m + i, v + i, g[i], &p, k);
 }
 }  // namespace
 

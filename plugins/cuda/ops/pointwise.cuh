@@ -9,16 +9,14 @@ namespace fresco::cuda {
 
 template <class F>
 __global__ void pointwise1_kernel(const float* x, float* y, int64_t n, F f) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] = f(x[i]);
+  FR_CUDA_GRID_LOOP(i, n)
+  y[i] = f(x[i]);
 }
 
 template <class F>
 __global__ void pointwise2_kernel(const float* a, const float* b, float* y, int64_t n, F f) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] = f(a[i], b[i]);
+  FR_CUDA_GRID_LOOP(i, n)
+  y[i] = f(a[i], b[i]);
 }
 
 template <class F>

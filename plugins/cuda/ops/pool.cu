@@ -12,10 +12,6 @@ namespace fresco::cuda {
 namespace {
 using sdk::PoolGeom;
 
-#define FR_GRID_STRIDE(i, n)                                                             \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 // Last output row/column whose window covers input position `pos` (clamped to the output size).
 __device__ int64_t last_covering(int64_t pos, int64_t pad, int64_t stride, int64_t out) {
   const int64_t i = (pos + pad) / stride;
@@ -39,14 +35,14 @@ __device__ int64_t window_argmax(const float* x, const PoolGeom g, int64_t img, 
 }
 
 __global__ void max_pool_kernel(const float* x, float* y, PoolGeom g) {
-  FR_GRID_STRIDE(o, g.n * g.p * g.q * g.c) {
+  FR_CUDA_GRID_LOOP(o, g.n * g.p * g.q * g.c) {
     const int64_t k = o % g.c, j = (o / g.c) % g.q, i = (o / (g.c * g.q)) % g.p, img = o / (g.c * g.q * g.p);
     y[o] = x[img * g.h * g.w * g.c + window_argmax(x, g, img, i, j, k)];
   }
 }
 
 __global__ void max_pool_backward_kernel(const float* dy, const float* x, float* dx, PoolGeom g) {
-  FR_GRID_STRIDE(t, g.n * g.h * g.w * g.c) {
+  FR_CUDA_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
     const int64_t k = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
                   img = t / (g.c * g.w * g.h);
     const int64_t me = (yy * g.w + xx) * g.c + k;
@@ -60,7 +56,7 @@ __global__ void max_pool_backward_kernel(const float* dy, const float* x, float*
 }
 
 __global__ void avg_pool_kernel(const float* x, float* y, PoolGeom g, float inv) {
-  FR_GRID_STRIDE(o, g.n * g.p * g.q * g.c) {
+  FR_CUDA_GRID_LOOP(o, g.n * g.p * g.q * g.c) {
     const int64_t k = o % g.c, j = (o / g.c) % g.q, i = (o / (g.c * g.q)) % g.p, img = o / (g.c * g.q * g.p);
     const int64_t y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
     const float* base = x + img * g.h * g.w * g.c + k;
@@ -72,7 +68,7 @@ __global__ void avg_pool_kernel(const float* x, float* y, PoolGeom g, float inv)
 }
 
 __global__ void avg_pool_backward_kernel(const float* dy, float* dx, PoolGeom g, float inv) {
-  FR_GRID_STRIDE(t, g.n * g.h * g.w * g.c) {
+  FR_CUDA_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
     const int64_t k = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
                   img = t / (g.c * g.w * g.h);
     const int64_t i1 = last_covering(yy, g.ph, g.sh, g.p), j1 = last_covering(xx, g.pw, g.sw, g.q);
@@ -85,7 +81,7 @@ __global__ void avg_pool_backward_kernel(const float* dy, float* dx, PoolGeom g,
 }
 
 __global__ void gap_kernel(const float* x, float* y, int64_t n, int64_t hw, int64_t c, double inv) {
-  FR_GRID_STRIDE(o, n * c) {
+  FR_CUDA_GRID_LOOP(o, n * c) {
     const int64_t img = o / c, k = o % c;
     double acc = 0.0;
     for (int64_t s = 0; s < hw; ++s) acc += x[(img * hw + s) * c + k];
@@ -94,7 +90,7 @@ __global__ void gap_kernel(const float* x, float* y, int64_t n, int64_t hw, int6
 }
 
 __global__ void gap_backward_kernel(const float* dy, float* dx, int64_t n, int64_t hw, int64_t c, float inv) {
-  FR_GRID_STRIDE(t, n * hw * c) {
+  FR_CUDA_GRID_LOOP(t, n * hw * c) {
     dx[t] = dy[(t / (hw * c)) * c + t % c] * inv;
   }
 }

@@ -6,15 +6,13 @@ namespace fresco::cuda {
 
 namespace {
 __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  FR_CUDA_GRID_LOOP(i, n)
+  y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 __global__ void relu_backward_kernel(const float* __restrict__ dy, const float* __restrict__ y,
                                      float* __restrict__ dx, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  FR_CUDA_GRID_LOOP(i, n)
+  dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 }  // namespace
 
