@@ -1,6 +1,7 @@
-// silu, sigmoid, tanh: element-wise activations, shape-preserving. silu's backward reads the input x;
-// sigmoid's and tanh's read the output y (their derivatives are cheapest from it, as in PyTorch). Tested by
-// tests/core/test_compiler_activations.cpp and the CPU kernels' tests.
+// Element-wise activations, shape-preserving, one forward and one backward node each: relu (backward
+// dx = dy where y > 0, from the output, so relu may run in place), gelu (exact erf form, backward from x),
+// silu (from x), sigmoid and tanh (from the output y, as in PyTorch). Tested by
+// tests/core/test_compiler_activations.cpp, the golden cases and the kernels' tests.
 #include "fresco/ops.h"
 #include "layers/layer_rule.h"
 
@@ -36,6 +37,14 @@ class PointwiseRule final : public LayerRule {
   bool reads_y_;
 };
 
+const LayerRule& relu_rule() {
+  static const PointwiseRule r(FR_OP_RELU, FR_OP_RELU_BACKWARD, true);
+  return r;
+}
+const LayerRule& gelu_rule() {
+  static const PointwiseRule r(FR_OP_GELU, FR_OP_GELU_BACKWARD, false);
+  return r;
+}
 const LayerRule& silu_rule() {
   static const PointwiseRule r(FR_OP_SILU, FR_OP_SILU_BACKWARD, false);
   return r;
