@@ -3,21 +3,15 @@
 // on its own, each repeated --reps times after a warm-up. Prints one JSON line per graph and per call
 // (microseconds each). Eager per-call times include one host launch per call, so tiny kernels show the launch
 // cost. Usage: bench_step_profile [--device cuda] [--batch 128] [--reps 200] [--data DIR]
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "bench_args.h"
+#include "call_profile.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
 #include "fresco/core/runtime.h"
-
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace fresco;
@@ -48,33 +42,17 @@ int main(int argc, char** argv) {
       if (idx < 0) continue;
       for (int w = 0; w < 5; ++w) rt.launch_unordered(idx);
       rt.synchronize();
-      const double t0 = now_s();
+      const double t0 = bench::now_s();
       for (int r = 0; r < reps; ++r) rt.launch_unordered(idx);
       rt.synchronize();
       std::printf(
           "{\"bench\":\"graph\",\"backend\":\"%s\",\"batch\":%lld,\"graph\":\"%s\",\"nodes\":%zu,\"us\":%.2f}"
           "\n",
           device.c_str(), static_cast<long long>(batch), graph_id_name(g), rt.capture(idx).calls.size(),
-          1e6 * (now_s() - t0) / reps);
-      for (const ResolvedCall& rc : rt.capture(idx).calls) {
-        Capture one;
-        one.stream = rt.capture(idx).stream;
-        one.calls.push_back(rc);
-        one.calls.back().owns_state = false;
-        ResolvedCall& c = one.calls.back();
-        c.call.in = c.in.data();
-        c.call.out = c.out.data();
-        c.call.rin = c.rin.data();
-        c.call.rout = c.rout.data();
-        c.call.params = c.params.empty() ? nullptr : c.params.data();
-        for (int w = 0; w < 5; ++w) rt.run_eager(one);
-        rt.synchronize();
-        const double t1 = now_s();
-        for (int r = 0; r < reps; ++r) rt.run_eager(one);
-        rt.synchronize();
+          1e6 * (bench::now_s() - t0) / reps);
+      for (const bench::CallTime& c : bench::time_calls(rt, idx, reps))
         std::printf("{\"bench\":\"call\",\"graph\":\"%s\",\"call\":\"%s\",\"us\":%.2f}\n", graph_id_name(g),
-                    rc.label.c_str(), 1e6 * (now_s() - t1) / reps);
-      }
+                    c.label.c_str(), c.us);
     }
     const double t = task.time_steps(reps);
     std::printf("{\"bench\":\"step\",\"backend\":\"%s\",\"batch\":%lld,\"us\":%.2f}\n", device.c_str(),

@@ -12,12 +12,15 @@
 
 #include "fresco/plugin.hpp"
 
+struct cudnnContext;  // cudnnHandle_t, without pulling cudnn.h into every file
+
 namespace fresco::cuda {
 
 struct Context {
   int device = 0;
   cublasLtHandle_t lt = nullptr;
-  uint64_t allocated = 0;  // bytes from arena_alloc (for memory_in_use)
+  cudnnContext* dnn = nullptr;  // created by the first convolution plan (ops/conv_plan.cpp)
+  uint64_t allocated = 0;       // bytes from arena_alloc (for memory_in_use)
   int sm_count = 0;
   bool autotune = true;  // time cuBLASLt candidates at prepare (FRESCO_CUBLAS_AUTOTUNE=0 turns it off)
   // Algorithms chosen at prepare, by problem key, so every node of one shape uses the same algorithm.

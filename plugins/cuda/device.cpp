@@ -2,6 +2,8 @@
 // staging, non-blocking streams, events, async copies and native CUDA Graph capture (thread-local capture
 // mode, so another thread's CUDA calls do not break a capture). Tested by tests/plugins/cuda (skipped without
 // a GPU).
+#include <cudnn.h>
+
 #include <cstdlib>
 
 #include "cuda_common.h"
@@ -43,6 +45,7 @@ void context_destroy(void* p) noexcept {
   Context* c = ctx_of(p);
   if (!c) return;
   if (c->lt) cublasLtDestroy(c->lt);
+  if (c->dnn) cudnnDestroy(c->dnn);
   delete c;
 }
 

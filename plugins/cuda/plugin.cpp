@@ -32,8 +32,12 @@ FR_CUDA_KERNEL_RUN(global_avg_pool);
 FR_CUDA_KERNEL_RUN(global_avg_pool_backward);
 FR_CUDA_KERNEL_RUN(batchnorm);
 FR_CUDA_KERNEL_RUN(batchnorm_backward);
+FR_CUDA_KERNEL_PREPARE(conv2d);
 FR_CUDA_KERNEL_RUN(conv2d);
+FR_CUDA_KERNEL_DESTROY(conv2d);
+FR_CUDA_KERNEL_PREPARE(conv2d_backward);
 FR_CUDA_KERNEL_RUN(conv2d_backward);
+FR_CUDA_KERNEL_DESTROY(conv2d_backward);
 FR_CUDA_KERNEL_RUN(flatten_chw);
 FR_CUDA_KERNEL_RUN(flatten_chw_backward);
 FR_CUDA_KERNEL_RUN(dropout);
@@ -76,8 +80,9 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM, kF32, nullptr, batchnorm_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, nullptr, batchnorm_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_CONV2D, kF32, nullptr, conv2d_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, nullptr, conv2d_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_CONV2D, kF32, conv2d_prepare, conv2d_run, conv2d_destroy),
+    FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, conv2d_backward_prepare, conv2d_backward_run,
+         conv2d_backward_destroy),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW, kF32, nullptr, flatten_chw_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW_BACKWARD, kF32, nullptr, flatten_chw_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run, nullptr),

@@ -1,50 +1,46 @@
-// CUDA conv2d forward (NHWC, weights [K, R, S, C/g], optional bias), direct: one thread per output element
-// sums its receptive field in a fixed order, so results are deterministic. This is the correctness-first
-// kernel (any stride, padding, dilation, groups); it is far from cuDNN's speed and the cuDNN path of the CNN
-// issue is still to be written. Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
-#include "cuda_common.h"
-#include "fresco/conv_geometry.hpp"
+// CUDA conv2d forward (NHWC, weights [K, R, S, C/g], optional bias) through cuDNN (ops/conv_plan.h: algorithm
+// chosen in prepare, before capture; deterministic; strict fp32), then the bias added per output channel by
+// a small kernel. Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
+#include "ops/conv_plan.h"
 
 namespace fresco::cuda {
 
 namespace {
-__global__ void conv_forward_kernel(const float* x, const float* w, const float* b, float* y,
-                                    sdk::ConvShape g) {
-  const int64_t total = g.n * g.p * g.q * g.k;
-  FR_CUDA_GRID_LOOP(o, total) {
-    const int64_t k = o % g.k, j = (o / g.k) % g.q, i = (o / (g.k * g.q)) % g.p, img = o / (g.k * g.q * g.p);
-    const int64_t c0 = (k / g.kg) * g.cg;
-    float acc = b ? b[k] : 0.0f;
-    for (int64_t r = 0; r < g.r; ++r) {
-      const int64_t yy = i * g.sh - g.ph + r * g.dh;
-      if (yy < 0 || yy >= g.h) continue;
-      for (int64_t s = 0; s < g.s; ++s) {
-        const int64_t xx = j * g.sw - g.pw + s * g.dw;
-        if (xx < 0 || xx >= g.w) continue;
-        const float* xp = x + ((img * g.h + yy) * g.w + xx) * g.c + c0;
-        const float* wp = w + ((k * g.r + r) * g.s + s) * g.cg;
-        for (int64_t c = 0; c < g.cg; ++c) acc += xp[c] * wp[c];
-      }
-    }
-    y[o] = acc;
-  }
+__global__ void add_channel_bias_kernel(float* y, const float* b, int64_t total, int64_t k) {
+  FR_CUDA_GRID_LOOP(i, total) y[i] += b[i % k];
 }
 }  // namespace
+
+FR_CUDA_KERNEL_PREPARE(conv2d) {
+  const auto& p = sdk::params<FrConvParams>(call);
+  if (FrError* e = sdk::guard([&] { sdk::expect_arity(call, p.has_bias ? 3 : 2, 1, 0, 0, "conv2d"); }))
+    return e;
+  return conv_prepare_state(ctx, call, "conv2d", p, call->in[0], call->in[1], call->out[0], kConvForward,
+                            state, workspace_bytes);
+}
 
 FR_CUDA_KERNEL_RUN(conv2d) {
   return sdk::guard([&] {
     const auto& p = sdk::params<FrConvParams>(call);
-    sdk::expect_arity(call, p.has_bias ? 3 : 2, 1, 0, 0, "conv2d");
-    const sdk::ConvShape g = sdk::conv_shape("conv2d", p, call->in[0], call->in[1], call->out[0]);
-    if (p.has_bias)
-      FR_PLUGIN_CHECK(sdk::numel(call->in[2]) == g.k, FR_ERR_INVALID_ARGUMENT,
+    const auto* plan = static_cast<const ConvPlan*>(call->state);
+    FR_PLUGIN_CHECK(plan, FR_ERR_INVALID_ARGUMENT, "cuda conv2d: run without prepare");
+    const FrTensor& y = call->out[0];
+    run_conv_forward(ctx_of(ctx), *plan, call->in[0].data, call->in[1].data, y.data, call->workspace,
+                     call->workspace_bytes, stream_of(call));
+    if (p.has_bias) {
+      const int64_t k = sdk::dim_or_1(y, 3), total = sdk::numel(y);
+      FR_PLUGIN_CHECK(sdk::numel(call->in[2]) == k, FR_ERR_INVALID_ARGUMENT,
                       "conv2d: bias must have K elements");
-    conv_forward_kernel<<<grid_for(g.n * g.p * g.q * g.k, 256, ctx_of(ctx)->sm_count), 256, 0,
-                          stream_of(call)>>>(sdk::data<float>(call->in[0]), sdk::data<float>(call->in[1]),
-                                             p.has_bias ? sdk::data<float>(call->in[2]) : nullptr,
-                                             sdk::data<float>(call->out[0]), g);
-    FR_CUDA_LAUNCH_CHECK();
+      add_channel_bias_kernel<<<grid_for(total, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
+          sdk::data<float>(y), sdk::data<float>(call->in[2]), total, k);
+      FR_CUDA_LAUNCH_CHECK();
+    }
   });
+}
+
+FR_CUDA_KERNEL_DESTROY(conv2d) {
+  (void)ctx;
+  conv_destroy_state(state);
 }
 
 }  // namespace fresco::cuda

@@ -1,0 +1,122 @@
+// Benchmark: ResNet training step time on synthetic data resident on the device, the setting of
+// `pytorch_baseline.py rn18` (SGD Nesterov momentum 0.9, weight decay 5e-4, lr 0.1, label smoothing 0.2).
+// One staged batch of random uint8 images is normalised on the device and trained on back to back (the
+// input copy of the batch is part of every step). Prints one JSON line: ms/step, images/s, device memory
+// held by the job, and the floor (FLOPs of forward + both backward GEMM directions / --peak-tflops).
+// fp32 only for now (mixed precision is not built yet); convolutions run through cuDNN in strict fp32.
+// Usage: bench_resnet_step [--device cuda] [--model resnet18|resnet34|resnet50] [--batch 512] [--image 32]
+//                          [--stem cifar|imagenet] [--classes 10] [--steps 60] [--warm 10] [--peak-tflops 67]
+//                          [--profile 0|1]
+// --profile 1 also times every call of the training graphs alone and prints the total per op (one line each).
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "bench_args.h"
+#include "call_profile.h"
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
+#include "fresco/core/models.h"
+
+namespace {
+// n random images (fixed LCG, so every run sees the same bytes) with labels in [0, classes).
+fresco::data::Dataset random_images(int64_t n, int64_t side, int32_t classes) {
+  fresco::data::Dataset d;
+  d.name = "synthetic/random";
+  d.n = n, d.h = side, d.w = side, d.c = 3, d.num_classes = classes;
+  d.images.resize(static_cast<size_t>(n * side * side * 3));
+  uint32_t s = 12345u;
+  for (auto& b : d.images) b = static_cast<uint8_t>((s = s * 1664525u + 1013904223u) >> 24);
+  d.labels.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) d.labels[static_cast<size_t>(i)] = static_cast<int32_t>(i % classes);
+  return d;
+}
+
+// Multiply-add FLOPs of one sample's forward pass: convolutions and fc layers.
+double forward_flops_per_sample(const fresco::ArchPlan& arch) {
+  double f = 0;
+  for (const fresco::LayerDescriptor& l : arch.layers) {
+    if (l.kind == fresco::LayerKind::CONV)
+      f += 2.0 * static_cast<double>(l.out_sample.per_sample()) * static_cast<double>(l.spec.k * l.spec.k) *
+           static_cast<double>(l.in_sample.c / l.spec.groups);
+    else if (l.kind == fresco::LayerKind::FC)
+      f += 2.0 * static_cast<double>(l.in_sample.per_sample()) *
+           static_cast<double>(l.out_sample.per_sample());
+  }
+  return f;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace fresco;
+  const bench::Args args(argc, argv,
+                         {{"device", "cuda"},
+                          {"model", "resnet18"},
+                          {"batch", "512"},
+                          {"image", "32"},
+                          {"stem", "cifar"},
+                          {"classes", "10"},
+                          {"steps", "60"},
+                          {"warm", "10"},
+                          {"peak-tflops", "67"},
+                          {"profile", "0"}});
+  const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem");
+  const int64_t batch = args.integer("batch"), side = args.integer("image");
+  const int32_t classes = static_cast<int32_t>(args.integer("classes"));
+  const int steps = static_cast<int>(args.integer("steps")), warm = static_cast<int>(args.integer("warm"));
+  try {
+    FRESCO_CHECK(stem_name == "cifar" || stem_name == "imagenet", ErrorCode::kBadConfig,
+                 "bench_resnet_step: --stem must be cifar or imagenet");
+    const models::Stem stem = stem_name == "cifar" ? models::Stem::CIFAR : models::Stem::IMAGENET;
+    BluePrint bp = model == "resnet18"   ? models::resnet18(classes, stem)
+                   : model == "resnet34" ? models::resnet34(classes, stem)
+                   : model == "resnet50"
+                       ? models::resnet50(classes, stem)
+                       : throw Error(ErrorCode::kBadConfig, "bench_resnet_step: unknown --model " + model);
+    DeepLearningTask task;
+    task.model(std::move(bp))
+        .data(random_images(batch, side, classes), random_images(batch, side, classes))
+        .normalize(Normalization{{0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}})
+        .batch_size(batch)
+        .loss(CrossEntropyLoss().label_smoothing(0.2f))
+        .optimizer(SGD(0.9f, true).base_lr(0.1f).with_weight_decay(5e-4f))
+        .device(device)
+        .seed(1);
+    task.compile();
+    task.time_steps(warm);
+    const double s = task.time_steps(steps);
+    const double ms = 1000.0 * s / steps;
+    // forward + input and weight gradients (the first layer's input gradient is not computed; ignored here)
+    const double flops = 3.0 * forward_flops_per_sample(task.compiled().arch) * static_cast<double>(batch);
+    std::printf(
+        "{\"bench\":\"resnet_step\",\"model\":\"%s\",\"stem\":\"%s\",\"backend\":\"%s\",\"batch\":%lld,"
+        "\"image\":%lld,\"dtype\":\"f32\",\"ms_step\":%.4f,\"images_per_s\":%.1f,\"device_mib\":%.1f,"
+        "\"gflop_step\":%.1f,\"floor_ms\":%.4f}\n",
+        model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
+        static_cast<long long>(side), ms, 1000.0 * static_cast<double>(batch) / ms,
+        static_cast<double>(task.device_memory_bytes()) / (1 << 20), flops / 1e9,
+        1e3 * flops / (args.real("peak-tflops") * 1e12));
+    if (args.integer("profile")) {
+      std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)
+      const GraphAtlas& at = task.compiled().atlas;
+      for (GraphId g : {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD, GraphId::FIRST_LAYER_BWD_A,
+                        GraphId::GRAD_CAST, GraphId::OPTIMIZER, GraphId::WEIGHT_CAST}) {
+        const int idx = at.slot(Variant::TRAIN_BASE, g).captured_idx;
+        if (idx < 0) continue;
+        for (const bench::CallTime& c : bench::time_calls(task.runtime(), idx, 5)) {
+          per_op[c.op].first += c.us;
+          ++per_op[c.op].second;
+        }
+      }
+      for (const auto& [op, v] : per_op)
+        std::printf(
+            "{\"bench\":\"resnet_op\",\"model\":\"%s\",\"batch\":%lld,\"op\":\"%s\",\"calls\":%d,"
+            "\"us\":%.1f}\n",
+            model.c_str(), static_cast<long long>(batch), op.c_str(), v.second, v.first);
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_status();
+  }
+}

@@ -1,0 +1,215 @@
+// cuDNN convolution plans (conv_plan.h): descriptors, deterministic algorithm choice, the three runs.
+#include "ops/conv_plan.h"
+
+#include <string>
+
+#define FR_CUDNN_CHECK(expr)                                                                                \
+  do {                                                                                                      \
+    const cudnnStatus_t fr_s_ = (expr);                                                                     \
+    if (fr_s_ != CUDNN_STATUS_SUCCESS)                                                                      \
+      throw ::fresco::sdk::KernelError(FR_ERR_DEVICE, std::string(__FILE__ ":" FR_SDK_STR(__LINE__) ": ") + \
+                                                          #expr + ": " + cudnnGetErrorString(fr_s_));       \
+  } while (0)
+
+namespace fresco::cuda {
+
+namespace {
+cudnnDataType_t cudnn_type(FrDType t) {
+  switch (t) {
+    case FR_F32:
+      return CUDNN_DATA_FLOAT;
+    case FR_F16:
+      return CUDNN_DATA_HALF;
+    case FR_BF16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw sdk::KernelError(FR_ERR_UNSUPPORTED,
+                             "cuda conv: dtype " + std::to_string(t) + " is not f32, f16 or bf16");
+  }
+}
+
+cudnnHandle_t handle_of(Context* ctx) {
+  if (!ctx->dnn) FR_CUDNN_CHECK(cudnnCreate(&ctx->dnn));
+  return ctx->dnn;
+}
+
+// fp32 must stay strict fp32: only FMA kernels (CUDNN_DEFAULT_MATH would allow TF32 on Hopper).
+bool math_allowed(cudnnMathType_t m, bool fp32) {
+  return fp32 ? m == CUDNN_FMA_MATH : m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+// The first candidate (cuDNN ranks them by expected speed) that succeeded, is deterministic, uses an allowed
+// math mode and fits the workspace. Returns false (and lists what was offered in `seen`) when none qualifies.
+template <typename Perf, typename Algo>
+bool pick(const Perf* perf, int n, bool fp32, uint64_t max_ws, Algo& algo, cudnnMathType_t& math,
+          uint64_t& ws, std::string& seen) {
+  for (int i = 0; i < n; ++i) {
+    const Perf& c = perf[i];
+    seen += " [algo " + std::to_string(static_cast<int>(c.algo)) + " status " + std::to_string(c.status) +
+            " det " + std::to_string(c.determinism) + " math " + std::to_string(c.mathType) + " ws " +
+            std::to_string(c.memory) + "]";
+    if (c.status != CUDNN_STATUS_SUCCESS || c.determinism != CUDNN_DETERMINISTIC ||
+        !math_allowed(c.mathType, fp32) || c.memory > max_ws)
+      continue;
+    algo = c.algo, math = c.mathType;
+    if (c.memory > ws) ws = c.memory;
+    return true;
+  }
+  return false;
+}
+
+// Heuristics first (a fixed choice per machine); when they offer no qualifying algorithm, cuDNN's Find (which
+// runs every algorithm once, on its own scratch memory) widens the list.
+template <typename Perf, typename Algo, typename Heur, typename Find>
+void choose(Heur heuristics, Find find, int count, bool fp32, uint64_t max_ws, const char* direction,
+            const std::string& shape, Algo& algo, cudnnMathType_t& math, uint64_t& ws) {
+  Perf perf[16];
+  int got = 0;
+  std::string seen = " heuristics:";
+  FR_CUDNN_CHECK(heuristics(count < 16 ? count : 16, &got, perf));
+  if (pick(perf, got, fp32, max_ws, algo, math, ws, seen)) return;
+  seen += "; find:";
+  FR_CUDNN_CHECK(find(count < 16 ? count : 16, &got, perf));
+  if (pick(perf, got, fp32, max_ws, algo, math, ws, seen)) return;
+  throw sdk::KernelError(FR_ERR_UNSUPPORTED, std::string("cuda conv: cuDNN offers no deterministic ") +
+                                                 direction + " algorithm for " + shape + " within " +
+                                                 std::to_string(max_ws >> 20) + " MiB of workspace;" + seen);
+}
+
+std::string describe(const sdk::ConvShape& g, FrDType t) {
+  return "x [" + std::to_string(g.n) + "," + std::to_string(g.h) + "," + std::to_string(g.w) + "," +
+         std::to_string(g.c) + "] w [" + std::to_string(g.k) + "," + std::to_string(g.r) + "," +
+         std::to_string(g.s) + "," + std::to_string(g.cg) + "] stride " + std::to_string(g.sh) + " groups " +
+         std::to_string(g.g) + " dtype " + std::to_string(t);
+}
+
+int as_int(int64_t v, const std::string& shape) {
+  FR_PLUGIN_CHECK(v > 0 && v <= INT32_MAX, FR_ERR_UNSUPPORTED,
+                  "cuda conv: a dimension of " + shape + " exceeds cuDNN's 32-bit range");
+  return static_cast<int>(v);
+}
+}  // namespace
+
+void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype, unsigned dirs,
+               uint64_t max_workspace) {
+  const cudnnDataType_t t = cudnn_type(dtype);
+  const bool fp32 = dtype == FR_F32;
+  const std::string shape = describe(g, dtype);
+  cudnnHandle_t h = handle_of(ctx);
+  FR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x));
+  FR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
+  FR_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
+  FR_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv));
+  FR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NHWC, t, as_int(g.n, shape), as_int(g.c, shape),
+                                            as_int(g.h, shape), as_int(g.w, shape)));
+  FR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NHWC, t, as_int(g.n, shape), as_int(g.k, shape),
+                                            as_int(g.p, shape), as_int(g.q, shape)));
+  FR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, t, CUDNN_TENSOR_NHWC, as_int(g.k, shape),
+                                            as_int(g.cg, shape), as_int(g.r, shape), as_int(g.s, shape)));
+  FR_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+      p.conv, static_cast<int>(g.ph), static_cast<int>(g.pw), static_cast<int>(g.sh), static_cast<int>(g.sw),
+      static_cast<int>(g.dh), static_cast<int>(g.dw), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  FR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(p.conv, static_cast<int>(g.g)));
+  FR_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+  int n = 0, c = 0, hh = 0, ww = 0;
+  FR_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &n, &c, &hh, &ww));
+  FR_PLUGIN_CHECK(n == g.n && c == g.k && hh == g.p && ww == g.q, FR_ERR_INTERNAL,
+                  "cuda conv: cuDNN's output shape differs from fresco's for " + shape);
+  p.workspace = 0;
+  if (dirs & kConvForward)
+    choose<cudnnConvolutionFwdAlgoPerf_t>(
+        [&](int want, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, want, got, r);
+        },
+        [&](int want, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
+          return cudnnFindConvolutionForwardAlgorithm(h, p.x, p.w, p.conv, p.y, want, got, r);
+        },
+        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, fp32, max_workspace, "forward", shape, p.fwd, p.fwd_math,
+        p.workspace);
+  if (dirs & kConvBackwardData)
+    choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+        [&](int want, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, want, got, r);
+        },
+        [&](int want, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
+          return cudnnFindConvolutionBackwardDataAlgorithm(h, p.w, p.y, p.conv, p.x, want, got, r);
+        },
+        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, fp32, max_workspace, "backward-data", shape, p.bwd_data,
+        p.data_math, p.workspace);
+  if (dirs & kConvBackwardFilter)
+    choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, want, got, r);
+        },
+        [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
+          return cudnnFindConvolutionBackwardFilterAlgorithm(h, p.x, p.y, p.conv, p.w, want, got, r);
+        },
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, fp32, max_workspace, "backward-filter", shape, p.bwd_filter,
+        p.filter_math, p.workspace);
+}
+
+void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
+                      uint64_t ws_bytes, cudaStream_t s) {
+  const float one = 1.0f, zero = 0.0f;
+  FR_CUDNN_CHECK(cudnnSetStream(ctx->dnn, s));
+  FR_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.fwd_math));
+  FR_CUDNN_CHECK(
+      cudnnConvolutionForward(ctx->dnn, &one, p.x, x, p.w, w, p.conv, p.fwd, ws, ws_bytes, &zero, p.y, y));
+}
+
+void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,
+                            void* ws, uint64_t ws_bytes, cudaStream_t s) {
+  const float one = 1.0f, zero = 0.0f;
+  FR_CUDNN_CHECK(cudnnSetStream(ctx->dnn, s));
+  FR_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.data_math));
+  FR_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx->dnn, &one, p.w, w, p.y, dy, p.conv, p.bwd_data, ws,
+                                              ws_bytes, &zero, p.x, dx));
+}
+
+void run_conv_backward_filter(Context* ctx, const ConvPlan& p, const void* dy, const void* x, void* dw,
+                              void* ws, uint64_t ws_bytes, cudaStream_t s) {
+  const float one = 1.0f, zero = 0.0f;
+  FR_CUDNN_CHECK(cudnnSetStream(ctx->dnn, s));
+  FR_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.filter_math));
+  FR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx->dnn, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter, ws,
+                                                ws_bytes, &zero, p.w, dw));
+}
+
+void destroy_conv(ConvPlan& p) noexcept {
+  if (p.x) cudnnDestroyTensorDescriptor(p.x);
+  if (p.y) cudnnDestroyTensorDescriptor(p.y);
+  if (p.w) cudnnDestroyFilterDescriptor(p.w);
+  if (p.conv) cudnnDestroyConvolutionDescriptor(p.conv);
+  p = ConvPlan{};
+}
+
+FrError* conv_prepare_state(void* ctx, const FrCall* call, const char* op, const FrConvParams& params,
+                            const FrTensor& x, const FrTensor& w, const FrTensor& y, unsigned dirs,
+                            void** state, uint64_t* workspace_bytes) noexcept {
+  (void)call;
+  return sdk::guard([&] {
+    constexpr uint64_t kMaxWorkspace = 4ull << 30;  // fp32 NHWC backward-data needs ~2x dx
+    const sdk::ConvShape g = sdk::conv_shape(op, params, x, w, y);
+    FR_PLUGIN_CHECK(x.dtype == w.dtype && x.dtype == y.dtype, FR_ERR_INVALID_ARGUMENT,
+                    std::string(op) + ": x, w and y must share one dtype");
+    auto* plan = new ConvPlan();
+    try {
+      plan_conv(ctx_of(ctx), *plan, g, static_cast<FrDType>(x.dtype), dirs, kMaxWorkspace);
+    } catch (...) {
+      destroy_conv(*plan);
+      delete plan;
+      throw;
+    }
+    *state = plan;
+    *workspace_bytes = plan->workspace;
+  });
+}
+
+void conv_destroy_state(void* state) noexcept {
+  auto* plan = static_cast<ConvPlan*>(state);
+  if (!plan) return;
+  destroy_conv(*plan);
+  delete plan;
+}
+
+}  // namespace fresco::cuda

@@ -1,0 +1,48 @@
+// A cuDNN convolution planned once, before capture: NHWC activations, KRSC weights ([K, R, S, C/g]), any
+// stride, padding, dilation and groups. fp32 runs with CUDNN_FMA_MATH (strict fp32, no TF32, like the fc
+// GEMMs); fp16 and bf16 run on tensor cores with fp32 accumulation. Algorithms come from cuDNN's heuristics
+// (the first DETERMINISTIC candidate whose workspace fits), so the choice is the same on every run of one
+// machine and the results are bit-reproducible. Uses cuDNN's legacy convolution API, which cuDNN 9 still
+// ships (docs/decisions.md); this file and conv_plan.cpp are the only users of it.
+#pragma once
+
+#include <cudnn.h>
+
+#include "cuda_common.h"
+#include "fresco/conv_geometry.hpp"
+
+namespace fresco::cuda {
+
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  cudnnMathType_t fwd_math{}, data_math{}, filter_math{};
+  uint64_t workspace = 0;  // bytes: the largest of the planned directions
+};
+
+enum ConvDirections : unsigned { kConvForward = 1, kConvBackwardData = 2, kConvBackwardFilter = 4 };
+
+// Builds descriptors for geometry g in `dtype` (FR_F32, FR_F16, FR_BF16) and picks an algorithm for every
+// direction in `dirs`. Throws KernelError (FR_ERR_UNSUPPORTED) when cuDNN offers no deterministic algorithm
+// within max_workspace bytes.
+void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype, unsigned dirs,
+               uint64_t max_workspace);
+void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
+                      uint64_t ws_bytes, cudaStream_t s);
+void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,
+                            void* ws, uint64_t ws_bytes, cudaStream_t s);
+void run_conv_backward_filter(Context* ctx, const ConvPlan& p, const void* dy, const void* x, void* dw,
+                              void* ws, uint64_t ws_bytes, cudaStream_t s);
+void destroy_conv(ConvPlan& p) noexcept;
+
+// Plans for kernels: prepare() keeps a ConvPlan as the node's state.
+FrError* conv_prepare_state(void* ctx, const FrCall* call, const char* op, const FrConvParams& params,
+                            const FrTensor& x, const FrTensor& w, const FrTensor& y, unsigned dirs,
+                            void** state, uint64_t* workspace_bytes) noexcept;
+void conv_destroy_state(void* state) noexcept;
+
+}  // namespace fresco::cuda
