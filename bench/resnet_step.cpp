@@ -3,10 +3,11 @@
 // One staged batch of random uint8 images is normalised on the device and trained on back to back (the
 // input copy of the batch is part of every step). Prints one JSON line: ms/step, images/s, device memory
 // held by the job, and the floor (FLOPs of forward + both backward GEMM directions / --peak-tflops).
-// fp32 only for now (mixed precision is not built yet); convolutions run through cuDNN in strict fp32.
+// --precision bf16 runs the mixed-precision plan (bf16 maps and conv weights, fp32 masters, fc and loss);
+// fp32 convolutions run through cuDNN in strict fp32 (no TF32).
 // Usage: bench_resnet_step [--device cuda] [--model resnet18|resnet34|resnet50] [--batch 512] [--image 32]
 //                          [--stem cifar|imagenet] [--classes 10] [--steps 60] [--warm 10] [--peak-tflops 67]
-//                          [--profile 0|1]
+//                          [--profile 0|1] [--precision fp32|bf16]
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each).
 #include <cstdio>
 #include <map>
@@ -59,12 +60,16 @@ int main(int argc, char** argv) {
                           {"steps", "60"},
                           {"warm", "10"},
                           {"peak-tflops", "67"},
-                          {"profile", "0"}});
-  const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem");
+                          {"profile", "0"},
+                          {"precision", "fp32"}});
+  const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
+                    prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
   const int32_t classes = static_cast<int32_t>(args.integer("classes"));
   const int steps = static_cast<int>(args.integer("steps")), warm = static_cast<int>(args.integer("warm"));
   try {
+    FRESCO_CHECK(prec == "fp32" || prec == "bf16" || prec == "fp16", ErrorCode::kBadConfig,
+                 "bench_resnet_step: --precision must be fp32, bf16 or fp16");
     FRESCO_CHECK(stem_name == "cifar" || stem_name == "imagenet", ErrorCode::kBadConfig,
                  "bench_resnet_step: --stem must be cifar or imagenet");
     const models::Stem stem = stem_name == "cifar" ? models::Stem::CIFAR : models::Stem::IMAGENET;
@@ -81,6 +86,9 @@ int main(int argc, char** argv) {
         .loss(CrossEntropyLoss().label_smoothing(0.2f))
         .optimizer(SGD(0.9f, true).base_lr(0.1f).with_weight_decay(5e-4f))
         .device(device)
+        .precision(prec == "bf16"   ? DType::BF16
+                   : prec == "fp16" ? DType::F16
+                                    : DType::F32)
         .seed(1);
     task.compile();
     task.time_steps(warm);
@@ -90,10 +98,10 @@ int main(int argc, char** argv) {
     const double flops = 3.0 * forward_flops_per_sample(task.compiled().arch) * static_cast<double>(batch);
     std::printf(
         "{\"bench\":\"resnet_step\",\"model\":\"%s\",\"stem\":\"%s\",\"backend\":\"%s\",\"batch\":%lld,"
-        "\"image\":%lld,\"dtype\":\"f32\",\"ms_step\":%.4f,\"images_per_s\":%.1f,\"device_mib\":%.1f,"
+        "\"image\":%lld,\"dtype\":\"%s\",\"ms_step\":%.4f,\"images_per_s\":%.1f,\"device_mib\":%.1f,"
         "\"gflop_step\":%.1f,\"floor_ms\":%.4f}\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
-        static_cast<long long>(side), ms, 1000.0 * static_cast<double>(batch) / ms,
+        static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
         static_cast<double>(task.device_memory_bytes()) / (1 << 20), flops / 1e9,
         1e3 * flops / (args.real("peak-tflops") * 1e12));
     if (args.integer("profile")) {

@@ -92,6 +92,24 @@ FrStepScalars scalars(int32_t step) {
   return s;
 }
 
+// x rounded to bf16 (nearest even), as the value a bf16 holds, and the bf16 bits of a downloaded buffer.
+float bf16_round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+std::vector<float> bf16_values(const Bytes& b) {
+  std::vector<float> v(b.size() / 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint32_t u = static_cast<uint32_t>(b[2 * i] | (b[2 * i + 1] << 8)) << 16;
+    std::memcpy(&v[i], &u, 4);
+  }
+  return v;
+}
+
 constexpr int64_t M = 37, K = 53, N = 29;
 }  // namespace
 
@@ -341,6 +359,21 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     c->error = [=](const auto& out, const auto&) {
       return rel_err(floats(out[0]), fwd ? ref::flatten_chw(widen(x), n, h, w, ch)
                                          : ref::flatten_chw_backward(widen(x), n, h, w, ch));
+    };
+    return true;
+  }
+  if (op == FR_OP_CAST || op == FR_OP_CAST_RANGE) {  // f32 -> bf16, exact rounding to nearest even
+    const auto a = random(rng, 1000, -50.0f, 50.0f);
+    Operand dst = raw(std::vector<uint16_t>(1000, 0xffffu), FR_BF16, {1, 1, 1, 1000});
+    std::vector<double> want(1000);
+    for (size_t i = 0; i < 1000; ++i) want[i] = bf16_round(a[i]);
+    const bool range = op == FR_OP_CAST_RANGE;
+    (range ? c->rin : c->in) = {f32(a, {1, 1, 1, 1000})};
+    (range ? c->rout : c->out) = {dst};
+    c->dtype = FR_BF16;
+    c->tolerance = 0.0;
+    c->error = [=](const auto& out, const auto& rout) {
+      return rel_err(bf16_values(range ? rout[0] : out[0]), want);
     };
     return true;
   }

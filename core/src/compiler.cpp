@@ -46,8 +46,26 @@ const char* kind_prefix(LayerKind k) {
       return "sigmoid";
     case LayerKind::TANH:
       return "tanh";
+    case LayerKind::CAST:
+      return "cast";
   }
   return "layer";
+}
+
+// Mixed precision policy: the dtype a layer computes in, given its input's dtype. Convolutions run in the
+// low precision; fc, dropout and custom layers (and the loss after them) in fp32; the rest follow their
+// input.
+DType wanted_dtype(LayerKind k, DType in, DType precision) {
+  switch (k) {
+    case LayerKind::CONV:
+      return precision;
+    case LayerKind::FC:
+    case LayerKind::DROPOUT:
+    case LayerKind::CUSTOM:
+      return DType::F32;
+    default:
+      return in;
+  }
 }
 int first_param_index(const ArchPlan& a) {
   for (const auto& l : a.layers)
@@ -60,18 +78,52 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   FRESCO_CHECK(!bp.empty(), ErrorCode::kBadConfig, "model: the layer list is empty");
   FRESCO_CHECK(o.input_sample.per_sample() > 0, ErrorCode::kBadConfig,
                "model: input sample shape " + o.input_sample.str() + " is empty");
+  FRESCO_CHECK(o.precision == DType::F32 || o.precision == DType::BF16 || o.precision == DType::F16,
+               ErrorCode::kBadConfig,
+               std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(o.precision));
   ArchPlan a;
   a.input_sample = o.input_sample;
   a.num_classes = o.num_classes;
+  // The input map is made in the dtype the first layer computes in (a conv first: the low precision).
+  a.input_dtype = !bp.layers().empty() && bp.layers().front().kind == "conv" ? o.precision : DType::F32;
+  auto dtype_of = [&](int32_t j) {
+    return j < 0 ? a.input_dtype : a.layers[static_cast<size_t>(j)].out_dtype;
+  };
+  // A cast layer after layer `in` (or the input) to dtype `to`, for the layer at `path`.
+  auto add_cast = [&](int32_t in, DType to, const std::string& path) -> int32_t {
+    LayerDescriptor c;
+    c.index = static_cast<int32_t>(a.layers.size());
+    c.kind = LayerKind::CAST;
+    c.spec.kind = "cast";
+    c.spec.path = path + ":cast";
+    c.name = "cast" + std::to_string(c.index);
+    c.input = in;
+    c.in_sample = c.out_sample = in < 0 ? o.input_sample : a.layers[static_cast<size_t>(in)].out_sample;
+    c.out_dtype = to;
+    a.layers.push_back(c);
+    return c.index;
+  };
   // Flatten the (possibly nested) layer list into topological order; a residual block becomes its main
   // branch, its shortcut branch and an ADD join that carries the block's path.
   std::function<int32_t(const LayerSpec&, int32_t, int32_t)> add = [&](const LayerSpec& spec, int32_t in,
                                                                        int32_t in2) -> int32_t {
+    const LayerKind kind = spec.kind == "residual"
+                               ? LayerKind::ADD
+                               : layers::layer_kind_of(spec.kind, "model layer " + spec.path);
+    const DType want = wanted_dtype(kind, dtype_of(in), o.precision);
+    if (want != dtype_of(in)) in = add_cast(in, want, spec.path);
+    if (in2 >= 0 || kind == LayerKind::ADD)
+      FRESCO_CHECK(dtype_of(in2) == want, ErrorCode::kBadConfig,
+                   "layer " + spec.path + " (residual): the main branch ends in " + dtype_name(want) +
+                       " but the shortcut in " + dtype_name(dtype_of(in2)) +
+                       " (mixed precision needs both branches in one precision)");
     LayerDescriptor l;
     l.index = static_cast<int32_t>(a.layers.size());
     l.spec = spec;
-    l.kind = spec.kind == "residual" ? LayerKind::ADD
-                                     : layers::layer_kind_of(spec.kind, "model layer " + spec.path);
+    l.kind = kind;
+    l.out_dtype = want;
+    FRESCO_CHECK(!(kind == LayerKind::CONV && spec.bias && o.precision != DType::F32), ErrorCode::kBadConfig,
+                 "layer " + spec.path + " (conv): a conv bias is not supported in mixed precision (use bn)");
     l.name =
         (l.kind == LayerKind::CUSTOM ? spec.op : std::string(kind_prefix(l.kind))) + std::to_string(l.index);
     l.input = in;
@@ -190,6 +242,13 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       }
     }
   }
+  // Mixed precision: every conv weight gets a low-precision compute copy (A) and gradient (G16), in W order.
+  if (m.options.precision != DType::F32)
+    for (auto& l : a.layers)
+      if (l.kind == LayerKind::CONV) {
+        l.compute_weight = p.alloc_shadow(Family::A, l.weight, m.options.precision);
+        l.grad_weight_low = p.alloc_shadow(Family::G16, l.weight, m.options.precision);
+      }
   const Shape in_batch = a.input_sample.with_batch(mb);
   t.labels_a = batched(p.alloc_input_labels('A', mb));
   t.data_a = batched(p.alloc_input_data('A', in_batch));
@@ -199,7 +258,10 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   // live until their producer's backward (every consumer comes later in forward and earlier in backward);
   // gradients live from the backward that writes them to the end of backward (a side stream may still read
   // them).
-  t.input_f32 = batched(p.alloc_feature(in_batch, "input.normalized", -1, 0, end));
+  t.input_f32 = batched(p.alloc_feature(in_batch, "input.normalized", -1, 0, end, a.input_dtype));
+  auto dtype_of = [&](int32_t j) {
+    return j < 0 ? a.input_dtype : a.layers[static_cast<size_t>(j)].out_dtype;
+  };
   auto input_tensor = [&](int32_t j) { return j < 0 ? t.input_f32 : a.layers[static_cast<size_t>(j)].out; };
   for (auto& l : a.layers) {
     if (rule_for(l.kind).is_view(l, true)) {
@@ -208,13 +270,13 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       d.live_end = std::max(d.live_end, 2 * L + 1 - l.index);
     } else {
       l.out = batched(p.alloc_feature(l.out_sample.with_batch(mb), l.name + ".out", l.index, l.index + 1,
-                                      2 * L + 1 - l.index));
+                                      2 * L + 1 - l.index, l.out_dtype));
     }
   }
   t.logits = a.layers.back().out;
   const int fp = first_param_index(a);
-  t.grad_logits =
-      batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1, L + 1, end));
+  t.grad_logits = batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1,
+                                          L + 1, end, a.layers.back().out_dtype));
   // Gradients in reverse topological order: a layer's output gradient is its consumers' contributions (a view
   // or a residual join passes its own output gradient through; other layers give the gradient they write for
   // their input), summed when there are two.
@@ -244,13 +306,13 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       l.grad_sum_a = parts[0];
       l.grad_sum_b = parts[1];
       l.grad_out = batched(p.alloc_feature(l.out_sample.with_batch(mb), "grad(" + l.name + ".out)", l.index,
-                                           2 * L + 1 - l.index, end));
+                                           2 * L + 1 - l.index, end, l.out_dtype));
     }
     if (i == fp) break;  // the first trainable layer's input gradient is not needed
     const bool passes = l.kind == LayerKind::ADD || rule_for(l.kind).is_view(l, true);
     if (!passes && l.input >= fp)
       l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
-                                          2 * L + 1 - l.index, end));
+                                          2 * L + 1 - l.index, end, dtype_of(l.input)));
   }
   t.labels = batched(p.alloc_temp(DType::I32, Shape{mb, 1, 1, 1}, "labels.current"));
   t.step_scalars = p.alloc_step_scalars();
@@ -438,6 +500,17 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, first.grad_out, kNoTensor);
   }
   m.schedule = schedule_params(m.options);
+  if (m.options.precision != DType::F32) {  // G16 -> G before the optimizer, W -> A after it
+    const DType low = m.options.precision;
+    auto convs = [&](Family f, DType t) {
+      return RangeRef::regions(param_region(f, ParamKind::FIRST_CONV), param_region(f, ParamKind::DEEP_CONV),
+                               t);
+    };
+    tr.add(GraphId::GRAD_CAST, range_node(FR_OP_CAST_RANGE, {convs(Family::G16, low)},
+                                          {convs(Family::G, DType::F32)}, "grad cast"));
+    tr.add(GraphId::WEIGHT_CAST, range_node(FR_OP_CAST_RANGE, {convs(Family::W, DType::F32)},
+                                            {convs(Family::A, low)}, "weight cast"));
+  }
   emit_optimizer(tr, m);
   tr.add(GraphId::ACCUM_METRICS,
          range_node(FR_OP_ACCUMULATE_METRICS, {RangeRef::of(m.t.batch_train, DType::U8)},

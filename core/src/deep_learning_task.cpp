@@ -50,6 +50,7 @@ FRESCO_SETTER(loss(CrossEntropyLoss l), loss_ = l)
 FRESCO_SETTER(optimizer(Optimizer o), opt_ = o)
 FRESCO_SETTER(scheduler(Scheduler s), sched_ = std::move(s))
 FRESCO_SETTER(device(std::string d), device_ = std::move(d))
+FRESCO_SETTER(precision(DType p), precision_ = p)
 FRESCO_SETTER(seed(uint64_t s), seed_ = s)
 FRESCO_SETTER(shuffle(bool on), shuffle_ = on)
 FRESCO_SETTER(on_epoch(std::function<void(const EpochReport&)> cb), on_epoch_ = std::move(cb))
@@ -78,6 +79,17 @@ void DeepLearningTask::plan() {
     norm_.std.assign(static_cast<size_t>(train_.c), 1.0f);
   }
   device_ = resolve_device(device_);
+  FRESCO_CHECK(precision_ == DType::F32 || precision_ == DType::BF16 || precision_ == DType::F16,
+               ErrorCode::kBadConfig,
+               std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(precision_));
+  FRESCO_CHECK(
+      precision_ != DType::F16, ErrorCode::kBadConfig,
+      "precision fp16 needs dynamic loss scaling, which fresco does not have yet; use bf16 (no scaling "
+      "needed) or fp32");
+  FRESCO_CHECK(
+      precision_ == DType::F32 || device_ != "cpu", ErrorCode::kBadConfig,
+      std::string("precision ") + dtype_name(precision_) +
+          " runs on a GPU only: the cpu backend computes in fp32 (use device cuda or precision fp32)");
 
   CompileOptions o;
   o.input_sample = Shape{1, train_.h, train_.w, train_.c};
@@ -93,6 +105,7 @@ void DeepLearningTask::plan() {
   o.optimizer = opt_;
   o.scheduler = sched_;
   o.seed = seed_;
+  o.precision = precision_;
   Compiler compiler;
   model_ = std::make_unique<CompiledModel>(compiler.compile(bp_, o));
   advance(Phase::MEMORY_LOCKED);
@@ -108,6 +121,7 @@ void DeepLearningTask::compile() {
   const CaptureStats cs = runtime_->pre_capture(model_->atlas);
   exec_ = std::make_unique<Executor>(*model_, *runtime_);
   init_parameters();
+  cast_weights();
   FrStepScalars s{};
   s.lr = fr_schedule_lr(&model_->schedule, 0, sched_.table.empty() ? nullptr : sched_.table.data());
   s.loss_scale = 1.0f;
@@ -319,9 +333,16 @@ void DeepLearningTask::write_param(int32_t layer, const std::string& which,
   if (model_->arch.layers[static_cast<size_t>(layer)].kind == LayerKind::CONV && which == "weight") {
     const std::vector<float> krsc = permute_conv_weight(values, model_->base_plan().tensor(id).shape, true);
     runtime_->upload(model_->base_plan(), id, krsc.data(), krsc.size() * sizeof(float));
-    return;
+  } else {
+    runtime_->upload(model_->base_plan(), id, values.data(), values.size() * sizeof(float));
   }
-  runtime_->upload(model_->base_plan(), id, values.data(), values.size() * sizeof(float));
+  cast_weights();
+}
+
+void DeepLearningTask::cast_weights() {
+  if (model_->atlas.slot(Variant::TRAIN_BASE, GraphId::WEIGHT_CAST).captured_idx < 0) return;
+  runtime_->launch(model_->atlas, Variant::TRAIN_BASE, GraphId::WEIGHT_CAST);
+  runtime_->synchronize();
 }
 
 std::vector<std::pair<std::string, std::vector<float>>> DeepLearningTask::snapshot() {

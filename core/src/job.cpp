@@ -81,13 +81,15 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
   if (r.at("model").is_string()) {  // a built-in network by name (models.h)
     const std::string name = r.at("model").get<std::string>();
     FRESCO_CHECK(
-        name == "resnet18" || name == "resnet34" || name == "resnet50", ErrorCode::kBadConfig,
+        name == "resnet18" || name == "resnet34" || name == "resnet50" || name == "small_resnet",
+        ErrorCode::kBadConfig,
         source + ": model \"" + name +
-            "\" is not a built-in network (known: \"resnet18\", \"resnet34\", \"resnet50\", CIFAR stem); "
-            "give a layer list");
-    s.model = name == "resnet18"   ? models::resnet18(10)
-              : name == "resnet34" ? models::resnet34(10)
-                                   : models::resnet50(10);
+            "\" is not a built-in network (known: \"resnet18\", \"resnet34\", \"resnet50\" with the CIFAR "
+            "stem, \"small_resnet\"); give a layer list");
+    s.model = name == "resnet18"       ? models::resnet18(10)
+              : name == "resnet34"     ? models::resnet34(10)
+              : name == "small_resnet" ? models::small_resnet(10)
+                                       : models::resnet50(10);
   } else {
     s.model = BluePrint::from_json(r.at("model").dump(), source);
   }
@@ -115,6 +117,12 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
   s.epochs = r.get<int32_t>("epochs", 1);
   s.seed = r.get<uint64_t>("seed", 0);
   s.device = r.get<std::string>("device", "auto");
+  {
+    const std::string prec = r.get<std::string>("precision", "fp32");
+    FRESCO_CHECK(prec == "fp32" || prec == "bf16" || prec == "fp16", ErrorCode::kBadConfig,
+                 source + ".precision: expected \"fp32\", \"bf16\" or \"fp16\", found \"" + prec + "\"");
+    s.precision = prec == "bf16" ? DType::BF16 : prec == "fp16" ? DType::F16 : DType::F32;
+  }
   if (r.has("loss")) {
     Reader l{r.at("loss"), source + ".loss", {}};
     l.object();
@@ -186,6 +194,7 @@ void configure(DeepLearningTask& task, const JobSpec& job) {
       .epochs(job.epochs)
       .seed(job.seed)
       .device(job.device)
+      .precision(job.precision)
       .loss(job.loss)
       .optimizer(job.optimizer)
       .scheduler(job.scheduler);

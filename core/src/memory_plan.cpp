@@ -80,11 +80,14 @@ TensorId MemoryPlan::alloc_shadow(Family family, TensorId w, DType dtype) {
 }
 
 TensorId MemoryPlan::alloc_feature(const Shape& shape, std::string name, int32_t layer, int32_t live_begin,
-                                   int32_t live_end) {
+                                   int32_t live_end, DType dtype) {
+  FRESCO_CHECK(dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16, ErrorCode::kInternal,
+               "alloc_feature: '" + name + "' must be f32, f16 or bf16");
   DTensor t;
   t.name = std::move(name);
   t.layer = layer;
-  t.region = Region::F_FP32;
+  t.dtype = dtype;
+  t.region = dtype_size(dtype) == 2 ? Region::F_FP16 : Region::F_FP32;
   t.shape = shape;
   t.live_begin = live_begin;
   t.live_end = std::max(live_begin, live_end);

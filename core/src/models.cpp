@@ -75,4 +75,19 @@ BluePrint resnet50(int64_t num_classes, Stem stem) {
   return resnet("resnet50", Block::BOTTLENECK, {3, 4, 6, 3}, num_classes, stem);
 }
 
+BluePrint small_resnet(int64_t num_classes) {
+  check_positive(num_classes, "num_classes", "small_resnet");
+  std::vector<LayerSpec> l = {conv(32, 3, 1, 1), bn(), relu()};
+  int64_t in = 32;
+  for (const auto& [width, stride] : {std::pair<int64_t, int64_t>{32, 1}, {64, 2}, {128, 2}})
+    for (int b = 0; b < 2; ++b) {
+      const std::vector<LayerSpec> blk = basic_block(in, width, b == 0 ? stride : 1);
+      l.insert(l.end(), blk.begin(), blk.end());
+      in = width;
+    }
+  l.push_back(gap());
+  l.push_back(fc(num_classes));
+  return BluePrint(std::move(l));
+}
+
 }  // namespace fresco::models

@@ -30,7 +30,9 @@ FR_CUDA_KERNEL_RUN(avg_pool2d);
 FR_CUDA_KERNEL_RUN(avg_pool2d_backward);
 FR_CUDA_KERNEL_RUN(global_avg_pool);
 FR_CUDA_KERNEL_RUN(global_avg_pool_backward);
+FR_CUDA_KERNEL_PREPARE(batchnorm);
 FR_CUDA_KERNEL_RUN(batchnorm);
+FR_CUDA_KERNEL_PREPARE(batchnorm_backward);
 FR_CUDA_KERNEL_RUN(batchnorm_backward);
 FR_CUDA_KERNEL_PREPARE(conv2d);
 FR_CUDA_KERNEL_RUN(conv2d);
@@ -52,42 +54,46 @@ FR_CUDA_KERNEL_RUN(lr_schedule);
 FR_CUDA_KERNEL_RUN(step_done);
 FR_CUDA_KERNEL_RUN(sgd_update);
 FR_CUDA_KERNEL_RUN(adam_update);
+FR_CUDA_KERNEL_RUN(cast);
+FR_CUDA_KERNEL_RUN(cast_range);
 
 namespace {
 constexpr uint32_t kF32 = FR_DTYPE_BIT(FR_F32);
+constexpr uint32_t kFloats = FR_DTYPE_BIT(FR_F32) | FR_DTYPE_BIT(FR_F16) | FR_DTYPE_BIT(FR_BF16);
 constexpr uint32_t kAny = 0x3Fu;
 #define FR_K(kind, op, mask, prep, run, destroy) \
   { sizeof(FrKernelDef), kind, op, "cuda", mask, 0, prep, run, destroy }
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
-    FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, nullptr, relu_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_ADD, kF32, nullptr, add_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_GELU, kF32, nullptr, gelu_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_GELU_BACKWARD, kF32, nullptr, gelu_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_SILU, kF32, nullptr, silu_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_SILU_BACKWARD, kF32, nullptr, silu_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_SIGMOID, kF32, nullptr, sigmoid_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_SIGMOID_BACKWARD, kF32, nullptr, sigmoid_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_TANH, kF32, nullptr, tanh_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_TANH_BACKWARD, kF32, nullptr, tanh_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D, kF32, nullptr, max_pool2d_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D_BACKWARD, kF32, nullptr, max_pool2d_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D, kF32, nullptr, avg_pool2d_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D_BACKWARD, kF32, nullptr, avg_pool2d_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL, kF32, nullptr, global_avg_pool_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_BATCHNORM, kF32, nullptr, batchnorm_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, nullptr, batchnorm_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_CONV2D, kF32, conv2d_prepare, conv2d_run, conv2d_destroy),
-    FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, conv2d_backward_prepare, conv2d_backward_run,
+    FR_K(FR_COMPUTE, FR_OP_RELU, kFloats, nullptr, relu_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kFloats, nullptr, relu_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_ADD, kFloats, nullptr, add_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_GELU, kFloats, nullptr, gelu_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_GELU_BACKWARD, kFloats, nullptr, gelu_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_SILU, kFloats, nullptr, silu_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_SILU_BACKWARD, kFloats, nullptr, silu_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_SIGMOID, kFloats, nullptr, sigmoid_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_SIGMOID_BACKWARD, kFloats, nullptr, sigmoid_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_TANH, kFloats, nullptr, tanh_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_TANH_BACKWARD, kFloats, nullptr, tanh_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D, kFloats, nullptr, max_pool2d_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D_BACKWARD, kFloats, nullptr, max_pool2d_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D, kFloats, nullptr, avg_pool2d_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D_BACKWARD, kFloats, nullptr, avg_pool2d_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL, kFloats, nullptr, global_avg_pool_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kFloats, nullptr, global_avg_pool_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_BATCHNORM, kFloats, batchnorm_prepare, batchnorm_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kFloats, batchnorm_backward_prepare, batchnorm_backward_run,
+         nullptr),
+    FR_K(FR_COMPUTE, FR_OP_CONV2D, kFloats, conv2d_prepare, conv2d_run, conv2d_destroy),
+    FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kFloats, conv2d_backward_prepare, conv2d_backward_run,
          conv2d_backward_destroy),
-    FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW, kF32, nullptr, flatten_chw_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW_BACKWARD, kF32, nullptr, flatten_chw_backward_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW, kFloats, nullptr, flatten_chw_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW_BACKWARD, kFloats, nullptr, flatten_chw_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kFloats, nullptr, normalize_input_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_SOFTMAX_XENT, kF32, softmax_xent_prepare, softmax_xent_run, nullptr),
     FR_K(FR_RANGE, FR_OP_CLEAR, kAny, nullptr, clear_run, nullptr),
     FR_K(FR_RANGE, FR_OP_COPY, kAny, nullptr, copy_run, nullptr),
@@ -96,6 +102,8 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_STEP_DONE, kAny, nullptr, step_done_run, nullptr),
     FR_K(FR_RANGE, FR_OP_SGD_UPDATE, kF32, nullptr, sgd_update_run, nullptr),
     FR_K(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, nullptr, adam_update_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run, nullptr),
 };
 #undef FR_K
 }  // namespace

@@ -51,7 +51,7 @@ class ConvRule final : public LayerRule {
     GraphNode n;
     n.op = FR_OP_CONV2D;
     n.label = l.name;
-    n.in = {x, l.weight};
+    n.in = {x, l.compute_weight != kNoTensor ? l.compute_weight : l.weight};  // A copy in mixed precision
     if (l.spec.bias) n.in.push_back(l.bias);
     n.out = {y};
     cx.add(std::move(n)).with_params(params_of(l));
@@ -61,8 +61,9 @@ class ConvRule final : public LayerRule {
     GraphNode n;
     n.op = FR_OP_CONV2D_BACKWARD;
     n.label = l.name;
-    n.in = {dy, x, l.weight};
-    n.out = {l.grad_weight};
+    const bool low = l.compute_weight != kNoTensor;
+    n.in = {dy, x, low ? l.compute_weight : l.weight};
+    n.out = {low ? l.grad_weight_low : l.grad_weight};  // G16, cast to G by GRAD_CAST, in mixed precision
     if (l.spec.bias) n.out.push_back(l.grad_bias);
     if (dx != kNoTensor) n.out.push_back(dx);
     FrConvBackwardParams p{};

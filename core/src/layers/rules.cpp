@@ -19,6 +19,7 @@ const LayerRule& add_rule();
 const LayerRule& silu_rule();
 const LayerRule& sigmoid_rule();
 const LayerRule& tanh_rule();
+const LayerRule& cast_rule();
 
 const LayerRule& rule_for(LayerKind kind) {
   switch (kind) {
@@ -52,6 +53,8 @@ const LayerRule& rule_for(LayerKind kind) {
       return sigmoid_rule();
     case LayerKind::TANH:
       return tanh_rule();
+    case LayerKind::CAST:
+      return cast_rule();
   }
   throw Error(ErrorCode::kInternal, "no rule for layer kind " + std::to_string(static_cast<int>(kind)));
 }

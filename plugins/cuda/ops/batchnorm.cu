@@ -1,101 +1,141 @@
 // CUDA batchnorm forward with the CPU kernel's semantics (plugins/cpu/ops/batchnorm.cpp, PyTorch
-// BatchNorm2d): training normalises with the batch mean (kept in float, as the backward sees it) and the
-// biased variance (two passes, double sums) and moves running_mean/var by momentum with the unbiased
-// variance; inference uses the running statistics. One block per channel owns that channel's column of the
-// [rows, C] view, so the sums are deterministic and y may alias x. The strided column reads are not
-// coalesced: correct first; a tiled kernel is future work. Test: tests/plugins/cuda/test_cuda_ops.cpp
-// (against the CPU kernel).
+// BatchNorm2d) on f32, f16 or bf16 maps (statistics, gamma, beta and running statistics stay f32).
+// Training: per-channel sums of x and x^2 in double (ops/channel_sums.cuh: coalesced, deterministic), then
+// one warp per channel turns them into the batch mean (kept in float, as the backward sees it), the biased
+// variance, save_mean/save_invstd, the running statistics (momentum, unbiased variance) and a scale/shift
+// pair, and a last element-wise pass writes y = x * scale + shift (y may alias x). Inference: one
+// element-wise pass with the running statistics. Test: tests/plugins/cuda/test_cuda_ops.cpp (against the
+// CPU kernel).
 #include <cmath>
 
-#include "cuda_common.h"
-#include "ops/block_reduce.cuh"
+#include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
 
 namespace {
-__global__ void bn_train_kernel(const float* x, const float* gamma, const float* beta, float* y,
-                                float* save_mean, float* save_invstd, float* run_mean, float* run_var,
-                                int64_t rows, int64_t c, float eps, float momentum) {
-  __shared__ double buf[kReduceThreads];
-  const int64_t k = blockIdx.x;
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < rows; i += kReduceThreads) acc += x[i * c + k];
-  const double n = static_cast<double>(rows);
-  const float mean = static_cast<float>(block_sum(acc, buf) / n);
-  acc = 0.0;
-  for (int64_t i = threadIdx.x; i < rows; i += kReduceThreads) {
-    const double d = static_cast<double>(x[i * c + k]) - mean;
-    acc += d * d;
-  }
-  const double var = block_sum(acc, buf) / n;
-  const double invstd = 1.0 / sqrt(var + static_cast<double>(eps));
-  const float scale = static_cast<float>(gamma[k] * invstd);
-  const float b = beta[k];
-  if (threadIdx.x == 0) {
-    save_mean[k] = mean;
-    save_invstd[k] = static_cast<float>(invstd);
-    const double mom = momentum;
-    run_mean[k] = static_cast<float>((1.0 - mom) * run_mean[k] + mom * mean);
-    run_var[k] = static_cast<float>((1.0 - mom) * run_var[k] + mom * var * n / (n - 1.0));
-  }
-  for (int64_t i = threadIdx.x; i < rows; i += kReduceThreads)
-    y[i * c + k] = (x[i * c + k] - mean) * scale + b;
+template <class T>
+__global__ void bn_stats_kernel(const T* x, ChannelChunks k, double* part) {
+  channel_partials(k, part, [&](int64_t r, int64_t c) {
+    const double v = to_f(x[r * k.c + c]);
+    return make_double2(v, v * v);
+  });
 }
 
-__global__ void bn_infer_kernel(const float* x, const float* gamma, const float* beta, const float* rm,
-                                const float* rv, float* y, int64_t rows, int64_t c, float eps) {
-  const int64_t k = blockIdx.x;
-  const float scale = static_cast<float>(gamma[k] / sqrt(static_cast<double>(rv[k]) + eps));
-  const float shift = rm[k], b = beta[k];
-  for (int64_t i = threadIdx.x; i < rows; i += kReduceThreads)
-    y[i * c + k] = (x[i * c + k] - shift) * scale + b;
+__global__ void bn_finalize_kernel(ChannelChunks k, const double* part, const float* gamma, const float* beta,
+                                   float* save_mean, float* save_invstd, float* run_mean, float* run_var,
+                                   float* coef, float eps, float momentum) {
+  const int64_t c = finalize_channel();
+  if (c >= k.c) return;
+  const double2 t = channel_totals(k, part, c);
+  if ((threadIdx.x & 31) != 0) return;
+  const double n = static_cast<double>(k.rows);
+  const float mean = static_cast<float>(t.x / n);
+  double var = t.y / n - static_cast<double>(mean) * mean;
+  if (var < 0.0) var = 0.0;
+  const double invstd = 1.0 / sqrt(var + static_cast<double>(eps));
+  const float scale = static_cast<float>(gamma[c] * invstd);
+  save_mean[c] = mean;
+  save_invstd[c] = static_cast<float>(invstd);
+  const double mom = momentum;
+  run_mean[c] = static_cast<float>((1.0 - mom) * run_mean[c] + mom * mean);
+  run_var[c] = static_cast<float>((1.0 - mom) * run_var[c] + mom * var * n / (n - 1.0));
+  coef[c] = scale;
+  coef[k.c + c] = beta[c] - mean * scale;
+}
+
+template <class T>
+__global__ void bn_apply_kernel(const T* x, const float* coef, T* y, int64_t total, int64_t c) {
+  FR_CUDA_GRID_LOOP(i, total) {
+    const int64_t ch = i % c;
+    y[i] = from_f<T>(to_f(x[i]) * coef[ch] + coef[c + ch]);
+  }
+}
+
+template <class T>
+__global__ void bn_infer_kernel(const T* x, const float* gamma, const float* beta, const float* rm,
+                                const float* rv, T* y, int64_t total, int64_t c, float eps) {
+  FR_CUDA_GRID_LOOP(i, total) {
+    const int64_t k = i % c;
+    const float scale = static_cast<float>(gamma[k] / sqrt(static_cast<double>(rv[k]) + eps));
+    y[i] = from_f<T>((to_f(x[i]) - rm[k]) * scale + beta[k]);
+  }
 }
 
 void check_vec(const FrTensor& t, int64_t c, const char* what) {
-  FR_PLUGIN_CHECK(sdk::numel(t) == c, FR_ERR_INVALID_ARGUMENT,
+  FR_PLUGIN_CHECK(sdk::numel(t) == c && t.dtype == FR_F32, FR_ERR_INVALID_ARGUMENT,
                   std::string("batchnorm: ") + what + " has " + std::to_string(sdk::numel(t)) +
-                      " elements, expected C = " + std::to_string(c));
+                      " elements or is not f32, expected C = " + std::to_string(c) + " floats");
+}
+
+// rows and channels of the call's x, with the checks every mode shares.
+ChannelChunks geometry(const FrCall* call) {
+  const auto& p = sdk::params<FrBatchNormParams>(call);
+  if (p.training)
+    sdk::expect_arity(call, 3, 3, 0, 2, "batchnorm (training)");
+  else
+    sdk::expect_arity(call, 5, 1, 0, 0, "batchnorm (inference)");
+  const FrTensor& xt = call->in[0];
+  FR_PLUGIN_CHECK(xt.ndim >= 1 && xt.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm: bad ndim");
+  const int64_t c = xt.dims[xt.ndim - 1];
+  FR_PLUGIN_CHECK(c >= 1, FR_ERR_INVALID_ARGUMENT, "batchnorm: no channels");
+  FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == sdk::numel(xt) && call->out[0].dtype == xt.dtype,
+                  FR_ERR_INVALID_ARGUMENT, "batchnorm: x and y sizes or dtypes differ");
+  FR_PLUGIN_CHECK(p.eps >= 0.0f && std::isfinite(p.eps), FR_ERR_INVALID_ARGUMENT, "batchnorm: bad eps");
+  return channel_chunks(sdk::numel(xt) / c, c);
 }
 }  // namespace
 
-FR_CUDA_KERNEL_RUN(batchnorm) {
+FR_CUDA_KERNEL_PREPARE(batchnorm) {
   (void)ctx;
+  (void)state;
+  return sdk::guard([&] {
+    const ChannelChunks k = geometry(call);
+    *workspace_bytes = sdk::params<FrBatchNormParams>(call).training ? channel_workspace_bytes(k) : 0;
+  });
+}
+
+FR_CUDA_KERNEL_RUN(batchnorm) {
   return sdk::guard([&] {
     const auto& p = sdk::params<FrBatchNormParams>(call);
-    if (p.training)
-      sdk::expect_arity(call, 3, 3, 0, 2, "batchnorm (training)");
-    else
-      sdk::expect_arity(call, 5, 1, 0, 0, "batchnorm (inference)");
-    const FrTensor& xt = call->in[0];
-    FR_PLUGIN_CHECK(xt.ndim >= 1 && xt.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm: bad ndim");
-    const int64_t c = xt.dims[xt.ndim - 1];
-    FR_PLUGIN_CHECK(c >= 1, FR_ERR_INVALID_ARGUMENT, "batchnorm: no channels");
-    const int64_t rows = sdk::numel(xt) / c;
-    FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == rows * c, FR_ERR_INVALID_ARGUMENT,
-                    "batchnorm: x and y sizes differ");
-    FR_PLUGIN_CHECK(p.eps >= 0.0f && std::isfinite(p.eps), FR_ERR_INVALID_ARGUMENT, "batchnorm: bad eps");
+    const ChannelChunks k = geometry(call);
+    const int64_t c = k.c, total = k.rows * k.c;
     check_vec(call->in[1], c, "gamma");
     check_vec(call->in[2], c, "beta");
-    const auto blocks = static_cast<unsigned>(c);
+    cudaStream_t st = stream_of(call);
+    const unsigned blocks = grid_for(total, 256, ctx_of(ctx)->sm_count);
     if (p.training) {
       check_vec(call->out[1], c, "save_mean");
       check_vec(call->out[2], c, "save_invstd");
       FR_PLUGIN_CHECK(call->rout[0].bytes >= static_cast<uint64_t>(c) * sizeof(float) &&
                           call->rout[1].bytes >= static_cast<uint64_t>(c) * sizeof(float),
                       FR_ERR_INVALID_ARGUMENT, "batchnorm: running statistics hold fewer than C floats");
-      FR_PLUGIN_CHECK(rows >= 2, FR_ERR_INVALID_ARGUMENT,
+      FR_PLUGIN_CHECK(k.rows >= 2, FR_ERR_INVALID_ARGUMENT,
                       "batchnorm: training needs more than one value per channel");
-      bn_train_kernel<<<blocks, kReduceThreads, 0, stream_of(call)>>>(
-          sdk::data<float>(xt), sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
-          sdk::data<float>(call->out[0]), sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]),
-          sdk::data<float>(call->rout[0]), sdk::data<float>(call->rout[1]), rows, c, p.eps, p.momentum);
+      FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= channel_workspace_bytes(k),
+                      FR_ERR_INVALID_ARGUMENT, "batchnorm: run without the workspace asked by prepare");
+      double* part = partials_of(call->workspace);
+      float* coef = coefficients_of(call->workspace, k);
+      with_float_type(call->in[0].dtype, "batchnorm", [&](auto tag) {
+        using T = decltype(tag);
+        bn_stats_kernel<T>
+            <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(sdk::data<T>(call->in[0]), k, part);
+        bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
+            k, part, sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
+            sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sdk::data<float>(call->rout[0]),
+            sdk::data<float>(call->rout[1]), coef, p.eps, p.momentum);
+        bn_apply_kernel<T>
+            <<<blocks, 256, 0, st>>>(sdk::data<T>(call->in[0]), coef, sdk::data<T>(call->out[0]), total, c);
+      });
     } else {
       check_vec(call->in[3], c, "running_mean");
       check_vec(call->in[4], c, "running_var");
-      bn_infer_kernel<<<blocks, kReduceThreads, 0, stream_of(call)>>>(
-          sdk::data<float>(xt), sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
-          sdk::data<float>(call->in[3]), sdk::data<float>(call->in[4]), sdk::data<float>(call->out[0]), rows,
-          c, p.eps);
+      with_float_type(call->in[0].dtype, "batchnorm", [&](auto tag) {
+        using T = decltype(tag);
+        bn_infer_kernel<T><<<blocks, 256, 0, st>>>(
+            sdk::data<T>(call->in[0]), sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
+            sdk::data<float>(call->in[3]), sdk::data<float>(call->in[4]), sdk::data<T>(call->out[0]), total,
+            c, p.eps);
+      });
     }
     FR_CUDA_LAUNCH_CHECK();
   });

@@ -1,66 +1,100 @@
-// CUDA batchnorm backward (training mode) with the CPU kernel's formula (batchnorm_backward.cpp):
-// dbeta = sum(dy), dgamma = sum(dy * (x - mean)) * invstd, dx = a (dy - dbeta / n - (x - mean) k) with
-// a = gamma invstd and k = dgamma invstd / n. One block per channel (double sums, fixed tree), so the result
-// is deterministic and dx may alias dy. Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
-#include "cuda_common.h"
-#include "ops/block_reduce.cuh"
+// CUDA batchnorm backward (training mode) with the CPU kernel's formula (batchnorm_backward.cpp) on f32,
+// f16 or bf16 maps: dbeta = sum(dy), dgamma = sum(dy * (x - mean)) * invstd, dx = a (dy - dbeta / n -
+// (x - mean) k) with a = gamma invstd and k = dgamma invstd / n. The sums are per-channel double sums
+// (ops/channel_sums.cuh: coalesced and deterministic), one warp per channel finalizes them, and an
+// element-wise pass writes dx (dx may alias dy). dgamma and dbeta are f32. Test:
+// tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
+#include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
 
 namespace {
-__global__ void bn_backward_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
-                                   const float* invstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
-                                   int64_t c) {
-  __shared__ double buf[kReduceThreads];
-  const int64_t k = blockIdx.x;
-  const float m = mean[k];
-  double sdy = 0.0, sdyx = 0.0;
-  for (int64_t i = threadIdx.x; i < rows; i += kReduceThreads) {
-    const float g = dy[i * c + k];
-    sdy += g;
-    sdyx += static_cast<double>(g) * (static_cast<double>(x[i * c + k]) - m);
+template <class T>
+__global__ void bn_grad_sums_kernel(const T* dy, const T* x, const float* mean, ChannelChunks k,
+                                    double* part) {
+  channel_partials(k, part, [&](int64_t r, int64_t c) {
+    const double g = to_f(dy[r * k.c + c]);
+    return make_double2(g, g * (static_cast<double>(to_f(x[r * k.c + c])) - mean[c]));
+  });
+}
+
+__global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, const float* gamma,
+                                        const float* invstd, float* dgamma, float* dbeta, float* coef) {
+  const int64_t c = finalize_channel();
+  if (c >= k.c) return;
+  const double2 t = channel_totals(k, part, c);
+  if ((threadIdx.x & 31) != 0) return;
+  const double n = static_cast<double>(k.rows), is = invstd[c];
+  const double dg = t.y * is;
+  dgamma[c] = static_cast<float>(dg);
+  dbeta[c] = static_cast<float>(t.x);
+  coef[c] = static_cast<float>(gamma[c] * is);          // a
+  coef[k.c + c] = static_cast<float>(t.x / n);          // b
+  coef[2 * k.c + c] = static_cast<float>(dg * is / n);  // k
+}
+
+template <class T>
+__global__ void bn_dx_kernel(const T* dy, const T* x, const float* mean, const float* coef, T* dx,
+                             int64_t total, int64_t c) {
+  FR_CUDA_GRID_LOOP(i, total) {
+    const int64_t ch = i % c;
+    dx[i] = from_f<T>(coef[ch] * (to_f(dy[i]) - coef[c + ch] - (to_f(x[i]) - mean[ch]) * coef[2 * c + ch]));
   }
-  const double db = block_sum(sdy, buf);
-  const double dyx = block_sum(sdyx, buf);
-  const double n = static_cast<double>(rows), is = invstd[k];
-  const double dg = dyx * is;
-  const float a = static_cast<float>(gamma[k] * is), b = static_cast<float>(db / n),
-              kk = static_cast<float>(dg * is / n);
-  if (threadIdx.x == 0) {
-    dgamma[k] = static_cast<float>(dg);
-    dbeta[k] = static_cast<float>(db);
-  }
-  for (int64_t i = threadIdx.x; i < rows; i += kReduceThreads)
-    dx[i * c + k] = a * (dy[i * c + k] - b - (x[i * c + k] - m) * kk);
 }
 
 void check_vec(const FrTensor& t, int64_t c, const char* what) {
-  FR_PLUGIN_CHECK(sdk::numel(t) == c, FR_ERR_INVALID_ARGUMENT,
+  FR_PLUGIN_CHECK(sdk::numel(t) == c && t.dtype == FR_F32, FR_ERR_INVALID_ARGUMENT,
                   std::string("batchnorm_backward: ") + what + " has " + std::to_string(sdk::numel(t)) +
-                      " elements, expected C = " + std::to_string(c));
+                      " elements or is not f32, expected C = " + std::to_string(c) + " floats");
+}
+
+ChannelChunks geometry(const FrCall* call) {
+  sdk::expect_arity(call, 5, 3, 0, 0, "batchnorm_backward");
+  const FrTensor& xt = call->in[1];
+  FR_PLUGIN_CHECK(xt.ndim >= 1 && xt.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: bad ndim");
+  const int64_t c = xt.dims[xt.ndim - 1];
+  FR_PLUGIN_CHECK(c >= 1, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: no channels");
+  const int64_t n = sdk::numel(xt);
+  FR_PLUGIN_CHECK(sdk::numel(call->in[0]) == n && sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm_backward: dy, x and dx sizes differ");
+  FR_PLUGIN_CHECK(call->in[0].dtype == xt.dtype && call->out[0].dtype == xt.dtype, FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm_backward: dy, x and dx dtypes differ");
+  return channel_chunks(n / c, c);
 }
 }  // namespace
 
-FR_CUDA_KERNEL_RUN(batchnorm_backward) {
+FR_CUDA_KERNEL_PREPARE(batchnorm_backward) {
   (void)ctx;
+  (void)state;
+  return sdk::guard([&] { *workspace_bytes = channel_workspace_bytes(geometry(call)); });
+}
+
+FR_CUDA_KERNEL_RUN(batchnorm_backward) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 5, 3, 0, 0, "batchnorm_backward");
-    const FrTensor& xt = call->in[1];
-    FR_PLUGIN_CHECK(xt.ndim >= 1 && xt.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: bad ndim");
-    const int64_t c = xt.dims[xt.ndim - 1];
-    FR_PLUGIN_CHECK(c >= 1, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: no channels");
-    const int64_t rows = sdk::numel(xt) / c;
-    FR_PLUGIN_CHECK(sdk::numel(call->in[0]) == rows * c && sdk::numel(call->out[0]) == rows * c,
-                    FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: dy, x and dx sizes differ");
+    const ChannelChunks k = geometry(call);
+    const int64_t c = k.c, total = k.rows * k.c;
     check_vec(call->in[2], c, "gamma");
     check_vec(call->in[3], c, "save_mean");
     check_vec(call->in[4], c, "save_invstd");
     check_vec(call->out[1], c, "dgamma");
     check_vec(call->out[2], c, "dbeta");
-    bn_backward_kernel<<<static_cast<unsigned>(c), kReduceThreads, 0, stream_of(call)>>>(
-        sdk::data<float>(call->in[0]), sdk::data<float>(xt), sdk::data<float>(call->in[2]),
-        sdk::data<float>(call->in[3]), sdk::data<float>(call->in[4]), sdk::data<float>(call->out[0]),
-        sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), rows, c);
+    FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= channel_workspace_bytes(k),
+                    FR_ERR_INVALID_ARGUMENT,
+                    "batchnorm_backward: run without the workspace asked by prepare");
+    double* part = partials_of(call->workspace);
+    float* coef = coefficients_of(call->workspace, k);
+    const float* mean = sdk::data<float>(call->in[3]);
+    cudaStream_t st = stream_of(call);
+    with_float_type(call->in[1].dtype, "batchnorm_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T *dy = sdk::data<T>(call->in[0]), *x = sdk::data<T>(call->in[1]);
+      bn_grad_sums_kernel<T><<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, x, mean, k, part);
+      bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
+          k, part, sdk::data<float>(call->in[2]), sdk::data<float>(call->in[4]),
+          sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), coef);
+      bn_dx_kernel<T><<<grid_for(total, 256, ctx_of(ctx)->sm_count), 256, 0, st>>>(
+          dy, x, mean, coef, sdk::data<T>(call->out[0]), total, c);
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }

@@ -13,7 +13,11 @@ __global__ void add_channel_bias_kernel(float* y, const float* b, int64_t total,
 
 FR_CUDA_KERNEL_PREPARE(conv2d) {
   const auto& p = sdk::params<FrConvParams>(call);
-  if (FrError* e = sdk::guard([&] { sdk::expect_arity(call, p.has_bias ? 3 : 2, 1, 0, 0, "conv2d"); }))
+  if (FrError* e = sdk::guard([&] {
+        sdk::expect_arity(call, p.has_bias ? 3 : 2, 1, 0, 0, "conv2d");
+        FR_PLUGIN_CHECK(!p.has_bias || call->in[0].dtype == FR_F32, FR_ERR_UNSUPPORTED,
+                        "cuda conv2d: a bias is supported in f32 only");
+      }))
     return e;
   return conv_prepare_state(ctx, call, "conv2d", p, call->in[0], call->in[1], call->out[0], kConvForward,
                             state, workspace_bytes);

@@ -14,7 +14,11 @@ uint32_t outputs_of(const FrConvBackwardParams& p) {
 
 FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
   const auto& p = sdk::params<FrConvBackwardParams>(call);
-  if (FrError* e = sdk::guard([&] { sdk::expect_arity(call, 3, outputs_of(p), 0, 0, "conv2d_backward"); }))
+  if (FrError* e = sdk::guard([&] {
+        sdk::expect_arity(call, 3, outputs_of(p), 0, 0, "conv2d_backward");
+        FR_PLUGIN_CHECK(!p.conv.has_bias || call->in[0].dtype == FR_F32, FR_ERR_UNSUPPORTED,
+                        "cuda conv2d_backward: a bias is supported in f32 only");
+      }))
     return e;
   const unsigned dirs = kConvBackwardFilter | (p.need_dx ? kConvBackwardData : 0u);
   return conv_prepare_state(ctx, call, "conv2d_backward", p.conv, call->in[1], call->in[2], call->in[0], dirs,

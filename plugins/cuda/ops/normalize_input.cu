@@ -1,11 +1,13 @@
-// CUDA input normalisation: uint8 NHWC -> f32, y = (x / 255 - mean[c]) / std[c]; optionally copies the
-// batch's labels in the same kernel (one graph node instead of two). Test: tests/plugins/cuda.
-#include "cuda_common.h"
+// CUDA input normalisation: uint8 NHWC -> f32, f16 or bf16 (computed in float), y = (x / 255 - mean[c]) /
+// std[c]; optionally copies the batch's labels in the same kernel (one graph node instead of two). Test:
+// tests/plugins/cuda.
+#include "ops/dtype.cuh"
 
 namespace fresco::cuda {
 
 namespace {
-__global__ void normalize_kernel(const uint8_t* __restrict__ x, float* __restrict__ y, int64_t n,
+template <class T>
+__global__ void normalize_kernel(const uint8_t* __restrict__ x, T* __restrict__ y, int64_t n,
                                  FrNormalizeParams p, const int32_t* __restrict__ labels_in,
                                  int32_t* __restrict__ labels_out, int64_t n_labels) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -13,7 +15,7 @@ __global__ void normalize_kernel(const uint8_t* __restrict__ x, float* __restric
   for (int64_t i = first; i < n_labels; i += stride) labels_out[i] = labels_in[i];
   for (int64_t i = first; i < n; i += stride) {
     const int c = static_cast<int>(i % p.channels);
-    y[i] = (static_cast<float>(x[i]) / 255.0f - p.mean[c]) / p.std[c];
+    y[i] = from_f<T>((static_cast<float>(x[i]) / 255.0f - p.mean[c]) / p.std[c]);
   }
 }
 }  // namespace
@@ -40,8 +42,11 @@ FR_CUDA_KERNEL_RUN(normalize_input) {
       labels_in = sdk::data<int32_t>(call->in[1]);
       labels_out = sdk::data<int32_t>(call->out[1]);
     }
-    normalize_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
-        sdk::data<uint8_t>(xt), sdk::data<float>(call->out[0]), n, p, labels_in, labels_out, n_labels);
+    with_float_type(call->out[0].dtype, "normalize_input", [&](auto tag) {
+      using T = decltype(tag);
+      normalize_kernel<T><<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
+          sdk::data<uint8_t>(xt), sdk::data<T>(call->out[0]), n, p, labels_in, labels_out, n_labels);
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }

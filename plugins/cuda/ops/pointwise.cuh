@@ -1,22 +1,23 @@
-// Element-wise CUDA kernels shared by the one-op files (add, gelu, silu, sigmoid, tanh): a grid-stride loop
-// over a device functor with one input (forward) or two (backward: dy and x or y; add: a and b). Outputs may
-// alias inputs element for element, as the CPU kernels allow.
+// Element-wise CUDA kernels shared by the one-op files (relu, add, gelu, silu, sigmoid, tanh): a grid-stride
+// loop over a device functor with one input (forward) or two (backward: dy and x or y; add: a and b), for
+// f32, f16 and bf16 tensors (computed in float, ops/dtype.cuh). Outputs may alias inputs element for
+// element, as the CPU kernels allow.
 #pragma once
 
-#include "cuda_common.h"
+#include "ops/dtype.cuh"
 
 namespace fresco::cuda {
 
-template <class F>
-__global__ void pointwise1_kernel(const float* x, float* y, int64_t n, F f) {
+template <class T, class F>
+__global__ void pointwise1_kernel(const T* x, T* y, int64_t n, F f) {
   FR_CUDA_GRID_LOOP(i, n)
-  y[i] = f(x[i]);
+  y[i] = from_f<T>(f(to_f(x[i])));
 }
 
-template <class F>
-__global__ void pointwise2_kernel(const float* a, const float* b, float* y, int64_t n, F f) {
+template <class T, class F>
+__global__ void pointwise2_kernel(const T* a, const T* b, T* y, int64_t n, F f) {
   FR_CUDA_GRID_LOOP(i, n)
-  y[i] = f(a[i], b[i]);
+  y[i] = from_f<T>(f(to_f(a[i]), to_f(b[i])));
 }
 
 template <class F>
@@ -26,8 +27,12 @@ FrError* run_pointwise1(void* ctx, const FrCall* call, const char* name, F f) no
     const int64_t n = sdk::numel(call->in[0]);
     FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT,
                     std::string(name) + ": sizes differ");
-    pointwise1_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
-        sdk::data<float>(call->in[0]), sdk::data<float>(call->out[0]), n, f);
+    expect_same_dtype(call, call->out[0].dtype, name);
+    with_float_type(call->out[0].dtype, name, [&](auto tag) {
+      using T = decltype(tag);
+      pointwise1_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
+          sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), n, f);
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -39,8 +44,12 @@ FrError* run_pointwise2(void* ctx, const FrCall* call, const char* name, F f) no
     const int64_t n = sdk::numel(call->in[0]);
     FR_PLUGIN_CHECK(sdk::numel(call->in[1]) == n && sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT,
                     std::string(name) + ": sizes differ");
-    pointwise2_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
-        sdk::data<float>(call->in[0]), sdk::data<float>(call->in[1]), sdk::data<float>(call->out[0]), n, f);
+    expect_same_dtype(call, call->out[0].dtype, name);
+    with_float_type(call->out[0].dtype, name, [&](auto tag) {
+      using T = decltype(tag);
+      pointwise2_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
+          sdk::data<T>(call->in[0]), sdk::data<T>(call->in[1]), sdk::data<T>(call->out[0]), n, f);
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }

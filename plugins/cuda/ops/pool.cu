@@ -1,11 +1,11 @@
-// CUDA 2-D pooling on NHWC f32 maps with the CPU kernels' semantics (plugins/cpu/ops/pool.cpp): max pool
-// (padding never wins, the first maximum in row-major window order, NaN propagates), average pool
-// (count_include_pad), global average pool (accumulated in double). Every kernel is a gather with one thread
-// per output element, so results are deterministic; the backwards recompute each covering window's argmax
-// (max) or sum the covering windows (average) instead of scattering. Test:
+// CUDA 2-D pooling on NHWC f32/f16/bf16 maps (computed in float) with the CPU kernels' semantics
+// (plugins/cpu/ops/pool.cpp): max pool (padding never wins, the first maximum in row-major window order, NaN
+// propagates), average pool (count_include_pad), global average pool (accumulated in double). Every kernel is
+// a gather with one thread per output element, so results are deterministic; the backwards recompute each
+// covering window's argmax (max) or sum the covering windows (average) instead of scattering. Test:
 // tests/plugins/cuda/test_cuda_ops.cpp.
-#include "cuda_common.h"
 #include "fresco/pool_geometry.hpp"
+#include "ops/dtype.cuh"
 
 namespace fresco::cuda {
 
@@ -19,29 +19,31 @@ __device__ int64_t last_covering(int64_t pos, int64_t pad, int64_t stride, int64
 }
 
 // Offset (into image `img`'s map) of the first maximum of window (i, j), channel k.
-__device__ int64_t window_argmax(const float* x, const PoolGeom g, int64_t img, int64_t i, int64_t j,
-                                 int64_t k) {
+template <class T>
+__device__ int64_t window_argmax(const T* x, const PoolGeom g, int64_t img, int64_t i, int64_t j, int64_t k) {
   const int64_t y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
-  const float* base = x + img * g.h * g.w * g.c;
+  const T* base = x + img * g.h * g.w * g.c;
   float best = 0.0f;
   int64_t arg = -1;
   for (int64_t yy = y0 < 0 ? 0 : y0; yy < y0 + g.kh && yy < g.h; ++yy)
     for (int64_t xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx) {
       const int64_t off = (yy * g.w + xx) * g.c + k;
-      const float v = base[off];
+      const float v = to_f(base[off]);
       if (arg < 0 || v > best || isnan(v)) best = v, arg = off;
     }
   return arg;
 }
 
-__global__ void max_pool_kernel(const float* x, float* y, PoolGeom g) {
+template <class T>
+__global__ void max_pool_kernel(const T* x, T* y, PoolGeom g) {
   FR_CUDA_GRID_LOOP(o, g.n * g.p * g.q * g.c) {
     const int64_t k = o % g.c, j = (o / g.c) % g.q, i = (o / (g.c * g.q)) % g.p, img = o / (g.c * g.q * g.p);
-    y[o] = x[img * g.h * g.w * g.c + window_argmax(x, g, img, i, j, k)];
+    y[o] = x[img * g.h * g.w * g.c + window_argmax(x, g, img, i, j, k)];  // a copy: exact in any dtype
   }
 }
 
-__global__ void max_pool_backward_kernel(const float* dy, const float* x, float* dx, PoolGeom g) {
+template <class T>
+__global__ void max_pool_backward_kernel(const T* dy, const T* x, T* dx, PoolGeom g) {
   FR_CUDA_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
     const int64_t k = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
                   img = t / (g.c * g.w * g.h);
@@ -50,24 +52,27 @@ __global__ void max_pool_backward_kernel(const float* dy, const float* x, float*
     float acc = 0.0f;
     for (int64_t i = sdk::first_covering(yy, g.ph, g.kh, g.sh); i <= i1; ++i)
       for (int64_t j = sdk::first_covering(xx, g.pw, g.kw, g.sw); j <= j1; ++j)
-        if (window_argmax(x, g, img, i, j, k) == me) acc += dy[((img * g.p + i) * g.q + j) * g.c + k];
-    dx[t] = acc;
+        if (window_argmax(x, g, img, i, j, k) == me) acc += to_f(dy[((img * g.p + i) * g.q + j) * g.c + k]);
+    dx[t] = from_f<T>(acc);
   }
 }
 
-__global__ void avg_pool_kernel(const float* x, float* y, PoolGeom g, float inv) {
+template <class T>
+__global__ void avg_pool_kernel(const T* x, T* y, PoolGeom g, float inv) {
   FR_CUDA_GRID_LOOP(o, g.n * g.p * g.q * g.c) {
     const int64_t k = o % g.c, j = (o / g.c) % g.q, i = (o / (g.c * g.q)) % g.p, img = o / (g.c * g.q * g.p);
     const int64_t y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
-    const float* base = x + img * g.h * g.w * g.c + k;
+    const T* base = x + img * g.h * g.w * g.c + k;
     float acc = 0.0f;
     for (int64_t yy = y0 < 0 ? 0 : y0; yy < y0 + g.kh && yy < g.h; ++yy)
-      for (int64_t xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx) acc += base[(yy * g.w + xx) * g.c];
-    y[o] = acc * inv;
+      for (int64_t xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx)
+        acc += to_f(base[(yy * g.w + xx) * g.c]);
+    y[o] = from_f<T>(acc * inv);
   }
 }
 
-__global__ void avg_pool_backward_kernel(const float* dy, float* dx, PoolGeom g, float inv) {
+template <class T>
+__global__ void avg_pool_backward_kernel(const T* dy, T* dx, PoolGeom g, float inv) {
   FR_CUDA_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
     const int64_t k = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
                   img = t / (g.c * g.w * g.h);
@@ -75,23 +80,25 @@ __global__ void avg_pool_backward_kernel(const float* dy, float* dx, PoolGeom g,
     float acc = 0.0f;
     for (int64_t i = sdk::first_covering(yy, g.ph, g.kh, g.sh); i <= i1; ++i)
       for (int64_t j = sdk::first_covering(xx, g.pw, g.kw, g.sw); j <= j1; ++j)
-        acc += dy[((img * g.p + i) * g.q + j) * g.c + k];
-    dx[t] = acc * inv;
+        acc += to_f(dy[((img * g.p + i) * g.q + j) * g.c + k]);
+    dx[t] = from_f<T>(acc * inv);
   }
 }
 
-__global__ void gap_kernel(const float* x, float* y, int64_t n, int64_t hw, int64_t c, double inv) {
+template <class T>
+__global__ void gap_kernel(const T* x, T* y, int64_t n, int64_t hw, int64_t c, double inv) {
   FR_CUDA_GRID_LOOP(o, n * c) {
     const int64_t img = o / c, k = o % c;
     double acc = 0.0;
-    for (int64_t s = 0; s < hw; ++s) acc += x[(img * hw + s) * c + k];
-    y[o] = static_cast<float>(acc * inv);
+    for (int64_t s = 0; s < hw; ++s) acc += to_f(x[(img * hw + s) * c + k]);
+    y[o] = from_f<T>(static_cast<float>(acc * inv));
   }
 }
 
-__global__ void gap_backward_kernel(const float* dy, float* dx, int64_t n, int64_t hw, int64_t c, float inv) {
+template <class T>
+__global__ void gap_backward_kernel(const T* dy, T* dx, int64_t n, int64_t hw, int64_t c, float inv) {
   FR_CUDA_GRID_LOOP(t, n * hw * c) {
-    dx[t] = dy[(t / (hw * c)) * c + t % c] * inv;
+    dx[t] = from_f<T>(to_f(dy[(t / (hw * c)) * c + t % c]) * inv);
   }
 }
 
@@ -106,8 +113,12 @@ FR_CUDA_KERNEL_RUN(max_pool2d) {
     sdk::expect_arity(call, 1, 1, 0, 0, "max_pool2d");
     const PoolGeom g =
         sdk::pool_geom(sdk::params<FrPoolParams>(call), call->in[0], call->out[0], "max_pool2d");
-    max_pool_kernel<<<grid(ctx, g.n * g.p * g.q * g.c), 256, 0, stream_of(call)>>>(
-        sdk::data<float>(call->in[0]), sdk::data<float>(call->out[0]), g);
+    expect_same_dtype(call, call->out[0].dtype, "pool");
+    with_float_type(call->out[0].dtype, "pool", [&](auto tag) {
+      using T = decltype(tag);
+      max_pool_kernel<T><<<grid(ctx, g.n * g.p * g.q * g.c), 256, 0, stream_of(call)>>>(
+          sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), g);
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -121,8 +132,12 @@ FR_CUDA_KERNEL_RUN(max_pool2d_backward) {
                     "max_pool2d_backward: x and dx: shapes differ");
     FR_PLUGIN_CHECK(call->out[0].data != call->in[0].data, FR_ERR_INVALID_ARGUMENT,
                     "max_pool2d_backward: dx must not alias dy");
-    max_pool_backward_kernel<<<grid(ctx, g.n * g.h * g.w * g.c), 256, 0, stream_of(call)>>>(
-        sdk::data<float>(call->in[0]), sdk::data<float>(call->in[1]), sdk::data<float>(call->out[0]), g);
+    expect_same_dtype(call, call->out[0].dtype, "pool");
+    with_float_type(call->out[0].dtype, "pool", [&](auto tag) {
+      using T = decltype(tag);
+      max_pool_backward_kernel<T><<<grid(ctx, g.n * g.h * g.w * g.c), 256, 0, stream_of(call)>>>(
+          sdk::data<T>(call->in[0]), sdk::data<T>(call->in[1]), sdk::data<T>(call->out[0]), g);
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -132,9 +147,12 @@ FR_CUDA_KERNEL_RUN(avg_pool2d) {
     sdk::expect_arity(call, 1, 1, 0, 0, "avg_pool2d");
     const PoolGeom g =
         sdk::pool_geom(sdk::params<FrPoolParams>(call), call->in[0], call->out[0], "avg_pool2d");
-    avg_pool_kernel<<<grid(ctx, g.n * g.p * g.q * g.c), 256, 0, stream_of(call)>>>(
-        sdk::data<float>(call->in[0]), sdk::data<float>(call->out[0]), g,
-        1.0f / static_cast<float>(g.kh * g.kw));
+    expect_same_dtype(call, call->out[0].dtype, "pool");
+    with_float_type(call->out[0].dtype, "pool", [&](auto tag) {
+      using T = decltype(tag);
+      avg_pool_kernel<T><<<grid(ctx, g.n * g.p * g.q * g.c), 256, 0, stream_of(call)>>>(
+          sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), g, 1.0f / static_cast<float>(g.kh * g.kw));
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -146,9 +164,12 @@ FR_CUDA_KERNEL_RUN(avg_pool2d_backward) {
         sdk::pool_geom(sdk::params<FrPoolParams>(call), call->out[0], call->in[0], "avg_pool2d_backward");
     FR_PLUGIN_CHECK(call->out[0].data != call->in[0].data, FR_ERR_INVALID_ARGUMENT,
                     "avg_pool2d_backward: dx must not alias dy");
-    avg_pool_backward_kernel<<<grid(ctx, g.n * g.h * g.w * g.c), 256, 0, stream_of(call)>>>(
-        sdk::data<float>(call->in[0]), sdk::data<float>(call->out[0]), g,
-        1.0f / static_cast<float>(g.kh * g.kw));
+    expect_same_dtype(call, call->out[0].dtype, "pool");
+    with_float_type(call->out[0].dtype, "pool", [&](auto tag) {
+      using T = decltype(tag);
+      avg_pool_backward_kernel<T><<<grid(ctx, g.n * g.h * g.w * g.c), 256, 0, stream_of(call)>>>(
+          sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), g, 1.0f / static_cast<float>(g.kh * g.kw));
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -158,9 +179,12 @@ FR_CUDA_KERNEL_RUN(global_avg_pool) {
     sdk::expect_arity(call, 1, 1, 0, 0, "global_avg_pool");
     const sdk::GapShape gs = sdk::gap_shape(call->in[0], call->out[0], "global_avg_pool", "x", "y");
     const int64_t n = gs.n, hw = gs.hw, c = gs.c;
-    gap_kernel<<<grid(ctx, n * c), 256, 0, stream_of(call)>>>(sdk::data<float>(call->in[0]),
-                                                              sdk::data<float>(call->out[0]), n, hw, c,
-                                                              1.0 / static_cast<double>(hw));
+    expect_same_dtype(call, call->out[0].dtype, "pool");
+    with_float_type(call->out[0].dtype, "pool", [&](auto tag) {
+      using T = decltype(tag);
+      gap_kernel<T><<<grid(ctx, n * c), 256, 0, stream_of(call)>>>(
+          sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), n, hw, c, 1.0 / static_cast<double>(hw));
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -173,9 +197,13 @@ FR_CUDA_KERNEL_RUN(global_avg_pool_backward) {
     const int64_t n = gs.n, hw = gs.hw, c = gs.c;
     FR_PLUGIN_CHECK(call->out[0].data != call->in[0].data || hw == 1, FR_ERR_INVALID_ARGUMENT,
                     "global_avg_pool_backward: dx must not alias dy");
-    gap_backward_kernel<<<grid(ctx, n * hw * c), 256, 0, stream_of(call)>>>(
-        sdk::data<float>(call->in[0]), sdk::data<float>(call->out[0]), n, hw, c,
-        static_cast<float>(1.0 / static_cast<double>(hw)));
+    expect_same_dtype(call, call->out[0].dtype, "pool");
+    with_float_type(call->out[0].dtype, "pool", [&](auto tag) {
+      using T = decltype(tag);
+      gap_backward_kernel<T><<<grid(ctx, n * hw * c), 256, 0, stream_of(call)>>>(
+          sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), n, hw, c,
+          static_cast<float>(1.0 / static_cast<double>(hw)));
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }

@@ -53,8 +53,9 @@ typedef struct FrDropoutParams {
   uint32_t layer_id;
 } FrDropoutParams;
 
-/* normalize_input: in {x u8 [M,H,W,C], labels i32 [M] (optional)}; out {y f32 [M,H,W,C], labels i32 [M] (optional)};
- * y = (x/255 - mean[c]) / std[c]; with the optional pair the batch's labels are copied in the same pass. */
+/* normalize_input: in {x u8 [M,H,W,C], labels i32 [M] (optional)}; out {y f32 [M,H,W,C], labels i32 [M]
+ * (optional)}; y = (x/255 - mean[c]) / std[c]; with the optional pair the batch's labels are copied in the
+ * same pass. */
 #define FR_MAX_NORM_CHANNELS 4
 typedef struct FrNormalizeParams {
   int32_t channels;
@@ -86,8 +87,9 @@ typedef struct FrMetricAccumulators {
 } FrMetricAccumulators;
 
 /* ---- convolutional-network ops (issue: CNNs). Tensors are NHWC; conv weights are [K, R, S, C/groups]
- * (out channels, kernel height, kernel width, input channels per group), i.e. PyTorch's [K, C/g, R, S] with the
- * input-channel axis moved last. Output size P = (H + 2*pad_h - dil_h*(R-1) - 1) / stride_h + 1 (floor), same for Q. */
+ * (out channels, kernel height, kernel width, input channels per group), i.e. PyTorch's [K, C/g, R, S] with
+ * the input-channel axis moved last. Output size P = (H + 2*pad_h - dil_h*(R-1) - 1) / stride_h + 1 (floor),
+ * same for Q. */
 typedef struct FrConvParams {
   int32_t kh, kw;
   int32_t stride_h, stride_w;
@@ -97,7 +99,8 @@ typedef struct FrConvParams {
   int32_t has_bias;
 } FrConvParams;
 /* conv2d: in {x [N,H,W,C], w [K,R,S,C/g], b [K] (if has_bias)}; out {y [N,P,Q,K]}.
- * conv2d_backward: in {dy [N,P,Q,K], x, w}; out {dw, db (if has_bias), dx (if need_dx)}; written, not accumulated. */
+ * conv2d_backward: in {dy [N,P,Q,K], x, w}; out {dw, db (if has_bias), dx (if need_dx)}; written, not
+ * accumulated. */
 typedef struct FrConvBackwardParams {
   FrConvParams conv;
   int32_t need_dx;
@@ -105,10 +108,10 @@ typedef struct FrConvBackwardParams {
 } FrConvBackwardParams;
 
 /* batchnorm (per channel C of NHWC), PyTorch BatchNorm2d semantics:
- * training: in {x, gamma [C], beta [C]}; out {y, save_mean [C], save_invstd [C]}; rout {running_mean, running_var}
- *   (f32 [C] each): batch mean/biased var normalise; running stats move by momentum with the UNBIASED variance.
- * inference: in {x, gamma, beta, running_mean, running_var}; out {y}.
- * batchnorm_backward: in {dy, x, gamma, save_mean, save_invstd}; out {dx, dgamma, dbeta}. */
+ * training: in {x, gamma [C], beta [C]}; out {y, save_mean [C], save_invstd [C]}; rout {running_mean,
+ * running_var} (f32 [C] each): batch mean/biased var normalise; running stats move by momentum with the
+ * UNBIASED variance. inference: in {x, gamma, beta, running_mean, running_var}; out {y}. batchnorm_backward:
+ * in {dy, x, gamma, save_mean, save_invstd}; out {dx, dgamma, dbeta}. */
 typedef struct FrBatchNormParams {
   float eps;      /* 1e-5 */
   float momentum; /* 0.1 */
@@ -131,8 +134,8 @@ typedef struct FrPoolParams {
  * silu: in {x}; out {y = x * sigmoid(x)}. silu_backward: in {dy, x}; out {dx}. No params.
  * sigmoid: in {x}; out {y = 1 / (1 + exp(-x))}. sigmoid_backward: in {dy, y}; out {dx = dy y (1 - y)}.
  * tanh: in {x}; out {y = tanh x}. tanh_backward: in {dy, y}; out {dx = dy (1 - y^2)}. No params.
- * flatten_chw: in {x [N,H,W,C]}; out {y [N,1,1,C*H*W]} in PyTorch's C,H,W order; flatten_chw_backward: in {dy};
- * out {dx [N,H,W,C]}. No params. */
+ * flatten_chw: in {x [N,H,W,C]}; out {y [N,1,1,C*H*W]} in PyTorch's C,H,W order; flatten_chw_backward: in
+ * {dy}; out {dx [N,H,W,C]}. No params. */
 
 /* ---- range ops --------------------------------------------------------------------------------------------
  */
@@ -153,9 +156,9 @@ typedef struct FrScheduleParams {
   int32_t table_len;
 } FrScheduleParams;
 
-/* step_done: rout {FrStepScalars}; rin {lr table (f32), only for FR_SCHED_TABLE}; params FrScheduleParams or none.
- * step += 1, then (with params) lr = the schedule's lr for the new step, so one node ends OPTIMIZER and the
- * next step needs no lr_schedule node (the host writes the lr of step 0 at compile time). */
+/* step_done: rout {FrStepScalars}; rin {lr table (f32), only for FR_SCHED_TABLE}; params FrScheduleParams or
+ * none. step += 1, then (with params) lr = the schedule's lr for the new step, so one node ends OPTIMIZER and
+ * the next step needs no lr_schedule node (the host writes the lr of step 0 at compile time). */
 
 /* sgd_update: rout {w, momentum buffer}; rin {g, FrStepScalars}. PyTorch SGD (dampening 0). */
 typedef struct FrSgdParams {
@@ -213,6 +216,14 @@ typedef struct FrAdamParams {
 #define FR_OP_TANH_BACKWARD "tanh_backward"
 #define FR_OP_FLATTEN_CHW "flatten_chw"
 #define FR_OP_FLATTEN_CHW_BACKWARD "flatten_chw_backward"
+/* cast (compute): in {x}; out {y} of the same element count; y = x converted to y's dtype (f32, f16, bf16;
+ * rounding to nearest even). Mixed precision inserts it where an fp32 layer (fc, the loss) meets
+ * low-precision maps, forward and backward. cast_range (range): rin {src}; rout {dst}; dst = src converted
+ * element by element. The element count is dst.bytes / sizeof(dst dtype) and must equal src.bytes /
+ * sizeof(src dtype) (the slot rule keeps an FP32 range exactly twice its FP16 twin): the master-weight ->
+ * compute-weight cast (W -> A) and the gradient cast (G16 -> G). */
+#define FR_OP_CAST "cast"
+#define FR_OP_CAST_RANGE "cast_range"
 
 /* Philox streams ("purpose" of a draw), so different uses of one seed never correlate. */
 typedef enum FrRandomPurpose {

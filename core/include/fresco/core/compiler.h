@@ -33,7 +33,8 @@ enum class LayerKind : uint8_t {
   ADD,
   SILU,
   SIGMOID,
-  TANH
+  TANH,
+  CAST  // inserted by the compiler where an fp32 layer meets low-precision maps (mixed precision)
 };
 
 // One layer of the ArchPlan: kind, params, the tensors it owns, and where its activations live.
@@ -41,14 +42,18 @@ struct LayerDescriptor {
   int32_t index = 0;
   LayerKind kind = LayerKind::FC;
   LayerSpec spec;
-  std::string name;             // "fc0", "relu1", ...
-  Shape in_sample, out_sample;  // per-sample shapes (n = 1)
+  std::string name;              // "fc0", "relu1", ...
+  Shape in_sample, out_sample;   // per-sample shapes (n = 1)
+  DType out_dtype = DType::F32;  // of the output map (and of its gradient); low precision per CompileOptions
   bool first_param_layer = false;
   bool fused_relu = false;       // fc: a following relu is computed in this layer's kernels
   bool fused_into_prev = false;  // relu: done by the previous fc (no node, output aliases the fc's)
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
+  // Mixed precision (conv weights): the low-precision compute copy (A region, cast from W before each step)
+  // and the low-precision weight gradient (G16, cast to G before the optimizer). kNoTensor in fp32.
+  TensorId compute_weight = kNoTensor, grad_weight_low = kNoTensor;
   TensorId out = kNoTensor;      // activation (aliases the input for views)
   TensorId grad_in = kNoTensor;  // gradient w.r.t. this layer's input (kNoTensor when not needed)
   // The graph: the layers whose outputs this one reads (-1: the network input). Only ADD (a residual join)
@@ -62,7 +67,8 @@ struct LayerDescriptor {
 
 struct ArchPlan {
   std::vector<LayerDescriptor> layers;
-  Shape input_sample;  // per-sample input (1,H,W,C)
+  Shape input_sample;              // per-sample input (1,H,W,C)
+  DType input_dtype = DType::F32;  // of the normalised input map
   int32_t num_classes = 0;
   int64_t parameter_count = 0;
 };
@@ -86,13 +92,18 @@ struct CompileOptions {
   // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
   // still read them.
   bool overlap_weight_gradients = true;
+  // Compute precision of the maps: F32, or BF16 / F16 for mixed precision (DESIGN §3, §7): convolutions,
+  // batchnorm, activations, pools and residual adds run on low-precision maps with low-precision copies of
+  // the conv weights (A) and low-precision conv weight gradients (G16); fc layers, the loss, the optimizer
+  // and every master weight stay fp32, with casts inserted between.
+  DType precision = DType::F32;
 };
 
 // Handles of the job-level tensors the executor reads or writes.
 struct JobTensors {
   TensorId step_scalars = kNoTensor, lr_table = kNoTensor;
   TensorId labels_a = kNoTensor, data_a = kNoTensor, labels_b = kNoTensor, data_b = kNoTensor;
-  TensorId input_f32 = kNoTensor;  // normalised input
+  TensorId input_f32 = kNoTensor;  // normalised input (in ArchPlan::input_dtype; f32 unless mixed precision)
   TensorId labels = kNoTensor;     // current batch labels (copied from A or B)
   TensorId logits = kNoTensor, grad_logits = kNoTensor;
   TensorId batch_train = kNoTensor, batch_val = kNoTensor;  // FrBatchResults

@@ -69,6 +69,10 @@ class DeepLearningTask : public TaskBase {
   DeepLearningTask& scheduler(Scheduler s);
   DeepLearningTask& device(std::string d);
   DeepLearningTask& seed(uint64_t s);
+  // Compute precision: DType::F32 (default) or DType::BF16 (mixed precision on a GPU:
+  // CompileOptions::precision). FP16 is refused until dynamic loss scaling exists; the CPU backend computes
+  // in fp32 only.
+  DeepLearningTask& precision(DType p);
   DeepLearningTask& shuffle(bool on);
   DeepLearningTask& on_epoch(std::function<void(const EpochReport&)> cb);
 
@@ -111,6 +115,8 @@ class DeepLearningTask : public TaskBase {
 
  private:
   TensorId param_tensor(int32_t layer, const std::string& which) const;
+  // Mixed precision: refreshes the low-precision compute weights (A) from the masters (W).
+  void cast_weights();
   void init_parameters();
 
   BluePrint bp_;
@@ -126,6 +132,7 @@ class DeepLearningTask : public TaskBase {
   Scheduler sched_;
   std::string device_ = "auto";
   uint64_t seed_ = 0;
+  DType precision_ = DType::F32;
   bool shuffle_ = true;
   std::function<void(const EpochReport&)> on_epoch_;
   std::unique_ptr<CompiledModel> model_;

@@ -53,8 +53,10 @@ class MemoryPlan {
   TensorId alloc_fc_bias(int64_t out, const std::string& layer_name, int32_t layer);
   // The shadow of W tensor `w` in another parameter family (G, M, V, E, A, G16).
   TensorId alloc_shadow(Family family, TensorId w, DType dtype = DType::F32);
+  // A feature map or feature gradient, alive over [live_begin, live_end]: in F_FP32, or in F_FP16 for the
+  // 2-byte dtypes (f16, bf16).
   TensorId alloc_feature(const Shape& shape, std::string name, int32_t layer, int32_t live_begin,
-                         int32_t live_end);
+                         int32_t live_end, DType dtype = DType::F32);
   TensorId alloc_input_labels(char buffer, int64_t batch);
   TensorId alloc_input_data(char buffer, const Shape& batch_shape);
   TensorId alloc_step_scalars();

@@ -27,4 +27,9 @@ BluePrint resnet18(int64_t num_classes = 10, Stem stem = Stem::CIFAR);
 BluePrint resnet34(int64_t num_classes = 10, Stem stem = Stem::CIFAR);
 BluePrint resnet50(int64_t num_classes = 10, Stem stem = Stem::CIFAR);
 
+// The small ResNet of the mixed-precision acceptance run (Fashion-MNIST, 28x28x1): conv3x3(32)-bn-relu, then
+// two BasicBlocks at each of the widths 32, 64 (first block stride 2) and 128 (first block stride 2), global
+// average pool, fc(num_classes).
+BluePrint small_resnet(int64_t num_classes = 10);
+
 }  // namespace fresco::models

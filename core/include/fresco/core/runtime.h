@@ -80,7 +80,8 @@ class Runtime {
   // Host <-> device copies of one tensor (whole slot or `bytes`), synchronous.
   void upload(const MemoryPlan& plan, TensorId id, const void* src, uint64_t bytes);
   void download(const MemoryPlan& plan, TensorId id, void* dst, uint64_t bytes);
-  // Copies `bytes` from a device address of this runtime (an arena pointer a resolved call holds), synchronous.
+  // Copies `bytes` from a device address of this runtime (an arena pointer a resolved call holds),
+  // synchronous.
   void download_raw(const void* device_src, void* dst, uint64_t bytes);
 
   const Capture& capture(int idx) const { return captures_.at(static_cast<size_t>(idx)); }

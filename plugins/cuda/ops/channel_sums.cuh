@@ -1,0 +1,92 @@
+// Deterministic per-channel sums over the rows of an NHWC map viewed as [rows, C], in two steps that keep
+// every load coalesced: `channel_partials` gives each block a chunk of rows and 32 consecutive channels
+// (threads 32 x 8: a warp reads 32 neighbouring channels of one row) and writes per-chunk sums of two
+// quantities in double to a workspace; a finalize kernel then adds a channel's chunk partials in chunk
+// order. The chunking depends only on (rows, C), so the sums are the same on every run. Used by batchnorm
+// forward (sum x, sum x^2) and backward (sum dy, sum dy (x - mean)).
+#pragma once
+
+#include "ops/dtype.cuh"
+
+namespace fresco::cuda {
+
+constexpr int kChanLanes = 32, kRowLanes = 8;
+
+struct ChannelChunks {
+  int64_t rows, c, rows_per_chunk, chunks;
+};
+
+inline ChannelChunks channel_chunks(int64_t rows, int64_t c) {
+  ChannelChunks k{rows, c, 0, 0};
+  k.rows_per_chunk = (rows + 1023) / 1024;           // at most 1024 chunks ...
+  if (k.rows_per_chunk < 64) k.rows_per_chunk = 64;  // ... of at least 64 rows
+  k.chunks = (rows + k.rows_per_chunk - 1) / k.rows_per_chunk;
+  return k;
+}
+
+// Workspace bytes: two doubles per (chunk, channel), then per-channel float coefficients (4 per channel).
+inline uint64_t channel_workspace_bytes(const ChannelChunks& k) {
+  return static_cast<uint64_t>(k.chunks * k.c) * 2 * sizeof(double) +
+         static_cast<uint64_t>(k.c) * 4 * sizeof(float);
+}
+inline double* partials_of(void* ws) {
+  return static_cast<double*>(ws);
+}
+inline float* coefficients_of(void* ws, const ChannelChunks& k) {
+  return reinterpret_cast<float*>(static_cast<double*>(ws) + 2 * k.chunks * k.c);
+}
+
+inline dim3 partial_grid(const ChannelChunks& k) {
+  return dim3(static_cast<unsigned>(k.chunks), static_cast<unsigned>((k.c + kChanLanes - 1) / kChanLanes));
+}
+
+// part[(chunk * C + c) * 2 + {0,1}] = sums over the chunk's rows of f(row, c) -> (a, b). F: (int64_t
+// row, int64_t c) -> double2.
+template <class F>
+__device__ void channel_partials(const ChannelChunks k, double* part, F f) {
+  __shared__ double sa[kRowLanes][kChanLanes], sb[kRowLanes][kChanLanes];
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * kChanLanes + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * k.rows_per_chunk;
+  const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
+  double a = 0.0, b = 0.0;
+  if (c < k.c)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
+      const double2 v = f(r, c);
+      a += v.x;
+      b += v.y;
+    }
+  sa[threadIdx.y][threadIdx.x] = a;
+  sb[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < k.c) {
+    double ta = 0.0, tb = 0.0;
+    for (int i = 0; i < kRowLanes; ++i) ta += sa[i][threadIdx.x], tb += sb[i][threadIdx.x];
+    part[(blockIdx.x * k.c + c) * 2] = ta;
+    part[(blockIdx.x * k.c + c) * 2 + 1] = tb;
+  }
+}
+
+// Totals of channel c over all chunks, by one warp: lane l adds chunks l, l+32, ... in order, then a fixed
+// shuffle tree combines the lanes (deterministic). Every lane of the warp gets the totals.
+__device__ inline double2 channel_totals(const ChannelChunks k, const double* part, int64_t c) {
+  const int lane = threadIdx.x & 31;
+  double a = 0.0, b = 0.0;
+  for (int64_t i = lane; i < k.chunks; i += 32)
+    a += part[(i * k.c + c) * 2], b += part[(i * k.c + c) * 2 + 1];
+  for (int off = 16; off > 0; off >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, off);
+    b += __shfl_xor_sync(0xffffffffu, b, off);
+  }
+  return make_double2(a, b);
+}
+
+// Finalize kernels run one warp per channel: 8 channels per block of 256 threads.
+constexpr int kFinalizeThreads = 256;
+inline unsigned finalize_blocks(int64_t c) {
+  return static_cast<unsigned>((c + kFinalizeThreads / 32 - 1) / (kFinalizeThreads / 32));
+}
+__device__ inline int64_t finalize_channel() {
+  return static_cast<int64_t>(blockIdx.x) * (kFinalizeThreads / 32) + threadIdx.x / 32;
+}
+
+}  // namespace fresco::cuda

@@ -1,0 +1,132 @@
+// Mixed precision in the Compiler (CompileOptions::precision): low-precision maps in F_FP16, fp32 fc and loss
+// behind an inserted cast, conv weights with A copies and G16 gradients in lock-step with W, the GRAD_CAST
+// and WEIGHT_CAST range casts, and the clear refusals (conv bias, fp16 without loss scaling, bf16 on the
+// CPU). The kernels' numerics are checked on a GPU by tests/plugins/cuda/test_cuda_low_precision.cpp.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fresco/core/compiler.h"
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
+#include "small_compile_options.h"
+
+using namespace fresco;
+
+namespace {
+BluePrint small_resnet() {
+  return seq({conv(8, 3, 1, 1), bn(), relu(),
+              residual({conv(8, 3, 1, 1), bn(), relu(), conv(8, 3, 1, 1), bn()}), relu(),
+              residual({conv(16, 3, 2, 1), bn()}, {conv(16, 1, 2, 0), bn()}), relu(), gap(), fc(10)});
+}
+
+CompiledModel compile(DType precision) {
+  CompileOptions o = test::small_compile_options(8);
+  o.precision = precision;
+  return Compiler().compile(small_resnet(), o);
+}
+
+std::vector<const GraphNode*> nodes_of(const CompiledModel& m, const std::string& op) {
+  std::vector<const GraphNode*> out;
+  for (int g = 0; g < kGraphIdCount; ++g)
+    for (const GraphNode& n : m.train->nodes(static_cast<GraphId>(g)))
+      if (n.op == op) out.push_back(&n);
+  return out;
+}
+}  // namespace
+
+TEST(MixedPrecisionPlan, Bf16MapsConvCopiesAndOneCastBeforeTheFc) {
+  const CompiledModel m = compile(DType::BF16);
+  const MemoryPlan& p = m.base_plan();
+  const auto& layers = m.arch.layers;
+  EXPECT_EQ(m.arch.input_dtype, DType::BF16);
+  EXPECT_EQ(p.tensor(m.t.input_f32).region, Region::F_FP16);
+  int casts = 0, convs = 0;
+  for (const LayerDescriptor& l : layers) {
+    if (l.kind == LayerKind::CAST) {
+      ++casts;
+      EXPECT_EQ(l.out_dtype, DType::F32);
+      EXPECT_EQ(layers[static_cast<size_t>(l.input)].kind, LayerKind::GAP);
+      EXPECT_EQ(layers[static_cast<size_t>(l.index + 1)].kind, LayerKind::FC);
+      // forward f32 output, and backward the fc's f32 input gradient cast back to bf16 for the gap
+      EXPECT_EQ(p.tensor(l.out).dtype, DType::F32);
+      EXPECT_EQ(p.tensor(l.grad_in).dtype, DType::BF16);
+    } else if (l.kind == LayerKind::FC) {
+      EXPECT_EQ(p.tensor(l.out).dtype, DType::F32);
+    } else {
+      EXPECT_EQ(l.out_dtype, DType::BF16) << l.name;
+      if (l.out != kNoTensor) {
+        EXPECT_EQ(p.tensor(l.out).region, Region::F_FP16) << l.name;
+      }
+    }
+    if (l.kind == LayerKind::CONV) {
+      ++convs;
+      ASSERT_NE(l.compute_weight, kNoTensor);
+      ASSERT_NE(l.grad_weight_low, kNoTensor);
+      EXPECT_EQ(p.tensor(l.compute_weight).dtype, DType::BF16);
+      EXPECT_EQ(region_family(p.tensor(l.compute_weight).region), Family::A);
+      EXPECT_EQ(region_family(p.tensor(l.grad_weight_low).region), Family::G16);
+      EXPECT_EQ(2 * p.tensor(l.compute_weight).slot_bytes, p.tensor(l.weight).slot_bytes);
+    }
+  }
+  EXPECT_EQ(casts, 1);
+  EXPECT_EQ(convs, 5);
+  // The conv nodes read the A copy and write the G16 gradient.
+  for (const GraphNode* n : nodes_of(m, "conv2d"))
+    EXPECT_EQ(region_family(p.tensor(n->in[1]).region), Family::A);
+  for (const GraphNode* n : nodes_of(m, "conv2d_backward"))
+    EXPECT_EQ(region_family(p.tensor(n->out[0]).region), Family::G16);
+  // One range cast each way, over the conv kinds only (BN and fc parameters stay fp32 end to end).
+  ASSERT_EQ(m.train->nodes(GraphId::GRAD_CAST).size(), 1u);
+  ASSERT_EQ(m.train->nodes(GraphId::WEIGHT_CAST).size(), 1u);
+  const GraphNode& gc = m.train->nodes(GraphId::GRAD_CAST)[0];
+  EXPECT_EQ(gc.op, "cast_range");
+  EXPECT_EQ(gc.rin[0].dtype, DType::BF16);
+  EXPECT_EQ(gc.rout[0].dtype, DType::F32);
+  const RegionSpan g16 = p.region_range(Region::G16_FIRST_CONV, Region::G16_DEEP_CONV);
+  const RegionSpan g32 = p.region_range(Region::G_FIRST_CONV, Region::G_DEEP_CONV);
+  EXPECT_EQ(2 * g16.bytes, g32.bytes);
+  EXPECT_GT(g16.bytes, 0u);
+  EXPECT_EQ(p.region(Region::G16_BN_WEIGHT).bytes, 0u);
+  EXPECT_EQ(nodes_of(m, "cast").size(), 2u);  // the cast layer forward and backward
+}
+
+TEST(MixedPrecisionPlan, Fp32HasNoCastsAndNoLowPrecisionCopies) {
+  const CompiledModel m = compile(DType::F32);
+  for (const LayerDescriptor& l : m.arch.layers) {
+    EXPECT_NE(l.kind, LayerKind::CAST);
+    EXPECT_EQ(l.compute_weight, kNoTensor);
+  }
+  EXPECT_TRUE(m.train->empty(GraphId::GRAD_CAST));
+  EXPECT_TRUE(m.train->empty(GraphId::WEIGHT_CAST));
+  EXPECT_EQ(m.base_plan().region(Region::F_FP16).bytes, 0u);
+}
+
+TEST(MixedPrecisionPlan, RefusalsAreClearErrors) {
+  CompileOptions o = test::small_compile_options(8);
+  o.precision = DType::BF16;
+  try {
+    Compiler().compile(seq({conv(8, 3, 1, 1, true), relu(), gap(), fc(10)}), o);
+    ADD_FAILURE() << "conv bias in bf16 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+    EXPECT_NE(std::string(e.what()).find("conv bias is not supported in mixed precision"), std::string::npos)
+        << e.what();
+  }
+  for (DType p : {DType::F16, DType::BF16}) {
+    DeepLearningTask t;
+    t.model(small_resnet())
+        .data(data::synthetic_patches(16, 1), data::synthetic_patches(8, 2))
+        .batch_size(4)
+        .device("cpu")
+        .precision(p);
+    try {
+      t.plan();
+      ADD_FAILURE() << dtype_name(p) << " on the cpu accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+      const std::string want = p == DType::F16 ? "loss scaling" : "runs on a GPU only";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}

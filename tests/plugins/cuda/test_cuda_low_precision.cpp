@@ -1,0 +1,279 @@
+// The CUDA kernels in f16 and bf16 against the same kernels in f32 (which test_cuda_ops.cpp checks against
+// the CPU): every low-precision input is first rounded to the low dtype, the f32 run gets exactly those
+// values, and the outputs agree within the low dtype's rounding (plus accumulation). The casts are checked
+// bit for bit against host rounding. Skipped without a GPU.
+#include <cmath>
+
+#include "plugins/cuda/gpu_fixture.h"
+
+using namespace fresco;
+using namespace fresco::gpu_test;
+
+namespace {
+// Host rounding to nearest even (NaN-free inputs here).
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float from_bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t to_f16(float f) {
+  const _Float16 h = static_cast<_Float16>(f);
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+float from_f16(uint16_t u) {
+  _Float16 h;
+  std::memcpy(&h, &u, 2);
+  return static_cast<float>(h);
+}
+uint16_t to_low(DType t, float f) {
+  return t == DType::BF16 ? to_bf16(f) : to_f16(f);
+}
+float from_low(DType t, uint16_t u) {
+  return t == DType::BF16 ? from_bf16(u) : from_f16(u);
+}
+
+struct LowTensor {
+  Shape shape;
+  Fill fill;  // RANDOM, POSITIVE, ZERO or BYTES (u8)
+  bool low;   // stored in the low dtype in the low-precision run
+};
+
+struct LowCase {
+  std::vector<LowTensor> tensors;
+  GraphNode node;
+  std::vector<TensorId> outputs;
+};
+
+// Values of every tensor for one seed, already representable in `low` where the tensor is low.
+std::vector<std::vector<float>> values_of(const LowCase& c, DType low, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<float>> v;
+  for (const LowTensor& t : c.tensors) {
+    std::vector<float> x(static_cast<size_t>(t.shape.numel()), 0.0f);
+    if (t.fill == Fill::RANDOM || t.fill == Fill::POSITIVE) {
+      std::uniform_real_distribution<float> d(t.fill == Fill::POSITIVE ? 0.05f : -1.0f, 1.0f);
+      for (float& f : x) f = t.low ? from_low(low, to_low(low, d(rng))) : d(rng);
+    } else if (t.fill == Fill::BYTES) {
+      std::uniform_int_distribution<int> d(0, 255);
+      for (float& f : x) f = static_cast<float>(d(rng));
+    }
+    v.push_back(std::move(x));
+  }
+  return v;
+}
+
+// Runs the case on CUDA with low tensors in `dt` (F32 for the reference run); returns the outputs as floats.
+std::vector<std::vector<float>> run_low(const LowCase& c, DType dt,
+                                        const std::vector<std::vector<float>>& v) {
+  SimpleTask t("cuda");
+  auto dtype_of = [&](const LowTensor& s) {
+    return s.fill == Fill::BYTES ? DType::U8 : s.low ? dt : DType::F32;
+  };
+  for (size_t i = 0; i < c.tensors.size(); ++i)
+    t.tensor(Region::T_TEMP, dtype_of(c.tensors[i]), c.tensors[i].shape, "t" + std::to_string(i));
+  t.lock_memory();
+  t.add(GraphId::DEEP_FWD_BWD, c.node);
+  t.compile();
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    const DType d = dtype_of(c.tensors[i]);
+    if (d == DType::U8) {
+      std::vector<uint8_t> b(v[i].size());
+      for (size_t j = 0; j < b.size(); ++j) b[j] = static_cast<uint8_t>(v[i][j]);
+      t.write(static_cast<TensorId>(i), b);
+    } else if (d == DType::F32) {
+      t.write(static_cast<TensorId>(i), v[i]);
+    } else {
+      std::vector<uint16_t> b(v[i].size());
+      for (size_t j = 0; j < b.size(); ++j) b[j] = to_low(d, v[i][j]);
+      t.write(static_cast<TensorId>(i), b);
+    }
+  }
+  t.run(GraphId::DEEP_FWD_BWD);
+  std::vector<std::vector<float>> out;
+  for (TensorId id : c.outputs) {
+    const LowTensor& s = c.tensors[static_cast<size_t>(id)];
+    const size_t n = static_cast<size_t>(s.shape.numel());
+    if (dtype_of(s) == DType::F32) {
+      out.push_back(t.read<float>(id, n));
+    } else {
+      const auto b = t.read<uint16_t>(id, n);
+      std::vector<float> f(n);
+      for (size_t j = 0; j < n; ++j) f[j] = from_low(dtype_of(s), b[j]);
+      out.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) != std::isnan(b[i])) return INFINITY;
+    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
+    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+// bf16 keeps 8 significant bits, f16 11: tolerances are a few roundings of the output.
+void expect_close_to_f32(const LowCase& c, double bf16_tol, double f16_tol, const std::string& what) {
+  for (DType low : {DType::BF16, DType::F16}) {
+    const auto v = values_of(c, low, 7);
+    const auto ref = run_low(c, DType::F32, v);
+    const auto got = run_low(c, low, v);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double d = max_rel(got[i], ref[i]);
+      EXPECT_LE(d, low == DType::BF16 ? bf16_tol : f16_tol)
+          << what << " in " << dtype_name(low) << ": output " << i << " differs from f32 by " << d;
+      EXPECT_GT(max_rel(ref[i], std::vector<float>(ref[i].size(), 0.0f)), 0.0)
+          << what << ": output " << i << " is all zero (the comparison would prove nothing)";
+    }
+  }
+}
+
+GraphNode node(const char* op, std::vector<TensorId> in, std::vector<TensorId> out) {
+  GraphNode n;
+  n.op = op;
+  n.in = std::move(in);
+  n.out = std::move(out);
+  return n;
+}
+}  // namespace
+
+TEST(CudaLowPrecision, CastsRoundLikeTheHost) {
+  FRESCO_REQUIRE_GPU();
+  for (DType low : {DType::BF16, DType::F16}) {
+    const Shape s{3, 1, 1, 333};
+    std::vector<float> x(static_cast<size_t>(s.numel()));
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> d(-70.0f, 70.0f);
+    for (float& f : x) f = d(rng);
+    // compute cast f32 -> low, then a range cast low -> f32 over the same tensor
+    SimpleTask t("cuda");
+    const TensorId a = t.tensor(Region::T_TEMP, DType::F32, s, "a");
+    const TensorId b = t.tensor(Region::T_TEMP, low, s, "b");
+    const TensorId c = t.tensor(Region::T_TEMP, DType::F32, s, "c");
+    t.lock_memory();
+    t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_CAST, {a}, {b}));
+    GraphNode r;
+    r.kind = NodeKind::RANGE;
+    r.op = FR_OP_CAST_RANGE;
+    r.rin = {RangeRef::of(b, low)};
+    r.rout = {RangeRef::of(c, DType::F32)};
+    t.add(GraphId::DEEP_FWD_BWD, r);
+    t.compile();
+    t.write(a, x);
+    t.run(GraphId::DEEP_FWD_BWD);
+    const auto bits = t.read<uint16_t>(b, x.size());
+    const auto back = t.read<float>(c, x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(bits[i], to_low(low, x[i])) << dtype_name(low) << " cast of " << x[i];
+      ASSERT_EQ(back[i], from_low(low, bits[i])) << dtype_name(low) << " range cast back";
+    }
+  }
+}
+
+TEST(CudaLowPrecision, PointwiseAndPools) {
+  FRESCO_REQUIRE_GPU();
+  const Shape x{4, 6, 6, 40}, pooled{4, 3, 3, 40}, g{4, 1, 1, 40};
+  LowCase relu{{{x, Fill::RANDOM, true}, {x, Fill::ZERO, true}}, node(FR_OP_RELU, {0}, {1}), {1}};
+  expect_close_to_f32(relu, 0.0, 0.0, "relu");
+  LowCase relu_b{{{x, Fill::RANDOM, true}, {x, Fill::RANDOM, true}, {x, Fill::ZERO, true}},
+                 node(FR_OP_RELU_BACKWARD, {0, 1}, {2}),
+                 {2}};
+  expect_close_to_f32(relu_b, 0.0, 0.0, "relu_backward");
+  LowCase add{{{x, Fill::RANDOM, true}, {x, Fill::RANDOM, true}, {x, Fill::ZERO, true}},
+              node(FR_OP_ADD, {0, 1}, {2}),
+              {2}};
+  expect_close_to_f32(add, 4e-3, 5e-4, "add");
+  LowCase gap{{{x, Fill::RANDOM, true}, {g, Fill::ZERO, true}}, node(FR_OP_GLOBAL_AVG_POOL, {0}, {1}), {1}};
+  expect_close_to_f32(gap, 8e-3, 1e-3, "global_avg_pool");
+  LowCase gap_b{
+      {{g, Fill::RANDOM, true}, {x, Fill::ZERO, true}}, node(FR_OP_GLOBAL_AVG_POOL_BACKWARD, {0}, {1}), {1}};
+  expect_close_to_f32(gap_b, 4e-3, 5e-4, "global_avg_pool_backward");
+  LowCase mp{{{x, Fill::RANDOM, true}, {pooled, Fill::ZERO, true}}, node(FR_OP_MAX_POOL2D, {0}, {1}), {1}};
+  mp.node.with_params(FrPoolParams{2, 2, 2, 2, 0, 0});
+  expect_close_to_f32(mp, 0.0, 0.0, "max_pool2d");
+  LowCase ap{{{x, Fill::RANDOM, true}, {pooled, Fill::ZERO, true}}, node(FR_OP_AVG_POOL2D, {0}, {1}), {1}};
+  ap.node.with_params(FrPoolParams{2, 2, 2, 2, 0, 0});
+  expect_close_to_f32(ap, 8e-3, 1e-3, "avg_pool2d");
+  const Shape img{4, 6, 6, 3};
+  LowCase norm{
+      {{img, Fill::BYTES, false}, {img, Fill::ZERO, true}}, node(FR_OP_NORMALIZE_INPUT, {0}, {1}), {1}};
+  FrNormalizeParams np{};
+  np.channels = 3;
+  for (int c = 0; c < 3; ++c) np.mean[c] = 0.5f, np.std[c] = 0.25f;
+  norm.node.with_params(np);
+  expect_close_to_f32(norm, 4e-3, 5e-4, "normalize_input");
+}
+
+TEST(CudaLowPrecision, BatchNormKeepsF32Statistics) {
+  FRESCO_REQUIRE_GPU();
+  const Shape x{8, 5, 5, 48}, v{1, 1, 1, 48};
+  LowCase f{{{x, Fill::RANDOM, true},
+             {v, Fill::RANDOM, false},
+             {v, Fill::RANDOM, false},
+             {x, Fill::ZERO, true},
+             {v, Fill::ZERO, false},
+             {v, Fill::ZERO, false},
+             {v, Fill::RANDOM, false},
+             {v, Fill::POSITIVE, false}},
+            node(FR_OP_BATCHNORM, {0, 1, 2}, {3, 4, 5}),
+            {3, 4, 5, 6, 7}};
+  f.node.rout = {RangeRef::of(6, DType::F32), RangeRef::of(7, DType::F32)};
+  f.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+  // statistics come from the same (rounded) inputs: only y is rounded
+  expect_close_to_f32(f, 1.6e-2, 2e-3, "batchnorm");
+  LowCase b{{{x, Fill::RANDOM, true},
+             {x, Fill::RANDOM, true},
+             {v, Fill::RANDOM, false},
+             {v, Fill::RANDOM, false},
+             {v, Fill::POSITIVE, false},
+             {x, Fill::ZERO, true},
+             {v, Fill::ZERO, false},
+             {v, Fill::ZERO, false}},
+            node(FR_OP_BATCHNORM_BACKWARD, {0, 1, 2, 3, 4}, {5, 6, 7}),
+            {5, 6, 7}};
+  expect_close_to_f32(b, 1.6e-2, 2e-3, "batchnorm_backward");
+}
+
+TEST(CudaLowPrecision, Conv2dOnTensorCores) {
+  FRESCO_REQUIRE_GPU();
+  // ResNet-like shapes: 3x3 stride 1 and 2, 1x1 projection; channels multiples of 8 (tensor-core layouts).
+  struct Geo {
+    FrConvParams p;
+    int64_t c, k;
+  };
+  for (const Geo& geo :
+       {Geo{{3, 3, 1, 1, 1, 1, 1, 1, 1, 0}, 32, 32}, Geo{{3, 3, 2, 2, 1, 1, 1, 1, 1, 0}, 16, 32},
+        Geo{{1, 1, 2, 2, 0, 0, 1, 1, 1, 0}, 16, 64}}) {
+    const FrConvParams& p = geo.p;
+    const int64_t n = 4, h = 8, w = 8;
+    const int64_t oh = (h + 2 * p.pad_h - p.kh) / p.stride_h + 1,
+                  ow = (w + 2 * p.pad_w - p.kw) / p.stride_w + 1;
+    const Shape xs{n, h, w, geo.c}, ws{geo.k, p.kh, p.kw, geo.c}, ys{n, oh, ow, geo.k};
+    const std::string what = "conv k" + std::to_string(p.kh) + " s" + std::to_string(p.stride_h);
+    LowCase f{{{xs, Fill::RANDOM, true}, {ws, Fill::RANDOM, true}, {ys, Fill::ZERO, true}},
+              node(FR_OP_CONV2D, {0, 1}, {2}),
+              {2}};
+    f.node.with_params(p);
+    expect_close_to_f32(f, 1.6e-2, 2e-3, what);
+    LowCase b{{{ys, Fill::RANDOM, true},
+               {xs, Fill::RANDOM, true},
+               {ws, Fill::RANDOM, true},
+               {ws, Fill::ZERO, true},
+               {xs, Fill::ZERO, true}},
+              node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3, 4}),
+              {3, 4}};
+    b.node.with_params(FrConvBackwardParams{p, 1, 0});
+    expect_close_to_f32(b, 1.6e-2, 2e-3, what + " backward");
+  }
+}
