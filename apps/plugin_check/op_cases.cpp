@@ -313,7 +313,7 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     };
     return true;
   }
-  if (op == FR_OP_ADD || op == FR_OP_GELU || op == FR_OP_GELU_BACKWARD) {
+  if (op == FR_OP_ADD || op == FR_OP_ADD_RELU || op == FR_OP_GELU || op == FR_OP_GELU_BACKWARD) {
     const auto a = random(rng, M * K, -4.0f, 4.0f), b = random(rng, M * K);
     const bool unary = op == FR_OP_GELU;
     c->in = unary ? std::vector<Operand>{f32(a, {M, 1, 1, K})}
@@ -322,6 +322,11 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     c->tolerance = 1e-6;
     c->error = [=](const auto& out, const auto&) {
       if (op == FR_OP_ADD) return rel_err(floats(out[0]), ref::add(widen(a), widen(b)));
+      if (op == FR_OP_ADD_RELU) {
+        std::vector<double> want = ref::add(widen(a), widen(b));
+        for (double& v : want) v = v > 0.0 ? v : 0.0;
+        return rel_err(floats(out[0]), want);
+      }
       return rel_err(floats(out[0]), unary ? ref::gelu(widen(a)) : ref::gelu_backward(widen(a), widen(b)));
     };
     return true;

@@ -67,6 +67,12 @@ DType wanted_dtype(LayerKind k, DType in, DType precision) {
       return in;
   }
 }
+// True when a layer's input gradient is its output gradient itself (views, plain residual joins); a join with
+// a fused relu writes a masked gradient of its own.
+bool passes_gradient(const LayerDescriptor& l) {
+  return (l.kind == LayerKind::ADD && !l.fused_relu) || rule_for(l.kind).is_view(l, true);
+}
+
 int first_param_index(const ArchPlan& a) {
   for (const auto& l : a.layers)
     if (rule_for(l.kind).has_params()) return l.index;
@@ -159,13 +165,18 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     if (l.input >= 0) ++consumers[static_cast<size_t>(l.input)];
     if (l.input2 >= 0) ++consumers[static_cast<size_t>(l.input2)];
   }
+  // A relu right after an fc, a batchnorm or a residual join that nothing else reads is computed by that
+  // layer (relu epilogue / fused kernel; its backward masks the gradient with the relu's output).
   if (o.fuse_activations)
-    for (size_t i = 0; i + 1 < a.layers.size(); ++i)
-      if (a.layers[i].kind == LayerKind::FC && a.layers[i + 1].kind == LayerKind::RELU &&
-          a.layers[i + 1].input == static_cast<int32_t>(i) && consumers[i] == 1) {
+    for (size_t i = 0; i + 1 < a.layers.size(); ++i) {
+      const LayerKind k = a.layers[i].kind;
+      if ((k == LayerKind::FC || k == LayerKind::BN || k == LayerKind::ADD) &&
+          a.layers[i + 1].kind == LayerKind::RELU && a.layers[i + 1].input == static_cast<int32_t>(i) &&
+          consumers[i] == 1) {
         a.layers[i].fused_relu = true;
         a.layers[i + 1].fused_into_prev = true;
       }
+    }
   const int fp = first_param_index(a);
   FRESCO_CHECK(fp >= 0, ErrorCode::kBadConfig, "model: no trainable layer (add an fc)");
   a.layers[static_cast<size_t>(fp)].first_param_layer = true;
@@ -291,7 +302,7 @@ void Compiler::create_memory_plans(CompiledModel& m) {
     if (i == L - 1) parts.push_back(t.grad_logits);
     for (int32_t c : consumers[static_cast<size_t>(i)]) {
       const auto& cl = a.layers[static_cast<size_t>(c)];
-      const bool passes = cl.kind == LayerKind::ADD || rule_for(cl.kind).is_view(cl, true);
+      const bool passes = passes_gradient(cl);
       parts.push_back(passes ? cl.grad_out : cl.grad_in);
     }
     FRESCO_CHECK(!parts.empty() && parts.size() <= 2, ErrorCode::kBadConfig,
@@ -309,8 +320,7 @@ void Compiler::create_memory_plans(CompiledModel& m) {
                                            2 * L + 1 - l.index, end, l.out_dtype));
     }
     if (i == fp) break;  // the first trainable layer's input gradient is not needed
-    const bool passes = l.kind == LayerKind::ADD || rule_for(l.kind).is_view(l, true);
-    if (!passes && l.input >= fp)
+    if (!passes_gradient(l) && l.input >= fp)
       l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
                                           2 * L + 1 - l.index, end, dtype_of(l.input)));
   }
@@ -376,9 +386,9 @@ TensorId layer_input(const CompiledModel& m, int i) {
   return in < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(in)].out;
 }
 
-GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label) {
+GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label, bool relu = false) {
   GraphNode n;
-  n.op = FR_OP_ADD;
+  n.op = relu ? FR_OP_ADD_RELU : FR_OP_ADD;
   n.label = label;
   n.in = {a, b};
   n.out = {y};
@@ -390,7 +400,7 @@ void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
   if (l.kind == LayerKind::ADD) {
     const TensorId b = l.input2 < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(l.input2)].out;
-    cx.add(add_node(layer_input(m, i), b, l.out, l.name));
+    cx.add(add_node(layer_input(m, i), b, l.out, l.name, l.fused_relu));
   } else if (!rule_for(l.kind).is_view(l, true)) {
     rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
   }
@@ -400,6 +410,15 @@ void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
 void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
   if (l.grad_sum_a != kNoTensor) cx.add(add_node(l.grad_sum_a, l.grad_sum_b, l.grad_out, "grad " + l.name));
+  if (l.kind == LayerKind::ADD && l.fused_relu) {  // the fused relu's backward; both branches read the result
+    GraphNode n;
+    n.op = FR_OP_RELU_BACKWARD;
+    n.label = l.name;
+    n.in = {l.grad_out, l.out};
+    n.out = {l.grad_in};
+    cx.add(std::move(n));
+    return;
+  }
   if (l.kind == LayerKind::ADD || rule_for(l.kind).is_view(l, true)) return;
   rule_for(l.kind).backward(cx, l, layer_input(m, i), l.out, l.grad_out, dx);
 }
@@ -530,7 +549,7 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     auto in_value = [&](int32_t j) { return j < 0 ? m.t.input_f32 : value[static_cast<size_t>(j)]; };
     for (const auto& l : a.layers) {
       if (l.kind == LayerKind::ADD) {
-        cx.add(add_node(in_value(l.input), in_value(l.input2), l.out, l.name));
+        cx.add(add_node(in_value(l.input), in_value(l.input2), l.out, l.name, l.fused_relu));
         value[static_cast<size_t>(l.index)] = l.out;
       } else if (rule_for(l.kind).is_view(l, false)) {
         value[static_cast<size_t>(l.index)] = in_value(l.input);  // output aliases input in inference

@@ -35,6 +35,7 @@ FR_DECLARE_RUN(avg_pool2d_backward)
 FR_DECLARE_RUN(global_avg_pool)
 FR_DECLARE_RUN(global_avg_pool_backward)
 FR_DECLARE_RUN(add)
+FR_DECLARE_RUN(add_relu)
 FR_DECLARE_RUN(gelu)
 FR_DECLARE_RUN(gelu_backward)
 FR_DECLARE_RUN(silu)
@@ -78,6 +79,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL, kF32, nullptr, global_avg_pool_run),
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run),
     FR_K(FR_COMPUTE, FR_OP_ADD, kF32, nullptr, add_run),
+    FR_K(FR_COMPUTE, FR_OP_ADD_RELU, kF32, nullptr, add_relu_run),
     FR_K(FR_COMPUTE, FR_OP_GELU, kF32, nullptr, gelu_run),
     FR_K(FR_COMPUTE, FR_OP_GELU_BACKWARD, kF32, nullptr, gelu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_SILU, kF32, nullptr, silu_run),

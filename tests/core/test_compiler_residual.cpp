@@ -44,3 +44,20 @@ TEST(CompilerResidual, MismatchedBranchesAreOneClearError) {
     EXPECT_NE(std::string(e.what()).find("add a projection shortcut"), std::string::npos) << e.what();
   }
 }
+
+// bn -> relu and residual join -> relu are fused: no relu node is left in forward; each join's relu backward
+// is one relu_backward node whose result both branches read; each fused bn's backward gets the relu output.
+TEST(CompilerResidual, ReluAfterBatchNormAndJoinsIsFused) {
+  Compiler c;
+  const CompiledModel m =
+      c.compile(seq({conv(4, 3, 1, 1), bn(), relu(), residual({conv(4, 3, 1, 1), bn(), relu()}), relu(),
+                     residual({conv(8, 3, 2, 1), bn()}, {conv(8, 1, 2, 0), bn()}), relu(), gap(), fc(10)}),
+                cnn_options());
+  EXPECT_EQ(count_nodes(m, "relu"), 0u);
+  EXPECT_EQ(count_nodes(m, "add_relu"), 2u);
+  EXPECT_EQ(count_nodes(m, "relu_backward"), 2u);
+  size_t fused_bn_backward = 0;
+  for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD))
+    if (n.op == "batchnorm_backward") fused_bn_backward += n.in.size() == 6 ? 1 : 0;
+  EXPECT_EQ(fused_bn_backward, 2u);  // the stem's bn is in DEEP too (the first layer graph holds only conv0)
+}

@@ -1,6 +1,7 @@
 // bn: PyTorch BatchNorm2d over the channels of an NHWC map. gamma in W_BN_WEIGHT, beta in W_BN_BIAS (no-decay
 // kinds), running mean/var in B_BN_STATS (moved by the training kernel), the batch statistics saved for
-// backward in T. Inference uses the running statistics. Tested by the golden case cnn_adam_cifar.
+// backward in T. Inference uses the running statistics. A following relu may be fused (fused_relu). Tested by
+// the golden case cnn_adam_cifar.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
 #include "layers/layer_rule.h"
@@ -36,9 +37,9 @@ class BatchNormRule final : public LayerRule {
       n.in = {x, l.weight, l.bias, l.running_mean, l.running_var};
       n.out = {y};
     }
-    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, training ? 1 : 0, 0});
+    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, training ? 1 : 0, l.fused_relu ? 1 : 0});
   }
-  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId, TensorId dy,
+  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
     FRESCO_CHECK(dx != kNoTensor, ErrorCode::kInternal,
                  l.name + ": batchnorm backward needs an input gradient");
@@ -46,8 +47,9 @@ class BatchNormRule final : public LayerRule {
     n.op = FR_OP_BATCHNORM_BACKWARD;
     n.label = l.name;
     n.in = {dy, x, l.weight, l.save_mean, l.save_invstd};
+    if (l.fused_relu) n.in.push_back(y);  // dy is w.r.t. the relu output; the kernel masks it with y
     n.out = {dx, l.grad_weight, l.grad_bias};
-    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, l.fused_relu ? 1 : 0});
   }
 };
 

@@ -1,7 +1,8 @@
 // CPU batchnorm forward (per channel = last dim of an NHWC map seen as [rows, C]), PyTorch BatchNorm2d:
 // training uses the batch mean and biased variance (two passes, double partial sums per fixed row chunk,
 // combined in chunk order, so results do not depend on the thread count) and moves running_mean/var by
-// momentum with the unbiased variance; inference uses the running statistics. Test: test_batchnorm.cpp.
+// momentum with the unbiased variance; inference uses the running statistics. With params.relu the output is
+// max(y, 0) (a fused relu). Test: test_batchnorm.cpp.
 #include <algorithm>
 #include <cmath>
 
@@ -133,12 +134,16 @@ FR_CPU_KERNEL_RUN(batchnorm) {
         scale[k] = static_cast<float>(gamma[k] / std::sqrt(static_cast<double>(rv[k]) + p.eps));
       }
     }
-    // Normalise: element-wise, so y may alias x.
+    // Normalise (and the fused relu): element-wise, so y may alias x.
+    const bool relu = p.relu != 0;
     parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
       for (int64_t i = a; i < b; ++i) {
         const float* xr = x + i * c;
         float* yr = y + i * c;
-        for (int64_t k = 0; k < c; ++k) yr[k] = (xr[k] - shift[k]) * scale[k] + beta[k];
+        for (int64_t k = 0; k < c; ++k) {
+          const float v = (xr[k] - shift[k]) * scale[k] + beta[k];
+          yr[k] = relu ? (v > 0.0f ? v : 0.0f) : v;
+        }
       }
     });
   });

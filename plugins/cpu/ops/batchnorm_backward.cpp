@@ -1,7 +1,8 @@
 // CPU batchnorm backward (training mode, per channel = last dim): dbeta = sum(dy), dgamma = sum(dy * xhat),
 // dx = gamma * invstd / n * (n * dy - dbeta - xhat * dgamma). The channel sums are double partials per fixed
 // row chunk combined in chunk order (independent of the thread count); dx is element-wise, so it may alias
-// dy. Test: test_batchnorm.cpp.
+// dy. With params.relu (a fused relu) a sixth input y masks the incoming gradient: dy * (y > 0). Test:
+// test_batchnorm.cpp.
 #include <algorithm>
 #include <cmath>
 
@@ -26,9 +27,14 @@ void check_c(const FrTensor& t, int64_t c, const char* what) {
 
 }  // namespace
 
+// 5 inputs, or 6 (the fused relu's output) when params.relu is set.
+static uint32_t inputs_of(const FrCall* call) {
+  return call->params && sdk::params<FrBatchNormParams>(call).relu ? 6u : 5u;
+}
+
 FR_CPU_KERNEL_PREPARE(batchnorm_backward) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 5, 3, 0, 0, "batchnorm_backward");
+    sdk::expect_arity(call, inputs_of(call), 3, 0, 0, "batchnorm_backward");
     *state = nullptr;
     *workspace_bytes = bnb_workspace(bn_shape(call->in[1], "batchnorm_backward"));
   });
@@ -36,7 +42,7 @@ FR_CPU_KERNEL_PREPARE(batchnorm_backward) {
 
 FR_CPU_KERNEL_RUN(batchnorm_backward) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 5, 3, 0, 0, "batchnorm_backward");
+    sdk::expect_arity(call, inputs_of(call), 3, 0, 0, "batchnorm_backward");
     const BnShape s = bn_shape(call->in[1], "batchnorm_backward");
     const int64_t rows = s.rows, c = s.c;
     FR_PLUGIN_CHECK(sdk::numel(call->in[0]) == rows * c && sdk::numel(call->out[0]) == rows * c,
@@ -53,6 +59,13 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
     const float* gamma = sdk::data<float>(call->in[2]);
     const float* mean = sdk::data<float>(call->in[3]);
     const float* invstd = sdk::data<float>(call->in[4]);
+    const float* relu_y = nullptr;  // fused relu: the incoming gradient is dy * (y > 0)
+    if (call->n_in == 6) {
+      FR_PLUGIN_CHECK(sdk::numel(call->in[5]) == rows * c, FR_ERR_INVALID_ARGUMENT,
+                      "batchnorm_backward: the fused relu's y differs in size from x");
+      relu_y = sdk::data<float>(call->in[5]);
+    }
+    auto grad = [&](int64_t i) { return relu_y && !(relu_y[i] > 0.0f) ? 0.0f : dy[i]; };
     float* dx = sdk::data<float>(call->out[0]);
     float* dgamma = sdk::data<float>(call->out[1]);
     float* dbeta = sdk::data<float>(call->out[2]);
@@ -66,11 +79,11 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
       double* sdyx = sdy + c;
       std::fill(sdy, sdy + 2 * c, 0.0);
       for (int64_t i = a; i < b; ++i) {
-        const float* dyr = dy + i * c;
         const float* xr = x + i * c;
         for (int64_t k = 0; k < c; ++k) {
-          sdy[k] += dyr[k];
-          sdyx[k] += static_cast<double>(dyr[k]) * (static_cast<double>(xr[k]) - mean[k]);
+          const float g = grad(i * c + k);
+          sdy[k] += g;
+          sdyx[k] += static_cast<double>(g) * (static_cast<double>(xr[k]) - mean[k]);
         }
       }
     });
@@ -89,11 +102,10 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
     }
     parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
       for (int64_t i = a; i < b; ++i) {
-        const float* dyr = dy + i * c;
         const float* xr = x + i * c;
         float* dxr = dx + i * c;
         for (int64_t k = 0; k < c; ++k)
-          dxr[k] = coef_a[k] * (dyr[k] - coef_b[k] - (xr[k] - coef_m[k]) * coef_k[k]);
+          dxr[k] = coef_a[k] * (grad(i * c + k) - coef_b[k] - (xr[k] - coef_m[k]) * coef_k[k]);
       }
     });
   });

@@ -3,7 +3,8 @@
 // Training: per-channel sums of x and x^2 in double (ops/channel_sums.cuh: coalesced, deterministic), then
 // one warp per channel turns them into the batch mean (kept in float, as the backward sees it), the biased
 // variance, save_mean/save_invstd, the running statistics (momentum, unbiased variance) and a scale/shift
-// pair, and a last element-wise pass writes y = x * scale + shift (y may alias x). Inference: one
+// pair, and a last element-wise pass writes y = x * scale + shift (y may alias x; max(y, 0) with the fused
+// relu of params.relu). Inference: one
 // element-wise pass with the running statistics. Test: tests/plugins/cuda/test_cuda_ops.cpp (against the
 // CPU kernel).
 #include <cmath>
@@ -44,20 +45,22 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, const fl
 }
 
 template <class T>
-__global__ void bn_apply_kernel(const T* x, const float* coef, T* y, int64_t total, int64_t c) {
+__global__ void bn_apply_kernel(const T* x, const float* coef, T* y, int64_t total, int64_t c, int relu) {
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
-    y[i] = from_f<T>(to_f(x[i]) * coef[ch] + coef[c + ch]);
+    const float v = to_f(x[i]) * coef[ch] + coef[c + ch];
+    y[i] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
   }
 }
 
 template <class T>
 __global__ void bn_infer_kernel(const T* x, const float* gamma, const float* beta, const float* rm,
-                                const float* rv, T* y, int64_t total, int64_t c, float eps) {
+                                const float* rv, T* y, int64_t total, int64_t c, float eps, int relu) {
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t k = i % c;
     const float scale = static_cast<float>(gamma[k] / sqrt(static_cast<double>(rv[k]) + eps));
-    y[i] = from_f<T>((to_f(x[i]) - rm[k]) * scale + beta[k]);
+    const float v = (to_f(x[i]) - rm[k]) * scale + beta[k];
+    y[i] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
   }
 }
 
@@ -123,8 +126,8 @@ FR_CUDA_KERNEL_RUN(batchnorm) {
             k, part, sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
             sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sdk::data<float>(call->rout[0]),
             sdk::data<float>(call->rout[1]), coef, p.eps, p.momentum);
-        bn_apply_kernel<T>
-            <<<blocks, 256, 0, st>>>(sdk::data<T>(call->in[0]), coef, sdk::data<T>(call->out[0]), total, c);
+        bn_apply_kernel<T><<<blocks, 256, 0, st>>>(sdk::data<T>(call->in[0]), coef,
+                                                   sdk::data<T>(call->out[0]), total, c, p.relu);
       });
     } else {
       check_vec(call->in[3], c, "running_mean");
@@ -134,7 +137,7 @@ FR_CUDA_KERNEL_RUN(batchnorm) {
         bn_infer_kernel<T><<<blocks, 256, 0, st>>>(
             sdk::data<T>(call->in[0]), sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
             sdk::data<float>(call->in[3]), sdk::data<float>(call->in[4]), sdk::data<T>(call->out[0]), total,
-            c, p.eps);
+            c, p.eps, p.relu);
       });
     }
     FR_CUDA_LAUNCH_CHECK();

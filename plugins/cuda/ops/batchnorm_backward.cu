@@ -2,18 +2,25 @@
 // f16 or bf16 maps: dbeta = sum(dy), dgamma = sum(dy * (x - mean)) * invstd, dx = a (dy - dbeta / n -
 // (x - mean) k) with a = gamma invstd and k = dgamma invstd / n. The sums are per-channel double sums
 // (ops/channel_sums.cuh: coalesced and deterministic), one warp per channel finalizes them, and an
-// element-wise pass writes dx (dx may alias dy). dgamma and dbeta are f32. Test:
+// element-wise pass writes dx (dx may alias dy). dgamma and dbeta are f32. With params.relu (a fused relu) a
+// sixth input y masks the incoming gradient: dy * (y > 0). Test:
 // tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
 #include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
 
 namespace {
+// dy, masked by the fused relu's output where there is one.
 template <class T>
-__global__ void bn_grad_sums_kernel(const T* dy, const T* x, const float* mean, ChannelChunks k,
-                                    double* part) {
+__device__ __forceinline__ float grad_at(const T* dy, const T* relu_y, int64_t i) {
+  return relu_y && !(to_f(relu_y[i]) > 0.0f) ? 0.0f : to_f(dy[i]);
+}
+
+template <class T>
+__global__ void bn_grad_sums_kernel(const T* dy, const T* relu_y, const T* x, const float* mean,
+                                    ChannelChunks k, double* part) {
   channel_partials(k, part, [&](int64_t r, int64_t c) {
-    const double g = to_f(dy[r * k.c + c]);
+    const double g = grad_at(dy, relu_y, r * k.c + c);
     return make_double2(g, g * (static_cast<double>(to_f(x[r * k.c + c])) - mean[c]));
   });
 }
@@ -34,11 +41,12 @@ __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, con
 }
 
 template <class T>
-__global__ void bn_dx_kernel(const T* dy, const T* x, const float* mean, const float* coef, T* dx,
-                             int64_t total, int64_t c) {
+__global__ void bn_dx_kernel(const T* dy, const T* relu_y, const T* x, const float* mean, const float* coef,
+                             T* dx, int64_t total, int64_t c) {
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
-    dx[i] = from_f<T>(coef[ch] * (to_f(dy[i]) - coef[c + ch] - (to_f(x[i]) - mean[ch]) * coef[2 * c + ch]));
+    dx[i] = from_f<T>(coef[ch] *
+                      (grad_at(dy, relu_y, i) - coef[c + ch] - (to_f(x[i]) - mean[ch]) * coef[2 * c + ch]));
   }
 }
 
@@ -49,7 +57,8 @@ void check_vec(const FrTensor& t, int64_t c, const char* what) {
 }
 
 ChannelChunks geometry(const FrCall* call) {
-  sdk::expect_arity(call, 5, 3, 0, 0, "batchnorm_backward");
+  const bool relu = call->params && sdk::params<FrBatchNormParams>(call).relu;
+  sdk::expect_arity(call, relu ? 6 : 5, 3, 0, 0, "batchnorm_backward");
   const FrTensor& xt = call->in[1];
   FR_PLUGIN_CHECK(xt.ndim >= 1 && xt.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: bad ndim");
   const int64_t c = xt.dims[xt.ndim - 1];
@@ -59,6 +68,9 @@ ChannelChunks geometry(const FrCall* call) {
                   "batchnorm_backward: dy, x and dx sizes differ");
   FR_PLUGIN_CHECK(call->in[0].dtype == xt.dtype && call->out[0].dtype == xt.dtype, FR_ERR_INVALID_ARGUMENT,
                   "batchnorm_backward: dy, x and dx dtypes differ");
+  FR_PLUGIN_CHECK(!relu || (sdk::numel(call->in[5]) == n && call->in[5].dtype == xt.dtype),
+                  FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm_backward: the fused relu's y differs from x in size or dtype");
   return channel_chunks(n / c, c);
 }
 }  // namespace
@@ -88,12 +100,14 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
     with_float_type(call->in[1].dtype, "batchnorm_backward", [&](auto tag) {
       using T = decltype(tag);
       const T *dy = sdk::data<T>(call->in[0]), *x = sdk::data<T>(call->in[1]);
-      bn_grad_sums_kernel<T><<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, x, mean, k, part);
+      const T* relu_y = call->n_in == 6 ? sdk::data<T>(call->in[5]) : nullptr;
+      bn_grad_sums_kernel<T>
+          <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, relu_y, x, mean, k, part);
       bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
           k, part, sdk::data<float>(call->in[2]), sdk::data<float>(call->in[4]),
           sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), coef);
       bn_dx_kernel<T><<<grid_for(total, 256, ctx_of(ctx)->sm_count), 256, 0, st>>>(
-          dy, x, mean, coef, sdk::data<T>(call->out[0]), total, c);
+          dy, relu_y, x, mean, coef, sdk::data<T>(call->out[0]), total, c);
     });
     FR_CUDA_LAUNCH_CHECK();
   });

@@ -111,12 +111,14 @@ typedef struct FrConvBackwardParams {
  * training: in {x, gamma [C], beta [C]}; out {y, save_mean [C], save_invstd [C]}; rout {running_mean,
  * running_var} (f32 [C] each): batch mean/biased var normalise; running stats move by momentum with the
  * UNBIASED variance. inference: in {x, gamma, beta, running_mean, running_var}; out {y}. batchnorm_backward:
- * in {dy, x, gamma, save_mean, save_invstd}; out {dx, dgamma, dbeta}. */
+ * in {dy, x, gamma, save_mean, save_invstd}; out {dx, dgamma, dbeta}.
+ * relu = 1 fuses a following relu: y = max(bn(x), 0); batchnorm_backward then takes a sixth input, that y,
+ * and uses dy * (y > 0) as the incoming gradient. */
 typedef struct FrBatchNormParams {
   float eps;      /* 1e-5 */
   float momentum; /* 0.1 */
   int32_t training;
-  int32_t pad_;
+  int32_t relu; /* 0 or 1 (fused relu); earlier headers named this field pad_ and always passed 0 */
 } FrBatchNormParams;
 
 /* max_pool2d / avg_pool2d: in {x [N,H,W,C]}; out {y [N,P,Q,C]} (P, Q as for conv with dilation 1).
@@ -130,6 +132,8 @@ typedef struct FrPoolParams {
 } FrPoolParams;
 
 /* add: in {a, b}; out {y = a + b} (residual joins and gradient sums). No params.
+ * add_relu: in {a, b}; out {y = max(a + b, 0)} (a residual join followed by relu). No params; its backward is
+ * relu_backward on y.
  * gelu: in {x}; out {y = x * Phi(x)} (exact, erf). gelu_backward: in {dy, x}; out {dx}. No params.
  * silu: in {x}; out {y = x * sigmoid(x)}. silu_backward: in {dy, x}; out {dx}. No params.
  * sigmoid: in {x}; out {y = 1 / (1 + exp(-x))}. sigmoid_backward: in {dy, y}; out {dx = dy y (1 - y)}.
@@ -206,6 +210,7 @@ typedef struct FrAdamParams {
 #define FR_OP_GLOBAL_AVG_POOL "global_avg_pool"
 #define FR_OP_GLOBAL_AVG_POOL_BACKWARD "global_avg_pool_backward"
 #define FR_OP_ADD "add"
+#define FR_OP_ADD_RELU "add_relu"
 #define FR_OP_GELU "gelu"
 #define FR_OP_GELU_BACKWARD "gelu_backward"
 #define FR_OP_SILU "silu"

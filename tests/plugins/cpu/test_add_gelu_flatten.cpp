@@ -65,6 +65,23 @@ TEST(CpuAdd, MatchesReferenceAndRunsInPlace) {
   }
 }
 
+TEST(CpuAddRelu, IsMaxOfTheSumAndZeroInPlaceToo) {
+  std::mt19937 rng(43);
+  const int64_t n = 100003;
+  std::vector<float> a = fresco::test::random_floats(rng, static_cast<size_t>(n), -2.0f, 2.0f);
+  std::vector<float> b = fresco::test::random_floats(rng, static_cast<size_t>(n), -2.0f, 2.0f);
+  std::vector<float> want(a.size());
+  for (size_t i = 0; i < a.size(); ++i) want[i] = a[i] + b[i] > 0.0f ? a[i] + b[i] : 0.0f;
+  OpCall c(FR_OP_ADD_RELU);  // in place over a, as a residual join writes its output
+  c.in(tensor(a, {n, 1, 1, 1})).in(tensor(b, {n, 1, 1, 1})).out(tensor(a, {n, 1, 1, 1}));
+  ASSERT_TRUE(c.run());
+  EXPECT_TRUE(fresco::test::bitwise_equal(a, want));
+  std::vector<float> y(8), z(9);
+  OpCall bad(FR_OP_ADD_RELU);
+  bad.in(tensor(y, {8, 1, 1, 1})).in(tensor(z, {9, 1, 1, 1})).out(tensor(y, {8, 1, 1, 1}));
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "sizes differ")) << bad.run_error();
+}
+
 TEST(CpuAdd, BadInputsReturnErrors) {
   std::vector<float> a(8), b(9), y(8);
   OpCall c(FR_OP_ADD);

@@ -294,3 +294,52 @@ TEST(CpuBatchNorm, BadInputsReturnErrors) {
 }
 
 }  // namespace
+
+// params.relu fuses a following relu: y = max(bn(x), 0), and the backward (sixth input y) equals the plain
+// backward of dy * (y > 0).
+TEST(CpuBatchNorm, FusedReluForwardAndMaskedBackward) {
+  std::mt19937 rng(5);
+  const Shape s{3, 4, 5, 16};
+  Inputs in = make_inputs(rng, s);
+  std::vector<float> rm2 = in.rm, rv2 = in.rv;
+  const TrainOut plain = run_train(in.x, s, in.gamma, in.beta, in.rm, in.rv);
+  TrainOut fused{std::vector<float>(in.x.size(), kNaN), std::vector<float>(16, kNaN),
+                 std::vector<float>(16, kNaN)};
+  OpCall f(FR_OP_BATCHNORM);
+  f.in(tensor(in.x, {s.n, s.h, s.w, s.c}))
+      .in(tensor(in.gamma, {s.c}))
+      .in(tensor(in.beta, {s.c}))
+      .out(tensor(fused.y, {s.n, s.h, s.w, s.c}))
+      .out(tensor(fused.mean, {s.c}))
+      .out(tensor(fused.invstd, {s.c}))
+      .rout(fresco::test::range(rm2))
+      .rout(fresco::test::range(rv2))
+      .params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+  ASSERT_TRUE(f.run());
+  size_t zeros = 0;
+  for (size_t i = 0; i < plain.y.size(); ++i) {
+    ASSERT_EQ(fused.y[i], plain.y[i] > 0.0f ? plain.y[i] : 0.0f) << i;
+    zeros += fused.y[i] == 0.0f;
+  }
+  EXPECT_GT(zeros, plain.y.size() / 4);  // the mask really cuts
+  std::vector<float> dy = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f), masked = dy;
+  for (size_t i = 0; i < dy.size(); ++i) masked[i] = fused.y[i] > 0.0f ? dy[i] : 0.0f;
+  const Grads want = run_backward(masked, in.x, s, in.gamma, fused.mean, fused.invstd);
+  Grads got{std::vector<float>(in.x.size(), kNaN), std::vector<float>(16, kNaN),
+            std::vector<float>(16, kNaN)};
+  OpCall b(FR_OP_BATCHNORM_BACKWARD);
+  b.in(tensor(dy, {s.n, s.h, s.w, s.c}))
+      .in(tensor(in.x, {s.n, s.h, s.w, s.c}))
+      .in(tensor(in.gamma, {s.c}))
+      .in(tensor(fused.mean, {s.c}))
+      .in(tensor(fused.invstd, {s.c}))
+      .in(tensor(fused.y, {s.n, s.h, s.w, s.c}))
+      .out(tensor(got.dx, {s.n, s.h, s.w, s.c}))
+      .out(tensor(got.dgamma, {s.c}))
+      .out(tensor(got.dbeta, {s.c}))
+      .params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+  ASSERT_TRUE(b.run());
+  EXPECT_EQ(got.dx, want.dx);
+  EXPECT_EQ(got.dgamma, want.dgamma);
+  EXPECT_EQ(got.dbeta, want.dbeta);
+}

@@ -1,6 +1,6 @@
-// The CPU backend flushes denormals inside its kernels (MXCSR FTZ/DAZ in its own arena) and leaves the caller's
-// floating-point mode alone: a relu over a denormal input writes 0 (DAZ), and the test thread's MXCSR is the same
-// before and after the kernel runs.
+// The CPU backend flushes denormals inside its kernels (MXCSR FTZ/DAZ in its own arena) and leaves the
+// caller's floating-point mode alone: a relu over a denormal input writes 0 (DAZ), and the test thread's
+// MXCSR is the same before and after the kernel runs.
 #include <gtest/gtest.h>
 #include <xmmintrin.h>
 

@@ -144,3 +144,20 @@ TEST(CudaEndToEnd, MainJobReaches895OnGpu) {
   const TrainingResult r = t.run();
   EXPECT_GE(r.final_test_acc, 0.895);
 }
+
+// The mixed-precision acceptance run: jobs/small_resnet_bf16_fashion_mnist.json (bf16, SGD Nesterov, label
+// smoothing 0.1, cosine with one warm-up epoch, 15 epochs, no augmentation) reaches >= 93.8% test top-1.
+TEST(CudaEndToEnd, SmallResnetBf16Reaches938OnFashionMnist) {
+  FRESCO_REQUIRE_GPU();
+  JobSpec job =
+      load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/small_resnet_bf16_fashion_mnist.json");
+  DeepLearningTask t;
+  configure(t, job);
+  t.on_epoch([](const EpochReport& e) {
+    std::printf("epoch %d: train loss %.4f test top-1 %.2f%% %.3f s\n", e.epoch, e.train_loss,
+                100 * e.test_acc, e.seconds);
+  });
+  t.compile();
+  const TrainingResult r = t.run();
+  EXPECT_GE(r.final_test_acc, 0.938);
+}

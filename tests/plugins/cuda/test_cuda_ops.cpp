@@ -110,8 +110,8 @@ TEST(CudaOps, PointwiseForwardBackward) {
     f.outputs = {1};
     expect_same(f, 1e-6, op);
   }
-  for (const char* op :
-       {FR_OP_ADD, FR_OP_GELU_BACKWARD, FR_OP_SILU_BACKWARD, FR_OP_SIGMOID_BACKWARD, FR_OP_TANH_BACKWARD}) {
+  for (const char* op : {FR_OP_ADD, FR_OP_ADD_RELU, FR_OP_GELU_BACKWARD, FR_OP_SILU_BACKWARD,
+                         FR_OP_SIGMOID_BACKWARD, FR_OP_TANH_BACKWARD}) {
     OpCase b;
     b.tensors = {
         {DType::F32, kX, Fill::RANDOM}, {DType::F32, kX, Fill::RANDOM}, {DType::F32, kX, Fill::ZERO}};
@@ -185,6 +185,8 @@ TEST(CudaOps, BatchNorm) {
   OpCase e;
   e.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, v, Fill::RANDOM},   {DType::F32, v, Fill::RANDOM},
                {DType::F32, v, Fill::RANDOM}, {DType::F32, v, Fill::POSITIVE}, {DType::F32, x, Fill::ZERO}};
+  t.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+  expect_same(t, 1e-6, "batchnorm (training, fused relu)");
   e.node = node(FR_OP_BATCHNORM, {0, 1, 2, 3, 4}, {5});
   e.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
   e.outputs = {5};
@@ -196,6 +198,11 @@ TEST(CudaOps, BatchNorm) {
   b.node = node(FR_OP_BATCHNORM_BACKWARD, {0, 1, 2, 3, 4}, {5, 6, 7});
   b.outputs = {5, 6, 7};
   expect_same(b, 2e-6, "batchnorm_backward");
+  OpCase br = b;  // fused relu: a sixth input y masks dy
+  br.tensors.push_back({DType::F32, x, Fill::RANDOM});
+  br.node = node(FR_OP_BATCHNORM_BACKWARD, {0, 1, 2, 3, 4, 8}, {5, 6, 7});
+  br.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+  expect_same(br, 2e-6, "batchnorm_backward (fused relu)");
 }
 
 // conv2d forward/backward over strides, padding, dilation, groups, with and without bias; flatten_chw.

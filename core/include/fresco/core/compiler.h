@@ -46,7 +46,7 @@ struct LayerDescriptor {
   Shape in_sample, out_sample;   // per-sample shapes (n = 1)
   DType out_dtype = DType::F32;  // of the output map (and of its gradient); low precision per CompileOptions
   bool first_param_layer = false;
-  bool fused_relu = false;       // fc: a following relu is computed in this layer's kernels
+  bool fused_relu = false;       // fc, bn, add: a following relu is computed in this layer's kernels
   bool fused_into_prev = false;  // relu: done by the previous fc (no node, output aliases the fc's)
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
