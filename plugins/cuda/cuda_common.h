@@ -16,6 +16,12 @@ struct cudnnContext;  // cudnnHandle_t, without pulling cudnn.h into every file
 
 namespace fresco::cuda {
 
+// A cuDNN convolution algorithm chosen for one shape and direction (ops/conv_plan.cpp).
+struct ConvChoice {
+  int algo, math;
+  uint64_t workspace;
+};
+
 struct Context {
   int device = 0;
   cublasLtHandle_t lt = nullptr;
@@ -25,6 +31,8 @@ struct Context {
   bool autotune = true;  // time cuBLASLt candidates at prepare (FRESCO_CUBLAS_AUTOTUNE=0 turns it off)
   // Algorithms chosen at prepare, by problem key, so every node of one shape uses the same algorithm.
   std::map<std::string, cublasLtMatmulAlgo_t> algo_cache;
+  bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
+  std::map<std::string, ConvChoice> conv_choice;
 };
 
 inline Context* ctx_of(void* p) {

@@ -37,6 +37,8 @@ FrError* context_create(int32_t index, void** out) noexcept {
     cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
     const char* tune = std::getenv("FRESCO_CUBLAS_AUTOTUNE");
     c->autotune = !(tune && std::string(tune) == "0");
+    const char* conv_tune = std::getenv("FRESCO_CUDNN_AUTOTUNE");
+    c->conv_autotune = !(conv_tune && std::string(conv_tune) == "0");
     *out = c;
   });
 }

@@ -38,42 +38,69 @@ bool math_allowed(cudnnMathType_t m, bool fp32) {
   return fp32 ? m == CUDNN_FMA_MATH : m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
-// The first candidate (cuDNN ranks them by expected speed) that succeeded, is deterministic, uses an allowed
-// math mode and fits the workspace. Returns false (and lists what was offered in `seen`) when none qualifies.
-template <typename Perf, typename Algo>
-bool pick(const Perf* perf, int n, bool fp32, uint64_t max_ws, Algo& algo, cudnnMathType_t& math,
-          uint64_t& ws, std::string& seen) {
+// The first candidate (cuDNN ranks heuristics by expected speed, Find by measured time) that succeeded, is
+// deterministic, uses an allowed math mode and fits the workspace; null when none qualifies (what was
+// offered is appended to `seen` for the error message).
+template <typename Perf>
+const Perf* first_qualifying(const Perf* perf, int n, bool fp32, uint64_t max_ws, std::string& seen) {
   for (int i = 0; i < n; ++i) {
     const Perf& c = perf[i];
     seen += " [algo " + std::to_string(static_cast<int>(c.algo)) + " status " + std::to_string(c.status) +
             " det " + std::to_string(c.determinism) + " math " + std::to_string(c.mathType) + " ws " +
             std::to_string(c.memory) + "]";
-    if (c.status != CUDNN_STATUS_SUCCESS || c.determinism != CUDNN_DETERMINISTIC ||
-        !math_allowed(c.mathType, fp32) || c.memory > max_ws)
-      continue;
-    algo = c.algo, math = c.mathType;
-    if (c.memory > ws) ws = c.memory;
-    return true;
+    if (c.status == CUDNN_STATUS_SUCCESS && c.determinism == CUDNN_DETERMINISTIC &&
+        math_allowed(c.mathType, fp32) && c.memory <= max_ws)
+      return &c;
   }
-  return false;
+  return nullptr;
 }
 
-// Heuristics first (a fixed choice per machine); when they offer no qualifying algorithm, cuDNN's Find (which
-// runs every algorithm once, on its own scratch memory) widens the list.
+// Heuristics give a fixed first choice per machine. With tuning on (the default; FRESCO_CUDNN_AUTOTUNE=0
+// turns it off) cuDNN's Find times every algorithm once and the fastest qualifying one replaces the
+// heuristic's choice when it is at least 10% faster (a margin that keeps the choice stable across runs).
+// Find also widens the list when the heuristics offer nothing that qualifies. One choice per shape and
+// direction per context (`cache`), so equal convolutions run the same algorithm.
 template <typename Perf, typename Algo, typename Heur, typename Find>
-void choose(Heur heuristics, Find find, int count, bool fp32, uint64_t max_ws, const char* direction,
-            const std::string& shape, Algo& algo, cudnnMathType_t& math, uint64_t& ws) {
-  Perf perf[16];
-  int got = 0;
-  std::string seen = " heuristics:";
-  FR_CUDNN_CHECK(heuristics(count < 16 ? count : 16, &got, perf));
-  if (pick(perf, got, fp32, max_ws, algo, math, ws, seen)) return;
-  seen += "; find:";
-  FR_CUDNN_CHECK(find(count < 16 ? count : 16, &got, perf));
-  if (pick(perf, got, fp32, max_ws, algo, math, ws, seen)) return;
-  throw sdk::KernelError(FR_ERR_UNSUPPORTED, std::string("cuda conv: cuDNN offers no deterministic ") +
-                                                 direction + " algorithm for " + shape + " within " +
-                                                 std::to_string(max_ws >> 20) + " MiB of workspace;" + seen);
+void choose(Context* ctx, Heur heuristics, Find find, int count, bool fp32, uint64_t max_ws,
+            const char* direction, const std::string& shape, Algo& algo, cudnnMathType_t& math,
+            uint64_t& ws) {
+  const std::string key = std::string(direction) + " " + shape;
+  auto hit = ctx->conv_choice.find(key);
+  if (hit == ctx->conv_choice.end()) {
+    const int want = count < 16 ? count : 16;
+    Perf h[16], f[16];
+    int nh = 0, nf = 0;
+    std::string seen = " heuristics:";
+    FR_CUDNN_CHECK(heuristics(want, &nh, h));
+    const Perf* chosen = first_qualifying(h, nh, fp32, max_ws, seen);
+    if (!chosen || ctx->conv_autotune) {
+      seen += "; find:";
+      FR_CUDNN_CHECK(find(want, &nf, f));
+      const Perf* fastest = first_qualifying(f, nf, fp32, max_ws, seen);
+      if (!chosen) {
+        chosen = fastest;
+      } else if (fastest) {
+        float heuristic_time = -1.0f;  // the heuristic's choice as Find measured it
+        for (int i = 0; i < nf; ++i)
+          if (f[i].algo == chosen->algo && f[i].mathType == chosen->mathType &&
+              f[i].status == CUDNN_STATUS_SUCCESS)
+            heuristic_time = f[i].time;
+        if (heuristic_time < 0.0f || fastest->time < 0.9f * heuristic_time) chosen = fastest;
+      }
+    }
+    if (!chosen)
+      throw sdk::KernelError(FR_ERR_UNSUPPORTED, std::string("cuda conv: cuDNN offers no deterministic ") +
+                                                     direction + " algorithm for " + shape + " within " +
+                                                     std::to_string(max_ws >> 20) + " MiB of workspace;" +
+                                                     seen);
+    hit = ctx->conv_choice
+              .emplace(key, ConvChoice{static_cast<int>(chosen->algo), static_cast<int>(chosen->mathType),
+                                       static_cast<uint64_t>(chosen->memory)})
+              .first;
+  }
+  algo = static_cast<Algo>(hit->second.algo);
+  math = static_cast<cudnnMathType_t>(hit->second.math);
+  if (hit->second.workspace > ws) ws = hit->second.workspace;
 }
 
 std::string describe(const sdk::ConvShape& g, FrDType t) {
@@ -118,6 +145,7 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
   p.workspace = 0;
   if (dirs & kConvForward)
     choose<cudnnConvolutionFwdAlgoPerf_t>(
+        ctx,
         [&](int want, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
           return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, want, got, r);
         },
@@ -128,6 +156,7 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
         p.workspace);
   if (dirs & kConvBackwardData)
     choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+        ctx,
         [&](int want, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, want, got, r);
         },
@@ -138,6 +167,7 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
         p.data_math, p.workspace);
   if (dirs & kConvBackwardFilter)
     choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        ctx,
         [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, want, got, r);
         },

@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "cuda_common.h"
@@ -35,6 +37,34 @@ __device__ __forceinline__ __half from_f<__half>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+
+// 16 bytes of T (8 halves or 4 floats) moved as one uint4: the vector unit of the element-wise kernels.
+template <class T>
+struct Vec16 {
+  static constexpr int kN = 16 / sizeof(T);
+  T v[kN];
+};
+template <class T>
+__device__ __forceinline__ Vec16<T> load16(const T* p, int64_t i) {
+  const uint4 u = reinterpret_cast<const uint4*>(p)[i];
+  Vec16<T> r;
+  memcpy(&r, &u, 16);
+  return r;
+}
+template <class T>
+__device__ __forceinline__ void store16(T* p, int64_t i, const Vec16<T>& r) {
+  uint4 u;
+  memcpy(&u, &r, 16);
+  reinterpret_cast<uint4*>(p)[i] = u;
+}
+// True when every pointer is 16-byte aligned and n fills whole vectors of T.
+template <class T>
+inline bool vectorizable(int64_t n, std::initializer_list<const void*> ptrs) {
+  if (n % Vec16<T>::kN) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16) return false;
+  return true;
 }
 
 // Calls f(T{}) with T the storage type of `dtype` (float, __half or __nv_bfloat16); throws for others.

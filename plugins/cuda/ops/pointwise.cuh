@@ -20,6 +20,28 @@ __global__ void pointwise2_kernel(const T* a, const T* b, T* y, int64_t n, F f) 
   y[i] = from_f<T>(f(to_f(a[i]), to_f(b[i])));
 }
 
+// The same, 16 bytes per load (arena slots are 256-byte aligned, so maps qualify when n fills whole vectors).
+template <class T, class F>
+__global__ void pointwise1_vec_kernel(const T* x, T* y, int64_t nvec, F f) {
+  FR_CUDA_GRID_LOOP(i, nvec) {
+    Vec16<T> a = load16(x, i);
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::kN; ++j) a.v[j] = from_f<T>(f(to_f(a.v[j])));
+    store16(y, i, a);
+  }
+}
+
+template <class T, class F>
+__global__ void pointwise2_vec_kernel(const T* a, const T* b, T* y, int64_t nvec, F f) {
+  FR_CUDA_GRID_LOOP(i, nvec) {
+    Vec16<T> va = load16(a, i);
+    const Vec16<T> vb = load16(b, i);
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::kN; ++j) va.v[j] = from_f<T>(f(to_f(va.v[j]), to_f(vb.v[j])));
+    store16(y, i, va);
+  }
+}
+
 template <class F>
 FrError* run_pointwise1(void* ctx, const FrCall* call, const char* name, F f) noexcept {
   return sdk::guard([&] {
@@ -30,8 +52,15 @@ FrError* run_pointwise1(void* ctx, const FrCall* call, const char* name, F f) no
     expect_same_dtype(call, call->out[0].dtype, name);
     with_float_type(call->out[0].dtype, name, [&](auto tag) {
       using T = decltype(tag);
-      pointwise1_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
-          sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), n, f);
+      const T* x = sdk::data<T>(call->in[0]);
+      T* y = sdk::data<T>(call->out[0]);
+      const int sm = ctx_of(ctx)->sm_count;
+      if (vectorizable<T>(n, {x, y})) {
+        const int64_t nv = n / Vec16<T>::kN;
+        pointwise1_vec_kernel<<<grid_for(nv, 256, sm), 256, 0, stream_of(call)>>>(x, y, nv, f);
+      } else {
+        pointwise1_kernel<<<grid_for(n, 256, sm), 256, 0, stream_of(call)>>>(x, y, n, f);
+      }
     });
     FR_CUDA_LAUNCH_CHECK();
   });
@@ -47,8 +76,15 @@ FrError* run_pointwise2(void* ctx, const FrCall* call, const char* name, F f) no
     expect_same_dtype(call, call->out[0].dtype, name);
     with_float_type(call->out[0].dtype, name, [&](auto tag) {
       using T = decltype(tag);
-      pointwise2_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
-          sdk::data<T>(call->in[0]), sdk::data<T>(call->in[1]), sdk::data<T>(call->out[0]), n, f);
+      const T *a = sdk::data<T>(call->in[0]), *b = sdk::data<T>(call->in[1]);
+      T* y = sdk::data<T>(call->out[0]);
+      const int sm = ctx_of(ctx)->sm_count;
+      if (vectorizable<T>(n, {a, b, y})) {
+        const int64_t nv = n / Vec16<T>::kN;
+        pointwise2_vec_kernel<<<grid_for(nv, 256, sm), 256, 0, stream_of(call)>>>(a, b, y, nv, f);
+      } else {
+        pointwise2_kernel<<<grid_for(n, 256, sm), 256, 0, stream_of(call)>>>(a, b, y, n, f);
+      }
     });
     FR_CUDA_LAUNCH_CHECK();
   });
