@@ -324,6 +324,26 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
                                           2 * L + 1 - l.index, end, dtype_of(l.input)));
   }
+  // Feature gradients end at their last reader: the backward of every layer whose output gradient they are
+  // (directly, as one part of a sum, or through views and plain joins, which share the tensor). An fc's
+  // weight gradient may run on a side stream that is joined only after backward, so what an fc reads stays
+  // alive to the end.
+  {
+    std::vector<int> last_read(p.tensors().size(), -1);
+    for (const auto& l : a.layers) {
+      if (l.index < fp) continue;
+      const bool side = m.options.overlap_weight_gradients && l.kind == LayerKind::FC;
+      for (TensorId id : {l.grad_out, l.grad_sum_a, l.grad_sum_b})
+        if (id != kNoTensor)
+          last_read[static_cast<size_t>(id)] =
+              std::max(last_read[static_cast<size_t>(id)], side ? end : 2 * L + 1 - l.index);
+    }
+    for (size_t id = 0; id < last_read.size(); ++id) {
+      DTensor& d = p.mutable_tensor(static_cast<TensorId>(id));
+      if (last_read[id] >= 0 && region_family(d.region) == Family::F && d.live_end == end)
+        d.live_end = std::max(d.live_begin, last_read[id]);
+    }
+  }
   t.labels = batched(p.alloc_temp(DType::I32, Shape{mb, 1, 1, 1}, "labels.current"));
   t.step_scalars = p.alloc_step_scalars();
   const auto& sched = m.options.scheduler;

@@ -22,6 +22,21 @@ __global__ void bn_stats_kernel(const T* x, ChannelChunks k, double* part) {
   });
 }
 
+template <class T>
+__global__ void __launch_bounds__(kVecThreads)
+    bn_stats_vec_kernel(const T* x, ChannelChunks k, double* part) {
+  vector_channel_partials<T>(k, part,
+                             [&](int64_t r, int cv, double(&a)[Vec16<T>::kN], double(&b)[Vec16<T>::kN]) {
+                               const Vec16<T> v = load16(x, r * (k.c / Vec16<T>::kN) + cv);
+#pragma unroll
+                               for (int j = 0; j < Vec16<T>::kN; ++j) {
+                                 const double f = to_f(v.v[j]);
+                                 a[j] += f;
+                                 b[j] += f * f;
+                               }
+                             });
+}
+
 __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, const float* gamma, const float* beta,
                                    float* save_mean, float* save_invstd, float* run_mean, float* run_var,
                                    float* coef, float eps, float momentum) {
@@ -135,8 +150,12 @@ FR_CUDA_KERNEL_RUN(batchnorm) {
       float* coef = coefficients_of(call->workspace, k);
       with_float_type(call->in[0].dtype, "batchnorm", [&](auto tag) {
         using T = decltype(tag);
-        bn_stats_kernel<T>
-            <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(sdk::data<T>(call->in[0]), k, part);
+        if (vector_partials_fit<T>(k, {call->in[0].data}))
+          bn_stats_vec_kernel<T>
+              <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(sdk::data<T>(call->in[0]), k, part);
+        else
+          bn_stats_kernel<T>
+              <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(sdk::data<T>(call->in[0]), k, part);
         bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
             k, part, sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
             sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sdk::data<float>(call->rout[0]),

@@ -25,6 +25,25 @@ __global__ void bn_grad_sums_kernel(const T* dy, const T* relu_y, const T* x, co
   });
 }
 
+template <class T>
+__global__ void __launch_bounds__(kVecThreads)
+    bn_grad_sums_vec_kernel(const T* dy, const T* relu_y, const T* x, const float* mean, ChannelChunks k,
+                            double* part) {
+  constexpr int V = Vec16<T>::kN;
+  vector_channel_partials<T>(k, part, [&](int64_t r, int cv, double(&a)[V], double(&b)[V]) {
+    const int64_t i = r * (k.c / V) + cv;
+    const Vec16<T> g = load16(dy, i), xv = load16(x, i);
+    Vec16<T> yv;
+    if (relu_y) yv = load16(relu_y, i);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const double gj = relu_y && !(to_f(yv.v[j]) > 0.0f) ? 0.0 : static_cast<double>(to_f(g.v[j]));
+      a[j] += gj;
+      b[j] += gj * (static_cast<double>(to_f(xv.v[j])) - mean[cv * V + j]);
+    }
+  });
+}
+
 __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, const float* gamma,
                                         const float* invstd, float* dgamma, float* dbeta, float* coef) {
   const int64_t c = finalize_channel();
@@ -121,8 +140,12 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
       using T = decltype(tag);
       const T *dy = sdk::data<T>(call->in[0]), *x = sdk::data<T>(call->in[1]);
       const T* relu_y = call->n_in == 6 ? sdk::data<T>(call->in[5]) : nullptr;
-      bn_grad_sums_kernel<T>
-          <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, relu_y, x, mean, k, part);
+      if (vector_partials_fit<T>(k, {dy, x, relu_y ? relu_y : dy}))
+        bn_grad_sums_vec_kernel<T>
+            <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(dy, relu_y, x, mean, k, part);
+      else
+        bn_grad_sums_kernel<T>
+            <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, relu_y, x, mean, k, part);
       bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
           k, part, sdk::data<float>(call->in[2]), sdk::data<float>(call->in[4]),
           sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), coef);

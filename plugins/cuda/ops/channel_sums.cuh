@@ -66,6 +66,44 @@ __device__ void channel_partials(const ChannelChunks k, double* part, F f) {
   }
 }
 
+// Vectorized partials: a block of kVecThreads threads owns one chunk of rows and all C channels; thread t
+// reads 16 bytes (V = 16 / sizeof(T) consecutive channels) of a row: vector column cv = t % (C / V), row lane
+// t / (C / V). Usable when C is a multiple of V and C / V <= kVecThreads (C <= 2048 in bf16). Each thread
+// keeps V pairs of double sums; the block adds its row lanes in order, so the result is deterministic.
+constexpr int kVecThreads = 256;
+
+template <class T>
+inline bool vector_partials_fit(const ChannelChunks& k, std::initializer_list<const void*> ptrs) {
+  constexpr int V = Vec16<T>::kN;
+  return k.c % V == 0 && k.c / V <= kVecThreads && vectorizable<T>(k.rows * k.c, ptrs);
+}
+
+// F: (row, vector column, double (&a)[V], double (&b)[V]) adds one row's contributions.
+template <class T, class F>
+__device__ void vector_channel_partials(const ChannelChunks k, double* part, F add_row) {
+  constexpr int V = Vec16<T>::kN;
+  __shared__ double sa[kVecThreads * V], sb[kVecThreads * V];
+  const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
+  const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
+  double a[V], b[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) a[j] = 0.0, b[j] = 0.0;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * k.rows_per_chunk;
+  const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
+  if (lane < lanes)
+    for (int64_t r = r0 + lane; r < r1; r += lanes) add_row(r, cv, a, b);
+  if (lane < lanes)
+#pragma unroll
+    for (int j = 0; j < V; ++j) sa[lane * k.c + cv * V + j] = a[j], sb[lane * k.c + cv * V + j] = b[j];
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < k.c; c += kVecThreads) {
+    double ta = 0.0, tb = 0.0;
+    for (int l = 0; l < lanes; ++l) ta += sa[l * k.c + c], tb += sb[l * k.c + c];
+    part[(blockIdx.x * k.c + c) * 2] = ta;
+    part[(blockIdx.x * k.c + c) * 2 + 1] = tb;
+  }
+}
+
 // Totals of channel c over all chunks, by one warp: lane l adds chunks l, l+32, ... in order, then a fixed
 // shuffle tree combines the lanes (deterministic). Every lane of the warp gets the totals.
 __device__ inline double2 channel_totals(const ChannelChunks k, const double* part, int64_t c) {

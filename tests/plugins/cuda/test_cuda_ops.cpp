@@ -170,9 +170,13 @@ TEST(CudaOps, Pools) {
 }
 
 // Batchnorm training (y, saved mean/invstd, running statistics moved in place), inference, and backward.
-TEST(CudaOps, BatchNorm) {
+// C = 7 takes the scalar kernels, C = 64 the 16-byte vector kernels.
+class CudaBatchNorm : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(CudaBatchNorm, MatchesCpu) {
   FRESCO_REQUIRE_GPU();
-  const Shape x{4, 5, 6, 7}, v{1, 1, 1, 7};
+  const int64_t ch = GetParam();
+  const Shape x{4, 5, 6, ch}, v{1, 1, 1, ch};
   OpCase t;
   t.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, v, Fill::RANDOM},  {DType::F32, v, Fill::RANDOM},
                {DType::F32, x, Fill::ZERO},   {DType::F32, v, Fill::ZERO},    {DType::F32, v, Fill::ZERO},
@@ -204,6 +208,7 @@ TEST(CudaOps, BatchNorm) {
   br.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
   expect_same(br, 2e-6, "batchnorm_backward (fused relu)");
 }
+INSTANTIATE_TEST_SUITE_P(Channels, CudaBatchNorm, ::testing::Values(7, 64));
 
 // conv2d forward/backward over strides, padding, dilation, groups, with and without bias; flatten_chw.
 TEST(CudaOps, Conv2dAndFlatten) {
