@@ -36,6 +36,8 @@ FR_DECLARE_RUN(global_avg_pool)
 FR_DECLARE_RUN(global_avg_pool_backward)
 FR_DECLARE_RUN(add)
 FR_DECLARE_RUN(add_relu)
+FR_DECLARE_RUN(cast)
+FR_DECLARE_RUN(cast_range)
 FR_DECLARE_RUN(gelu)
 FR_DECLARE_RUN(gelu_backward)
 FR_DECLARE_RUN(silu)
@@ -57,6 +59,7 @@ FR_DECLARE_RUN(adam_update)
 namespace {
 constexpr uint32_t kF32 = FR_DTYPE_BIT(FR_F32);
 constexpr uint32_t kAny = 0x3Fu;
+constexpr uint32_t kFloats = FR_DTYPE_BIT(FR_F32) | FR_DTYPE_BIT(FR_F16) | FR_DTYPE_BIT(FR_BF16);
 #define FR_K(kind, op, mask, prep, run) \
   { sizeof(FrKernelDef), kind, op, "cpu", mask, 0, prep, in_arena<run>, nullptr }
 const FrKernelDef kKernels[] = {
@@ -80,6 +83,8 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run),
     FR_K(FR_COMPUTE, FR_OP_ADD, kF32, nullptr, add_run),
     FR_K(FR_COMPUTE, FR_OP_ADD_RELU, kF32, nullptr, add_relu_run),
+    FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run),
+    FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run),
     FR_K(FR_COMPUTE, FR_OP_GELU, kF32, nullptr, gelu_run),
     FR_K(FR_COMPUTE, FR_OP_GELU_BACKWARD, kF32, nullptr, gelu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_SILU, kF32, nullptr, silu_run),

@@ -5,8 +5,10 @@
 // as the runtime hands out region spans. Part of test_cpu_ops.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -273,3 +275,34 @@ TEST(CpuLrSchedule, ScheduleThenStepDoneWalksTheSchedule) {
 }
 
 }  // namespace
+
+// cast_range f32 -> bf16 -> f32 and f32 -> f16: round to nearest even, NaN kept; different element counts are
+// an error. (The compute op `cast` shares the conversion; fresco-plugin-check runs it.)
+TEST(CpuCastRange, RoundsToNearestEvenAndKeepsNaN) {
+  std::vector<float> x = {
+      1.0f,     1.00390625f /* halfway in bf16: to even 1.0 */, 1.01171875f /* to 1.015625 */, -3.3f,
+      65504.0f, std::numeric_limits<float>::quiet_NaN()};
+  std::vector<uint16_t> low(x.size(), 0);
+  std::vector<float> back(x.size(), 0.0f);
+  OpCall down(FR_OP_CAST_RANGE, FR_BF16);
+  down.rin(range(x.data(), x.size() * 4, FR_F32)).rout(range(low.data(), low.size() * 2, FR_BF16));
+  ASSERT_TRUE(down.run());
+  OpCall up(FR_OP_CAST_RANGE, FR_F32);
+  up.rin(range(low.data(), low.size() * 2, FR_BF16)).rout(range(back.data(), back.size() * 4, FR_F32));
+  ASSERT_TRUE(up.run());
+  EXPECT_EQ(back[0], 1.0f);
+  EXPECT_EQ(back[1], 1.0f);
+  EXPECT_EQ(back[2], 1.015625f);
+  EXPECT_EQ(back[3], -3.296875f);
+  EXPECT_EQ(back[4], 65536.0f);
+  EXPECT_TRUE(std::isnan(back[5]));
+  std::vector<uint16_t> half(x.size(), 0);
+  OpCall h(FR_OP_CAST_RANGE, FR_F16);
+  h.rin(range(x.data(), x.size() * 4, FR_F32)).rout(range(half.data(), half.size() * 2, FR_F16));
+  ASSERT_TRUE(h.run());
+  EXPECT_EQ(half[0], 0x3c00u);  // 1.0
+  EXPECT_EQ(half[4], 0x7bffu);  // 65504, the largest f16
+  OpCall bad(FR_OP_CAST_RANGE, FR_BF16);
+  bad.rin(range(x.data(), x.size() * 4, FR_F32)).rout(range(low.data(), (low.size() - 1) * 2, FR_BF16));
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "different element counts")) << bad.run_error();
+}
