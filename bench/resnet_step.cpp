@@ -99,10 +99,12 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"resnet_step\",\"model\":\"%s\",\"stem\":\"%s\",\"backend\":\"%s\",\"batch\":%lld,"
         "\"image\":%lld,\"dtype\":\"%s\",\"ms_step\":%.4f,\"images_per_s\":%.1f,\"device_mib\":%.1f,"
+        "\"workspace_mib\":%.1f,"
         "\"gflop_step\":%.1f,\"floor_ms\":%.4f}\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
-        static_cast<double>(task.device_memory_bytes()) / (1 << 20), flops / 1e9,
+        static_cast<double>(task.device_memory_bytes()) / (1 << 20),
+        static_cast<double>(task.runtime().workspace_bytes()) / (1 << 20), flops / 1e9,
         1e3 * flops / (args.real("peak-tflops") * 1e12));
     if (args.integer("profile")) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

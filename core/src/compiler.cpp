@@ -73,6 +73,12 @@ bool passes_gradient(const LayerDescriptor& l) {
   return (l.kind == LayerKind::ADD && !l.fused_relu) || rule_for(l.kind).is_view(l, true);
 }
 
+int first_param_index(const ArchPlan& a);
+void emit_input(EmitContext& cx, const CompiledModel& m, char ab);
+void emit_forward(EmitContext& cx, const CompiledModel& m, int i);
+void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx);
+void emit_loss(EmitContext& cx, const CompiledModel& m, bool training);
+
 int first_param_index(const ArchPlan& a) {
   for (const auto& l : a.layers)
     if (rule_for(l.kind).has_params()) return l.index;
@@ -228,6 +234,8 @@ void Compiler::compute_max_slot_bytes(CompiledModel& m) {
   m.options.val_batch = max_batch;  // remembered for create_memory_plans
 }
 
+static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p);
+
 void Compiler::create_memory_plans(CompiledModel& m) {
   const int64_t mb = m.options.val_batch;
   MemoryPlan p;
@@ -324,26 +332,6 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
                                           2 * L + 1 - l.index, end, dtype_of(l.input)));
   }
-  // Feature gradients end at their last reader: the backward of every layer whose output gradient they are
-  // (directly, as one part of a sum, or through views and plain joins, which share the tensor). An fc's
-  // weight gradient may run on a side stream that is joined only after backward, so what an fc reads stays
-  // alive to the end.
-  {
-    std::vector<int> last_read(p.tensors().size(), -1);
-    for (const auto& l : a.layers) {
-      if (l.index < fp) continue;
-      const bool side = m.options.overlap_weight_gradients && l.kind == LayerKind::FC;
-      for (TensorId id : {l.grad_out, l.grad_sum_a, l.grad_sum_b})
-        if (id != kNoTensor)
-          last_read[static_cast<size_t>(id)] =
-              std::max(last_read[static_cast<size_t>(id)], side ? end : 2 * L + 1 - l.index);
-    }
-    for (size_t id = 0; id < last_read.size(); ++id) {
-      DTensor& d = p.mutable_tensor(static_cast<TensorId>(id));
-      if (last_read[id] >= 0 && region_family(d.region) == Family::F && d.live_end == end)
-        d.live_end = std::max(d.live_begin, last_read[id]);
-    }
-  }
   t.labels = batched(p.alloc_temp(DType::I32, Shape{mb, 1, 1, 1}, "labels.current"));
   t.step_scalars = p.alloc_step_scalars();
   const auto& sched = m.options.scheduler;
@@ -353,6 +341,7 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   t.batch_val = p.alloc_result(sizeof(FrBatchResults), "batch_results.val");
   t.acc_train = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.train");
   t.acc_val = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.val");
+  fit_feature_lifetimes(m, p);
   p.finalize();
   // One plan per present variant: same offsets, shapes at that variant's batch.
   for (int v = 0; v < kVariantCount; ++v) {
@@ -452,6 +441,74 @@ void emit_loss(EmitContext& cx, const CompiledModel& m, bool training) {
   n.rout = {RangeRef::of(training ? m.t.batch_train : m.t.batch_val, DType::U8)};
   cx.add(std::move(n)).with_params(FrSoftmaxXentParams{m.options.loss.smoothing, training ? 1 : 0});
 }
+
+// Inference forward of layer l: views (dropout) alias their input; `value` maps layers to the tensor that
+// holds their output in inference.
+void emit_inference_forward(EmitContext& cx, const CompiledModel& m, const LayerDescriptor& l,
+                            std::vector<TensorId>& value) {
+  auto in_value = [&](int32_t j) { return j < 0 ? m.t.input_f32 : value[static_cast<size_t>(j)]; };
+  if (l.kind == LayerKind::ADD) {
+    cx.add(add_node(in_value(l.input), in_value(l.input2), l.out, l.name, l.fused_relu));
+    value[static_cast<size_t>(l.index)] = l.out;
+  } else if (rule_for(l.kind).is_view(l, false)) {
+    value[static_cast<size_t>(l.index)] = in_value(l.input);  // output aliases input in inference
+  } else {
+    rule_for(l.kind).forward(cx, l, in_value(l.input), l.out, false);
+    value[static_cast<size_t>(l.index)] = l.out;
+  }
+}
+
+}  // namespace
+
+// Feature lifetimes from the nodes themselves: the training step and the inference pass are emitted into a
+// scratch graph on the feature timeline (0 normalise, i+1 forward of layer i, L+1 loss, 2L+1-i backward of
+// layer i; inference forward at the same times), and every feature map or gradient ends at the last node
+// that touches it. A map that no backward reads (a batchnorm output feeding a residual join, say) is freed
+// after its last forward reader. Side-stream nodes (fc weight gradients, joined after backward) keep what
+// they read to the end.
+static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
+  const ArchPlan& a = m.arch;
+  const int L = static_cast<int>(a.layers.size());
+  const int end = 2 * L + 3;
+  const int fp = first_param_index(a);
+  std::vector<int> last(p.tensors().size(), -1);
+  ComputationGraph scratch(ComputationGraph::Kind::TRAIN);
+  auto at = [&](int t, const std::function<void(EmitContext&)>& emit) {
+    EmitContext cx{&scratch, GraphId::DEEP_FWD_BWD, &m.t, &m.options};
+    const size_t before = scratch.nodes(GraphId::DEEP_FWD_BWD).size();
+    emit(cx);
+    const auto& nodes = scratch.nodes(GraphId::DEEP_FWD_BWD);
+    for (size_t k = before; k < nodes.size(); ++k) {
+      const int when = nodes[k].side_stream ? end : t;
+      for (const auto* ids : {&nodes[k].in, &nodes[k].out})
+        for (TensorId id : *ids)
+          if (id >= 0) last[static_cast<size_t>(id)] = std::max(last[static_cast<size_t>(id)], when);
+    }
+  };
+  at(0, [&](EmitContext& cx) { emit_input(cx, m, 'A'); });
+  for (int i = 0; i < L; ++i) at(i + 1, [&](EmitContext& cx) { emit_forward(cx, m, i); });
+  at(L + 1, [&](EmitContext& cx) { emit_loss(cx, m, true); });
+  for (int i = L - 1; i > fp; --i)
+    at(2 * L + 1 - i,
+       [&](EmitContext& cx) { emit_backward(cx, m, i, a.layers[static_cast<size_t>(i)].grad_in); });
+  const auto& first = a.layers[static_cast<size_t>(fp)];
+  at(2 * L + 1 - fp, [&](EmitContext& cx) {
+    if (first.grad_sum_a != kNoTensor)
+      cx.add(add_node(first.grad_sum_a, first.grad_sum_b, first.grad_out, "grad " + first.name));
+    rule_for(first.kind).backward(cx, first, layer_input(m, fp), first.out, first.grad_out, kNoTensor);
+  });
+  std::vector<TensorId> value(static_cast<size_t>(L));
+  at(0, [&](EmitContext& cx) { emit_input(cx, m, 'A'); });
+  for (const auto& l : a.layers)
+    at(l.index + 1, [&](EmitContext& cx) { emit_inference_forward(cx, m, l, value); });
+  at(L + 1, [&](EmitContext& cx) { emit_loss(cx, m, false); });
+  for (size_t id = 0; id < last.size(); ++id) {
+    DTensor& d = p.mutable_tensor(static_cast<TensorId>(id));
+    if (last[id] >= 0 && region_family(d.region) == Family::F) d.live_end = std::max(d.live_begin, last[id]);
+  }
+}
+
+namespace {
 
 FrScheduleParams schedule_params(const CompileOptions& o) {
   const Scheduler& s = o.scheduler;
@@ -566,18 +623,7 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     emit_input(cx, m, ab);
     std::vector<TensorId> value(
         static_cast<size_t>(L));  // the tensor holding each layer's output in inference
-    auto in_value = [&](int32_t j) { return j < 0 ? m.t.input_f32 : value[static_cast<size_t>(j)]; };
-    for (const auto& l : a.layers) {
-      if (l.kind == LayerKind::ADD) {
-        cx.add(add_node(in_value(l.input), in_value(l.input2), l.out, l.name, l.fused_relu));
-        value[static_cast<size_t>(l.index)] = l.out;
-      } else if (rule_for(l.kind).is_view(l, false)) {
-        value[static_cast<size_t>(l.index)] = in_value(l.input);  // output aliases input in inference
-      } else {
-        rule_for(l.kind).forward(cx, l, in_value(l.input), l.out, false);
-        value[static_cast<size_t>(l.index)] = l.out;
-      }
-    }
+    for (const auto& l : a.layers) emit_inference_forward(cx, m, l, value);
     const TensorId cur = value.back();
     FRESCO_CHECK(cur == m.t.logits, ErrorCode::kBadConfig,
                  "model: a layer that is a view only in inference (dropout) cannot be the last layer");

@@ -55,6 +55,7 @@ class Runtime {
   uint8_t* staging(char ab) const noexcept { return ab == 'A' ? staging_a_ : staging_b_; }
   uint64_t staging_bytes() const noexcept { return staging_bytes_; }
   uint64_t device_bytes() const noexcept { return arena_bytes_ + workspace_total_; }
+  uint64_t workspace_bytes() const noexcept { return workspace_total_; }  // kernel workspaces, all streams
 
   // Resolves, prepares and captures every unique slot of the atlas.
   CaptureStats pre_capture(const GraphAtlas& atlas);
