@@ -1,8 +1,9 @@
 // CUDA 2-D pooling on NHWC f32/f16/bf16 maps (computed in float) with the CPU kernels' semantics
 // (plugins/cpu/ops/pool.cpp): max pool (padding never wins, the first maximum in row-major window order, NaN
 // propagates), average pool (count_include_pad), global average pool (accumulated in double). Every kernel is
-// a gather with one thread per output element, so results are deterministic; the backwards recompute each
-// covering window's argmax (max) or sum the covering windows (average) instead of scattering. Test:
+// a gather with one thread per output element, so results are deterministic; the backwards gather instead of
+// scattering (max: the argmax of each covering window whose maximum equals the element; average: the sum of
+// the covering windows). Test:
 // tests/plugins/cuda/test_cuda_ops.cpp.
 #include "fresco/pool_geometry.hpp"
 #include "ops/dtype.cuh"
@@ -42,17 +43,25 @@ __global__ void max_pool_kernel(const T* x, T* y, PoolGeom g) {
   }
 }
 
+// One thread per input element: of the windows covering it, those whose maximum y equals this element (or
+// both are NaN) are candidates, and only for those is the window's argmax recomputed (so about one window
+// scan per output instead of one per covering window and input element).
 template <class T>
-__global__ void max_pool_backward_kernel(const T* dy, const T* x, T* dx, PoolGeom g) {
+__global__ void max_pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx, PoolGeom g) {
   FR_CUDA_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
     const int64_t k = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
                   img = t / (g.c * g.w * g.h);
     const int64_t me = (yy * g.w + xx) * g.c + k;
+    const float v = to_f(x[t]);
     const int64_t i1 = last_covering(yy, g.ph, g.sh, g.p), j1 = last_covering(xx, g.pw, g.sw, g.q);
     float acc = 0.0f;
     for (int64_t i = sdk::first_covering(yy, g.ph, g.kh, g.sh); i <= i1; ++i)
-      for (int64_t j = sdk::first_covering(xx, g.pw, g.kw, g.sw); j <= j1; ++j)
-        if (window_argmax(x, g, img, i, j, k) == me) acc += to_f(dy[((img * g.p + i) * g.q + j) * g.c + k]);
+      for (int64_t j = sdk::first_covering(xx, g.pw, g.kw, g.sw); j <= j1; ++j) {
+        const int64_t o = ((img * g.p + i) * g.q + j) * g.c + k;
+        const float m = to_f(y[o]);
+        if (!(v == m || (isnan(v) && isnan(m)))) continue;
+        if (window_argmax(x, g, img, i, j, k) == me) acc += to_f(dy[o]);
+      }
     dx[t] = from_f<T>(acc);
   }
 }
@@ -130,13 +139,16 @@ FR_CUDA_KERNEL_RUN(max_pool2d_backward) {
         sdk::pool_geom(sdk::params<FrPoolParams>(call), call->in[1], call->in[0], "max_pool2d_backward");
     FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == sdk::numel(call->in[1]), FR_ERR_INVALID_ARGUMENT,
                     "max_pool2d_backward: x and dx: shapes differ");
+    FR_PLUGIN_CHECK(sdk::numel(call->in[2]) == sdk::numel(call->in[0]), FR_ERR_INVALID_ARGUMENT,
+                    "max_pool2d_backward: y and dy: shapes differ");
     FR_PLUGIN_CHECK(call->out[0].data != call->in[0].data, FR_ERR_INVALID_ARGUMENT,
                     "max_pool2d_backward: dx must not alias dy");
     expect_same_dtype(call, call->out[0].dtype, "pool");
     with_float_type(call->out[0].dtype, "pool", [&](auto tag) {
       using T = decltype(tag);
       max_pool_backward_kernel<T><<<grid(ctx, g.n * g.h * g.w * g.c), 256, 0, stream_of(call)>>>(
-          sdk::data<T>(call->in[0]), sdk::data<T>(call->in[1]), sdk::data<T>(call->out[0]), g);
+          sdk::data<T>(call->in[0]), sdk::data<T>(call->in[1]), sdk::data<T>(call->in[2]),
+          sdk::data<T>(call->out[0]), g);
     });
     FR_CUDA_LAUNCH_CHECK();
   });
