@@ -431,6 +431,36 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     };
     return true;
   }
+  if (op == FR_OP_UNSCALE_GRADS) {  // finite gradients: divided by the scale, the step not skipped
+    const std::vector<float> g = random(rng, 1000, -4096.0f, 4096.0f);
+    FrStepScalars sc = scalars(3);
+    sc.loss_scale = 1024.0f;
+    c->rout = {f32(g, {1, 1, 1, 1000}), pod(sc)};
+    c->tolerance = 0.0;
+    c->error = [g](const auto&, const auto& rout) {
+      std::vector<double> want(g.size());
+      for (size_t i = 0; i < g.size(); ++i) want[i] = static_cast<double>(g[i] * (1.0f / 1024.0f));
+      FrStepScalars s;
+      std::memcpy(&s, rout[1].data(), sizeof s);
+      return rel_err(floats(rout[0]), want) + (s.skip_step == 0 ? 0.0 : 1.0);
+    };
+    return true;
+  }
+  if (op == FR_OP_LOSS_SCALE_UPDATE) {  // after a skipped step: backoff and tracker reset
+    FrStepScalars sc = scalars(3);
+    sc.loss_scale = 1024.0f;
+    sc.skip_step = 1;
+    sc.growth_tracker = 5;
+    c->rout = {pod(sc)};
+    c->params = params_of(FrLossScaleParams{2.0f, 0.5f, 2000, 0});
+    c->tolerance = 0.0;
+    c->error = [](const auto&, const auto& rout) {
+      FrStepScalars s;
+      std::memcpy(&s, rout[0].data(), sizeof s);
+      return std::fabs(s.loss_scale - 512.0) + (s.growth_tracker == 0 ? 0.0 : 1.0);
+    };
+    return true;
+  }
   if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE) {
     const size_t n = 4096 + 17;
     const auto w = random(rng, n), g = random(rng, n), m = random(rng, n), v = random(rng, n, 0.01f, 1.0f);

@@ -438,6 +438,8 @@ void emit_loss(EmitContext& cx, const CompiledModel& m, bool training) {
   n.label = "loss";
   n.in = {m.t.logits, m.t.labels};
   if (training) n.out = {m.t.grad_logits};
+  // fp16: the gradient leaves the loss multiplied by the dynamic loss scale (S region)
+  if (training && m.options.precision == DType::F16) n.rin = {RangeRef::of(m.t.step_scalars, DType::U8)};
   n.rout = {RangeRef::of(training ? m.t.batch_train : m.t.batch_val, DType::U8)};
   cx.add(std::move(n)).with_params(FrSoftmaxXentParams{m.options.loss.smoothing, training ? 1 : 0});
 }
@@ -560,6 +562,9 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
               FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
     }
   }
+  if (m.options.precision == DType::F16)  // GradScaler.update: back off after a skipped step, grow after 2000
+    g.add(GraphId::OPTIMIZER, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))
+        .with_params(FrLossScaleParams{2.0f, 0.5f, 2000, 0});
   g.add(GraphId::OPTIMIZER,
         range_node(FR_OP_STEP_DONE, {RangeRef::of(m.t.lr_table, DType::F32)}, {scalars}, "step and next lr"))
       .with_params(m.schedule);
@@ -607,6 +612,13 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     tr.add(GraphId::WEIGHT_CAST, range_node(FR_OP_CAST_RANGE, {convs(Family::W, DType::F32)},
                                             {convs(Family::A, low)}, "weight cast"));
   }
+  if (m.options.precision == DType::F16)  // every gradient back to true scale; inf/NaN skips the step
+    tr.add(GraphId::NAN_CHECK_AND_GRAD_SCALING,
+           range_node(FR_OP_UNSCALE_GRADS, {},
+                      {RangeRef::regions(param_region(Family::G, ParamKind::BN_BIAS),
+                                         param_region(Family::G, ParamKind::DEEP_CONV), DType::F32),
+                       RangeRef::of(m.t.step_scalars, DType::U8)},
+                      "unscale grads"));
   emit_optimizer(tr, m);
   tr.add(GraphId::ACCUM_METRICS,
          range_node(FR_OP_ACCUMULATE_METRICS, {RangeRef::of(m.t.batch_train, DType::U8)},

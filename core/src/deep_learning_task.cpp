@@ -83,10 +83,6 @@ void DeepLearningTask::plan() {
                ErrorCode::kBadConfig,
                std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(precision_));
   FRESCO_CHECK(
-      precision_ != DType::F16, ErrorCode::kBadConfig,
-      "precision fp16 needs dynamic loss scaling, which fresco does not have yet; use bf16 (no scaling "
-      "needed) or fp32");
-  FRESCO_CHECK(
       precision_ == DType::F32 || device_ != "cpu", ErrorCode::kBadConfig,
       std::string("precision ") + dtype_name(precision_) +
           " runs on a GPU only: the cpu backend computes in fp32 (use device cuda or precision fp32)");
@@ -124,7 +120,7 @@ void DeepLearningTask::compile() {
   cast_weights();
   FrStepScalars s{};
   s.lr = fr_schedule_lr(&model_->schedule, 0, sched_.table.empty() ? nullptr : sched_.table.data());
-  s.loss_scale = 1.0f;
+  s.loss_scale = precision_ == DType::F16 ? 65536.0f : 1.0f;  // GradScaler's initial scale for fp16
   s.seed_lo = static_cast<uint32_t>(seed_);
   s.seed_hi = static_cast<uint32_t>(seed_ >> 32);
   exec_->write_scalars(s);

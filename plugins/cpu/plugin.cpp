@@ -38,6 +38,8 @@ FR_DECLARE_RUN(add)
 FR_DECLARE_RUN(add_relu)
 FR_DECLARE_RUN(cast)
 FR_DECLARE_RUN(cast_range)
+FR_DECLARE_RUN(unscale_grads)
+FR_DECLARE_RUN(loss_scale_update)
 FR_DECLARE_RUN(gelu)
 FR_DECLARE_RUN(gelu_backward)
 FR_DECLARE_RUN(silu)
@@ -85,6 +87,8 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_ADD_RELU, kF32, nullptr, add_relu_run),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run),
     FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run),
+    FR_K(FR_RANGE, FR_OP_UNSCALE_GRADS, kF32, nullptr, unscale_grads_run),
+    FR_K(FR_RANGE, FR_OP_LOSS_SCALE_UPDATE, kAny, nullptr, loss_scale_update_run),
     FR_K(FR_COMPUTE, FR_OP_GELU, kF32, nullptr, gelu_run),
     FR_K(FR_COMPUTE, FR_OP_GELU_BACKWARD, kF32, nullptr, gelu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_SILU, kF32, nullptr, silu_run),

@@ -57,6 +57,8 @@ FR_CUDA_KERNEL_RUN(sgd_update);
 FR_CUDA_KERNEL_RUN(adam_update);
 FR_CUDA_KERNEL_RUN(cast);
 FR_CUDA_KERNEL_RUN(cast_range);
+FR_CUDA_KERNEL_RUN(unscale_grads);
+FR_CUDA_KERNEL_RUN(loss_scale_update);
 
 namespace {
 constexpr uint32_t kF32 = FR_DTYPE_BIT(FR_F32);
@@ -106,6 +108,8 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, nullptr, adam_update_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run, nullptr),
     FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_UNSCALE_GRADS, kF32, nullptr, unscale_grads_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_LOSS_SCALE_UPDATE, kAny, nullptr, loss_scale_update_run, nullptr),
 };
 #undef FR_K
 }  // namespace

@@ -36,7 +36,9 @@ FR_CPU_KERNEL_RUN(softmax_xent) {
     float* row_loss = static_cast<float*>(call->workspace);
     float* row_hit = row_loss + m;
     const float eps = p.label_smoothing;
-    const float inv_m = 1.0f / static_cast<float>(m);
+    // With the step scalars as rin (dynamic loss scaling) the gradient is multiplied by the loss scale.
+    const float scale = call->n_rin >= 1 ? sdk::step_scalars(call->rin[0], "softmax_xent")->loss_scale : 1.0f;
+    const float inv_m = scale / static_cast<float>(m);
     for (int64_t r = 0; r < m; ++r)
       FR_PLUGIN_CHECK(
           y[r] >= 0 && y[r] < c, FR_ERR_INVALID_ARGUMENT,

@@ -1,6 +1,7 @@
 // CUDA range ops on a few scalars, one thread each: accumulate_metrics (batch results into the pass
 // accumulators), lr_schedule (the shared fr_schedule_lr rule, reading the step from S-region memory) and
-// step_done. Test: tests/plugins/cuda.
+// step_done (which also clears skip_step) and loss_scale_update (fr_loss_scale_update). Test:
+// tests/plugins/cuda.
 #include "cuda_common.h"
 #include "fresco/update_rules.h"
 
@@ -19,9 +20,27 @@ __global__ void lr_schedule_kernel(FrScheduleParams p, const float* table, FrSte
 __global__ void step_done_kernel(FrStepScalars* s, FrScheduleParams p, const float* table,
                                  int with_schedule) {
   s->step += 1;
+  s->skip_step = 0;  // a skipped step (loss scaling) has been accounted for
   if (with_schedule) s->lr = fr_schedule_lr(&p, s->step, table);
 }
+__global__ void loss_scale_update_kernel(FrStepScalars* s, FrLossScaleParams p) {
+  fr_loss_scale_update(s, &p);
+}
 }  // namespace
+
+FR_CUDA_KERNEL_RUN(loss_scale_update) {
+  return sdk::guard([&] {
+    (void)ctx;
+    sdk::expect_arity(call, 0, 0, 0, 1, "loss_scale_update");
+    const auto& p = sdk::params<FrLossScaleParams>(call);
+    FR_PLUGIN_CHECK(p.growth >= 1.0f && p.backoff > 0.0f && p.backoff <= 1.0f && p.growth_interval >= 1,
+                    FR_ERR_INVALID_ARGUMENT,
+                    "loss_scale_update: need growth >= 1, 0 < backoff <= 1, interval >= 1");
+    loss_scale_update_kernel<<<1, 1, 0, stream_of(call)>>>(
+        sdk::step_scalars(call->rout[0], "loss_scale_update"), p);
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
 
 FR_CUDA_KERNEL_RUN(accumulate_metrics) {
   return sdk::guard([&] {

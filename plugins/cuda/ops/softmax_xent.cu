@@ -1,7 +1,7 @@
 // CUDA fused softmax cross-entropy (mean over the batch, PyTorch label smoothing), forward + backward: one
 // warp per row writes the row's loss and top-1 hit to the workspace, then one block sums them in a fixed
 // order (deterministic). A label outside [0, C) makes the batch loss NaN instead of reading out of bounds.
-// Test: tests/plugins/cuda.
+// With the step scalars as rin the gradient is multiplied by their loss_scale. Test: tests/plugins/cuda.
 #include <cfloat>
 
 #include "cuda_common.h"
@@ -16,7 +16,7 @@ constexpr int kSumThreads = 512;
 // Lane 0 returns the loss (NaN for a label outside [0, C)) and the hit.
 __device__ void softmax_xent_row(const float* __restrict__ z, const int32_t* __restrict__ y,
                                  float* __restrict__ dz, int64_t r, int64_t m, int64_t c, float eps,
-                                 float* loss, float* hit) {
+                                 const FrStepScalars* scalars, float* loss, float* hit) {
   const int lane = threadIdx.x & 31;
   const float* zr = z + r * c;
   const int32_t label = y[r];
@@ -44,7 +44,7 @@ __device__ void softmax_xent_row(const float* __restrict__ z, const int32_t* __r
   *hit = arg == label ? 1.0f : 0.0f;
   if (dz) {
     const float off = eps / static_cast<float>(c);
-    const float inv_m = 1.0f / static_cast<float>(m);
+    const float inv_m = (scalars ? scalars->loss_scale : 1.0f) / static_cast<float>(m);  // loss scaling
     for (int64_t j = lane; j < c; j += 32) {
       const float prob = static_cast<float>(exp(static_cast<double>(zr[j]) - lse));
       dz[r * c + j] = (prob - off - (j == label ? 1.0f - eps : 0.0f)) * inv_m;
@@ -55,12 +55,12 @@ __device__ void softmax_xent_row(const float* __restrict__ z, const int32_t* __r
 // Many rows: one warp per row, results to the workspace, summed by softmax_xent_sum.
 __global__ void __launch_bounds__(kRowThreads)
     softmax_xent_rows(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ dz,
-                      int64_t m, int64_t c, float eps, float* __restrict__ row_loss,
-                      float* __restrict__ row_hit) {
+                      int64_t m, int64_t c, float eps, const FrStepScalars* scalars,
+                      float* __restrict__ row_loss, float* __restrict__ row_hit) {
   const int64_t r = (static_cast<int64_t>(blockIdx.x) * kRowThreads + threadIdx.x) >> 5;
   if (r >= m) return;
   float l, h;
-  softmax_xent_row(z, y, dz, r, m, c, eps, &l, &h);
+  softmax_xent_row(z, y, dz, r, m, c, eps, scalars, &l, &h);
   if ((threadIdx.x & 31) == 0) row_loss[r] = l, row_hit[r] = h;
 }
 
@@ -120,7 +120,8 @@ FR_CUDA_KERNEL_RUN(softmax_xent) {
     const unsigned blocks = static_cast<unsigned>((m * 32 + kRowThreads - 1) / kRowThreads);
     softmax_xent_rows<<<blocks, kRowThreads, 0, stream_of(call)>>>(
         sdk::data<float>(call->in[0]), sdk::data<int32_t>(call->in[1]),
-        p.write_grad ? sdk::data<float>(call->out[0]) : nullptr, m, c, p.label_smoothing, row_loss, row_hit);
+        p.write_grad ? sdk::data<float>(call->out[0]) : nullptr, m, c, p.label_smoothing,
+        call->n_rin >= 1 ? sdk::step_scalars(call->rin[0], "softmax_xent") : nullptr, row_loss, row_hit);
     FR_CUDA_LAUNCH_CHECK();
     softmax_xent_sum<<<1, kSumThreads, 0, stream_of(call)>>>(
         row_loss, row_hit, m, static_cast<FrBatchResults*>(call->rout[0].data));

@@ -21,8 +21,22 @@ typedef struct FrStepScalars {
   uint32_t seed_lo;  /* run seed, for Philox draws inside kernels (dropout) */
   uint32_t seed_hi;
   int32_t epoch;
-  int32_t pad_;
+  int32_t growth_tracker; /* dynamic loss scaling: clean steps since the scale last changed */
 } FrStepScalars;
+
+/* Dynamic loss scaling (fp16; PyTorch GradScaler semantics), all on the device:
+ * softmax_xent with rin {step scalars} multiplies its gradient by loss_scale;
+ * unscale_grads (range): rout {gradients (f32), step scalars}: g *= 1 / loss_scale, and skip_step = 1 when
+ * any gradient is inf or NaN (the optimizers then leave the weights untouched); loss_scale_update (range):
+ * rout {step scalars}: after a skipped step loss_scale *= backoff and growth_tracker = 0; otherwise
+ * growth_tracker += 1 and, on reaching growth_interval, loss_scale *= growth and growth_tracker = 0.
+ * step_done clears skip_step for the next step. */
+typedef struct FrLossScaleParams {
+  float growth;            /* 2 */
+  float backoff;           /* 0.5 */
+  int32_t growth_interval; /* 2000 */
+  int32_t pad_;
+} FrLossScaleParams;
 
 /* fc: in {x [M,1,1,K] or [M,H,W,C] with H*W*C=K, w [N,K] (PyTorch out,in), b [N] (if has_bias)}; out {y
  * [M,N]}. */
@@ -228,6 +242,8 @@ typedef struct FrAdamParams {
  * sizeof(src dtype) (the slot rule keeps an FP32 range exactly twice its FP16 twin): the master-weight ->
  * compute-weight cast (W -> A) and the gradient cast (G16 -> G). */
 #define FR_OP_CAST "cast"
+#define FR_OP_UNSCALE_GRADS "unscale_grads"
+#define FR_OP_LOSS_SCALE_UPDATE "loss_scale_update"
 #define FR_OP_CAST_RANGE "cast_range"
 
 /* Philox streams ("purpose" of a draw), so different uses of one seed never correlate. */

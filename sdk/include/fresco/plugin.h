@@ -156,9 +156,10 @@ typedef struct FrDeviceApi {
   void* ext; /* reserved, NULL */
 } FrDeviceApi;
 
-/* ---- op schemas: custom ops an op library adds (usable in a BluePrint by name) ----------------------------- */
-/* An op with n_in inputs and n_out outputs, optionally with POD params. For a layer op (1 in, 1 out) the backward
- * op takes in {dy, x, y} (gradient w.r.t. the output, the input, the output) and writes out {dx}. */
+/* ---- op schemas: custom ops an op library adds (usable in a BluePrint by name)
+ * ----------------------------- */
+/* An op with n_in inputs and n_out outputs, optionally with POD params. For a layer op (1 in, 1 out) the
+ * backward op takes in {dy, x, y} (gradient w.r.t. the output, the input, the output) and writes out {dx}. */
 typedef struct FrOpSchema {
   uint32_t struct_size;
   uint32_t params_size; /* 0: no params */
@@ -170,7 +171,8 @@ typedef struct FrOpSchema {
   void* ext; /* reserved, NULL */
 } FrOpSchema;
 
-/* ---- what a plugin hands back from init (the tables are static, owned by the plugin) -------------------- */
+/* ---- what a plugin hands back from init (the tables are static, owned by the plugin) --------------------
+ */
 typedef struct FrPlugin {
   uint32_t struct_size;
   uint32_t n_kernels;

@@ -27,6 +27,18 @@ FR_HD float fr_schedule_lr(const FrScheduleParams* p, int32_t step, const float*
   return p->base_lr;
 }
 
+/* PyTorch GradScaler.update after a step whose gradients were unscaled (skip_step set when any was inf/NaN):
+ * back off and reset the tracker on a skipped step, else grow after growth_interval clean steps. */
+FR_HD void fr_loss_scale_update(FrStepScalars* s, const FrLossScaleParams* p) {
+  if (s->skip_step) {
+    s->loss_scale *= p->backoff;
+    s->growth_tracker = 0;
+  } else if (++s->growth_tracker >= p->growth_interval) {
+    s->loss_scale *= p->growth;
+    s->growth_tracker = 0;
+  }
+}
+
 /* PyTorch SGD (dampening 0): d = g + wd*w; buf = mom*buf + d; d = nesterov ? d + mom*buf : buf; w -= lr*d. */
 FR_HD void fr_sgd_step(float* w, float* buf, float g, float lr, float wd, float mom, int nesterov) {
   float d = g + wd * *w;

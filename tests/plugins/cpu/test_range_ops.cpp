@@ -237,7 +237,7 @@ TEST(CpuLrSchedule, BadInputsReturnErrors) {
   }
 }
 
-TEST(CpuStepDone, AdvancesTheStepOnly) {
+TEST(CpuStepDone, AdvancesTheStepAndClearsSkipOnly) {
   FrStepScalars s{};
   s.lr = 0.125f;
   s.loss_scale = 65536.0f;
@@ -247,6 +247,7 @@ TEST(CpuStepDone, AdvancesTheStepOnly) {
   s.seed_hi = 6;
   s.epoch = 2;
   FrStepScalars expected = s;
+  expected.skip_step = 0;  // a skipped (loss-scaled) step has been accounted for
   for (int i = 0; i < 3; ++i) {
     OpCall c(FR_OP_STEP_DONE, FR_U8);
     c.rout(pod_range(s));
@@ -305,4 +306,59 @@ TEST(CpuCastRange, RoundsToNearestEvenAndKeepsNaN) {
   OpCall bad(FR_OP_CAST_RANGE, FR_BF16);
   bad.rin(range(x.data(), x.size() * 4, FR_F32)).rout(range(low.data(), (low.size() - 1) * 2, FR_BF16));
   EXPECT_TRUE(fresco::test::contains(bad.run_error(), "different element counts")) << bad.run_error();
+}
+
+// Dynamic loss scaling as the fp16 step runs it (unscale_grads -> sgd_update -> loss_scale_update ->
+// step_done), PyTorch GradScaler semantics: an inf gradient leaves the weights unchanged that step and halves
+// the scale; 2000 clean steps double it.
+TEST(CpuLossScaling, InfSkipsTheStepAndHalvesTheScaleCleanStepsGrowIt) {
+  FrStepScalars s{};
+  s.lr = 0.1f;
+  s.loss_scale = 65536.0f;
+  std::vector<float> w = {1.0f, 2.0f, 3.0f, 4.0f}, m(4, 0.0f);
+  const FrLossScaleParams lsp{2.0f, 0.5f, 2000, 0};
+  auto step = [&](std::vector<float> g) {
+    OpCall unscale(FR_OP_UNSCALE_GRADS, FR_F32);
+    unscale.rout(range(g.data(), g.size() * 4, FR_F32)).rout(pod_range(s));
+    EXPECT_TRUE(unscale.run());
+    OpCall sgd(FR_OP_SGD_UPDATE, FR_F32);
+    sgd.rin(range(g.data(), g.size() * 4, FR_F32))
+        .rin(pod_range(s))
+        .rout(range(w.data(), w.size() * 4, FR_F32))
+        .rout(range(m.data(), m.size() * 4, FR_F32))
+        .params(FrSgdParams{0.9f, 0.0f, 1, 0});
+    EXPECT_TRUE(sgd.run());
+    OpCall update(FR_OP_LOSS_SCALE_UPDATE, FR_U8);
+    update.rout(pod_range(s)).params(lsp);
+    EXPECT_TRUE(update.run());
+    OpCall done(FR_OP_STEP_DONE, FR_U8);
+    done.rout(pod_range(s));
+    EXPECT_TRUE(done.run());
+    return g;
+  };
+  // A clean step: gradients come back to true scale and the weights move.
+  const auto g1 = step({65536.0f, -65536.0f, 0.0f, 131072.0f});
+  EXPECT_EQ(g1[0], 1.0f);
+  EXPECT_EQ(g1[3], 2.0f);
+  EXPECT_NE(w[0], 1.0f);
+  EXPECT_EQ(s.loss_scale, 65536.0f);
+  EXPECT_EQ(s.growth_tracker, 1);
+  // An inf: weights and momentum untouched, scale halved, tracker reset; step_done cleared the flag.
+  const std::vector<float> w_before = w, m_before = m;
+  step({1.0f, std::numeric_limits<float>::infinity(), 1.0f, 1.0f});
+  EXPECT_EQ(w, w_before);
+  EXPECT_EQ(m, m_before);
+  EXPECT_EQ(s.loss_scale, 32768.0f);
+  EXPECT_EQ(s.growth_tracker, 0);
+  EXPECT_EQ(s.skip_step, 0);
+  // NaN too.
+  step({std::numeric_limits<float>::quiet_NaN(), 0.0f, 0.0f, 0.0f});
+  EXPECT_EQ(s.loss_scale, 16384.0f);
+  // 2000 clean steps double the scale (and the 1999th does not).
+  for (int i = 0; i < 1999; ++i) step({0.0f, 0.0f, 0.0f, 0.0f});
+  EXPECT_EQ(s.loss_scale, 16384.0f);
+  EXPECT_EQ(s.growth_tracker, 1999);
+  step({0.0f, 0.0f, 0.0f, 0.0f});
+  EXPECT_EQ(s.loss_scale, 32768.0f);
+  EXPECT_EQ(s.growth_tracker, 0);
 }

@@ -69,8 +69,9 @@ class DeepLearningTask : public TaskBase {
   DeepLearningTask& scheduler(Scheduler s);
   DeepLearningTask& device(std::string d);
   DeepLearningTask& seed(uint64_t s);
-  // Compute precision: DType::F32 (default) or DType::BF16 (mixed precision on a GPU:
-  // CompileOptions::precision). FP16 is refused until dynamic loss scaling exists; the CPU backend computes
+  // Compute precision: DType::F32 (default), DType::BF16 or DType::F16 (mixed precision on a GPU:
+  // CompileOptions::precision; fp16 with dynamic loss scaling on the device, PyTorch GradScaler semantics:
+  // initial 2^16, x2 after 2000 clean steps, x0.5 and a skipped update on inf/NaN). The CPU backend computes
   // in fp32 only.
   DeepLearningTask& precision(DType p);
   DeepLearningTask& shuffle(bool on);

@@ -23,7 +23,7 @@ struct JobSpec {
   int32_t epochs = 1;
   uint64_t seed = 0;
   std::string device = "auto";
-  DType precision = DType::F32;  // "precision": "fp32" | "bf16" | "fp16" (fp16: refused until loss scaling)
+  DType precision = DType::F32;  // "precision": "fp32" | "bf16" | "fp16" (fp16 and bf16 need a GPU)
   CrossEntropyLoss loss;
   Optimizer optimizer = AdamW();
   Scheduler scheduler;

@@ -1,0 +1,36 @@
+// CUDA range op unscale_grads (dynamic loss scaling, ops.h): one kernel over the whole f32 gradient range
+// multiplies by 1 / loss_scale (read from the step scalars on the device) and sets skip_step when any result
+// is inf or NaN (every writer stores the same 1, so the flag is deterministic). Test: tests/plugins/cuda.
+#include <cmath>
+
+#include "cuda_common.h"
+
+namespace fresco::cuda {
+
+namespace {
+__global__ void unscale_kernel(float* g, int64_t n, FrStepScalars* s) {
+  const float inv = 1.0f / s->loss_scale;
+  bool bad = false;
+  FR_CUDA_GRID_LOOP(i, n) {
+    const float v = g[i] * inv;
+    g[i] = v;
+    bad |= !isfinite(v);
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) s->skip_step = 1;
+}
+}  // namespace
+
+FR_CUDA_KERNEL_RUN(unscale_grads) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 0, 0, 0, 2, "unscale_grads");
+    const FrRange& g = call->rout[0];
+    FR_PLUGIN_CHECK(g.dtype == FR_F32 && g.bytes % sizeof(float) == 0, FR_ERR_INVALID_ARGUMENT,
+                    "unscale_grads: the gradients must be an f32 range");
+    const auto n = static_cast<int64_t>(g.bytes / sizeof(float));
+    unscale_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
+        static_cast<float*>(g.data), n, sdk::step_scalars(call->rout[1], "unscale_grads"));
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace fresco::cuda
