@@ -43,9 +43,32 @@ __global__ void max_pool_kernel(const T* x, T* y, PoolGeom g) {
   }
 }
 
+// True when input offset `me` (value v, equal to the window maximum m, or both NaN) is the forward's argmax
+// of window (i, j): the first maximum in row-major window order, or the last NaN when m is NaN. Only the
+// window positions on one side of `me` are read, and the scan stops at the first equal one (a window of
+// zeros after a relu costs one read per element).
+template <class T>
+__device__ bool is_window_argmax(const T* x, const PoolGeom g, int64_t img, int64_t i, int64_t j, int64_t k,
+                                 int64_t me, bool nan) {
+  const int64_t y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
+  const T* base = x + img * g.h * g.w * g.c;
+  const float m = to_f(base[me]);
+  for (int64_t yy = y0 < 0 ? 0 : y0; yy < y0 + g.kh && yy < g.h; ++yy)
+    for (int64_t xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx) {
+      const int64_t off = (yy * g.w + xx) * g.c + k;
+      if (off == me) {
+        if (!nan) return true;  // nothing equal came before
+        continue;
+      }
+      const float v = to_f(base[off]);
+      if (!nan && off < me && v == m) return false;   // an earlier equal maximum wins
+      if (nan && off > me && isnan(v)) return false;  // a later NaN wins
+    }
+  return true;
+}
+
 // One thread per input element: of the windows covering it, those whose maximum y equals this element (or
-// both are NaN) are candidates, and only for those is the window's argmax recomputed (so about one window
-// scan per output instead of one per covering window and input element).
+// both are NaN) pass it their gradient when it is that window's argmax.
 template <class T>
 __global__ void max_pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx, PoolGeom g) {
   FR_CUDA_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
@@ -59,8 +82,9 @@ __global__ void max_pool_backward_kernel(const T* dy, const T* x, const T* y, T*
       for (int64_t j = sdk::first_covering(xx, g.pw, g.kw, g.sw); j <= j1; ++j) {
         const int64_t o = ((img * g.p + i) * g.q + j) * g.c + k;
         const float m = to_f(y[o]);
-        if (!(v == m || (isnan(v) && isnan(m)))) continue;
-        if (window_argmax(x, g, img, i, j, k) == me) acc += to_f(dy[o]);
+        const bool nan = isnan(m);
+        if (!(v == m || (nan && isnan(v)))) continue;
+        if (is_window_argmax(x, g, img, i, j, k, me, nan)) acc += to_f(dy[o]);
       }
     dx[t] = from_f<T>(acc);
   }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -29,7 +30,7 @@ inline bool have_gpu() {
     GTEST_SKIP() << "no CUDA device (or no CUDA plugin): skipped"; \
   }
 
-enum class Fill { RANDOM, ZERO, LABELS, BYTES, SCALARS, POSITIVE };
+enum class Fill { RANDOM, ZERO, LABELS, BYTES, SCALARS, POSITIVE, RELU /* half zeros, as after a relu */ };
 
 struct TensorSpec {
   DType dtype;
@@ -42,15 +43,16 @@ struct OpCase {
   std::vector<TensorSpec> tensors;  // tensor i gets id i
   GraphNode node;
   std::vector<TensorId> outputs;  // compared after the run
+  std::vector<GraphNode> before;  // run first (e.g. the forward whose output a backward reads)
 };
 
 inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
   const size_t n = static_cast<size_t>(t.shape.numel());
   std::vector<uint8_t> bytes(n * dtype_size(t.dtype));
-  if (t.fill == Fill::RANDOM || t.fill == Fill::POSITIVE) {
+  if (t.fill == Fill::RANDOM || t.fill == Fill::POSITIVE || t.fill == Fill::RELU) {
     std::uniform_real_distribution<float> d(t.fill == Fill::POSITIVE ? 0.01f : -1.0f, 1.0f);
     for (size_t i = 0; i < n; ++i) {
-      const float v = d(rng);
+      const float v = t.fill == Fill::RELU ? std::max(d(rng), 0.0f) : d(rng);
       std::memcpy(bytes.data() + 4 * i, &v, 4);
     }
   } else if (t.fill == Fill::LABELS) {
@@ -80,6 +82,7 @@ inline std::vector<std::vector<uint8_t>> run_case(const std::string& device, con
   for (size_t i = 0; i < c.tensors.size(); ++i)
     t.tensor(Region::T_TEMP, c.tensors[i].dtype, c.tensors[i].shape, "t" + std::to_string(i));
   t.lock_memory();
+  for (const GraphNode& b : c.before) t.add(GraphId::DEEP_FWD_BWD, b);
   t.add(GraphId::DEEP_FWD_BWD, c.node);
   t.compile();
   std::mt19937 rng(seed);

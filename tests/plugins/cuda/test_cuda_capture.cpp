@@ -161,3 +161,21 @@ TEST(CudaEndToEnd, SmallResnetBf16Reaches938OnFashionMnist) {
   const TrainingResult r = t.run();
   EXPECT_GE(r.final_test_acc, 0.938);
 }
+
+// The same run in fp16 with dynamic loss scaling (initial scale 2^16, so the first steps overflow and back
+// off on the device) also reaches 93.8%.
+TEST(CudaEndToEnd, SmallResnetFp16WithLossScalingReaches938OnFashionMnist) {
+  FRESCO_REQUIRE_GPU();
+  JobSpec job =
+      load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/small_resnet_bf16_fashion_mnist.json");
+  job.precision = DType::F16;
+  DeepLearningTask t;
+  configure(t, job);
+  t.on_epoch([](const EpochReport& e) {
+    std::printf("fp16 epoch %d: train loss %.4f test top-1 %.2f%% %.3f s\n", e.epoch, e.train_loss,
+                100 * e.test_acc, e.seconds);
+  });
+  t.compile();
+  const TrainingResult r = t.run();
+  EXPECT_GE(r.final_test_acc, 0.938);
+}

@@ -3,6 +3,7 @@
 // values, and the outputs agree within the low dtype's rounding (plus accumulation). The casts are checked
 // bit for bit against host rounding. Skipped without a GPU.
 #include <cmath>
+#include <limits>
 
 #include "plugins/cuda/gpu_fixture.h"
 
@@ -276,4 +277,56 @@ TEST(CudaLowPrecision, Conv2dOnTensorCores) {
     b.node.with_params(FrConvBackwardParams{p, 1, 0});
     expect_close_to_f32(b, 1.6e-2, 2e-3, what + " backward");
   }
+}
+
+// The fp16 loss-scaling sequence on the device: an inf gradient skips the update (weights unchanged) and
+// halves the scale; a clean step unscales and updates.
+TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
+  FRESCO_REQUIRE_GPU();
+  SimpleTask t("cuda");
+  const TensorId g = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 4}, "g");
+  const TensorId w = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 4}, "w");
+  const TensorId m = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 4}, "m");
+  const TensorId sc = t.tensor(Region::T_TEMP, DType::U8, Shape{1, 1, 1, sizeof(FrStepScalars)}, "scalars");
+  t.lock_memory();
+  auto range_op = [](const char* op, std::vector<RangeRef> rin, std::vector<RangeRef> rout) {
+    GraphNode n;
+    n.kind = NodeKind::RANGE;
+    n.op = op;
+    n.rin = std::move(rin);
+    n.rout = std::move(rout);
+    return n;
+  };
+  const RangeRef G = RangeRef::of(g, DType::F32), W = RangeRef::of(w, DType::F32),
+                 M = RangeRef::of(m, DType::F32), S = RangeRef::of(sc, DType::U8);
+  t.add(GraphId::DEEP_FWD_BWD, range_op(FR_OP_UNSCALE_GRADS, {}, {G, S}));
+  GraphNode sgd = range_op(FR_OP_SGD_UPDATE, {G, S}, {W, M});
+  sgd.with_params(FrSgdParams{0.9f, 0.0f, 1, 0});
+  t.add(GraphId::DEEP_FWD_BWD, sgd);
+  GraphNode update = range_op(FR_OP_LOSS_SCALE_UPDATE, {}, {S});
+  update.with_params(FrLossScaleParams{2.0f, 0.5f, 2000, 0});
+  t.add(GraphId::DEEP_FWD_BWD, update);
+  t.add(GraphId::DEEP_FWD_BWD, range_op(FR_OP_STEP_DONE, {}, {S}));
+  t.compile();
+  FrStepScalars s{};
+  s.lr = 0.1f;
+  s.loss_scale = 65536.0f;
+  t.write(sc, &s, sizeof s);
+  const std::vector<float> w0 = {1.0f, 2.0f, 3.0f, 4.0f};
+  t.write(w, w0);
+  t.write(m, std::vector<float>(4, 0.0f));
+  t.write(g, std::vector<float>{1.0f, std::numeric_limits<float>::infinity(), 1.0f, 1.0f});
+  t.run(GraphId::DEEP_FWD_BWD);
+  t.read(sc, &s, sizeof s);
+  EXPECT_EQ(t.read<float>(w, 4), w0);
+  EXPECT_EQ(s.loss_scale, 32768.0f);
+  EXPECT_EQ(s.growth_tracker, 0);
+  EXPECT_EQ(s.skip_step, 0);  // cleared by step_done for the next step
+  t.write(g, std::vector<float>{32768.0f, -32768.0f, 0.0f, 65536.0f});
+  t.run(GraphId::DEEP_FWD_BWD);
+  t.read(sc, &s, sizeof s);
+  EXPECT_EQ(t.read<float>(g, 4), (std::vector<float>{1.0f, -1.0f, 0.0f, 2.0f}));
+  EXPECT_NE(t.read<float>(w, 4), w0);
+  EXPECT_EQ(s.loss_scale, 32768.0f);
+  EXPECT_EQ(s.growth_tracker, 1);
 }

@@ -141,15 +141,19 @@ TEST(CudaOps, Pools) {
       f.outputs = {1};
       expect_same(f, 1e-6, op + geom);
     }
-    OpCase mb;
-    mb.tensors = {{DType::F32, y, Fill::RANDOM},
-                  {DType::F32, x, Fill::RANDOM},
-                  {DType::F32, y, Fill::RANDOM},
-                  {DType::F32, x, Fill::ZERO}};
-    mb.node = node(FR_OP_MAX_POOL2D_BACKWARD, {0, 1, 2}, {3});
-    mb.node.with_params(pp);
-    mb.outputs = {3};
-    expect_same(mb, 1e-6, "max_pool2d_backward" + geom);
+    for (Fill xf : {Fill::RANDOM, Fill::RELU}) {  // RELU: many tied (zero) maxima
+      OpCase mb;
+      mb.tensors = {{DType::F32, y, Fill::RANDOM},
+                    {DType::F32, x, xf},
+                    {DType::F32, y, Fill::ZERO},
+                    {DType::F32, x, Fill::ZERO}};
+      mb.before = {node(FR_OP_MAX_POOL2D, {1}, {2})};  // y: the forward's output, as the contract says
+      mb.before[0].with_params(pp);
+      mb.node = node(FR_OP_MAX_POOL2D_BACKWARD, {0, 1, 2}, {3});
+      mb.node.with_params(pp);
+      mb.outputs = {3};
+      expect_same(mb, 1e-6, "max_pool2d_backward" + geom + (xf == Fill::RELU ? " (ties)" : ""));
+    }
     OpCase ab;
     ab.tensors = {{DType::F32, y, Fill::RANDOM}, {DType::F32, x, Fill::ZERO}};
     ab.node = node(FR_OP_AVG_POOL2D_BACKWARD, {0}, {1});
@@ -334,6 +338,18 @@ TEST(CudaOps, RangeOps) {
   done.node = range_node(FR_OP_STEP_DONE, {}, {bytes(0)});
   done.outputs = {0};
   expect_same(done, 0.0, "step_done");
+  OpCase unscale;
+  unscale.tensors = {{DType::F32, {1, 1, 1, 1000}, Fill::RANDOM},
+                     {DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
+  unscale.node = range_node(FR_OP_UNSCALE_GRADS, {}, {f32(0), bytes(1)});
+  unscale.outputs = {0, 1};
+  expect_same(unscale, 0.0, "unscale_grads");
+  OpCase scale;
+  scale.tensors = {{DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
+  scale.node = range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {bytes(0)});
+  scale.node.with_params(FrLossScaleParams{2.0f, 0.5f, 1, 0});  // interval 1: grows at once
+  scale.outputs = {0};
+  expect_same(scale, 0.0, "loss_scale_update");
 }
 
 TEST(CudaOps, Optimizers) {
