@@ -13,49 +13,70 @@ namespace fresco::cuda {
 namespace {
 using sdk::PoolGeom;
 
-// Last output row/column whose window covers input position `pos` (clamped to the output size).
-__device__ int64_t last_covering(int64_t pos, int64_t pad, int64_t stride, int64_t out) {
-  const int64_t i = (pos + pad) / stride;
-  return i < out - 1 ? i : out - 1;
+// The pooling geometry in index type I: int32 when every index fits (fast division), else int64.
+template <class I>
+struct Geom {
+  I n, h, w, c, p, q, kh, kw, sh, sw, ph, pw;
+};
+template <class I>
+Geom<I> geom_as(const PoolGeom& g) {
+  return {static_cast<I>(g.n),  static_cast<I>(g.h),  static_cast<I>(g.w),  static_cast<I>(g.c),
+          static_cast<I>(g.p),  static_cast<I>(g.q),  static_cast<I>(g.kh), static_cast<I>(g.kw),
+          static_cast<I>(g.sh), static_cast<I>(g.sw), static_cast<I>(g.ph), static_cast<I>(g.pw)};
+}
+// True when int32 indices cover both maps.
+inline bool fits_int32(const PoolGeom& g) {
+  return g.n * g.h * g.w * g.c < (int64_t{1} << 31) && g.n * g.p * g.q * g.c < (int64_t{1} << 31);
 }
 
-// Offset (into image `img`'s map) of the first maximum of window (i, j), channel k.
-template <class T>
-__device__ int64_t window_argmax(const T* x, const PoolGeom g, int64_t img, int64_t i, int64_t j, int64_t k) {
-  const int64_t y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
-  const T* base = x + img * g.h * g.w * g.c;
+// Last output row/column whose window covers input position `pos` (clamped to the output size).
+template <class I>
+__device__ I last_covering(I pos, I pad, I stride, I out) {
+  const I i = (pos + pad) / stride;
+  return i < out - 1 ? i : out - 1;
+}
+template <class I>
+__device__ I first_covering_i(I pos, I pad, I k, I stride) {
+  const I num = pos + pad - k + 1;  // smallest i with i * stride >= num
+  return num <= 0 ? I{0} : (num + stride - 1) / stride;
+}
+
+// Offset (into image `img`'s map) of the first maximum of window (i, j), channel k (NaN: the last NaN).
+template <class T, class I>
+__device__ I window_argmax(const T* base, const Geom<I>& g, I i, I j, I k) {
+  const I y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
   float best = 0.0f;
-  int64_t arg = -1;
-  for (int64_t yy = y0 < 0 ? 0 : y0; yy < y0 + g.kh && yy < g.h; ++yy)
-    for (int64_t xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx) {
-      const int64_t off = (yy * g.w + xx) * g.c + k;
+  I arg = -1;
+  for (I yy = y0 < 0 ? 0 : y0; yy < y0 + g.kh && yy < g.h; ++yy)
+    for (I xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx) {
+      const I off = (yy * g.w + xx) * g.c + k;
       const float v = to_f(base[off]);
       if (arg < 0 || v > best || isnan(v)) best = v, arg = off;
     }
   return arg;
 }
 
-template <class T>
-__global__ void max_pool_kernel(const T* x, T* y, PoolGeom g) {
-  FR_CUDA_GRID_LOOP(o, g.n * g.p * g.q * g.c) {
-    const int64_t k = o % g.c, j = (o / g.c) % g.q, i = (o / (g.c * g.q)) % g.p, img = o / (g.c * g.q * g.p);
-    y[o] = x[img * g.h * g.w * g.c + window_argmax(x, g, img, i, j, k)];  // a copy: exact in any dtype
+template <class T, class I>
+__global__ void max_pool_kernel(const T* x, T* y, Geom<I> g) {
+  const I total = g.n * g.p * g.q * g.c;
+  for (I o = blockIdx.x * blockDim.x + threadIdx.x; o < total; o += gridDim.x * blockDim.x) {
+    const I k = o % g.c, r = o / g.c, j = r % g.q, r2 = r / g.q, i = r2 % g.p, img = r2 / g.p;
+    const T* base = x + static_cast<int64_t>(img) * g.h * g.w * g.c;
+    y[o] = base[window_argmax(base, g, i, j, k)];  // a copy: exact in any dtype
   }
 }
 
-// True when input offset `me` (value v, equal to the window maximum m, or both NaN) is the forward's argmax
-// of window (i, j): the first maximum in row-major window order, or the last NaN when m is NaN. Only the
+// True when input offset `me` (equal to the window maximum, or both NaN) is the forward's argmax of window
+// (i, j): the first maximum in row-major window order, or the last NaN when the maximum is NaN. Only the
 // window positions on one side of `me` are read, and the scan stops at the first equal one (a window of
 // zeros after a relu costs one read per element).
-template <class T>
-__device__ bool is_window_argmax(const T* x, const PoolGeom g, int64_t img, int64_t i, int64_t j, int64_t k,
-                                 int64_t me, bool nan) {
-  const int64_t y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
-  const T* base = x + img * g.h * g.w * g.c;
+template <class T, class I>
+__device__ bool is_window_argmax(const T* base, const Geom<I>& g, I i, I j, I k, I me, bool nan) {
+  const I y0 = i * g.sh - g.ph, x0 = j * g.sw - g.pw;
   const float m = to_f(base[me]);
-  for (int64_t yy = y0 < 0 ? 0 : y0; yy < y0 + g.kh && yy < g.h; ++yy)
-    for (int64_t xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx) {
-      const int64_t off = (yy * g.w + xx) * g.c + k;
+  for (I yy = y0 < 0 ? 0 : y0; yy < y0 + g.kh && yy < g.h; ++yy)
+    for (I xx = x0 < 0 ? 0 : x0; xx < x0 + g.kw && xx < g.w; ++xx) {
+      const I off = (yy * g.w + xx) * g.c + k;
       if (off == me) {
         if (!nan) return true;  // nothing equal came before
         continue;
@@ -69,22 +90,23 @@ __device__ bool is_window_argmax(const T* x, const PoolGeom g, int64_t img, int6
 
 // One thread per input element: of the windows covering it, those whose maximum y equals this element (or
 // both are NaN) pass it their gradient when it is that window's argmax.
-template <class T>
-__global__ void max_pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx, PoolGeom g) {
-  FR_CUDA_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
-    const int64_t k = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
-                  img = t / (g.c * g.w * g.h);
-    const int64_t me = (yy * g.w + xx) * g.c + k;
+template <class T, class I>
+__global__ void max_pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx, Geom<I> g) {
+  const I total = g.n * g.h * g.w * g.c;
+  for (I t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
+    const I k = t % g.c, r = t / g.c, xx = r % g.w, r2 = r / g.w, yy = r2 % g.h, img = r2 / g.h;
+    const I me = (yy * g.w + xx) * g.c + k;
+    const T* base = x + static_cast<int64_t>(img) * g.h * g.w * g.c;
     const float v = to_f(x[t]);
-    const int64_t i1 = last_covering(yy, g.ph, g.sh, g.p), j1 = last_covering(xx, g.pw, g.sw, g.q);
+    const I i1 = last_covering(yy, g.ph, g.sh, g.p), j1 = last_covering(xx, g.pw, g.sw, g.q);
     float acc = 0.0f;
-    for (int64_t i = sdk::first_covering(yy, g.ph, g.kh, g.sh); i <= i1; ++i)
-      for (int64_t j = sdk::first_covering(xx, g.pw, g.kw, g.sw); j <= j1; ++j) {
-        const int64_t o = ((img * g.p + i) * g.q + j) * g.c + k;
+    for (I i = first_covering_i(yy, g.ph, g.kh, g.sh); i <= i1; ++i)
+      for (I j = first_covering_i(xx, g.pw, g.kw, g.sw); j <= j1; ++j) {
+        const int64_t o = ((static_cast<int64_t>(img) * g.p + i) * g.q + j) * g.c + k;
         const float m = to_f(y[o]);
         const bool nan = isnan(m);
         if (!(v == m || (nan && isnan(v)))) continue;
-        if (is_window_argmax(x, g, img, i, j, k, me, nan)) acc += to_f(dy[o]);
+        if (is_window_argmax(base, g, i, j, k, me, nan)) acc += to_f(dy[o]);
       }
     dx[t] = from_f<T>(acc);
   }
@@ -109,7 +131,8 @@ __global__ void avg_pool_backward_kernel(const T* dy, T* dx, PoolGeom g, float i
   FR_CUDA_GRID_LOOP(t, g.n * g.h * g.w * g.c) {
     const int64_t k = t % g.c, xx = (t / g.c) % g.w, yy = (t / (g.c * g.w)) % g.h,
                   img = t / (g.c * g.w * g.h);
-    const int64_t i1 = last_covering(yy, g.ph, g.sh, g.p), j1 = last_covering(xx, g.pw, g.sw, g.q);
+    const int64_t i1 = last_covering<int64_t>(yy, g.ph, g.sh, g.p),
+                  j1 = last_covering<int64_t>(xx, g.pw, g.sw, g.q);
     float acc = 0.0f;
     for (int64_t i = sdk::first_covering(yy, g.ph, g.kh, g.sh); i <= i1; ++i)
       for (int64_t j = sdk::first_covering(xx, g.pw, g.kw, g.sw); j <= j1; ++j)
@@ -149,8 +172,13 @@ FR_CUDA_KERNEL_RUN(max_pool2d) {
     expect_same_dtype(call, call->out[0].dtype, "pool");
     with_float_type(call->out[0].dtype, "pool", [&](auto tag) {
       using T = decltype(tag);
-      max_pool_kernel<T><<<grid(ctx, g.n * g.p * g.q * g.c), 256, 0, stream_of(call)>>>(
-          sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), g);
+      const unsigned blocks = grid(ctx, g.n * g.p * g.q * g.c);
+      if (fits_int32(g))
+        max_pool_kernel<T, int32_t><<<blocks, 256, 0, stream_of(call)>>>(
+            sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), geom_as<int32_t>(g));
+      else
+        max_pool_kernel<T, int64_t><<<blocks, 256, 0, stream_of(call)>>>(
+            sdk::data<T>(call->in[0]), sdk::data<T>(call->out[0]), geom_as<int64_t>(g));
     });
     FR_CUDA_LAUNCH_CHECK();
   });
@@ -170,9 +198,15 @@ FR_CUDA_KERNEL_RUN(max_pool2d_backward) {
     expect_same_dtype(call, call->out[0].dtype, "pool");
     with_float_type(call->out[0].dtype, "pool", [&](auto tag) {
       using T = decltype(tag);
-      max_pool_backward_kernel<T><<<grid(ctx, g.n * g.h * g.w * g.c), 256, 0, stream_of(call)>>>(
-          sdk::data<T>(call->in[0]), sdk::data<T>(call->in[1]), sdk::data<T>(call->in[2]),
-          sdk::data<T>(call->out[0]), g);
+      const unsigned blocks = grid(ctx, g.n * g.h * g.w * g.c);
+      const T *dy = sdk::data<T>(call->in[0]), *x = sdk::data<T>(call->in[1]), *y = sdk::data<T>(call->in[2]);
+      T* dx = sdk::data<T>(call->out[0]);
+      if (fits_int32(g))
+        max_pool_backward_kernel<T, int32_t>
+            <<<blocks, 256, 0, stream_of(call)>>>(dy, x, y, dx, geom_as<int32_t>(g));
+      else
+        max_pool_backward_kernel<T, int64_t>
+            <<<blocks, 256, 0, stream_of(call)>>>(dy, x, y, dx, geom_as<int64_t>(g));
     });
     FR_CUDA_LAUNCH_CHECK();
   });
