@@ -112,6 +112,59 @@ __global__ void max_pool_backward_kernel(const T* dy, const T* x, const T* y, T*
   }
 }
 
+// Tiled max pool backward: a block owns an 8 x 8 input tile of one image and 32 channels. It first finds the
+// argmax (offset) and gradient of every window covering the tile, once each, in shared memory (warps read 32
+// neighbouring channels, no divergence), then every input element of the tile gathers from the windows
+// covering it in a fixed order. About three loads per input element instead of a window scan per covering
+// window. Used when the covering windows of a tile fit kTileWindows (else the per-element kernel above).
+constexpr int kTile = 8, kTileLanes = 32, kTileWindows = 100;
+
+// Windows (along one axis) that cover input positions [a, a + kTile): first and count.
+inline __host__ __device__ int covering_span(int a, int n_in, int pad, int k, int stride, int n_out,
+                                             int* first) {
+  const int last_pos = a + kTile - 1 < n_in - 1 ? a + kTile - 1 : n_in - 1;
+  const int f = a + pad - k + 1 <= 0 ? 0 : (a + pad - k + 1 + stride - 1) / stride;
+  int l = (last_pos + pad) / stride;
+  if (l > n_out - 1) l = n_out - 1;
+  *first = f;
+  return l >= f ? l - f + 1 : 0;
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    max_pool_backward_tiled_kernel(const T* dy, const T* x, T* dx, Geom<int32_t> g, int channel_groups) {
+  __shared__ int32_t arg[kTileWindows * kTileLanes];
+  __shared__ float grad[kTileWindows * kTileLanes];
+  const int img = blockIdx.z / channel_groups, k0 = (blockIdx.z % channel_groups) * kTileLanes;
+  const int h0 = blockIdx.y * kTile, w0 = blockIdx.x * kTile;
+  int i0, j0;
+  const int ni = covering_span(h0, g.h, g.ph, g.kh, g.sh, g.p, &i0);
+  const int nj = covering_span(w0, g.w, g.pw, g.kw, g.sw, g.q, &j0);
+  const T* base = x + static_cast<int64_t>(img) * g.h * g.w * g.c;
+  for (int idx = threadIdx.x; idx < ni * nj * kTileLanes; idx += blockDim.x) {
+    const int lane = idx % kTileLanes, win = idx / kTileLanes, k = k0 + lane;
+    if (k >= g.c) continue;
+    const int i = i0 + win / nj, j = j0 + win % nj;
+    arg[idx] = window_argmax(base, g, i, j, k);
+    grad[idx] = to_f(dy[((static_cast<int64_t>(img) * g.p + i) * g.q + j) * g.c + k]);
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < kTile * kTile * kTileLanes; idx += blockDim.x) {
+    const int lane = idx % kTileLanes, pix = idx / kTileLanes, k = k0 + lane;
+    const int yy = h0 + pix / kTile, xx = w0 + pix % kTile;
+    if (k >= g.c || yy >= g.h || xx >= g.w) continue;
+    const int me = (yy * g.w + xx) * g.c + k;
+    const int i1 = last_covering(yy, g.ph, g.sh, g.p), j1 = last_covering(xx, g.pw, g.sw, g.q);
+    float acc = 0.0f;
+    for (int i = first_covering_i(yy, g.ph, g.kh, g.sh); i <= i1; ++i)
+      for (int j = first_covering_i(xx, g.pw, g.kw, g.sw); j <= j1; ++j) {
+        const int slot = ((i - i0) * nj + (j - j0)) * kTileLanes + lane;
+        if (arg[slot] == me) acc += grad[slot];
+      }
+    dx[static_cast<int64_t>(img) * g.h * g.w * g.c + me] = from_f<T>(acc);
+  }
+}
+
 template <class T>
 __global__ void avg_pool_kernel(const T* x, T* y, PoolGeom g, float inv) {
   FR_CUDA_GRID_LOOP(o, g.n * g.p * g.q * g.c) {
@@ -201,7 +254,22 @@ FR_CUDA_KERNEL_RUN(max_pool2d_backward) {
       const unsigned blocks = grid(ctx, g.n * g.h * g.w * g.c);
       const T *dy = sdk::data<T>(call->in[0]), *x = sdk::data<T>(call->in[1]), *y = sdk::data<T>(call->in[2]);
       T* dx = sdk::data<T>(call->out[0]);
-      if (fits_int32(g))
+      int i0, j0;
+      const int wins = covering_span(0, static_cast<int>(g.h), static_cast<int>(g.ph), static_cast<int>(g.kh),
+                                     static_cast<int>(g.sh), static_cast<int>(g.p), &i0) *
+                       covering_span(0, static_cast<int>(g.w), static_cast<int>(g.pw), static_cast<int>(g.kw),
+                                     static_cast<int>(g.sw), static_cast<int>(g.q), &j0);
+      // Interior tiles can see one more window per axis than the first one: bound with (n+1)^2.
+      const int bound =
+          static_cast<int>((g.kh + kTile - 1) / g.sh + 2) * static_cast<int>((g.kw + kTile - 1) / g.sw + 2);
+      const int64_t groups = (g.c + kTileLanes - 1) / kTileLanes;
+      if (fits_int32(g) && bound <= kTileWindows && wins <= kTileWindows && g.n * groups <= 65535) {
+        const dim3 tiles(static_cast<unsigned>((g.w + kTile - 1) / kTile),
+                         static_cast<unsigned>((g.h + kTile - 1) / kTile),
+                         static_cast<unsigned>(g.n * groups));
+        max_pool_backward_tiled_kernel<T>
+            <<<tiles, 256, 0, stream_of(call)>>>(dy, x, dx, geom_as<int32_t>(g), static_cast<int>(groups));
+      } else if (fits_int32(g))
         max_pool_backward_kernel<T, int32_t>
             <<<blocks, 256, 0, stream_of(call)>>>(dy, x, y, dx, geom_as<int32_t>(g));
       else
