@@ -46,12 +46,6 @@ void store(uint8_t* p, uint32_t dtype, int64_t i, float f) {
   std::memcpy(p + 2 * i, &h, 2);
 }
 
-uint64_t element_bytes(uint32_t dtype, const char* op) {
-  FR_PLUGIN_CHECK(dtype == FR_F32 || dtype == FR_F16 || dtype == FR_BF16, FR_ERR_UNSUPPORTED,
-                  std::string(op) + ": dtype " + std::to_string(dtype) + " is not f32, f16 or bf16");
-  return dtype == FR_F32 ? 4 : 2;
-}
-
 void convert(const void* src, uint32_t st, void* dst, uint32_t dt, int64_t n) {
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
@@ -66,8 +60,8 @@ FR_CPU_KERNEL_RUN(cast) {
     sdk::expect_arity(call, 1, 1, 0, 0, "cast");
     const int64_t n = sdk::numel(call->in[0]);
     FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT, "cast: x and y sizes differ");
-    element_bytes(call->in[0].dtype, "cast");
-    element_bytes(call->out[0].dtype, "cast");
+    sdk::float_bytes(call->in[0].dtype, "cast");
+    sdk::float_bytes(call->out[0].dtype, "cast");
     convert(call->in[0].data, call->in[0].dtype, call->out[0].data, call->out[0].dtype, n);
   });
 }
@@ -76,12 +70,7 @@ FR_CPU_KERNEL_RUN(cast_range) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 0, 0, 1, 1, "cast_range");
     const FrRange &src = call->rin[0], &dst = call->rout[0];
-    const uint64_t sb = element_bytes(src.dtype, "cast_range"), db = element_bytes(dst.dtype, "cast_range");
-    FR_PLUGIN_CHECK(src.bytes % sb == 0 && dst.bytes % db == 0 && src.bytes / sb == dst.bytes / db,
-                    FR_ERR_INVALID_ARGUMENT,
-                    "cast_range: source (" + std::to_string(src.bytes) + " bytes) and destination (" +
-                        std::to_string(dst.bytes) + " bytes) hold different element counts");
-    convert(src.data, src.dtype, dst.data, dst.dtype, static_cast<int64_t>(dst.bytes / db));
+    convert(src.data, src.dtype, dst.data, dst.dtype, sdk::cast_elements(src, dst, "cast_range"));
   });
 }
 

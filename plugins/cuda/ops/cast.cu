@@ -12,12 +12,6 @@ __global__ void cast_kernel(const S* x, D* y, int64_t n) {
   FR_CUDA_GRID_LOOP(i, n) y[i] = from_f<D>(to_f(x[i]));
 }
 
-uint64_t element_bytes(uint32_t dtype, const char* op) {
-  uint64_t b = 0;
-  with_float_type(dtype, op, [&](auto tag) { b = sizeof(tag); });
-  return b;
-}
-
 void launch_cast(void* ctx, const void* x, uint32_t xt, void* y, uint32_t yt, int64_t n, cudaStream_t s,
                  const char* op) {
   with_float_type(xt, op, [&](auto src) {
@@ -46,14 +40,9 @@ FR_CUDA_KERNEL_RUN(cast_range) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 0, 0, 1, 1, "cast_range");
     const FrRange &src = call->rin[0], &dst = call->rout[0];
-    const uint64_t sb = element_bytes(src.dtype, "cast_range"), db = element_bytes(dst.dtype, "cast_range");
-    FR_PLUGIN_CHECK(src.bytes % sb == 0 && dst.bytes % db == 0 && src.bytes / sb == dst.bytes / db,
-                    FR_ERR_INVALID_ARGUMENT,
-                    "cast_range: source (" + std::to_string(src.bytes) + " bytes) and destination (" +
-                        std::to_string(dst.bytes) + " bytes) hold different element counts");
-    if (dst.bytes == 0) return;
-    launch_cast(ctx, src.data, src.dtype, dst.data, dst.dtype, static_cast<int64_t>(dst.bytes / db),
-                stream_of(call), "cast_range");
+    const int64_t n = sdk::cast_elements(src, dst, "cast_range");
+    if (n == 0) return;
+    launch_cast(ctx, src.data, src.dtype, dst.data, dst.dtype, n, stream_of(call), "cast_range");
   });
 }
 

@@ -106,6 +106,23 @@ inline void expect_arity(const FrCall* c, uint32_t n_in, uint32_t n_out, uint32_
                       std::to_string(c->n_rout));
 }
 
+// Bytes per element of a float dtype (f32 4, f16 and bf16 2); an error naming `op` for any other dtype.
+inline uint64_t float_bytes(uint32_t dtype, const char* op) {
+  FR_PLUGIN_CHECK(dtype == FR_F32 || dtype == FR_F16 || dtype == FR_BF16, FR_ERR_UNSUPPORTED,
+                  std::string(op) + ": dtype " + std::to_string(dtype) + " is not f32, f16 or bf16");
+  return dtype == FR_F32 ? 4 : 2;
+}
+
+// Element count of a cast_range: source and destination must hold the same number of elements.
+inline int64_t cast_elements(const FrRange& src, const FrRange& dst, const char* op) {
+  const uint64_t sb = float_bytes(src.dtype, op), db = float_bytes(dst.dtype, op);
+  FR_PLUGIN_CHECK(src.bytes % sb == 0 && dst.bytes % db == 0 && src.bytes / sb == dst.bytes / db,
+                  FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": source (" + std::to_string(src.bytes) + " bytes) and destination (" +
+                      std::to_string(dst.bytes) + " bytes) hold different element counts");
+  return static_cast<int64_t>(dst.bytes / db);
+}
+
 // The step scalars (S region) a range holds, checked for size.
 inline FrStepScalars* step_scalars(const FrRange& r, const char* op) {
   FR_PLUGIN_CHECK(r.bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,

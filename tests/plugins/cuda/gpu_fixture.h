@@ -76,6 +76,23 @@ inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
   return bytes;
 }
 
+// A compute node over tensor ids, and a range node over ranges.
+inline GraphNode node(const char* op, std::vector<TensorId> in, std::vector<TensorId> out) {
+  GraphNode n;
+  n.op = op;
+  n.in = std::move(in);
+  n.out = std::move(out);
+  return n;
+}
+inline GraphNode range_node(const char* op, std::vector<RangeRef> rin, std::vector<RangeRef> rout) {
+  GraphNode n;
+  n.kind = NodeKind::RANGE;
+  n.op = op;
+  n.rin = std::move(rin);
+  n.rout = std::move(rout);
+  return n;
+}
+
 // Runs the case's node on `device`; returns the bytes of every output tensor.
 inline std::vector<std::vector<uint8_t>> run_case(const std::string& device, const OpCase& c, uint32_t seed) {
   SimpleTask t(device);

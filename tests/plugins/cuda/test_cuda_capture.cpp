@@ -2,6 +2,7 @@
 // of a compiled MLP with a partial last batch; parity of 20 AdamW steps CPU vs CUDA; the golden MLP cases on
 // CUDA, the CNN golden cases on CUDA; the README's main job on the GPU. All skipped without a GPU.
 #include <cmath>
+#include <optional>
 
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/golden.h"
@@ -130,52 +131,40 @@ TEST(CudaCapture, GoldenCnnCasesOnCuda) {
   }
 }
 
-TEST(CudaEndToEnd, MainJobReaches895OnGpu) {
-  FRESCO_REQUIRE_GPU();
-  JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
+namespace {
+// Trains a job file of jobs/ (device cuda, optionally another precision), printing each epoch; returns the
+// final test accuracy.
+double train_job(const std::string& file, std::optional<DType> precision = std::nullopt) {
+  JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/" + file);
   job.device = "cuda";
+  if (precision) job.precision = *precision;
   DeepLearningTask t;
   configure(t, job);
-  t.on_epoch([](const EpochReport& e) {
-    std::printf("epoch %d: train loss %.4f test top-1 %.2f%% %.3f s\n", e.epoch, e.train_loss,
+  const std::string tag = dtype_name(job.precision);
+  t.on_epoch([&](const EpochReport& e) {
+    std::printf("%s epoch %d: train loss %.4f test top-1 %.2f%% %.3f s\n", tag.c_str(), e.epoch, e.train_loss,
                 100 * e.test_acc, e.seconds);
   });
   t.compile();
-  const TrainingResult r = t.run();
-  EXPECT_GE(r.final_test_acc, 0.895);
+  return t.run().final_test_acc;
+}
+}  // namespace
+
+TEST(CudaEndToEnd, MainJobReaches895OnGpu) {
+  FRESCO_REQUIRE_GPU();
+  EXPECT_GE(train_job("mlp_fashion_mnist.json"), 0.895);
 }
 
 // The mixed-precision acceptance run: jobs/small_resnet_bf16_fashion_mnist.json (bf16, SGD Nesterov, label
 // smoothing 0.1, cosine with one warm-up epoch, 15 epochs, no augmentation) reaches >= 93.8% test top-1.
 TEST(CudaEndToEnd, SmallResnetBf16Reaches938OnFashionMnist) {
   FRESCO_REQUIRE_GPU();
-  JobSpec job =
-      load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/small_resnet_bf16_fashion_mnist.json");
-  DeepLearningTask t;
-  configure(t, job);
-  t.on_epoch([](const EpochReport& e) {
-    std::printf("epoch %d: train loss %.4f test top-1 %.2f%% %.3f s\n", e.epoch, e.train_loss,
-                100 * e.test_acc, e.seconds);
-  });
-  t.compile();
-  const TrainingResult r = t.run();
-  EXPECT_GE(r.final_test_acc, 0.938);
+  EXPECT_GE(train_job("small_resnet_bf16_fashion_mnist.json"), 0.938);
 }
 
 // The same run in fp16 with dynamic loss scaling (initial scale 2^16, so the first steps overflow and back
 // off on the device) also reaches 93.8%.
 TEST(CudaEndToEnd, SmallResnetFp16WithLossScalingReaches938OnFashionMnist) {
   FRESCO_REQUIRE_GPU();
-  JobSpec job =
-      load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/small_resnet_bf16_fashion_mnist.json");
-  job.precision = DType::F16;
-  DeepLearningTask t;
-  configure(t, job);
-  t.on_epoch([](const EpochReport& e) {
-    std::printf("fp16 epoch %d: train loss %.4f test top-1 %.2f%% %.3f s\n", e.epoch, e.train_loss,
-                100 * e.test_acc, e.seconds);
-  });
-  t.compile();
-  const TrainingResult r = t.run();
-  EXPECT_GE(r.final_test_acc, 0.938);
+  EXPECT_GE(train_job("small_resnet_bf16_fashion_mnist.json", DType::F16), 0.938);
 }

@@ -140,13 +140,6 @@ void expect_close_to_f32(const LowCase& c, double bf16_tol, double f16_tol, cons
   }
 }
 
-GraphNode node(const char* op, std::vector<TensorId> in, std::vector<TensorId> out) {
-  GraphNode n;
-  n.op = op;
-  n.in = std::move(in);
-  n.out = std::move(out);
-  return n;
-}
 }  // namespace
 
 TEST(CudaLowPrecision, CastsRoundLikeTheHost) {
@@ -164,12 +157,8 @@ TEST(CudaLowPrecision, CastsRoundLikeTheHost) {
     const TensorId c = t.tensor(Region::T_TEMP, DType::F32, s, "c");
     t.lock_memory();
     t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_CAST, {a}, {b}));
-    GraphNode r;
-    r.kind = NodeKind::RANGE;
-    r.op = FR_OP_CAST_RANGE;
-    r.rin = {RangeRef::of(b, low)};
-    r.rout = {RangeRef::of(c, DType::F32)};
-    t.add(GraphId::DEEP_FWD_BWD, r);
+    t.add(GraphId::DEEP_FWD_BWD,
+          range_node(FR_OP_CAST_RANGE, {RangeRef::of(b, low)}, {RangeRef::of(c, DType::F32)}));
     t.compile();
     t.write(a, x);
     t.run(GraphId::DEEP_FWD_BWD);
@@ -289,24 +278,16 @@ TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
   const TensorId m = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 4}, "m");
   const TensorId sc = t.tensor(Region::T_TEMP, DType::U8, Shape{1, 1, 1, sizeof(FrStepScalars)}, "scalars");
   t.lock_memory();
-  auto range_op = [](const char* op, std::vector<RangeRef> rin, std::vector<RangeRef> rout) {
-    GraphNode n;
-    n.kind = NodeKind::RANGE;
-    n.op = op;
-    n.rin = std::move(rin);
-    n.rout = std::move(rout);
-    return n;
-  };
   const RangeRef G = RangeRef::of(g, DType::F32), W = RangeRef::of(w, DType::F32),
                  M = RangeRef::of(m, DType::F32), S = RangeRef::of(sc, DType::U8);
-  t.add(GraphId::DEEP_FWD_BWD, range_op(FR_OP_UNSCALE_GRADS, {}, {G, S}));
-  GraphNode sgd = range_op(FR_OP_SGD_UPDATE, {G, S}, {W, M});
+  t.add(GraphId::DEEP_FWD_BWD, range_node(FR_OP_UNSCALE_GRADS, {}, {G, S}));
+  GraphNode sgd = range_node(FR_OP_SGD_UPDATE, {G, S}, {W, M});
   sgd.with_params(FrSgdParams{0.9f, 0.0f, 1, 0});
   t.add(GraphId::DEEP_FWD_BWD, sgd);
-  GraphNode update = range_op(FR_OP_LOSS_SCALE_UPDATE, {}, {S});
+  GraphNode update = range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {S});
   update.with_params(FrLossScaleParams{2.0f, 0.5f, 2000, 0});
   t.add(GraphId::DEEP_FWD_BWD, update);
-  t.add(GraphId::DEEP_FWD_BWD, range_op(FR_OP_STEP_DONE, {}, {S}));
+  t.add(GraphId::DEEP_FWD_BWD, range_node(FR_OP_STEP_DONE, {}, {S}));
   t.compile();
   FrStepScalars s{};
   s.lr = 0.1f;

@@ -6,21 +6,6 @@ using namespace fresco;
 using namespace fresco::gpu_test;
 
 namespace {
-GraphNode node(const char* op, std::vector<TensorId> in, std::vector<TensorId> out) {
-  GraphNode n;
-  n.op = op;
-  n.in = std::move(in);
-  n.out = std::move(out);
-  return n;
-}
-GraphNode range_node(const char* op, std::vector<RangeRef> rin, std::vector<RangeRef> rout) {
-  GraphNode n;
-  n.kind = NodeKind::RANGE;
-  n.op = op;
-  n.rin = std::move(rin);
-  n.rout = std::move(rout);
-  return n;
-}
 RangeRef f32(TensorId id) {
   return RangeRef::of(id, DType::F32);
 }
