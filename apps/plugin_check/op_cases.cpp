@@ -431,6 +431,31 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     };
     return true;
   }
+  if (op == FR_OP_CONCAT || op == FR_OP_CONCAT_BACKWARD) {  // 6 positions, 5 + 3 channels: exact copies
+    const int64_t rows = 6, ca = 5, cb = 3;
+    const auto a = random(rng, rows * ca), b = random(rng, rows * cb), y = random(rng, rows * (ca + cb));
+    std::vector<double> joined, part_a, part_b;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = 0; k < ca; ++k)
+        joined.push_back(a[r * ca + k]), part_a.push_back(y[r * (ca + cb) + k]);
+      for (int64_t k = 0; k < cb; ++k)
+        joined.push_back(b[r * cb + k]), part_b.push_back(y[r * (ca + cb) + ca + k]);
+    }
+    c->tolerance = 0.0;
+    if (op == FR_OP_CONCAT) {
+      c->in = {f32(a, {1, 2, 3, ca}), f32(b, {1, 2, 3, cb})};
+      c->out = {f32(std::vector<float>(rows * (ca + cb), NAN), {1, 2, 3, ca + cb})};
+      c->error = [joined](const auto& out, const auto&) { return rel_err(floats(out[0]), joined); };
+    } else {
+      c->in = {f32(y, {1, 2, 3, ca + cb})};
+      c->out = {f32(std::vector<float>(rows * ca, NAN), {1, 2, 3, ca}),
+                f32(std::vector<float>(rows * cb, NAN), {1, 2, 3, cb})};
+      c->error = [part_a, part_b](const auto& out, const auto&) {
+        return std::max(rel_err(floats(out[0]), part_a), rel_err(floats(out[1]), part_b));
+      };
+    }
+    return true;
+  }
   if (op == FR_OP_UNSCALE_GRADS) {  // finite gradients: divided by the scale, the step not skipped
     const std::vector<float> g = random(rng, 1000, -4096.0f, 4096.0f);
     FrStepScalars sc = scalars(3);

@@ -69,6 +69,15 @@ LayerSpec residual(std::vector<LayerSpec> main, std::vector<LayerSpec> shortcut)
   s.shortcut = std::move(shortcut);
   return s;
 }
+std::vector<LayerSpec> cbr(int64_t out, int64_t k, int64_t stride, int64_t pad) {
+  return {conv(out, k, stride, pad < 0 ? k / 2 : pad), bn(), relu()};
+}
+LayerSpec concat(std::vector<LayerSpec> main, std::vector<LayerSpec> second) {
+  LayerSpec s = make("concat");
+  s.main = std::move(main);
+  s.shortcut = std::move(second);
+  return s;
+}
 LayerSpec custom(std::string op) {
   LayerSpec s;
   s.kind = "custom";
@@ -77,9 +86,9 @@ LayerSpec custom(std::string op) {
 }
 
 const std::vector<std::string>& known_layer_kinds() {
-  static const std::vector<std::string> kinds = {"fc",   "relu",     "flatten", "dropout", "custom",
-                                                 "conv", "bn",       "maxpool", "avgpool", "gap",
-                                                 "gelu", "residual", "silu",    "sigmoid", "tanh"};
+  static const std::vector<std::string> kinds = {
+      "fc",      "relu", "flatten", "dropout",  "custom", "conv",    "bn",   "maxpool",
+      "avgpool", "gap",  "gelu",    "residual", "silu",   "sigmoid", "tanh", "concat"};
   return kinds;
 }
 
@@ -110,7 +119,7 @@ std::string BluePrint::describe() const {
     if (l.kind == "fc") s += "(" + std::to_string(l.out) + (l.bias ? "" : ", bias=false") + ")";
     if (l.kind == "dropout") s += "(" + std::to_string(l.p) + ")";
     if (l.kind == "custom") s += "(" + l.op + ")";
-    if (l.kind == "residual")
+    if (l.kind == "residual" || l.kind == "concat")
       s += "(" + BluePrint(l.main).describe() +
            (l.shortcut.empty() ? "" : ", " + BluePrint(l.shortcut).describe()) + ")";
     if (l.kind == "conv")
@@ -188,7 +197,7 @@ std::vector<LayerSpec> parse_list(const json& j, const std::string& source, cons
         FRESCO_CHECK(value.is_boolean(), ErrorCode::kBadConfig,
                      where + " (conv): field \"bias\" must be true/false");
         s.bias = value.get<bool>();
-      } else if (s.kind == "residual" && (key == "main" || key == "shortcut")) {
+      } else if ((s.kind == "residual" || s.kind == "concat") && (key == "main" || key == "shortcut")) {
         (key == "main" ? s.main : s.shortcut) =
             parse_list(value, source, list_name + " layer " + std::to_string(i) + " " + key);
       } else if (s.kind == "custom" && key == "op") {
@@ -207,8 +216,8 @@ std::vector<LayerSpec> parse_list(const json& j, const std::string& source, cons
                  where + " (" + s.kind + "): field \"k\" is required");
     FRESCO_CHECK(s.kind != "custom" || !s.op.empty(), ErrorCode::kBadConfig,
                  where + " (custom): missing field \"op\"");
-    FRESCO_CHECK(s.kind != "residual" || !s.main.empty(), ErrorCode::kBadConfig,
-                 where + " (residual): the \"main\" branch needs at least one layer");
+    FRESCO_CHECK((s.kind != "residual" && s.kind != "concat") || !s.main.empty(), ErrorCode::kBadConfig,
+                 where + " (" + s.kind + "): the \"main\" branch needs at least one layer");
     layers.push_back(s);
   }
   return layers;

@@ -48,6 +48,8 @@ const char* kind_prefix(LayerKind k) {
       return "tanh";
     case LayerKind::CAST:
       return "cast";
+    case LayerKind::CONCAT:
+      return "concat";
   }
   return "layer";
 }
@@ -119,15 +121,17 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   // branch, its shortcut branch and an ADD join that carries the block's path.
   std::function<int32_t(const LayerSpec&, int32_t, int32_t)> add = [&](const LayerSpec& spec, int32_t in,
                                                                        int32_t in2) -> int32_t {
-    const LayerKind kind = spec.kind == "residual"
-                               ? LayerKind::ADD
+    const LayerKind kind = spec.kind == "residual" ? LayerKind::ADD
+                           : spec.kind == "concat"
+                               ? LayerKind::CONCAT
                                : layers::layer_kind_of(spec.kind, "model layer " + spec.path);
+    const bool join = kind == LayerKind::ADD || kind == LayerKind::CONCAT;
     const DType want = wanted_dtype(kind, dtype_of(in), o.precision);
     if (want != dtype_of(in)) in = add_cast(in, want, spec.path);
-    if (in2 >= 0 || kind == LayerKind::ADD)
+    if (join)
       FRESCO_CHECK(dtype_of(in2) == want, ErrorCode::kBadConfig,
-                   "layer " + spec.path + " (residual): the main branch ends in " + dtype_name(want) +
-                       " but the shortcut in " + dtype_name(dtype_of(in2)) +
+                   "layer " + spec.path + " (" + spec.kind + "): the main branch ends in " +
+                       dtype_name(want) + " but the shortcut in " + dtype_name(dtype_of(in2)) +
                        " (mixed precision needs both branches in one precision)");
     LayerDescriptor l;
     l.index = static_cast<int32_t>(a.layers.size());
@@ -142,13 +146,15 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     l.input2 = in2;
     l.in_sample = in < 0 ? o.input_sample : a.layers[static_cast<size_t>(in)].out_sample;
     l.out_sample = rule_for(l.kind).out_shape(l, l.in_sample);
+    if (kind == LayerKind::CONCAT)  // channels of both branches
+      l.out_sample.c += (in2 < 0 ? o.input_sample : a.layers[static_cast<size_t>(in2)].out_sample).c;
     a.layers.push_back(l);
     return l.index;
   };
   std::function<int32_t(const std::vector<LayerSpec>&, int32_t)> chain =
       [&](const std::vector<LayerSpec>& list, int32_t cur) -> int32_t {
     for (const LayerSpec& spec : list) {
-      if (spec.kind != "residual") {
+      if (spec.kind != "residual" && spec.kind != "concat") {
         cur = add(spec, cur, -1);
         continue;
       }
@@ -156,10 +162,18 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
       const int32_t short_out = chain(spec.shortcut, cur);  // identity when empty: the block input itself
       const Shape ms = a.layers[static_cast<size_t>(main_out)].out_sample;
       const Shape ss = short_out < 0 ? o.input_sample : a.layers[static_cast<size_t>(short_out)].out_sample;
-      FRESCO_CHECK(ms == ss, ErrorCode::kBadConfig,
-                   "layer " + spec.path + " (residual): the main branch gives " + ms.str() +
-                       " per sample but the " + (spec.shortcut.empty() ? "identity shortcut" : "shortcut") +
-                       " gives " + ss.str() + (spec.shortcut.empty() ? " (add a projection shortcut)" : ""));
+      if (spec.kind == "concat")
+        FRESCO_CHECK(ms.h == ss.h && ms.w == ss.w, ErrorCode::kBadConfig,
+                     "layer " + spec.path + " (concat): the main branch gives " + ms.str() +
+                         " per sample but the " +
+                         (spec.shortcut.empty() ? "identity branch" : "second branch") + " gives " +
+                         ss.str() + " (concat needs the same height and width)");
+      else
+        FRESCO_CHECK(ms == ss, ErrorCode::kBadConfig,
+                     "layer " + spec.path + " (residual): the main branch gives " + ms.str() +
+                         " per sample but the " + (spec.shortcut.empty() ? "identity shortcut" : "shortcut") +
+                         " gives " + ss.str() +
+                         (spec.shortcut.empty() ? " (add a projection shortcut)" : ""));
       cur = add(spec, main_out, short_out);
     }
     return cur;
@@ -299,19 +313,22 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   // Gradients in reverse topological order: a layer's output gradient is its consumers' contributions (a view
   // or a residual join passes its own output gradient through; other layers give the gradient they write for
   // their input), summed when there are two.
-  std::vector<std::vector<int32_t>> consumers(static_cast<size_t>(L));
+  // (consumer, which input: 0 first, 1 second)
+  std::vector<std::vector<std::pair<int32_t, int>>> consumers(static_cast<size_t>(L));
   for (const auto& l : a.layers) {
-    if (l.input >= 0) consumers[static_cast<size_t>(l.input)].push_back(l.index);
-    if (l.input2 >= 0) consumers[static_cast<size_t>(l.input2)].push_back(l.index);
+    if (l.input >= 0) consumers[static_cast<size_t>(l.input)].push_back({l.index, 0});
+    if (l.input2 >= 0) consumers[static_cast<size_t>(l.input2)].push_back({l.index, 1});
   }
   for (int i = L - 1; i >= fp; --i) {
     auto& l = a.layers[static_cast<size_t>(i)];
     std::vector<TensorId> parts;
     if (i == L - 1) parts.push_back(t.grad_logits);
-    for (int32_t c : consumers[static_cast<size_t>(i)]) {
+    for (const auto& [c, which] : consumers[static_cast<size_t>(i)]) {
       const auto& cl = a.layers[static_cast<size_t>(c)];
-      const bool passes = passes_gradient(cl);
-      parts.push_back(passes ? cl.grad_out : cl.grad_in);
+      // a fused-relu residual join gives both branches its one masked gradient; a concat splits
+      parts.push_back(passes_gradient(cl)                          ? cl.grad_out
+                      : cl.kind == LayerKind::CONCAT && which == 1 ? cl.grad_in2
+                                                                   : cl.grad_in);
     }
     FRESCO_CHECK(!parts.empty() && parts.size() <= 2, ErrorCode::kBadConfig,
                  "layer " + l.spec.path + ": its output is read by " + std::to_string(parts.size()) +
@@ -328,9 +345,14 @@ void Compiler::create_memory_plans(CompiledModel& m) {
                                            2 * L + 1 - l.index, end, l.out_dtype));
     }
     if (i == fp) break;  // the first trainable layer's input gradient is not needed
-    if (!passes_gradient(l) && l.input >= fp)
+    if (!passes_gradient(l) && (l.input >= fp || l.kind == LayerKind::CONCAT))
       l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
                                           2 * L + 1 - l.index, end, dtype_of(l.input)));
+    if (l.kind == LayerKind::CONCAT) {  // the split writes both parts
+      const Shape in2 = l.input2 < 0 ? a.input_sample : a.layers[static_cast<size_t>(l.input2)].out_sample;
+      l.grad_in2 = batched(p.alloc_feature(in2.with_batch(mb), "grad(" + l.name + ".in2)", l.index,
+                                           2 * L + 1 - l.index, end, dtype_of(l.input2)));
+    }
   }
   t.labels = batched(p.alloc_temp(DType::I32, Shape{mb, 1, 1, 1}, "labels.current"));
   t.step_scalars = p.alloc_step_scalars();
@@ -395,7 +417,20 @@ TensorId layer_input(const CompiledModel& m, int i) {
   return in < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(in)].out;
 }
 
-GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label, bool relu = false) {
+GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label, bool relu = false);
+
+// The forward node of a two-input join: add / add_relu for a residual block, concat for a concat block.
+GraphNode join_node(const LayerDescriptor& l, TensorId a, TensorId b) {
+  if (l.kind == LayerKind::ADD) return add_node(a, b, l.out, l.name, l.fused_relu);
+  GraphNode n;
+  n.op = FR_OP_CONCAT;
+  n.label = l.name;
+  n.in = {a, b};
+  n.out = {l.out};
+  return n;
+}
+
+GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label, bool relu) {
   GraphNode n;
   n.op = relu ? FR_OP_ADD_RELU : FR_OP_ADD;
   n.label = label;
@@ -407,9 +442,9 @@ GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label,
 // Forward of layer i in training (views emit nothing; residual joins emit their add).
 void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
-  if (l.kind == LayerKind::ADD) {
+  if (l.kind == LayerKind::ADD || l.kind == LayerKind::CONCAT) {
     const TensorId b = l.input2 < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(l.input2)].out;
-    cx.add(add_node(layer_input(m, i), b, l.out, l.name, l.fused_relu));
+    cx.add(join_node(l, layer_input(m, i), b));
   } else if (!rule_for(l.kind).is_view(l, true)) {
     rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
   }
@@ -425,6 +460,15 @@ void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) 
     n.label = l.name;
     n.in = {l.grad_out, l.out};
     n.out = {l.grad_in};
+    cx.add(std::move(n));
+    return;
+  }
+  if (l.kind == LayerKind::CONCAT) {  // the split: each branch gets its channels of the gradient
+    GraphNode n;
+    n.op = FR_OP_CONCAT_BACKWARD;
+    n.label = l.name;
+    n.in = {l.grad_out};
+    n.out = {l.grad_in, l.grad_in2};
     cx.add(std::move(n));
     return;
   }
@@ -449,8 +493,8 @@ void emit_loss(EmitContext& cx, const CompiledModel& m, bool training) {
 void emit_inference_forward(EmitContext& cx, const CompiledModel& m, const LayerDescriptor& l,
                             std::vector<TensorId>& value) {
   auto in_value = [&](int32_t j) { return j < 0 ? m.t.input_f32 : value[static_cast<size_t>(j)]; };
-  if (l.kind == LayerKind::ADD) {
-    cx.add(add_node(in_value(l.input), in_value(l.input2), l.out, l.name, l.fused_relu));
+  if (l.kind == LayerKind::ADD || l.kind == LayerKind::CONCAT) {
+    cx.add(join_node(l, in_value(l.input), in_value(l.input2)));
     value[static_cast<size_t>(l.index)] = l.out;
   } else if (rule_for(l.kind).is_view(l, false)) {
     value[static_cast<size_t>(l.index)] = in_value(l.input);  // output aliases input in inference

@@ -61,3 +61,29 @@ TEST(CompilerResidual, ReluAfterBatchNormAndJoinsIsFused) {
     if (n.op == "batchnorm_backward") fused_bn_backward += n.in.size() == 6 ? 1 : 0;
   EXPECT_EQ(fused_bn_backward, 2u);  // the stem's bn is in DEEP too (the first layer graph holds only conv0)
 }
+
+// A concat block joins the channels of its branches (main's first): the output has both channel counts, the
+// forward emits one concat node and the backward one concat_backward that writes a gradient for each branch.
+TEST(CompilerResidual, ConcatBlocksJoinChannelsAndSplitGradients) {
+  Compiler c;
+  const CompiledModel m = c.compile(seq({cbr(4, 3)[0], cbr(4, 3)[1], cbr(4, 3)[2],
+                                         concat({conv(6, 3, 1, 1), bn(), relu()}), gap(), fc(10)}),
+                                    cnn_options());
+  const LayerDescriptor* join = nullptr;
+  for (const auto& l : m.arch.layers)
+    if (l.kind == LayerKind::CONCAT) join = &l;
+  ASSERT_NE(join, nullptr);
+  EXPECT_EQ(join->out_sample.c, 10);  // 6 from the main branch + 4 from the identity branch
+  EXPECT_EQ(count_nodes(m, "concat"), 1u);
+  EXPECT_EQ(count_nodes(m, "concat_backward"), 1u);
+  ASSERT_NE(join->grad_in2, kNoTensor);
+  // the identity branch's gradient and the main branch's both flow into the block input: summed there
+  EXPECT_EQ(count_nodes(m, "add"), 1u);
+  try {
+    c.compile(seq({conv(4, 3, 1, 1), concat({conv(4, 3, 2, 1)}), gap(), fc(10)}), cnn_options());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("concat needs the same height and width"), std::string::npos)
+        << e.what();
+  }
+}

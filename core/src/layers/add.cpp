@@ -1,7 +1,9 @@
-// add: the join of a residual block, y = main(x) + shortcut(x). It has two inputs, so the Compiler emits its
-// node itself (forward: one `add`; backward: none, the output gradient flows unchanged into both branches,
-// and where a tensor has two consumers their gradients are summed with `add`). Tested by the golden case
-// resnet_sgd.
+// add (and concat): the two-input joins of residual and concat blocks, y = main(x) + shortcut(x) or their
+// channels side by side. Having two inputs, their nodes are emitted by the Compiler itself (add: forward
+// `add` or `add_relu`, no backward node beyond the fused relu's, the output gradient flows into both
+// branches; concat: forward `concat`, backward `concat_backward`, the split). The output shape here is the
+// first input's; the Compiler adds the second branch's channels for concat. Tested by the golden case
+// resnet_sgd and tests/core/test_compiler_residual.cpp.
 #include "fresco/core/error.h"
 #include "layers/layer_rule.h"
 
@@ -15,7 +17,7 @@ class AddRule final : public LayerRule {
   }
   void backward(EmitContext&, const LayerDescriptor& l, TensorId, TensorId, TensorId,
                 TensorId) const override {
-    throw Error(ErrorCode::kInternal, l.name + ": residual joins have no backward node");
+    throw Error(ErrorCode::kInternal, l.name + ": the compiler emits joins itself");
   }
 };
 

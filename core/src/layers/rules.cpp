@@ -55,6 +55,8 @@ const LayerRule& rule_for(LayerKind kind) {
       return tanh_rule();
     case LayerKind::CAST:
       return cast_rule();
+    case LayerKind::CONCAT:
+      return add_rule();  // a two-input join too: the compiler emits its nodes
   }
   throw Error(ErrorCode::kInternal, "no rule for layer kind " + std::to_string(static_cast<int>(kind)));
 }

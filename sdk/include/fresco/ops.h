@@ -148,6 +148,8 @@ typedef struct FrPoolParams {
 /* add: in {a, b}; out {y = a + b} (residual joins and gradient sums). No params.
  * add_relu: in {a, b}; out {y = max(a + b, 0)} (a residual join followed by relu). No params; its backward is
  * relu_backward on y.
+ * concat: in {a [N,H,W,Ca], b [N,H,W,Cb]}; out {y [N,H,W,Ca+Cb]}: per position, a's channels then b's.
+ * concat_backward: in {dy [N,H,W,Ca+Cb]}; out {da, db} (the split). No params.
  * gelu: in {x}; out {y = x * Phi(x)} (exact, erf). gelu_backward: in {dy, x}; out {dx}. No params.
  * silu: in {x}; out {y = x * sigmoid(x)}. silu_backward: in {dy, x}; out {dx}. No params.
  * sigmoid: in {x}; out {y = 1 / (1 + exp(-x))}. sigmoid_backward: in {dy, y}; out {dx = dy y (1 - y)}.
@@ -225,6 +227,8 @@ typedef struct FrAdamParams {
 #define FR_OP_GLOBAL_AVG_POOL_BACKWARD "global_avg_pool_backward"
 #define FR_OP_ADD "add"
 #define FR_OP_ADD_RELU "add_relu"
+#define FR_OP_CONCAT "concat"
+#define FR_OP_CONCAT_BACKWARD "concat_backward"
 #define FR_OP_GELU "gelu"
 #define FR_OP_GELU_BACKWARD "gelu_backward"
 #define FR_OP_SILU "silu"

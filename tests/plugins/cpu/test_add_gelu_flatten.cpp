@@ -82,6 +82,33 @@ TEST(CpuAddRelu, IsMaxOfTheSumAndZeroInPlaceToo) {
   EXPECT_TRUE(fresco::test::contains(bad.run_error(), "sizes differ")) << bad.run_error();
 }
 
+// concat joins channels (a's first) and concat_backward splits them back, exactly; mismatched maps are
+// errors.
+TEST(CpuConcat, JoinsAndSplitsChannels) {
+  const int64_t n = 2, h = 3, w = 4, ca = 5, cb = 3;
+  std::mt19937 rng(44);
+  std::vector<float> a = fresco::test::random_floats(rng, static_cast<size_t>(n * h * w * ca), -1.0f, 1.0f);
+  std::vector<float> b = fresco::test::random_floats(rng, static_cast<size_t>(n * h * w * cb), -1.0f, 1.0f);
+  std::vector<float> y(static_cast<size_t>(n * h * w * (ca + cb)), kNaN);
+  OpCall c(FR_OP_CONCAT);
+  c.in(tensor(a, {n, h, w, ca})).in(tensor(b, {n, h, w, cb})).out(tensor(y, {n, h, w, ca + cb}));
+  ASSERT_TRUE(c.run());
+  for (int64_t r = 0; r < n * h * w; ++r) {
+    for (int64_t k = 0; k < ca; ++k) ASSERT_EQ(y[r * (ca + cb) + k], a[r * ca + k]);
+    for (int64_t k = 0; k < cb; ++k) ASSERT_EQ(y[r * (ca + cb) + ca + k], b[r * cb + k]);
+  }
+  std::vector<float> da(a.size(), kNaN), db(b.size(), kNaN);
+  OpCall s(FR_OP_CONCAT_BACKWARD);
+  s.in(tensor(y, {n, h, w, ca + cb})).out(tensor(da, {n, h, w, ca})).out(tensor(db, {n, h, w, cb}));
+  ASSERT_TRUE(s.run());
+  EXPECT_EQ(da, a);
+  EXPECT_EQ(db, b);
+  std::vector<float> small(static_cast<size_t>(n * h * 2 * cb));
+  OpCall bad(FR_OP_CONCAT);
+  bad.in(tensor(a, {n, h, w, ca})).in(tensor(small, {n, h, 2, cb})).out(tensor(y, {n, h, w, ca + cb}));
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "differ in N, H or W")) << bad.run_error();
+}
+
 TEST(CpuAdd, BadInputsReturnErrors) {
   std::vector<float> a(8), b(9), y(8);
   OpCall c(FR_OP_ADD);

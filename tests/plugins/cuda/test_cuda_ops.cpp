@@ -238,6 +238,19 @@ TEST(CudaOps, Conv2dAndFlatten) {
     b.outputs = p.has_bias ? std::vector<TensorId>{3, 4, 5} : std::vector<TensorId>{3, 5};
     expect_same(b, 2e-6, what + " backward");
   }
+  const Shape ca{3, 5, 7, 6}, cb{3, 5, 7, 10}, cy{3, 5, 7, 16};
+  OpCase cat;
+  cat.tensors = {
+      {DType::F32, ca, Fill::RANDOM}, {DType::F32, cb, Fill::RANDOM}, {DType::F32, cy, Fill::ZERO}};
+  cat.node = node(FR_OP_CONCAT, {0, 1}, {2});
+  cat.outputs = {2};
+  expect_same(cat, 0.0, "concat");
+  OpCase split;
+  split.tensors = {
+      {DType::F32, cy, Fill::RANDOM}, {DType::F32, ca, Fill::ZERO}, {DType::F32, cb, Fill::ZERO}};
+  split.node = node(FR_OP_CONCAT_BACKWARD, {0}, {1, 2});
+  split.outputs = {1, 2};
+  expect_same(split, 0.0, "concat_backward");
   const Shape m{3, 5, 7, 6}, flat{3, 1, 1, 210};
   OpCase f;
   f.tensors = {{DType::F32, m, Fill::RANDOM}, {DType::F32, flat, Fill::ZERO}};

@@ -42,6 +42,11 @@ LayerSpec sigmoid();
 LayerSpec tanh();
 // A residual block: main(x) + shortcut(x); an empty shortcut is the identity.
 LayerSpec residual(std::vector<LayerSpec> main, std::vector<LayerSpec> shortcut = {});
+// A concat block: main(x) and second(x) (x itself when empty) joined over channels, main's first (same height
+// and width required). JSON: {"layer": "concat", "main": [...], "shortcut": [...]}.
+LayerSpec concat(std::vector<LayerSpec> main, std::vector<LayerSpec> second = {});
+// conv-bn-relu, the usual three layers as one call (the relu is fused into the batchnorm by the compiler).
+std::vector<LayerSpec> cbr(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = -1);
 
 class BluePrint {
  public:

@@ -34,7 +34,8 @@ enum class LayerKind : uint8_t {
   SILU,
   SIGMOID,
   TANH,
-  CAST  // inserted by the compiler where an fp32 layer meets low-precision maps (mixed precision)
+  CAST,   // inserted by the compiler where an fp32 layer meets low-precision maps (mixed precision)
+  CONCAT  // the join of a concat block: channels of the main branch, then of the second
 };
 
 // One layer of the ArchPlan: kind, params, the tensors it owns, and where its activations live.
@@ -54,10 +55,11 @@ struct LayerDescriptor {
   // Mixed precision (conv weights): the low-precision compute copy (A region, cast from W before each step)
   // and the low-precision weight gradient (G16, cast to G before the optimizer). kNoTensor in fp32.
   TensorId compute_weight = kNoTensor, grad_weight_low = kNoTensor;
-  TensorId out = kNoTensor;      // activation (aliases the input for views)
-  TensorId grad_in = kNoTensor;  // gradient w.r.t. this layer's input (kNoTensor when not needed)
+  TensorId out = kNoTensor;       // activation (aliases the input for views)
+  TensorId grad_in = kNoTensor;   // gradient w.r.t. this layer's input (kNoTensor when not needed)
+  TensorId grad_in2 = kNoTensor;  // concat: gradient w.r.t. the second input
   // The graph: the layers whose outputs this one reads (-1: the network input). Only ADD (a residual join)
-  // has two.
+  // and CONCAT have two.
   int32_t input = -1, input2 = -1;
   // Gradient w.r.t. this layer's output; when two consumers contribute, grad_out = grad_sum_a + grad_sum_b.
   TensorId grad_out = kNoTensor, grad_sum_a = kNoTensor, grad_sum_b = kNoTensor;
