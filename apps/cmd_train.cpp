@@ -21,6 +21,8 @@ int cmd_train(const TrainArgs& a) {
   JobSpec job = load_job(a.job);
   if (!a.device.empty()) job.device = a.device;
   if (a.epochs > 0) job.epochs = a.epochs;
+  if (!a.precision.empty())
+    job.precision = a.precision == "bf16" ? DType::BF16 : a.precision == "fp16" ? DType::F16 : DType::F32;
   if (!a.data_path.empty()) job.data.path = a.data_path;
   DeepLearningTask task;
   configure(task, job);
@@ -30,8 +32,9 @@ int cmd_train(const TrainArgs& a) {
                             .c_str());
     std::fflush(stdout);
   });
-  std::printf("job %s: %s, %s, batch %lld, %d epochs\n", job.name.c_str(), job.model.describe().c_str(),
-              job.optimizer.name(), static_cast<long long>(job.batch_size), job.epochs);
+  std::printf("job %s: %s, %s, batch %lld, %d epochs, %s\n", job.name.c_str(), job.model.describe().c_str(),
+              job.optimizer.name(), static_cast<long long>(job.batch_size), job.epochs,
+              dtype_name(job.precision));
   task.compile();
   std::printf("device %s, %lld training / %lld test samples\n", task.device_name().c_str(),
               static_cast<long long>(task.train_set().n), static_cast<long long>(task.test_set().n));

@@ -10,8 +10,9 @@ namespace fresco::cli {
 
 struct TrainArgs {
   std::string job;
-  std::string device;  // empty: the job's
-  int epochs = 0;      // 0: the job's
+  std::string device;     // empty: the job's
+  int epochs = 0;         // 0: the job's
+  std::string precision;  // empty: the job's; fp32, bf16 or fp16
   std::string data_path;
 };
 int cmd_train(const TrainArgs& a);

@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   train->add_option("job", ta.job, "job file, e.g. jobs/mlp_fashion_mnist.json")->required();
   train->add_option("--device", ta.device, "cpu, cuda or auto (default: the job's)");
   train->add_option("--epochs", ta.epochs, "override the job's epoch count")->check(CLI::PositiveNumber);
+  train
+      ->add_option("--precision", ta.precision,
+                   "fp32, bf16 or fp16 (default: the job's; low precision needs a GPU)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   train->add_option("--data", ta.data_path, "override the job's dataset directory");
 
   std::vector<std::string> plugin_paths;

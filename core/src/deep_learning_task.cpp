@@ -82,10 +82,6 @@ void DeepLearningTask::plan() {
   FRESCO_CHECK(precision_ == DType::F32 || precision_ == DType::BF16 || precision_ == DType::F16,
                ErrorCode::kBadConfig,
                std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(precision_));
-  FRESCO_CHECK(
-      precision_ == DType::F32 || device_ != "cpu", ErrorCode::kBadConfig,
-      std::string("precision ") + dtype_name(precision_) +
-          " runs on a GPU only: the cpu backend computes in fp32 (use device cuda or precision fp32)");
 
   CompileOptions o;
   o.input_sample = Shape{1, train_.h, train_.w, train_.c};
@@ -111,6 +107,11 @@ void DeepLearningTask::compile() {
   const auto t0 = Clock::now();
   if (phase() == Phase::PLANNING) plan();
   require(Phase::MEMORY_LOCKED, "DeepLearningTask::compile");
+  // Checked here, not in plan(): a low-precision job can still be planned and inspected on any machine.
+  FRESCO_CHECK(
+      precision_ == DType::F32 || device_ != "cpu", ErrorCode::kBadConfig,
+      std::string("precision ") + dtype_name(precision_) +
+          " runs on a GPU only: the cpu backend computes in fp32 (use device cuda or precision fp32)");
   runtime_ = std::make_unique<Runtime>(device_);
   const MemoryPlan& plan = model_->base_plan();
   runtime_->allocate(plan, plan.region_range(Region::I_A_LABELS, Region::I_A_DATA).bytes);

@@ -115,13 +115,15 @@ TEST(MixedPrecisionPlan, RefusalsAreClearErrors) {
   }
   for (DType p : {DType::F16, DType::BF16}) {
     DeepLearningTask t;
-    t.model(small_resnet())
+    t.model(seq({conv(8, 3, 1, 1), bn(), relu(), gap(), fc(4)}))
         .data(data::synthetic_patches(16, 1), data::synthetic_patches(8, 2))
         .batch_size(4)
         .device("cpu")
         .precision(p);
+    t.plan();  // planning (and inspecting) a low-precision job works anywhere
+    EXPECT_EQ(t.compiled().arch.input_dtype, p);
     try {
-      t.plan();
+      t.compile();
       ADD_FAILURE() << dtype_name(p) << " on the cpu accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
