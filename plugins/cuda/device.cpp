@@ -60,6 +60,9 @@ FrError* arena_alloc(void* p, uint64_t bytes, void** ptr) noexcept {
                     "cuda: cannot allocate " + std::to_string(bytes) +
                         " bytes of device memory: " + cudaGetErrorString(e));
     FR_CUDA_CHECK(cudaMemset(d, 0, bytes));
+    // cudaMemset on device memory is asynchronous on the legacy default stream, which does not order the
+    // non-blocking streams every later copy and kernel run on: wait, or an early upload can be zeroed.
+    FR_CUDA_CHECK(cudaDeviceSynchronize());
     ctx_of(p)->allocated += bytes;
     *ptr = d;
   });
