@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# GPU regression check run through the device tool: stage build-gpu (bin, lib, devlibs, devenv.sh after
-# ../shared/tools/device-bundle build-gpu) into .devrun/stage and Fashion-MNIST into .devrun/fashion-mnist,
-# carry .devrun, run `bash bench/device/check_h200.sh`. Writes its outputs under $OUT.
+# GPU check run through the device tool: stage build-gpu (bin, lib, devlibs, devenv.sh, testplugins after
+# ../shared/tools/device-bundle build-gpu) into .devrun/stage, Fashion-MNIST into .devrun/fashion-mnist and
+# ../shared/bench/pytorch_baseline.py into .devrun/, carry .devrun, run `bash bench/device/check_h200.sh`.
+# Writes its outputs under $OUT: the CUDA tests, plugin-check, the ResNet and MLP benchmarks and PyTorch's
+# numbers from the same card in the same call.
 set -u
 root=$PWD
 mkdir -p /work; [ -e /work/main ] || ln -s "$root" /work/main
@@ -10,8 +12,13 @@ mkdir -p /usr/share/datasets && { [ -e /usr/share/datasets/fashion-mnist ] || ln
 source "$root/.devrun/stage/devenv.sh"; export LD_LIBRARY_PATH="$root/.devrun/stage/lib:$LD_LIBRARY_PATH"
 B=/work/main/build-gpu/bin
 nvidia-smi --query-gpu=name --format=csv,noheader
-$B/test_cuda 2>&1 | tee $OUT/test_cuda.log | grep -E "^\[  (PASSED|FAILED)|Failure" | head
-$B/fresco golden --device cuda /work/main/tests/data/golden/mlp_adamw /work/main/tests/data/golden/mlp_sgd_nesterov_partial 2>/dev/null | tee $OUT/golden_cuda.txt
-$B/fresco golden --device cuda --steps 2 /work/main/tests/data/golden/resnet_sgd 2>&1 | tail -2 | tee $OUT/resnet_cuda.txt
-$B/fresco train /work/main/jobs/mlp_fashion_mnist.json --device cuda 2>&1 | tail -2 | tee $OUT/train_cuda.txt
-for b in 128 1024; do $B/bench_mlp_epoch --device cuda --batch $b --epochs 2 --steps 3000 2>/dev/null | grep mlp_step; done | tee $OUT/fresco_mlp.json
+$B/test_cuda 2>&1 | tee $OUT/test_cuda.log | grep -E "^\[  (PASSED|FAILED)|Failure|differs|Expected|epoch 15" | head -30
+$B/fresco-plugin-check /work/main/build-gpu/lib/libfresco-cuda.so > $OUT/plugin_check_cuda.txt 2>&1
+echo "plugin-check rc=$?"; grep -E "FAIL|passed" $OUT/plugin_check_cuda.txt | head -5
+run() { timeout 200 $B/bench_resnet_step "$@" 2>$OUT/rn_err.txt | grep resnet_step | tee -a $OUT/fresco_resnet.json; }
+run --model resnet18 --batch 512 --precision fp16
+run --model resnet18 --batch 512 --precision bf16
+run --model resnet50 --batch 256 --image 224 --stem imagenet --precision bf16 --steps 20
+for b in 128 1024; do $B/bench_mlp_epoch --device cuda --batch $b --epochs 1 --steps 3000 2>/dev/null | grep mlp_step; done | tee $OUT/fresco_mlp.json
+MODES=eager,graph DTYPES=bfloat16,float16 OUT=$OUT timeout 150 python3 .devrun/pytorch_baseline.py rn18 2>&1 | grep -v Warn | tail -4
+OUT=$OUT timeout 100 python3 bench/device/pytorch_rn50.py 256 2>&1 | grep -v Warn | tail -1
