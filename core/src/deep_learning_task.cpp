@@ -26,6 +26,7 @@ double seconds_since(Clock::time_point t0) {
 Normalization default_normalization(const std::string& kind) {
   if (kind == "fashion-mnist") return Normalization{{0.286f}, {0.353f}};
   if (kind == "mnist") return Normalization{{0.1307f}, {0.3081f}};
+  if (kind == "cifar10") return Normalization{{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
   throw Error(ErrorCode::kBadConfig, "no default normalisation for dataset kind '" + kind + "'");
 }
 
@@ -64,10 +65,20 @@ void DeepLearningTask::plan() {
                "batch_size must be in [1, 1048576], found " + std::to_string(batch_));
   if (!have_data_) {
     FRESCO_CHECK(!data_spec_.kind.empty(), ErrorCode::kBadConfig, "no data: call data(FashionMnist(dir))");
-    FRESCO_CHECK(data_spec_.kind == "fashion-mnist" || data_spec_.kind == "mnist", ErrorCode::kBadConfig,
-                 "unknown dataset kind '" + data_spec_.kind + "' (known: fashion-mnist, mnist)");
-    train_ = data::load_mnist_dir(data_spec_.path, "train", data_spec_.kind);
-    test_ = data::load_mnist_dir(data_spec_.path, "test", data_spec_.kind);
+    FRESCO_CHECK(
+        data_spec_.kind == "fashion-mnist" || data_spec_.kind == "mnist" || data_spec_.kind == "cifar10",
+        ErrorCode::kBadConfig,
+        "unknown dataset kind '" + data_spec_.kind + "' (known: fashion-mnist, mnist, cifar10)");
+    if (data_spec_.kind == "cifar10") {
+      train_ = data::load_jpeg_folder(data_spec_.path, "train", data_spec_.kind);
+      test_ = data::load_jpeg_folder(data_spec_.path, "test", data_spec_.kind);
+      FRESCO_CHECK(train_.num_classes == test_.num_classes, ErrorCode::kBadData,
+                   data_spec_.path + ": train has " + std::to_string(train_.num_classes) + " classes, test " +
+                       std::to_string(test_.num_classes));
+    } else {
+      train_ = data::load_mnist_dir(data_spec_.path, "train", data_spec_.kind);
+      test_ = data::load_mnist_dir(data_spec_.path, "test", data_spec_.kind);
+    }
     if (!norm_set_) norm_ = default_normalization(data_spec_.kind);
     have_data_ = true;
   }

@@ -98,11 +98,14 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     Reader d{r.at("data"), source + ".data", {}};
     d.object();
     s.data.kind = d.get<std::string>("dataset", "");
-    FRESCO_CHECK(
-        s.data.kind == "fashion-mnist" || s.data.kind == "mnist", ErrorCode::kBadConfig,
-        source + ".data.dataset: expected \"fashion-mnist\" or \"mnist\", found \"" + s.data.kind + "\"");
+    FRESCO_CHECK(s.data.kind == "fashion-mnist" || s.data.kind == "mnist" || s.data.kind == "cifar10",
+                 ErrorCode::kBadConfig,
+                 source + ".data.dataset: expected \"fashion-mnist\", \"mnist\" or \"cifar10\", found \"" +
+                     s.data.kind + "\"");
     s.data.path =
         d.get<std::string>("path", s.data.kind == "fashion-mnist" ? "/usr/share/datasets/fashion-mnist" : "");
+    FRESCO_CHECK(!s.data.path.empty(), ErrorCode::kBadConfig,
+                 source + ".data.path: required for dataset \"" + s.data.kind + "\"");
     if (d.has("normalize")) {
       Reader n{d.at("normalize"), source + ".data.normalize", {}};
       n.object();

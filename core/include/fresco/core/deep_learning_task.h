@@ -22,7 +22,7 @@ class Runtime;
 class Executor;
 
 struct DataSpec {
-  std::string kind;  // "fashion-mnist", "mnist"
+  std::string kind;  // "fashion-mnist", "mnist", "cifar10"
   std::string path;
 };
 inline DataSpec FashionMnist(std::string dir = "/usr/share/datasets/fashion-mnist") {
@@ -31,7 +31,12 @@ inline DataSpec FashionMnist(std::string dir = "/usr/share/datasets/fashion-mnis
 inline DataSpec Mnist(std::string dir) {
   return {"mnist", std::move(dir)};
 }
-// The usual per-channel mean/std of a known dataset kind ("fashion-mnist", "mnist").
+// CIFAR-10 as a JPEG image folder (a directory or a .tar.gz of {train,test}/<class>/*.jpg;
+// data::load_jpeg_folder), e.g. ../shared/datasets/cifar10-jpeg.tar.gz.
+inline DataSpec Cifar10(std::string path) {
+  return {"cifar10", std::move(path)};
+}
+// The usual per-channel mean/std of a known dataset kind ("fashion-mnist", "mnist", "cifar10").
 Normalization default_normalization(const std::string& kind);
 
 struct EpochReport {

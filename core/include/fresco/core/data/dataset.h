@@ -42,12 +42,19 @@ Dataset load_idx_pair(const std::string& images_path, const std::string& labels_
 // The dataset is named name_prefix + "/" + split.
 Dataset load_mnist_dir(const std::string& dir, const std::string& split, const std::string& name_prefix);
 
+// An image-folder dataset of JPEGs, `<root>/<split>/<class>/<file>.jpg` (CIFAR-10 as shipped in
+// ../shared/datasets): `path` is the root directory or a .tar.gz of the tree (a leading folder inside the
+// archive is fine). Decoded to RGB (c = 3) with libturbojpeg; labels are the sorted class-folder names'
+// indices; samples are ordered by class, then file name. Throws fresco::Error: kMissingInput (no such path),
+// kBadData (no images, a file that is not a JPEG, images of different sizes, a corrupt archive), kIo.
+Dataset load_jpeg_folder(const std::string& path, const std::string& split, const std::string& name_prefix);
+
 // A permutation of [0, n) that is a pure function of (seed, epoch): Fisher-Yates driven by Philox draws
 // (purpose FR_RNG_SHUFFLE, counter = (index, epoch)), identical on any machine and thread count.
 std::vector<uint32_t> shuffled_indices(uint32_t n, uint64_t seed, uint32_t epoch);
 
-// A small learnable data set for examples and install checks: n images of 8x8x1, 4 classes; class k lights a 2x2
-// patch at (2k, 2k) over uniform noise from a fixed linear congruential sequence seeded by `seed`.
+// A small learnable data set for examples and install checks: n images of 8x8x1, 4 classes; class k lights a
+// 2x2 patch at (2k, 2k) over uniform noise from a fixed linear congruential sequence seeded by `seed`.
 Dataset synthetic_patches(int64_t n, uint32_t seed);
 
 }  // namespace fresco::data

@@ -1,0 +1,171 @@
+// JPEG image-folder datasets (data::load_jpeg_folder): a directory and a .tar.gz of the same tree load the
+// same bytes and labels (sorted class folders, then file names); mixed sizes, a file that is not a JPEG, an
+// empty tree, a missing path and a truncated archive are one clear error each; and the shipped CIFAR-10 copy
+// (../shared/datasets/cifar10-jpeg.tar.gz, when present) loads as 50,000 + 10,000 32x32 RGB images in 10
+// balanced classes.
+#include <gtest/gtest.h>
+#include <turbojpeg.h>
+#include <zlib.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fresco/core/data/dataset.h"
+#include "fresco/core/error.h"
+
+using namespace fresco;
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<uint8_t> make_jpeg(int w, int h, uint32_t seed) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(w * h * 3));
+  std::mt19937 rng(seed);
+  for (auto& b : rgb) b = static_cast<uint8_t>(rng());
+  tjhandle tj = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &out, &size, TJSAMP_444, 95, 0), 0);
+  std::vector<uint8_t> jpg(out, out + size);
+  tjFree(out);
+  tjDestroy(tj);
+  return jpg;
+}
+
+struct File {
+  std::string path;  // inside the tree, e.g. "train/cat/1.jpg"
+  std::vector<uint8_t> bytes;
+};
+
+void write_tree(const fs::path& root, const std::vector<File>& files) {
+  for (const File& f : files) {
+    fs::create_directories((root / f.path).parent_path());
+    std::ofstream(root / f.path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(f.bytes.data()), static_cast<std::streamsize>(f.bytes.size()));
+  }
+}
+
+// A ustar archive of `files` under folder `top`, gzip-compressed; `cut` bytes are dropped from the end.
+void write_tar_gz(const fs::path& file, const std::string& top, const std::vector<File>& files,
+                  size_t cut = 0) {
+  std::vector<char> tar;
+  for (const File& f : files) {
+    char h[512] = {};
+    std::snprintf(h, 100, "%s/%s", top.c_str(), f.path.c_str());
+    std::snprintf(h + 100, 8, "0000644");
+    std::snprintf(h + 124, 12, "%011o", static_cast<unsigned>(f.bytes.size()));
+    h[156] = '0';
+    std::memcpy(h + 257, "ustar", 5);
+    std::memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (char c : h) sum += static_cast<unsigned char>(c);
+    std::snprintf(h + 148, 8, "%06o", sum);
+    tar.insert(tar.end(), h, h + 512);
+    tar.insert(tar.end(), f.bytes.begin(), f.bytes.end());
+    tar.resize((tar.size() + 511) / 512 * 512, 0);
+  }
+  tar.resize(tar.size() + 1024, 0);
+  tar.resize(tar.size() - cut);
+  gzFile g = gzopen(file.string().c_str(), "wb");
+  gzwrite(g, tar.data(), static_cast<unsigned>(tar.size()));
+  gzclose(g);
+}
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("fresco_jpeg_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// The error code of loading `path` (kInternal stands for "no error", which the tests never expect).
+ErrorCode error_of(const std::string& path, const std::string& split, std::string* what = nullptr) {
+  try {
+    data::load_jpeg_folder(path, split, "t");
+  } catch (const Error& e) {
+    if (what) *what = e.what();
+    return e.code();
+  }
+  return ErrorCode::kInternal;
+}
+}  // namespace
+
+TEST(JpegFolder, DirectoryAndTarGzLoadTheSameSortedDataset) {
+  const std::vector<File> files = {{"train/dog/b.jpg", make_jpeg(6, 5, 1)},
+                                   {"train/cat/z.jpg", make_jpeg(6, 5, 2)},
+                                   {"train/cat/a.jpg", make_jpeg(6, 5, 3)},
+                                   {"test/dog/x.jpg", make_jpeg(6, 5, 4)},
+                                   {"train/cat/notes.txt", {'h', 'i'}}};  // not an image: ignored
+  const fs::path dir = temp_dir("dir");
+  write_tree(dir, files);
+  const fs::path tgz = temp_dir("tgz") / "set.tar.gz";
+  write_tar_gz(tgz, "set", files);
+  const data::Dataset a = data::load_jpeg_folder(dir.string(), "train", "t");
+  const data::Dataset b = data::load_jpeg_folder(tgz.string(), "train", "t");
+  EXPECT_EQ(a.n, 3);
+  EXPECT_EQ(a.h, 5);
+  EXPECT_EQ(a.w, 6);
+  EXPECT_EQ(a.c, 3);
+  EXPECT_EQ(a.num_classes, 2);
+  EXPECT_EQ(a.labels, (std::vector<int32_t>{0, 0, 1}));  // cat/a, cat/z, dog/b
+  EXPECT_EQ(a.images, b.images);
+  EXPECT_EQ(a.labels, b.labels);
+  // the pixels are the JPEG's decode: the second image (cat/z) is make_jpeg(.., 2) decoded by turbojpeg
+  const std::vector<uint8_t> z = make_jpeg(6, 5, 2);
+  std::vector<uint8_t> px(90);
+  tjhandle tj = tjInitDecompress();
+  ASSERT_EQ(tjDecompress2(tj, z.data(), z.size(), px.data(), 6, 0, 5, TJPF_RGB, TJFLAG_ACCURATEDCT), 0);
+  tjDestroy(tj);
+  EXPECT_TRUE(std::equal(px.begin(), px.end(), a.images.begin() + 90));
+  EXPECT_EQ(data::load_jpeg_folder(tgz.string(), "test", "t").n, 1);
+  fs::remove_all(dir);
+  fs::remove_all(tgz.parent_path());
+}
+
+TEST(JpegFolder, BadInputsAreOneClearErrorEach) {
+  std::string what;
+  const fs::path mixed = temp_dir("mixed");
+  write_tree(mixed, {{"train/a/1.jpg", make_jpeg(4, 4, 1)}, {"train/a/2.jpg", make_jpeg(5, 4, 2)}});
+  EXPECT_EQ(error_of(mixed.string(), "train", &what), ErrorCode::kBadData);
+  EXPECT_NE(what.find("train/a/2.jpg: 5x4 differs from the first image's 4x4"), std::string::npos) << what;
+  const fs::path notjpeg = temp_dir("notjpeg");
+  write_tree(notjpeg, {{"train/a/1.jpg", {'n', 'o', 'p', 'e'}}});
+  EXPECT_EQ(error_of(notjpeg.string(), "train", &what), ErrorCode::kBadData);
+  EXPECT_NE(what.find("train/a/1.jpg: not a JPEG"), std::string::npos) << what;
+  EXPECT_EQ(error_of(notjpeg.string(), "test", &what), ErrorCode::kMissingInput);  // no test/ folder
+  EXPECT_EQ(error_of((notjpeg / "absent.tar.gz").string(), "train"), ErrorCode::kMissingInput);
+  const fs::path empty = temp_dir("empty");
+  write_tar_gz(empty / "e.tar.gz", "e", {{"train/a/readme.txt", {'x'}}});
+  EXPECT_EQ(error_of((empty / "e.tar.gz").string(), "train", &what), ErrorCode::kBadData);
+  EXPECT_NE(what.find("no JPEG images under train/<class>/"), std::string::npos) << what;
+  write_tar_gz(empty / "cut.tar.gz", "c", {{"train/a/1.jpg", make_jpeg(4, 4, 1)}}, 1024 + 300);
+  EXPECT_EQ(error_of((empty / "cut.tar.gz").string(), "train", &what), ErrorCode::kBadData);
+  EXPECT_NE(what.find("truncated"), std::string::npos) << what;
+  for (const auto& p : {mixed, notjpeg, empty}) fs::remove_all(p);
+}
+
+TEST(JpegFolder, ShippedCifar10Loads) {
+  const std::string path =
+      std::string(FRESCO_TEST_DATA_DIR) + "/../../../shared/datasets/cifar10-jpeg.tar.gz";
+  if (!fs::exists(path)) GTEST_SKIP() << path << " not present";
+  const data::Dataset train = data::load_jpeg_folder(path, "train", "cifar10");
+  const data::Dataset test = data::load_jpeg_folder(path, "test", "cifar10");
+  EXPECT_EQ(train.n, 50000);
+  EXPECT_EQ(test.n, 10000);
+  EXPECT_EQ(train.num_classes, 10);
+  EXPECT_EQ(train.h, 32);
+  EXPECT_EQ(train.w, 32);
+  EXPECT_EQ(train.c, 3);
+  std::vector<int> per_class(10, 0);
+  for (int32_t l : train.labels) ++per_class[static_cast<size_t>(l)];
+  EXPECT_EQ(per_class, std::vector<int>(10, 5000));
+  double mean = 0;  // CIFAR-10's mean pixel is about 0.47 * 255
+  for (uint8_t v : train.images) mean += v;
+  mean /= static_cast<double>(train.images.size());
+  EXPECT_NEAR(mean, 120.7, 5.0);
+}
