@@ -104,8 +104,8 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
                      s.data.kind + "\"");
     s.data.path =
         d.get<std::string>("path", s.data.kind == "fashion-mnist" ? "/usr/share/datasets/fashion-mnist" : "");
-    FRESCO_CHECK(!s.data.path.empty(), ErrorCode::kBadConfig,
-                 source + ".data.path: required for dataset \"" + s.data.kind + "\"");
+    FRESCO_CHECK(s.data.kind != "cifar10" || !s.data.path.empty(), ErrorCode::kBadConfig,
+                 source + ".data.path: required for dataset \"cifar10\" (a JPEG folder or its .tar.gz)");
     if (d.has("normalize")) {
       Reader n{d.at("normalize"), source + ".data.normalize", {}};
       n.object();
