@@ -97,6 +97,10 @@ TEST(Job, ParsesAndRejectsUnknownKeys) {
                         "j.json");
             }).find("epochs"),
             std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"cifar10"}})", "j.json");
+            }).find("data.path: required for dataset \"cifar10\""),
+            std::string::npos);
 }
 
 TEST(Job, TheShippedJobParses) {
