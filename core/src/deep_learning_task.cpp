@@ -52,6 +52,7 @@ FRESCO_SETTER(optimizer(Optimizer o), opt_ = o)
 FRESCO_SETTER(scheduler(Scheduler s), sched_ = std::move(s))
 FRESCO_SETTER(device(std::string d), device_ = std::move(d))
 FRESCO_SETTER(precision(DType p), precision_ = p)
+FRESCO_SETTER(augment(data::Augmentation a), augment_ = a)
 FRESCO_SETTER(seed(uint64_t s), seed_ = s)
 FRESCO_SETTER(shuffle(bool on), shuffle_ = on)
 FRESCO_SETTER(on_epoch(std::function<void(const EpochReport&)> cb), on_epoch_ = std::move(cb))
@@ -94,6 +95,11 @@ void DeepLearningTask::plan() {
                ErrorCode::kBadConfig,
                std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(precision_));
 
+  FRESCO_CHECK(augment_.crop_pad >= 0 && augment_.crop_pad < std::min(train_.h, train_.w),
+               ErrorCode::kBadConfig,
+               "augment crop_pad must be in [0, " + std::to_string(std::min(train_.h, train_.w)) +
+                   "), found " + std::to_string(augment_.crop_pad));
+
   CompileOptions o;
   o.input_sample = Shape{1, train_.h, train_.w, train_.c};
   o.num_classes = train_.num_classes;
@@ -128,6 +134,7 @@ void DeepLearningTask::compile() {
   runtime_->allocate(plan, plan.region_range(Region::I_A_LABELS, Region::I_A_DATA).bytes);
   const CaptureStats cs = runtime_->pre_capture(model_->atlas);
   exec_ = std::make_unique<Executor>(*model_, *runtime_);
+  exec_->set_augmentation(augment_, seed_);
   init_parameters();
   cast_weights();
   FrStepScalars s{};
@@ -194,7 +201,7 @@ TrainingResult DeepLearningTask::run() {
     else
       std::iota(order.begin(), order.end(), 0u);
     exec_->clear_metrics();
-    exec_->train_epoch(train_, order);
+    exec_->train_epoch(train_, order, static_cast<uint32_t>(e));
     runtime_->synchronize();
     EpochReport r;
     r.epoch = e + 1;

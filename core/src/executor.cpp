@@ -42,7 +42,8 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
   }
 }
 
-void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count) {
+void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count,
+                     int64_t augment_epoch) {
   rt_.host_wait(copied_[ab_index(ab)]);  // the previous transfer from this buffer has read it
   uint8_t* buf = rt_.staging(ab);
   const int64_t sb = d.sample_bytes();
@@ -51,13 +52,19 @@ void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64
                "stage: batch of " + std::to_string(count) + " does not fit the staging buffer");
   auto* labels = reinterpret_cast<int32_t*>(buf + labels_offset_);
   uint8_t* data = buf + data_offset_;
+  const bool augment = augment_epoch >= 0 && aug_.active();
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, count, 32),
       [&](const tbb::blocked_range<int64_t>& r) {
         for (int64_t i = r.begin(); i != r.end(); ++i) {
           const uint32_t s = idx[i];
           labels[i] = d.labels[s];
-          std::memcpy(data + i * sb, d.images.data() + static_cast<int64_t>(s) * sb, static_cast<size_t>(sb));
+          const uint8_t* src = d.images.data() + static_cast<int64_t>(s) * sb;
+          if (augment)
+            data::augment_image(src, data + i * sb, d.h, d.w, d.c,
+                                data::augment_draw(aug_, aug_seed_, static_cast<uint32_t>(augment_epoch), s));
+          else
+            std::memcpy(data + i * sb, src, static_cast<size_t>(sb));
         }
       },
       tbb::static_partitioner());
@@ -75,7 +82,7 @@ void Executor::train_step(Variant v, char ab) {
   rt_.record(consumed_[x], StreamRole::COMP_1);
 }
 
-void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order) {
+void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order, uint32_t epoch) {
   const int64_t b = m_.batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   const int64_t n = static_cast<int64_t>(order.size());
   int64_t step = 0;
@@ -85,7 +92,7 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
     FRESCO_CHECK(m_.batch_of[static_cast<int>(v)] == count, ErrorCode::kInternal,
                  "train_epoch: no compiled variant for a batch of " + std::to_string(count));
     const char ab = step % 2 == 0 ? 'A' : 'B';
-    stage(ab, d, order.data() + start, count);
+    stage(ab, d, order.data() + start, count, epoch);
     train_step(v, ab);
   }
 }

@@ -126,6 +126,15 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
                  source + ".precision: expected \"fp32\", \"bf16\" or \"fp16\", found \"" + prec + "\"");
     s.precision = prec == "bf16" ? DType::BF16 : prec == "fp16" ? DType::F16 : DType::F32;
   }
+  if (r.has("augment")) {  // training-time augmentation: {"crop_pad": 4, "flip": true}
+    Reader a{r.at("augment"), source + ".augment", {}};
+    a.object();
+    s.augment.crop_pad = a.get<int32_t>("crop_pad", 0);
+    s.augment.flip = a.get<bool>("flip", false);
+    FRESCO_CHECK(s.augment.crop_pad >= 0, ErrorCode::kBadConfig,
+                 source + ".augment.crop_pad: must be >= 0, found " + std::to_string(s.augment.crop_pad));
+    a.done();
+  }
   if (r.has("loss")) {
     Reader l{r.at("loss"), source + ".loss", {}};
     l.object();
@@ -198,6 +207,7 @@ void configure(DeepLearningTask& task, const JobSpec& job) {
       .seed(job.seed)
       .device(job.device)
       .precision(job.precision)
+      .augment(job.augment)
       .loss(job.loss)
       .optimizer(job.optimizer)
       .scheduler(job.scheduler);

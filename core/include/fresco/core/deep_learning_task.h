@@ -12,6 +12,7 @@
 
 #include "fresco/core/blueprint.h"
 #include "fresco/core/compiler.h"
+#include "fresco/core/data/augment.h"
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/task.h"
 #include "fresco/core/train_config.h"
@@ -79,6 +80,9 @@ class DeepLearningTask : public TaskBase {
   // initial 2^16, x2 after 2000 clean steps, x0.5 and a skipped update on inf/NaN). The CPU backend computes
   // in fp32 only.
   DeepLearningTask& precision(DType p);
+  // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
+  // augmented.
+  DeepLearningTask& augment(data::Augmentation a);
   DeepLearningTask& shuffle(bool on);
   DeepLearningTask& on_epoch(std::function<void(const EpochReport&)> cb);
 
@@ -139,6 +143,7 @@ class DeepLearningTask : public TaskBase {
   std::string device_ = "auto";
   uint64_t seed_ = 0;
   DType precision_ = DType::F32;
+  data::Augmentation augment_;
   bool shuffle_ = true;
   std::function<void(const EpochReport&)> on_epoch_;
   std::unique_ptr<CompiledModel> model_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fresco/core/compiler.h"
+#include "fresco/core/data/augment.h"
 #include "fresco/core/data/dataset.h"
 #include "fresco/ops.h"
 
@@ -19,12 +20,20 @@ class Runtime;
 class Executor {
  public:
   Executor(const CompiledModel& m, Runtime& rt);
-  // Copies samples idx[0..count) of `d` into staging buffer `ab` (labels, then NHWC bytes).
-  void stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count);
+  // Copies samples idx[0..count) of `d` into staging buffer `ab` (labels, then NHWC bytes); with
+  // `augment_epoch`
+  // >= 0 and an active augmentation, each image is augmented with that epoch's draws.
+  void stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count, int64_t augment_epoch = -1);
+  // Training-time augmentation for train_epoch (off by default); draws come from `seed`.
+  void set_augmentation(const data::Augmentation& a, uint64_t seed) {
+    aug_ = a;
+    aug_seed_ = seed;
+  }
   // One training step on the batch staged in `ab` at variant v.
   void train_step(Variant v, char ab);
-  // One whole pass over `d` in `order` (batch after batch, the last one partial).
-  void train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order);
+  // One whole pass over `d` in `order` (batch after batch, the last one partial), augmented as set for
+  // `epoch`.
+  void train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order, uint32_t epoch = 0);
   // Forward + loss + metrics over the whole of `d`, in order.
   void evaluate(const data::Dataset& d);
   void clear_metrics();
@@ -37,6 +46,8 @@ class Executor {
   const CompiledModel& m_;
   Runtime& rt_;
   uint64_t labels_offset_ = 0, data_offset_ = 0;  // inside a staging buffer
+  data::Augmentation aug_;
+  uint64_t aug_seed_ = 0;
   // Per variant and buffer: capture indices (-1 = none), resolved once.
   int transfer_[kVariantCount][2];
   int step_[kVariantCount][2];
