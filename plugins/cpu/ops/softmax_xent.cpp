@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cpu_common.h"
+#include "fresco/softmax_xent_geometry.hpp"
 
 namespace fresco::cpu {
 
@@ -12,7 +13,7 @@ FR_CPU_KERNEL_PREPARE(softmax_xent) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 2, 0, 0, 1, "softmax_xent");
     *state = nullptr;
-    *workspace_bytes = static_cast<uint64_t>(sdk::rows(call->in[0])) * 2 * sizeof(float);
+    *workspace_bytes = sdk::xent_workspace_bytes(call);
   });
 }
 
@@ -20,16 +21,8 @@ FR_CPU_KERNEL_RUN(softmax_xent) {
   return sdk::guard([&] {
     const auto& p = sdk::params<FrSoftmaxXentParams>(call);
     const auto& lt = call->in[0];
-    expect_dtype(call->in[1], FR_I32, "softmax_xent labels");
-    const int64_t m = sdk::rows(lt), c = sdk::cols(lt);
-    FR_PLUGIN_CHECK(sdk::numel(call->in[1]) >= m, FR_ERR_INVALID_ARGUMENT,
-                    "softmax_xent: fewer labels than rows");
-    FR_PLUGIN_CHECK(!p.write_grad || call->n_out >= 1, FR_ERR_INVALID_ARGUMENT,
-                    "softmax_xent: no gradient output");
-    FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrBatchResults), FR_ERR_INVALID_ARGUMENT,
-                    "softmax_xent: results range too small");
-    FR_PLUGIN_CHECK(call->workspace_bytes >= static_cast<uint64_t>(m) * 2 * sizeof(float),
-                    FR_ERR_INVALID_ARGUMENT, "softmax_xent: workspace too small");
+    const sdk::XentShape xs = sdk::xent_shape(call);
+    const int64_t m = xs.m, c = xs.c;
     const float* z = sdk::data<float>(lt);
     const int32_t* y = sdk::data<int32_t>(call->in[1]);
     float* dz = p.write_grad ? sdk::data<float>(call->out[0]) : nullptr;
@@ -37,7 +30,7 @@ FR_CPU_KERNEL_RUN(softmax_xent) {
     float* row_hit = row_loss + m;
     const float eps = p.label_smoothing;
     // With the step scalars as rin (dynamic loss scaling) the gradient is multiplied by the loss scale.
-    const float scale = call->n_rin >= 1 ? sdk::step_scalars(call->rin[0], "softmax_xent")->loss_scale : 1.0f;
+    const float scale = xs.ls ? xs.ls->loss_scale : 1.0f;
     const float inv_m = scale / static_cast<float>(m);
     for (int64_t r = 0; r < m; ++r)
       FR_PLUGIN_CHECK(

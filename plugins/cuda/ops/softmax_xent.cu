@@ -5,6 +5,7 @@
 #include <cfloat>
 
 #include "cuda_common.h"
+#include "fresco/softmax_xent_geometry.hpp"
 
 namespace fresco::cuda {
 
@@ -96,32 +97,23 @@ FR_CUDA_KERNEL_PREPARE(softmax_xent) {
     (void)ctx;
     sdk::expect_arity(call, 2, 0, 0, 1, "softmax_xent");
     *state = nullptr;
-    *workspace_bytes = static_cast<uint64_t>(sdk::rows(call->in[0])) * 2 * sizeof(float);
+    *workspace_bytes = sdk::xent_workspace_bytes(call);
   });
 }
 
 FR_CUDA_KERNEL_RUN(softmax_xent) {
   return sdk::guard([&] {
     (void)ctx;
-    sdk::expect_arity(call, 2, 0, 0, 1, "softmax_xent");
     const auto& p = sdk::params<FrSoftmaxXentParams>(call);
-    FR_PLUGIN_CHECK(call->in[1].dtype == FR_I32, FR_ERR_INVALID_ARGUMENT, "softmax_xent: labels must be i32");
-    const int64_t m = sdk::rows(call->in[0]), c = sdk::cols(call->in[0]);
-    FR_PLUGIN_CHECK(sdk::numel(call->in[1]) >= m, FR_ERR_INVALID_ARGUMENT,
-                    "softmax_xent: fewer labels than rows");
-    FR_PLUGIN_CHECK(!p.write_grad || call->n_out >= 1, FR_ERR_INVALID_ARGUMENT,
-                    "softmax_xent: no gradient output");
-    FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrBatchResults), FR_ERR_INVALID_ARGUMENT,
-                    "softmax_xent: results range too small");
-    FR_PLUGIN_CHECK(call->workspace_bytes >= static_cast<uint64_t>(m) * 2 * sizeof(float),
-                    FR_ERR_INVALID_ARGUMENT, "softmax_xent: workspace too small");
+    const sdk::XentShape xs = sdk::xent_shape(call);
+    const int64_t m = xs.m, c = xs.c;
     float* row_loss = static_cast<float*>(call->workspace);
     float* row_hit = row_loss + m;
     const unsigned blocks = static_cast<unsigned>((m * 32 + kRowThreads - 1) / kRowThreads);
     softmax_xent_rows<<<blocks, kRowThreads, 0, stream_of(call)>>>(
         sdk::data<float>(call->in[0]), sdk::data<int32_t>(call->in[1]),
-        p.write_grad ? sdk::data<float>(call->out[0]) : nullptr, m, c, p.label_smoothing,
-        call->n_rin >= 1 ? sdk::step_scalars(call->rin[0], "softmax_xent") : nullptr, row_loss, row_hit);
+        p.write_grad ? sdk::data<float>(call->out[0]) : nullptr, m, c, p.label_smoothing, xs.ls, row_loss,
+        row_hit);
     FR_CUDA_LAUNCH_CHECK();
     softmax_xent_sum<<<1, kSumThreads, 0, stream_of(call)>>>(
         row_loss, row_hit, m, static_cast<FrBatchResults*>(call->rout[0].data));
