@@ -13,6 +13,7 @@
 #include "bench_args.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
+#include "mlp_job.h"
 
 int main(int argc, char** argv) {
   using namespace fresco;
@@ -33,14 +34,7 @@ int main(int argc, char** argv) {
   try {
     const std::vector<int64_t> widths = {784, 1024, 512, 256, 10};
     DeepLearningTask task;
-    task.model(seq({fc(1024), relu(), fc(512), relu(), fc(256), relu(), fc(10)}))
-        .data(FashionMnist(dir))
-        .batch_size(batch)
-        .loss(CrossEntropyLoss().label_smoothing(0.1f))
-        .optimizer(AdamW().base_lr(1e-3f).with_weight_decay(1e-4f))
-        .epochs(epochs)
-        .device(device)
-        .seed(1);
+    bench::configure_mlp(task, dir, batch, device).epochs(epochs).seed(1);
     const int64_t steps_per_epoch = (60000 + batch - 1) / batch;
     task.on_epoch([&](const EpochReport& r) {
       std::printf(

@@ -12,6 +12,7 @@
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
 #include "fresco/core/runtime.h"
+#include "mlp_job.h"
 
 int main(int argc, char** argv) {
   using namespace fresco;
@@ -26,12 +27,7 @@ int main(int argc, char** argv) {
   const int reps = static_cast<int>(args.integer("reps")), warm = static_cast<int>(args.integer("warm"));
   try {
     DeepLearningTask task;
-    task.model(seq({fc(1024), relu(), fc(512), relu(), fc(256), relu(), fc(10)}))
-        .data(FashionMnist(dir))
-        .batch_size(batch)
-        .loss(CrossEntropyLoss().label_smoothing(0.1f))
-        .optimizer(AdamW().base_lr(1e-3f).with_weight_decay(1e-4f))
-        .device(device);
+    bench::configure_mlp(task, dir, batch, device);
     task.compile();
     task.time_steps(warm);  // training steps before profiling (late-training values can be slower on a CPU)
     Runtime& rt = task.runtime();
