@@ -10,6 +10,7 @@
 
 namespace fresco {
 
+using layers::compute_node;
 using layers::EmitContext;
 using layers::rule_for;
 
@@ -398,11 +399,10 @@ void emit_transfer(ComputationGraph& g, char ab) {
 
 void emit_input(EmitContext& cx, const CompiledModel& m, char ab) {
   const JobTensors& t = m.t;
-  GraphNode n;  // normalises the pixels and copies the batch's labels to labels.current in one pass
-  n.op = FR_OP_NORMALIZE_INPUT;
-  n.label = "normalize";
-  n.in = {ab == 'A' ? t.data_a : t.data_b, ab == 'A' ? t.labels_a : t.labels_b};
-  n.out = {t.input_f32, t.labels};
+  // normalises the pixels and copies the batch's labels to labels.current in one pass
+  GraphNode n = compute_node(FR_OP_NORMALIZE_INPUT, "normalize",
+                             {ab == 'A' ? t.data_a : t.data_b, ab == 'A' ? t.labels_a : t.labels_b},
+                             {t.input_f32, t.labels});
   FrNormalizeParams np{};
   np.channels = static_cast<int32_t>(m.arch.input_sample.c);
   for (int c = 0; c < np.channels; ++c) {
@@ -422,20 +422,12 @@ GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label,
 // The forward node of a two-input join: add / add_relu for a residual block, concat for a concat block.
 GraphNode join_node(const LayerDescriptor& l, TensorId a, TensorId b) {
   if (l.kind == LayerKind::ADD) return add_node(a, b, l.out, l.name, l.fused_relu);
-  GraphNode n;
-  n.op = FR_OP_CONCAT;
-  n.label = l.name;
-  n.in = {a, b};
-  n.out = {l.out};
+  GraphNode n = compute_node(FR_OP_CONCAT, l.name, {a, b}, {l.out});
   return n;
 }
 
 GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label, bool relu) {
-  GraphNode n;
-  n.op = relu ? FR_OP_ADD_RELU : FR_OP_ADD;
-  n.label = label;
-  n.in = {a, b};
-  n.out = {y};
+  GraphNode n = compute_node(relu ? FR_OP_ADD_RELU : FR_OP_ADD, label, {a, b}, {y});
   return n;
 }
 
@@ -455,20 +447,12 @@ void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) 
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
   if (l.grad_sum_a != kNoTensor) cx.add(add_node(l.grad_sum_a, l.grad_sum_b, l.grad_out, "grad " + l.name));
   if (l.kind == LayerKind::ADD && l.fused_relu) {  // the fused relu's backward; both branches read the result
-    GraphNode n;
-    n.op = FR_OP_RELU_BACKWARD;
-    n.label = l.name;
-    n.in = {l.grad_out, l.out};
-    n.out = {l.grad_in};
+    GraphNode n = compute_node(FR_OP_RELU_BACKWARD, l.name, {l.grad_out, l.out}, {l.grad_in});
     cx.add(std::move(n));
     return;
   }
   if (l.kind == LayerKind::CONCAT) {  // the split: each branch gets its channels of the gradient
-    GraphNode n;
-    n.op = FR_OP_CONCAT_BACKWARD;
-    n.label = l.name;
-    n.in = {l.grad_out};
-    n.out = {l.grad_in, l.grad_in2};
+    GraphNode n = compute_node(FR_OP_CONCAT_BACKWARD, l.name, {l.grad_out}, {l.grad_in, l.grad_in2});
     cx.add(std::move(n));
     return;
   }

@@ -43,12 +43,10 @@ class BatchNormRule final : public LayerRule {
                 TensorId dx) const override {
     FRESCO_CHECK(dx != kNoTensor, ErrorCode::kInternal,
                  l.name + ": batchnorm backward needs an input gradient");
-    GraphNode n;
-    n.op = FR_OP_BATCHNORM_BACKWARD;
-    n.label = l.name;
-    n.in = {dy, x, l.weight, l.save_mean, l.save_invstd};
+    GraphNode n =
+        compute_node(FR_OP_BATCHNORM_BACKWARD, l.name, {dy, x, l.weight, l.save_mean, l.save_invstd},
+                     {dx, l.grad_weight, l.grad_bias});
     if (l.fused_relu) n.in.push_back(y);  // dy is w.r.t. the relu output; the kernel masks it with y
-    n.out = {dx, l.grad_weight, l.grad_bias};
     cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, l.fused_relu ? 1 : 0});
   }
 };

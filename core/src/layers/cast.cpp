@@ -8,11 +8,7 @@ namespace fresco::layers {
 
 namespace {
 void emit_cast(EmitContext& cx, const LayerDescriptor& l, TensorId from, TensorId to) {
-  GraphNode n;
-  n.op = FR_OP_CAST;
-  n.label = l.name;
-  n.in = {from};
-  n.out = {to};
+  GraphNode n = compute_node(FR_OP_CAST, l.name, {from}, {to});
   cx.add(std::move(n));
 }
 }  // namespace

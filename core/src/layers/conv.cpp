@@ -48,22 +48,18 @@ class ConvRule final : public LayerRule {
       l.bias = plan.alloc_param(ParamKind::FC_BIAS, Shape{1, 1, 1, l.spec.out}, l.name + ".bias", l.index);
   }
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
-    GraphNode n;
-    n.op = FR_OP_CONV2D;
-    n.label = l.name;
-    n.in = {x, l.compute_weight != kNoTensor ? l.compute_weight : l.weight};  // A copy in mixed precision
+    // the A copy of the weight in mixed precision
+    GraphNode n = compute_node(FR_OP_CONV2D, l.name,
+                               {x, l.compute_weight != kNoTensor ? l.compute_weight : l.weight}, {y});
     if (l.spec.bias) n.in.push_back(l.bias);
-    n.out = {y};
     cx.add(std::move(n)).with_params(params_of(l));
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId, TensorId dy,
                 TensorId dx) const override {
-    GraphNode n;
-    n.op = FR_OP_CONV2D_BACKWARD;
-    n.label = l.name;
-    const bool low = l.compute_weight != kNoTensor;
-    n.in = {dy, x, low ? l.compute_weight : l.weight};
-    n.out = {low ? l.grad_weight_low : l.grad_weight};  // G16, cast to G by GRAD_CAST, in mixed precision
+    const bool low =
+        l.compute_weight != kNoTensor;  // mixed precision: A weight, G16 gradient (GRAD_CAST casts it)
+    GraphNode n = compute_node(FR_OP_CONV2D_BACKWARD, l.name, {dy, x, low ? l.compute_weight : l.weight},
+                               {low ? l.grad_weight_low : l.grad_weight});
     if (l.spec.bias) n.out.push_back(l.grad_bias);
     if (dx != kNoTensor) n.out.push_back(dx);
     FrConvBackwardParams p{};

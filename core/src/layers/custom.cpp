@@ -45,11 +45,7 @@ class CustomRule final : public LayerRule {
     return out;
   }
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
-    GraphNode n;
-    n.op = schema_of(l).name;
-    n.label = l.name;
-    n.in = {x};
-    n.out = {y};
+    GraphNode n = compute_node(schema_of(l).name, l.name, {x}, {y});
     cx.add(std::move(n));
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
@@ -59,11 +55,7 @@ class CustomRule final : public LayerRule {
     FRESCO_CHECK(s.backward, ErrorCode::kBadConfig,
                  "layer " + l.spec.path + " (custom): op '" + l.spec.op +
                      "' declares no backward op, so the layers before it cannot be trained");
-    GraphNode n;
-    n.op = s.backward;
-    n.label = l.name;
-    n.in = {dy, x, y};
-    n.out = {dx};
+    GraphNode n = compute_node(s.backward, l.name, {dy, x, y}, {dx});
     cx.add(std::move(n));
   }
 };

@@ -16,23 +16,14 @@ class DropoutRule final : public LayerRule {
   }
   bool view(const LayerDescriptor&, bool training) const override { return !training; }
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
-    GraphNode n;
-    n.kind = NodeKind::COMPUTE;
-    n.op = FR_OP_DROPOUT;
-    n.label = l.name;
-    n.in = {x};
-    n.out = {y};
+    GraphNode n = compute_node(FR_OP_DROPOUT, l.name, {x}, {y});
     n.rin = {RangeRef::of(cx.job->step_scalars, DType::U8)};
     cx.add(std::move(n)).with_params(FrDropoutParams{l.spec.p, static_cast<uint32_t>(l.index)});
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId, TensorId, TensorId dy,
                 TensorId dx) const override {
     if (dx == kNoTensor) return;
-    GraphNode n;
-    n.op = FR_OP_DROPOUT_BACKWARD;
-    n.label = l.name;
-    n.in = {dy};
-    n.out = {dx};
+    GraphNode n = compute_node(FR_OP_DROPOUT_BACKWARD, l.name, {dy}, {dx});
     n.rin = {RangeRef::of(cx.job->step_scalars, DType::U8)};
     cx.add(std::move(n)).with_params(FrDropoutParams{l.spec.p, static_cast<uint32_t>(l.index)});
   }

@@ -20,12 +20,8 @@ class FcRule final : public LayerRule {
     if (l.spec.bias) l.bias = plan.alloc_fc_bias(l.spec.out, l.name, l.index);
   }
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
-    GraphNode n;
-    n.op = FR_OP_FC;
-    n.label = l.name;
-    n.in = {x, l.weight};
+    GraphNode n = compute_node(FR_OP_FC, l.name, {x, l.weight}, {y});
     if (l.spec.bias) n.in.push_back(l.bias);
-    n.out = {y};
     cx.add(std::move(n)).with_params(FrFcParams{l.spec.bias ? 1 : 0, l.fused_relu ? 1 : 0});
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,

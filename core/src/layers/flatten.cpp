@@ -16,21 +16,13 @@ class FlattenRule final : public LayerRule {
     return l.in_sample.c == 1 || l.in_sample.h * l.in_sample.w == 1;
   }
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
-    GraphNode n;
-    n.op = FR_OP_FLATTEN_CHW;
-    n.label = l.name;
-    n.in = {x};
-    n.out = {y};
+    GraphNode n = compute_node(FR_OP_FLATTEN_CHW, l.name, {x}, {y});
     cx.add(std::move(n));
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId, TensorId, TensorId dy,
                 TensorId dx) const override {
     if (dx == kNoTensor) return;
-    GraphNode n;
-    n.op = FR_OP_FLATTEN_CHW_BACKWARD;
-    n.label = l.name;
-    n.in = {dy};
-    n.out = {dx};
+    GraphNode n = compute_node(FR_OP_FLATTEN_CHW_BACKWARD, l.name, {dy}, {dx});
     cx.add(std::move(n));
   }
 };

@@ -8,6 +8,17 @@
 
 namespace fresco::layers {
 
+// A compute node of `op` over tensor ids (params, side stream and the like are set on the result).
+inline GraphNode compute_node(std::string op, std::string label, std::vector<TensorId> in,
+                              std::vector<TensorId> out) {
+  GraphNode n;
+  n.op = std::move(op);
+  n.label = std::move(label);
+  n.in = std::move(in);
+  n.out = std::move(out);
+  return n;
+}
+
 struct EmitContext {
   ComputationGraph* graph;
   GraphId gid;

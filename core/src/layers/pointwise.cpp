@@ -13,21 +13,13 @@ class PointwiseRule final : public LayerRule {
       : fwd_(fwd), bwd_(bwd), reads_y_(backward_reads_output) {}
   Shape out_shape(const LayerDescriptor&, const Shape& in) const override { return in; }
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
-    GraphNode n;
-    n.op = fwd_;
-    n.label = l.name;
-    n.in = {x};
-    n.out = {y};
+    GraphNode n = compute_node(fwd_, l.name, {x}, {y});
     cx.add(std::move(n));
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
     if (dx == kNoTensor) return;
-    GraphNode n;
-    n.op = bwd_;
-    n.label = l.name;
-    n.in = {dy, reads_y_ ? y : x};
-    n.out = {dx};
+    GraphNode n = compute_node(bwd_, l.name, {dy, reads_y_ ? y : x}, {dx});
     cx.add(std::move(n));
   }
 

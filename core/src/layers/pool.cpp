@@ -32,22 +32,15 @@ class PoolRule final : public LayerRule {
                  (in.w + 2 * p.pad_w - p.kw) / p.stride_w + 1, in.c};
   }
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
-    GraphNode n;
-    n.op = fwd_;
-    n.label = l.name;
-    n.in = {x};
-    n.out = {y};
+    GraphNode n = compute_node(fwd_, l.name, {x}, {y});
     if (!global_) n.with_params(params_of(l));
     cx.add(std::move(n));
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
     if (dx == kNoTensor) return;
-    GraphNode n;
-    n.op = bwd_;
-    n.label = l.name;
-    n.in = max_ ? std::vector<TensorId>{dy, x, y} : std::vector<TensorId>{dy};
-    n.out = {dx};
+    GraphNode n =
+        compute_node(bwd_, l.name, max_ ? std::vector<TensorId>{dy, x, y} : std::vector<TensorId>{dy}, {dx});
     if (!global_) n.with_params(params_of(l));
     cx.add(std::move(n));
   }
