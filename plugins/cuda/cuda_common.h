@@ -22,15 +22,24 @@ struct ConvChoice {
   uint64_t workspace;
 };
 
+// A cuBLASLt matmul configuration chosen for one problem (ops/matmul_search.cu).
+struct MatmulChoice {
+  cublasLtMatmulAlgo_t algo{};
+  uint64_t workspace = 0;
+};
+
 struct Context {
   int device = 0;
   cublasLtHandle_t lt = nullptr;
   cudnnContext* dnn = nullptr;  // created by the first convolution plan (ops/conv_plan.cpp)
   uint64_t allocated = 0;       // bytes from arena_alloc (for memory_in_use)
   int sm_count = 0;
-  bool autotune = true;  // time cuBLASLt candidates at prepare (FRESCO_CUBLAS_AUTOTUNE=0 turns it off)
+  // cuBLASLt algorithm search at prepare (FRESCO_CUBLAS_AUTOTUNE): 0 = the heuristic's first choice, 1 = the
+  // fastest of the heuristic's candidates, 2 (default) = also every configuration cuBLASLt accepts.
+  int autotune = 2;
+  bool log_choices = false;  // FRESCO_CUBLAS_LOG=1: print each matmul choice to stderr
   // Algorithms chosen at prepare, by problem key, so every node of one shape uses the same algorithm.
-  std::map<std::string, cublasLtMatmulAlgo_t> algo_cache;
+  std::map<std::string, MatmulChoice> algo_cache;
   bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
   std::map<std::string, ConvChoice> conv_choice;
 };

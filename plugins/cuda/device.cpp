@@ -28,6 +28,14 @@ FrError* context_create(int32_t index, void** out) noexcept {
         index >= 0 && index < n, FR_ERR_INVALID_ARGUMENT,
         "cuda: device " + std::to_string(index) + " does not exist (" + std::to_string(n) + " found)");
     FR_CUDA_CHECK(cudaSetDevice(index));
+    const char* tune = std::getenv("FRESCO_CUBLAS_AUTOTUNE");
+    int tune_level = 2;
+    if (tune && *tune) {
+      const std::string level(tune);
+      FR_PLUGIN_CHECK(level == "0" || level == "1" || level == "2", FR_ERR_INVALID_ARGUMENT,
+                      "cuda: FRESCO_CUBLAS_AUTOTUNE must be 0, 1 or 2, found '" + level + "'");
+      tune_level = level[0] - '0';
+    }
     auto* c = new Context();
     c->device = index;
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
@@ -35,8 +43,9 @@ FrError* context_create(int32_t index, void** out) noexcept {
       throw sdk::KernelError(FR_ERR_DEVICE, "cuda: cublasLtCreate failed");
     }
     cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
-    const char* tune = std::getenv("FRESCO_CUBLAS_AUTOTUNE");
-    c->autotune = !(tune && std::string(tune) == "0");
+    c->autotune = tune_level;
+    const char* log = std::getenv("FRESCO_CUBLAS_LOG");
+    c->log_choices = log && std::string(log) == "1";
     const char* conv_tune = std::getenv("FRESCO_CUDNN_AUTOTUNE");
     c->conv_autotune = !(conv_tune && std::string(conv_tune) == "0");
     *out = c;

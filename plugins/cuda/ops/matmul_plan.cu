@@ -1,80 +1,15 @@
 // cuBLASLt plan/run for the fc kernels (see matmul_plan.h for the layout algebra).
-#include <algorithm>
-#include <cstring>
+#include <cstdio>
+#include <vector>
 
 #include "ops/matmul_plan.h"
+#include "ops/matmul_search.h"
 
 namespace fresco::cuda {
 
 namespace {
-__global__ void fill_kernel(float* x, int64_t n, float scale) {
-  FR_CUDA_GRID_LOOP(i, n)
-  x[i] = scale * static_cast<float>((i * 2654435761u) % 2001u) / 1000.0f - scale;  // deterministic, not zero
-}
-
-// Times every heuristic candidate on scratch buffers (median of 15 runs after 3 warm-ups) and returns the
-// index of the fastest, keeping the heuristic's first choice unless another is at least 10% faster (stable
-// across runs).
-int fastest_candidate(Context* ctx, MatmulPlan& p, const cublasLtMatmulHeuristicResult_t* results, int found,
-                      int64_t m, int64_t n, int64_t k) {
-  uint64_t ws = 0;
-  for (int i = 0; i < found; ++i) ws = std::max<uint64_t>(ws, results[i].workspaceSize);
-  float *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
-  void* w = nullptr;
-  cudaStream_t s = nullptr;
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  int pick = 0;
-  try {
-    FR_CUDA_CHECK(cudaMalloc(&a, sizeof(float) * m * k));
-    FR_CUDA_CHECK(cudaMalloc(&b, sizeof(float) * k * n));
-    FR_CUDA_CHECK(cudaMalloc(&c, sizeof(float) * m * n));
-    FR_CUDA_CHECK(cudaMalloc(&bias, sizeof(float) * n));
-    if (ws) FR_CUDA_CHECK(cudaMalloc(&w, ws));
-    FR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    FR_CUDA_CHECK(cudaEventCreate(&e0));
-    FR_CUDA_CHECK(cudaEventCreate(&e1));
-    fill_kernel<<<256, 256, 0, s>>>(a, m * k, 0.5f);
-    fill_kernel<<<256, 256, 0, s>>>(b, k * n, 0.5f);
-    fill_kernel<<<256, 256, 0, s>>>(bias, n, 0.5f);
-    FR_CUDA_LAUNCH_CHECK();
-    float best = 0.0f, first = 0.0f;
-    for (int i = 0; i < found; ++i) {
-      MatmulPlan trial = p;
-      trial.algo = results[i].algo;
-      trial.workspace = results[i].workspaceSize;
-      float times[15];
-      bool ok = true;
-      for (int r = 0; r < 18 && ok; ++r) {
-        FR_CUDA_CHECK(cudaEventRecord(e0, s));
-        try {
-          run_matmul(ctx, trial, a, b, c, bias, w, ws, s);
-        } catch (const sdk::KernelError&) {
-          ok = false;  // a candidate the library cannot run here is skipped
-        }
-        FR_CUDA_CHECK(cudaEventRecord(e1, s));
-        FR_CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 3) FR_CUDA_CHECK(cudaEventElapsedTime(&times[r - 3], e0, e1));
-      }
-      if (!ok) continue;
-      std::sort(times, times + 15);
-      const float med = times[7];
-      if (i == 0) first = med;
-      if (i == 0 || med < best) best = med, pick = i;
-    }
-    if (pick != 0 && !(best < 0.9f * first)) pick = 0;
-  } catch (...) {
-    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(bias), cudaFree(w);
-    if (s) cudaStreamDestroy(s);
-    if (e0) cudaEventDestroy(e0);
-    if (e1) cudaEventDestroy(e1);
-    throw;
-  }
-  cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(bias), cudaFree(w);
-  cudaStreamDestroy(s);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return pick;
-}
+constexpr double kSearchMinFma = 1 << 22;  // smaller problems keep the heuristic's choice
+constexpr size_t kSearchLimit = 240;       // enumerated configurations timed per problem, at most
 }  // namespace
 
 void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
@@ -112,20 +47,31 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   FR_PLUGIN_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, FR_ERR_UNSUPPORTED,
                   "cuBLASLt has no fp32 algorithm for " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                       std::to_string(k) + " (status " + std::to_string(st) + ")");
-  int pick = 0;
   const std::string key = std::to_string(trans_a) + std::to_string(trans_b) + "," + std::to_string(m) + "," +
                           std::to_string(n) + "," + std::to_string(k) + "," + std::to_string(bias) +
                           std::to_string(relu);
   auto cached = ctx->algo_cache.find(key);
-  if (cached != ctx->algo_cache.end()) {
-    for (int i = 0; i < found; ++i)
-      if (std::memcmp(&results[i].algo, &cached->second, sizeof(cublasLtMatmulAlgo_t)) == 0) pick = i;
-  } else if (ctx->autotune && found > 1) {
-    pick = fastest_candidate(ctx, p, results, found, m, n, k);
-    ctx->algo_cache[key] = results[pick].algo;
+  if (cached == ctx->algo_cache.end()) {
+    std::vector<MatmulChoice> cands;
+    for (int i = 0; i < found; ++i) cands.push_back({results[i].algo, results[i].workspaceSize});
+    // Problems this small run in a few microseconds whatever the configuration: not worth the search.
+    const bool worth = static_cast<double>(m) * n * k >= kSearchMinFma;
+    if (ctx->autotune >= 2 && worth) {
+      const auto more = enumerate_matmul_configs(ctx, p, max_workspace, kSearchLimit);
+      cands.insert(cands.end(), more.begin(), more.end());
+    }
+    int pick = 0;
+    float first_us = 0.0f, best_us = 0.0f;
+    if (ctx->autotune >= 1 && worth && cands.size() > 1)
+      pick = fastest_matmul(ctx, p, cands, m, n, k, &first_us, &best_us);
+    if (ctx->log_choices)
+      std::fprintf(stderr,
+                   "[fresco-cuda] matmul %s: %zu candidates, heuristic's first %.2f us, chosen #%d %.2f us\n",
+                   key.c_str(), cands.size(), first_us, pick, best_us);
+    cached = ctx->algo_cache.emplace(key, cands[pick]).first;
   }
-  p.algo = results[pick].algo;
-  p.workspace = results[pick].workspaceSize;
+  p.algo = cached->second.algo;
+  p.workspace = cached->second.workspace;
 }
 
 void run_matmul(Context* ctx, const MatmulPlan& p, const float* a, const float* b, float* c,

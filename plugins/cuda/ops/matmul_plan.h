@@ -1,8 +1,11 @@
-// A cuBLASLt matmul planned once, before capture: row-major C[m,n] = op(A) op(B) (+ bias) (+ relu) in strict fp32
-// (no TF32), expressed as the column-major product C^T = op(B)^T op(A)^T. At prepare time up to 16 heuristic
-// candidates are timed on scratch buffers and the fastest is kept when it beats the heuristic's first choice by
-// 10% (a margin that keeps the choice stable across runs); one choice per shape per context. cuBLAS is
-// bit-reproducible for a given algorithm, architecture and SM count. FRESCO_CUBLAS_AUTOTUNE=0 keeps the first.
+// A cuBLASLt matmul planned once, before capture: row-major C[m,n] = op(A) op(B) (+ bias) (+ relu) in strict
+// fp32 (no TF32), expressed as the column-major product C^T = op(B)^T op(A)^T. At prepare time the
+// heuristic's 16 candidates and every other configuration cuBLASLt accepts (tiles, split-K;
+// ops/matmul_search.h) are timed on scratch buffers and the fastest is kept when it beats the heuristic's
+// first choice by 10% (a margin that keeps the choice stable across runs); one choice per shape per context.
+// cuBLAS is bit-reproducible for a given algorithm, architecture and SM count. FRESCO_CUBLAS_AUTOTUNE=0 keeps
+// the heuristic's first choice, 1 times only the heuristic's candidates; FRESCO_CUBLAS_LOG=1 prints each
+// choice.
 #pragma once
 
 #include "cuda_common.h"
@@ -25,8 +28,8 @@ void run_matmul(Context* ctx, const MatmulPlan& p, const float* a, const float* 
                 const float* bias, void* workspace, uint64_t workspace_bytes, cudaStream_t s);
 void destroy_matmul(MatmulPlan& p);
 
-// One thread per column, rows in fixed order (deterministic): when y is given, dy[r,j] = 0 where y[r,j] <= 0 (in
-// place); when db is given, db[j] = sum over rows of the (masked) dy. Either may be null.
+// One thread per column, rows in fixed order (deterministic): when y is given, dy[r,j] = 0 where y[r,j] <= 0
+// (in place); when db is given, db[j] = sum over rows of the (masked) dy. Either may be null.
 void mask_and_column_sums(float* dy, const float* y, float* db, int64_t m, int64_t n, cudaStream_t s);
 
 }  // namespace fresco::cuda

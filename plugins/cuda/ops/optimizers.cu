@@ -1,27 +1,88 @@
 // CUDA optimizer range ops: ONE kernel over a whole region range (every FC weight, or every no-decay tensor)
-// using the shared rules of fresco/update_rules.h, so CPU and GPU compute the same numbers. lr, step and
+// using the shared rules of fresco/update_rules.h, so CPU and GPU compute the same numbers; 16-byte loads
+// and stores where the ranges allow. lr, step and
 // skip_step are read from S-region memory inside the kernel. Test: tests/plugins/cuda (vs the CPU kernels).
+#include <initializer_list>
+
 #include "cuda_common.h"
 #include "fresco/update_rules.h"
 
 namespace fresco::cuda {
 
 namespace {
+// Elements [0, n): float4 loads and stores for the first n / 4 groups when every array is 16-byte aligned
+// (VEC), then the tail one by one. The update rule runs per element either way: the same numbers.
+template <bool VEC, class Step>
+__device__ __forceinline__ void for_each_element(int64_t n, Step step) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  int64_t done = 0;
+  if constexpr (VEC) {
+    for (int64_t i = t; i < n / 4; i += stride) step.group(i);
+    done = n / 4 * 4;
+  }
+  for (int64_t i = done + t; i < n; i += stride) step.one(i);
+}
+
+struct SgdStep {
+  float *w, *buf;
+  const float* g;
+  float lr;
+  FrSgdParams p;
+  __device__ void one(int64_t i) const {
+    fr_sgd_step(w + i, buf ? buf + i : nullptr, g[i], lr, p.weight_decay, p.momentum, p.nesterov);
+  }
+  __device__ void group(int64_t i) const {
+    float4 wv = reinterpret_cast<float4*>(w)[i], bv = buf ? reinterpret_cast<float4*>(buf)[i] : float4{};
+    const float4 gv = reinterpret_cast<const float4*>(g)[i];
+    float* wp = &wv.x;
+    float* bp = &bv.x;
+    const float* gp = &gv.x;
+    for (int j = 0; j < 4; ++j)
+      fr_sgd_step(wp + j, buf ? bp + j : nullptr, gp[j], lr, p.weight_decay, p.momentum, p.nesterov);
+    reinterpret_cast<float4*>(w)[i] = wv;
+    if (buf) reinterpret_cast<float4*>(buf)[i] = bv;
+  }
+};
+
+struct AdamStep {
+  float *w, *m, *v;
+  const float* g;
+  FrAdamParams p;
+  FrAdamStepConsts k;
+  __device__ void one(int64_t i) const { fr_adam_step(w + i, m + i, v + i, g[i], &p, k); }
+  __device__ void group(int64_t i) const {
+    float4 wv = reinterpret_cast<float4*>(w)[i], mv = reinterpret_cast<float4*>(m)[i],
+           vv = reinterpret_cast<float4*>(v)[i];
+    const float4 gv = reinterpret_cast<const float4*>(g)[i];
+    float *wp = &wv.x, *mp = &mv.x, *vp = &vv.x;
+    const float* gp = &gv.x;
+    for (int j = 0; j < 4; ++j) fr_adam_step(wp + j, mp + j, vp + j, gp[j], &p, k);
+    reinterpret_cast<float4*>(w)[i] = wv;
+    reinterpret_cast<float4*>(m)[i] = mv;
+    reinterpret_cast<float4*>(v)[i] = vv;
+  }
+};
+
+template <bool VEC>
 __global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const float* __restrict__ g,
                            int64_t n, FrSgdParams p, const FrStepScalars* __restrict__ s) {
   if (s->skip_step) return;
-  const float lr = s->lr;
-  FR_CUDA_GRID_LOOP(i, n)
-  fr_sgd_step(w + i, buf ? buf + i : nullptr, g[i], lr, p.weight_decay, p.momentum, p.nesterov);
+  for_each_element<VEC>(n, SgdStep{w, buf, g, s->lr, p});
 }
 
+template <bool VEC>
 __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float* __restrict__ v,
                             const float* __restrict__ g, int64_t n, FrAdamParams p,
                             const FrStepScalars* __restrict__ s) {
   if (s->skip_step) return;
-  const FrAdamStepConsts k = fr_adam_consts(&p, s->lr, s->step);
-  FR_CUDA_GRID_LOOP(i, n)
-  fr_adam_step(w + i, m + i, v + i, g[i], &p, k);
+  for_each_element<VEC>(n, AdamStep{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->step)});
+}
+
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* q : ptrs)
+    if (q && (reinterpret_cast<uintptr_t>(q) & 15u) != 0) return false;
+  return true;
 }
 }  // namespace
 
@@ -38,9 +99,15 @@ FR_CUDA_KERNEL_RUN(sgd_update) {
     FR_PLUGIN_CHECK(
         !has_buf || (call->n_rout >= 2 && static_cast<int64_t>(sdk::count<float>(call->rout[1])) == n),
         FR_ERR_INVALID_ARGUMENT, "sgd_update: momentum buffer missing or of another size");
-    sgd_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
-        sdk::data<float>(call->rout[0]), has_buf ? sdk::data<float>(call->rout[1]) : nullptr,
-        sdk::data<float>(call->rin[0]), n, p, static_cast<const FrStepScalars*>(call->rin[1].data));
+    float* w = sdk::data<float>(call->rout[0]);
+    float* buf = has_buf ? sdk::data<float>(call->rout[1]) : nullptr;
+    const float* g = sdk::data<float>(call->rin[0]);
+    const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
+    const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
+    if (aligned16({w, buf, g}))
+      sgd_kernel<true><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s);
+    else
+      sgd_kernel<false><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s);
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -56,9 +123,15 @@ FR_CUDA_KERNEL_RUN(adam_update) {
                         static_cast<int64_t>(sdk::count<float>(call->rout[1])) == n &&
                         static_cast<int64_t>(sdk::count<float>(call->rout[2])) == n,
                     FR_ERR_INVALID_ARGUMENT, "adam_update: w/g/m/v ranges differ in size");
-    adam_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
-        sdk::data<float>(call->rout[0]), sdk::data<float>(call->rout[1]), sdk::data<float>(call->rout[2]),
-        sdk::data<float>(call->rin[0]), n, p, static_cast<const FrStepScalars*>(call->rin[1].data));
+    float *w = sdk::data<float>(call->rout[0]), *m = sdk::data<float>(call->rout[1]),
+          *v = sdk::data<float>(call->rout[2]);
+    const float* g = sdk::data<float>(call->rin[0]);
+    const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
+    const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
+    if (aligned16({w, m, v, g}))
+      adam_kernel<true><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s);
+    else
+      adam_kernel<false><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s);
     FR_CUDA_LAUNCH_CHECK();
   });
 }

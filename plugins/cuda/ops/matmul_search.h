@@ -1,0 +1,26 @@
+// Algorithm search for the fp32 matmuls (ops/matmul_plan.cu), run at prepare time, before capture.
+// Candidates are the heuristic's list plus, at search level 2, every configuration cuBLASLt accepts for the
+// problem (each algorithm id's tiles, split-K counts and reduction schemes, checked with
+// cublasLtMatmulAlgoCheck). Each candidate is timed the way it will run: several back-to-back calls captured
+// in one CUDA graph and replayed. Every reduction scheme of cuBLASLt's split-K is deterministic (in-place
+// with ordering counters, or a separate reduction pass), so any choice keeps results bit-reproducible.
+#pragma once
+
+#include <vector>
+
+#include "ops/matmul_plan.h"
+
+namespace fresco::cuda {
+
+// Every configuration of every fp32 algorithm id that cublasLtMatmulAlgoCheck accepts for p's problem within
+// max_workspace, at most `limit` of them (deterministic order: algorithm id, tile, stages, split-K, scheme).
+std::vector<MatmulChoice> enumerate_matmul_configs(Context* ctx, const MatmulPlan& p, uint64_t max_workspace,
+                                                   size_t limit);
+
+// Index of the fastest candidate (graph-replayed time per call). Candidate 0 is the reference: another one is
+// picked only when at least 10% faster, so the choice is stable from run to run. *first_us / *best_us receive
+// the times of candidate 0 and of the pick.
+int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulChoice>& cands, int64_t m,
+                   int64_t n, int64_t k, float* first_us, float* best_us);
+
+}  // namespace fresco::cuda
