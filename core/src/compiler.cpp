@@ -572,23 +572,48 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
     groups = {{ParamKind::BN_BIAS, ParamKind::DEEP_CONV, o.weight_decay}};
   }
   const MemoryPlan& p = m.base_plan();
+  const CompileOptions& co = m.options;
+  const bool early = co.early_update && co.overlap_weight_gradients && co.precision == DType::F32;
+  const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
   for (const Group& gr : groups) {
-    auto rr = [&](Family f) {
-      return RangeRef::regions(param_region(f, gr.first), param_region(f, gr.last));
-    };
-    if (p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last)).bytes == 0)
-      continue;
-    if (o.type == Optimizer::Type::SGD) {
-      std::vector<RangeRef> rout = {rr(Family::W)};
-      if (o.uses_m()) rout.push_back(rr(Family::M));
-      g.add(GraphId::OPTIMIZER, range_node(FR_OP_SGD_UPDATE, {rr(Family::G), scalars}, rout, "sgd"))
-          .with_params(FrSgdParams{o.momentum, gr.wd, o.nesterov ? 1 : 0, 0});
-    } else {
-      g.add(GraphId::OPTIMIZER, range_node(FR_OP_ADAM_UPDATE, {rr(Family::G), scalars},
-                                           {rr(Family::W), rr(Family::M), rr(Family::V)}, o.name()))
-          .with_params(
-              FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
+    const RegionSpan span =
+        p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
+    if (span.bytes == 0) continue;
+    // Bytes of the group up to the end of the first layer's last parameter in it: the rest has its gradient
+    // at the end of DEEP_FWD_BWD and is updated there (CompileOptions::early_update).
+    uint64_t cut = span.bytes;
+    if (early) {
+      cut = 0;
+      for (TensorId id : {first.weight, first.bias}) {
+        if (id == kNoTensor) continue;
+        const DTensor& t = p.tensor(id);
+        const auto at = static_cast<uint64_t>(t.offset);
+        if (at >= span.offset && at < span.offset + span.bytes)
+          cut = std::max<uint64_t>(cut, at + t.slot_bytes - span.offset);
+      }
     }
+    auto update = [&](GraphId gid, uint64_t skip, int64_t take, bool side) {
+      auto rr = [&](Family f) {
+        return RangeRef::part(param_region(f, gr.first), param_region(f, gr.last), skip, take);
+      };
+      GraphNode n;
+      if (o.type == Optimizer::Type::SGD) {
+        std::vector<RangeRef> rout = {rr(Family::W)};
+        if (o.uses_m()) rout.push_back(rr(Family::M));
+        n = range_node(FR_OP_SGD_UPDATE, {rr(Family::G), scalars}, rout, "sgd");
+        n.with_params(FrSgdParams{o.momentum, gr.wd, o.nesterov ? 1 : 0, 0});
+      } else {
+        n = range_node(FR_OP_ADAM_UPDATE, {rr(Family::G), scalars},
+                       {rr(Family::W), rr(Family::M), rr(Family::V)}, o.name());
+        n.with_params(
+            FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
+      }
+      if (side) n.label += " (early)";
+      n.side_stream = side;
+      g.add(gid, std::move(n));
+    };
+    if (cut > 0) update(GraphId::OPTIMIZER, 0, cut == span.bytes ? -1 : static_cast<int64_t>(cut), false);
+    if (cut < span.bytes) update(GraphId::DEEP_FWD_BWD, cut, -1, true);
   }
   if (m.options.precision == DType::F16)  // GradScaler.update: back off after a skipped step, grow after 2000
     g.add(GraphId::OPTIMIZER, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))
@@ -648,9 +673,12 @@ void Compiler::build_computation_graph(CompiledModel& m) {
                        RangeRef::of(m.t.step_scalars, DType::U8)},
                       "unscale grads"));
   emit_optimizer(tr, m);
+  // The step's metrics read only the loss's sums: with a side stream they run there, beside the backward
+  // (the executor fuses ACCUM_METRICS between DEEP_FWD_BWD and the first layer's backward).
   tr.add(GraphId::ACCUM_METRICS,
          range_node(FR_OP_ACCUMULATE_METRICS, {RangeRef::of(m.t.batch_train, DType::U8)},
-                    {RangeRef::of(m.t.acc_train, DType::U8)}, "metrics"));
+                    {RangeRef::of(m.t.acc_train, DType::U8)}, "metrics"))
+      .side_stream = m.options.overlap_weight_gradients;
   tr.add(GraphId::CLEAR_METRICS,
          range_node(FR_OP_CLEAR, {}, {RangeRef::of(m.t.acc_train, DType::U8)}, "clear train"));
   tr.add(GraphId::CLEAR_METRICS,

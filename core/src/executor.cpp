@@ -32,9 +32,9 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
         step_[v][x] =
             rt.fuse(at, var,
                     {x ? GraphId::FIRST_LAYER_FWD_B : GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD,
-                     x ? GraphId::FIRST_LAYER_BWD_B : GraphId::FIRST_LAYER_BWD_A, GraphId::GRAD_CAST,
-                     GraphId::NAN_CHECK_AND_GRAD_SCALING, GraphId::OPTIMIZER, GraphId::WEIGHT_CAST,
-                     GraphId::ACCUM_METRICS},
+                     GraphId::ACCUM_METRICS, x ? GraphId::FIRST_LAYER_BWD_B : GraphId::FIRST_LAYER_BWD_A,
+                     GraphId::GRAD_CAST, GraphId::NAN_CHECK_AND_GRAD_SCALING, GraphId::OPTIMIZER,
+                     GraphId::WEIGHT_CAST},
                     StreamRole::COMP_1);
       else
         infer_[v][x] = at.slot(var, x ? GraphId::INF_MAIN_B : GraphId::INF_MAIN_A).captured_idx;

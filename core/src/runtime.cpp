@@ -1,6 +1,7 @@
 // Runtime: arena, staging, streams, kernel resolution, prepare, capture and launch.
 #include "fresco/core/runtime.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -103,8 +104,13 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
     switch (r.kind) {
       case RangeRef::Kind::REGIONS: {
         const RegionSpan s = plan.region_range(r.first, r.last);
-        f.data = arena_ + s.offset;
-        f.bytes = s.bytes;
+        const uint64_t take =
+            r.take < 0 ? s.bytes - std::min(r.skip, s.bytes) : static_cast<uint64_t>(r.take);
+        FRESCO_CHECK(r.skip + take <= s.bytes, ErrorCode::kInternal,
+                     rc.label + ": range part [" + std::to_string(r.skip) + ", +" + std::to_string(take) +
+                         ") lies outside its regions (" + std::to_string(s.bytes) + " bytes)");
+        f.data = arena_ + s.offset + r.skip;
+        f.bytes = take;
         break;
       }
       case RangeRef::Kind::TENSOR: {
@@ -281,9 +287,10 @@ int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>
     const AtlasSlot& s = atlas.slot(v, g);
     if (s.captured_idx < 0) continue;
     // Side-stream work (weight gradients) must be joined before anything past the backward pieces reads it.
+    // The train metrics read only the loss's per-batch sums, so they may run beside the backward too.
     const bool backward_piece = g == GraphId::FIRST_LAYER_FWD_A || g == GraphId::FIRST_LAYER_FWD_B ||
                                 g == GraphId::DEEP_FWD_BWD || g == GraphId::FIRST_LAYER_BWD_A ||
-                                g == GraphId::FIRST_LAYER_BWD_B;
+                                g == GraphId::FIRST_LAYER_BWD_B || g == GraphId::ACCUM_METRICS;
     bool first = true;
     for (const ResolvedCall& rc : captures_.at(static_cast<size_t>(s.captured_idx)).calls) {
       ResolvedCall copy = rc;

@@ -93,14 +93,16 @@ TEST(GraphAtlas, VariantPlansShareOffsetsAndDifferInBatch) {
 
 TEST(Compiler, GraphNodesAreSplitByGraphId) {
   Compiler c;
-  CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), mlp_options(256, 0));
+  CompileOptions opt = mlp_options(256, 0);
+  opt.early_update = true;
+  CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), opt);
   const ComputationGraph& g = *m.train;
   // First layer fwd: normalise (+ labels copy), fc0 with the relu fused. Deep: fc2, loss, fc2's input
   // gradient on the main stream and its weight gradient on the side stream.
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_FWD_A).size(), 2u);
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_FWD_A).back().op, "fc");
   const auto& deep = g.nodes(GraphId::DEEP_FWD_BWD);
-  ASSERT_EQ(deep.size(), 4u);
+  ASSERT_EQ(deep.size(), 5u);
   EXPECT_EQ(deep[2].op, "fc_backward");
   EXPECT_FALSE(deep[2].side_stream);
   EXPECT_TRUE(deep[3].side_stream);
@@ -114,12 +116,50 @@ TEST(Compiler, GraphNodesAreSplitByGraphId) {
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A)[0].in.size(), 4u);
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A).size(), 1u);
   EXPECT_EQ(g.nodes(GraphId::FIRST_LAYER_BWD_A)[0].op, "fc_backward");
-  // AdamW without no-decay split: one update over all weights, then the step counter with the next lr.
+  // AdamW without no-decay split: one parameter group. Its update is cut after the first layer's weight
+  // (the last first-layer tensor in the group): everything after it is updated at the end of DEEP_FWD_BWD
+  // on the side stream (early update), the rest in OPTIMIZER, then the step counter with the next lr.
+  const MemoryPlan& p = m.base_plan();
+  const RegionSpan span = p.region_range(Region::W_BN_BIAS, Region::W_DEEP_CONV);
+  const DTensor& w0 = p.tensor(m.arch.layers[0].weight);
+  const uint64_t cut = static_cast<uint64_t>(w0.offset) + w0.slot_bytes - span.offset;
+  ASSERT_LT(cut, span.bytes);
+  EXPECT_EQ(deep[4].op, "adam_update");
+  EXPECT_TRUE(deep[4].side_stream);
+  ASSERT_EQ(deep[4].rout.size(), 3u);  // W, M, V
+  for (const RangeRef& r : deep[4].rout) {
+    EXPECT_EQ(r.skip, cut);
+    EXPECT_EQ(r.take, -1);
+  }
+  EXPECT_EQ(deep[4].rin[0].skip, cut);  // G
   ASSERT_EQ(g.nodes(GraphId::OPTIMIZER).size(), 2u);
-  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[0].op, "adam_update");
-  EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[0].kind, NodeKind::RANGE);
+  const GraphNode& late = g.nodes(GraphId::OPTIMIZER)[0];
+  EXPECT_EQ(late.op, "adam_update");
+  EXPECT_EQ(late.kind, NodeKind::RANGE);
+  EXPECT_FALSE(late.side_stream);
+  for (const RangeRef& r : late.rout) {
+    EXPECT_EQ(r.skip, 0u);
+    EXPECT_EQ(r.take, static_cast<int64_t>(cut));
+  }
   EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].op, "step_done");
   EXPECT_EQ(g.nodes(GraphId::OPTIMIZER)[1].params.size(), sizeof(FrScheduleParams));
+}
+
+TEST(Compiler, NoEarlyUpdateWhenOffOrInMixedPrecision) {
+  Compiler c;
+  CompileOptions o = mlp_options(256, 0);
+  o.early_update = false;
+  CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), o);
+  EXPECT_EQ(m.train->nodes(GraphId::DEEP_FWD_BWD).size(), 4u);
+  ASSERT_EQ(m.train->nodes(GraphId::OPTIMIZER).size(), 2u);
+  for (const RangeRef& r : m.train->nodes(GraphId::OPTIMIZER)[0].rout) {  // the whole group
+    EXPECT_EQ(r.skip, 0u);
+    EXPECT_EQ(r.take, -1);
+  }
+  o.early_update = true;
+  o.overlap_weight_gradients = false;  // no side stream to run it on
+  CompiledModel n = c.compile(seq({fc(32), relu(), fc(10)}), o);
+  for (const auto& node : n.train->nodes(GraphId::DEEP_FWD_BWD)) EXPECT_NE(node.op, "adam_update");
 }
 
 TEST(Compiler, UnfusedGraphKeepsSeparateReluNodes) {

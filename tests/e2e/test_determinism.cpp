@@ -13,7 +13,8 @@
 using namespace fresco;
 
 namespace {
-std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed, size_t threads) {
+std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed, size_t threads,
+                                                                   bool early_update = false) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
   static const data::Dataset train =
       e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
@@ -29,6 +30,7 @@ std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed
       .scheduler(CosineAnnealingLR().warmup(1))
       .loss(CrossEntropyLoss().label_smoothing(0.1f))
       .device("cpu")
+      .early_update(early_update)
       .seed(seed);
   t.compile();
   t.run();
@@ -54,6 +56,22 @@ TEST(Determinism, SameSeedSameBitsAcrossThreadCounts) {
         std::memcmp(a[i].second.data(), c[i].second.data(), a[i].second.size() * sizeof(float)) != 0;
   }
   EXPECT_TRUE(any_diff_other_seed);
+}
+
+// Updating the deep layers' parameters early (beside the first layer's backward) changes where the update
+// runs, not what it computes: the same bits as one update after the whole backward.
+TEST(Determinism, EarlyUpdateGivesTheSameBits) {
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  e2e::load_plugins();
+  const auto a = train_once(7, 2, true);
+  const auto b = train_once(7, 2, false);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].second.size(), b[i].second.size());
+    EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
+        << a[i].first << " differs with the early update";
+  }
 }
 
 TEST(NodeParity, SameDeviceAgreesNodeByNode) {

@@ -85,7 +85,10 @@ std::string range_label(const MemoryPlan* p, const RangeRef& r) {
   switch (r.kind) {
     case RangeRef::Kind::REGIONS:
       return std::string(region_name(r.first)) +
-             (r.first == r.last ? "" : std::string("..") + region_name(r.last)) + " " + dtype_name(r.dtype);
+             (r.first == r.last ? "" : std::string("..") + region_name(r.last)) + " " + dtype_name(r.dtype) +
+             (r.skip == 0 && r.take < 0 ? ""
+                                        : " bytes " + std::to_string(r.skip) + ".." +
+                                              (r.take < 0 ? "end" : std::to_string(r.skip + r.take)));
     case RangeRef::Kind::TENSOR:
       return tensor_label(p, r.tensor);
     case RangeRef::Kind::STAGING:

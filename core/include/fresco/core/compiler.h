@@ -94,6 +94,13 @@ struct CompileOptions {
   // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
   // still read them.
   bool overlap_weight_gradients = true;
+  // With overlap_weight_gradients, in fp32: the optimizer update of every parameter stored after the first
+  // layer's (in each parameter group) runs at the end of DEEP_FWD_BWD on the side stream, beside the first
+  // layer's backward, instead of in OPTIMIZER. Same arithmetic, same order per parameter; off in mixed
+  // precision, where gradients are cast and unscaled as a whole before any update. Off by default: on the
+  // H200 it made the MLP step slower at batch 128 (0.1248 vs 0.1206 ms) and 1% faster at batch 1024
+  // (docs/performance.md).
+  bool early_update = false;
   // Compute precision of the maps: F32, or BF16 / F16 for mixed precision (DESIGN §3, §7): convolutions,
   // batchnorm, activations, pools and residual adds run on low-precision maps with low-precision copies of
   // the conv weights (A) and low-precision conv weight gradients (G16); fc layers, the loss, the optimizer

@@ -80,6 +80,9 @@ class DeepLearningTask : public TaskBase {
   // initial 2^16, x2 after 2000 clean steps, x0.5 and a skipped update on inf/NaN). The CPU backend computes
   // in fp32 only.
   DeepLearningTask& precision(DType p);
+  // CompileOptions::early_update (default off): updates every parameter but the first layer's on the side
+  // stream beside the first layer's backward. The same numbers either way.
+  DeepLearningTask& early_update(bool on);
   // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
   // augmented.
   DeepLearningTask& augment(data::Augmentation a);
@@ -143,6 +146,7 @@ class DeepLearningTask : public TaskBase {
   std::string device_ = "auto";
   uint64_t seed_ = 0;
   DType precision_ = DType::F32;
+  bool early_update_ = false;
   data::Augmentation augment_;
   bool shuffle_ = true;
   std::function<void(const EpochReport&)> on_epoch_;

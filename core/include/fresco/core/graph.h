@@ -64,9 +64,19 @@ struct RangeRef {
   TensorId tensor = kNoTensor;
   char staging = 'A';
   DType dtype = DType::F32;
+  // REGIONS only: a part of the regions' byte span, `skip` bytes in and `take` bytes long (-1: to the end).
+  // Parallel families (W, G, M, V) have the same layout, so one part names the same tensors in each.
+  uint64_t skip = 0;
+  int64_t take = -1;
 
   static RangeRef regions(Region a, Region b, DType t = DType::F32) {
     return {Kind::REGIONS, a, b, kNoTensor, 'A', t};
+  }
+  static RangeRef part(Region a, Region b, uint64_t skip, int64_t take, DType t = DType::F32) {
+    RangeRef r = regions(a, b, t);
+    r.skip = skip;
+    r.take = take;
+    return r;
   }
   static RangeRef of(TensorId id, DType t) {
     return {Kind::TENSOR, Region::T_TEMP, Region::T_TEMP, id, 'A', t};
