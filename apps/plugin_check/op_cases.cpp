@@ -87,6 +87,7 @@ FrStepScalars scalars(int32_t step) {
   s.lr = 0.01f;
   s.loss_scale = 1.0f;
   s.step = step;
+  s.updates = step;  // no skipped steps
   s.seed_lo = 1234;
   s.seed_hi = 5;
   return s;

@@ -22,7 +22,7 @@ FR_CPU_KERNEL_RUN(adam_update) {
     float* m = sdk::data<float>(call->rout[1]);
     float* v = sdk::data<float>(call->rout[2]);
     const float* g = sdk::data<float>(call->rin[0]);
-    const FrAdamStepConsts k = fr_adam_consts(&p, s->lr, s->step);
+    const FrAdamStepConsts k = fr_adam_consts(&p, s->lr, s->updates);
     parallel_chunks(static_cast<int64_t>(n), 1 << 14, [&](int64_t a, int64_t b) {
       float* __restrict wr = w;
       float* __restrict mr = m;

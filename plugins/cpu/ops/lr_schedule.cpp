@@ -20,8 +20,7 @@ FR_CPU_KERNEL_RUN(step_done) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 0, 0, 0, 1, "step_done");
     FrStepScalars* s = sdk::step_scalars(call->rout[0], "step_done");
-    s->step += 1;
-    s->skip_step = 0;                    // a skipped step (loss scaling) has been accounted for
+    fr_step_done(s);
     if (call->params_size == 0) return;  // plain counter
     const auto& p = sdk::params<FrScheduleParams>(call);
     const float* table = sdk::schedule_table(call, p, "step_done");

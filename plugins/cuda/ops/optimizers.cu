@@ -76,7 +76,7 @@ __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float*
                             const float* __restrict__ g, int64_t n, FrAdamParams p,
                             const FrStepScalars* __restrict__ s) {
   if (s->skip_step) return;
-  for_each_element<VEC>(n, AdamStep{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->step)});
+  for_each_element<VEC>(n, AdamStep{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->updates)});
 }
 
 bool aligned16(std::initializer_list<const void*> ptrs) {

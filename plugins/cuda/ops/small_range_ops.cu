@@ -19,8 +19,7 @@ __global__ void lr_schedule_kernel(FrScheduleParams p, const float* table, FrSte
 }
 __global__ void step_done_kernel(FrStepScalars* s, FrScheduleParams p, const float* table,
                                  int with_schedule) {
-  s->step += 1;
-  s->skip_step = 0;  // a skipped step (loss scaling) has been accounted for
+  fr_step_done(s);
   if (with_schedule) s->lr = fr_schedule_lr(&p, s->step, table);
 }
 __global__ void loss_scale_update_kernel(FrStepScalars* s, FrLossScaleParams p) {

@@ -22,6 +22,10 @@ typedef struct FrStepScalars {
   uint32_t seed_hi;
   int32_t epoch;
   int32_t growth_tracker; /* dynamic loss scaling: clean steps since the scale last changed */
+  int32_t updates;        /* optimizer updates applied so far: step minus the skipped steps (fp16 inf/NaN).
+                             Adam's bias correction counts these, as torch.optim.Adam's own step does when
+                             GradScaler skips optimizer.step(); the lr schedule and dropout follow step. */
+  int32_t pad_;
 } FrStepScalars;
 
 /* Dynamic loss scaling (fp16; PyTorch GradScaler semantics), all on the device:
@@ -30,7 +34,7 @@ typedef struct FrStepScalars {
  * any gradient is inf or NaN (the optimizers then leave the weights untouched); loss_scale_update (range):
  * rout {step scalars}: after a skipped step loss_scale *= backoff and growth_tracker = 0; otherwise
  * growth_tracker += 1 and, on reaching growth_interval, loss_scale *= growth and growth_tracker = 0.
- * step_done clears skip_step for the next step. */
+ * step_done advances step, advances updates unless the step was skipped, and clears skip_step. */
 typedef struct FrLossScaleParams {
   float growth;            /* 2 */
   float backoff;           /* 0.5 */

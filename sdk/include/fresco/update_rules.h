@@ -27,6 +27,13 @@ FR_HD float fr_schedule_lr(const FrScheduleParams* p, int32_t step, const float*
   return p->base_lr;
 }
 
+/* End of a training step: one more step; one more applied update unless the optimizers skipped it. */
+FR_HD void fr_step_done(FrStepScalars* s) {
+  s->step += 1;
+  if (!s->skip_step) s->updates += 1;
+  s->skip_step = 0; /* a skipped step (loss scaling) has been accounted for */
+}
+
 /* PyTorch GradScaler.update after a step whose gradients were unscaled (skip_step set when any was inf/NaN):
  * back off and reset the tracker on a skipped step, else grow after growth_interval clean steps. */
 FR_HD void fr_loss_scale_update(FrStepScalars* s, const FrLossScaleParams* p) {

@@ -205,7 +205,7 @@ TEST(CpuAdam, MatchesPyTorchOverSeveralSteps) {
 }
 
 TEST(CpuAdam, BiasCorrectionUsesTheStepCounter) {
-  // A resumed run: step = 1000 steps already taken, non-zero moments. The kernel must use t = step + 1.
+  // A resumed run: 1000 updates already applied, non-zero moments. The kernel must use t = updates + 1.
   for (const AdamCase& k : kAdamCases) {
     SCOPED_TRACE(str(k));
     const size_t n = 513;
@@ -218,6 +218,7 @@ TEST(CpuAdam, BiasCorrectionUsesTheStepCounter) {
     const fresco::ref::AdamConfig cfg{k.beta1, k.beta2, k.eps, k.weight_decay, k.decoupled != 0};
     FrStepScalars s{};
     s.step = 1000;
+    s.updates = 1000;
     for (int i = 0; i < 3; ++i) {
       std::vector<float> g = fresco::test::random_floats(rng, n, -0.1f, 0.1f);
       s.lr = 1e-3f * static_cast<float>(i + 1);
@@ -256,16 +257,19 @@ TEST(CpuAdam, SkipStepLeavesEverythingUnchanged) {
     s.skip_step = (i == 0 || i == 3) ? 1 : 0;
     const std::vector<float> w0 = w, m0 = m, v0 = v;
     ASSERT_TRUE(run_adam(w, m, v, g, s, k));
-    if (s.skip_step) {
+    const bool skipped = s.skip_step != 0;
+    advance_step(s);  // step_done ends every step, skipped or not
+    if (skipped) {
       EXPECT_TRUE(fresco::test::bitwise_equal(w, w0) && fresco::test::bitwise_equal(m, m0) &&
                   fresco::test::bitwise_equal(v, v0))
           << "step " << i;
-      continue;  // a skipped step does not count (GradScaler semantics): the step counter stays
+      continue;  // a skipped update is not counted by Adam's bias correction (GradScaler semantics)
     }
-    advance_step(s);
     fresco::ref::adam_step(ref, fresco::test::to_double(g), kLrs[i] * 0.01, cfg);
   }
-  EXPECT_EQ(s.step, 3);
+  EXPECT_EQ(s.step, 5);     // the lr schedule follows every step
+  EXPECT_EQ(s.updates, 3);  // Adam counts the applied updates
+  EXPECT_EQ(s.skip_step, 0);
   EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol));
   EXPECT_TRUE(fresco::test::all_close(m, ref.m, kRtol, kAtol));
 }

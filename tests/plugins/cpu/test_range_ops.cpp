@@ -237,11 +237,12 @@ TEST(CpuLrSchedule, BadInputsReturnErrors) {
   }
 }
 
-TEST(CpuStepDone, AdvancesTheStepAndClearsSkipOnly) {
+TEST(CpuStepDone, AdvancesTheStepCountsAppliedUpdatesAndClearsSkip) {
   FrStepScalars s{};
   s.lr = 0.125f;
   s.loss_scale = 65536.0f;
   s.step = 41;
+  s.updates = 40;
   s.skip_step = 1;
   s.seed_lo = 5;
   s.seed_hi = 6;
@@ -253,6 +254,7 @@ TEST(CpuStepDone, AdvancesTheStepAndClearsSkipOnly) {
     c.rout(pod_range(s));
     ASSERT_TRUE(c.run());
     expected.step += 1;
+    if (i > 0) expected.updates += 1;  // the first call ends a skipped step: no update was applied
     EXPECT_EQ(std::memcmp(&s, &expected, sizeof(s)), 0) << "after " << i + 1 << " calls, step " << s.step;
   }
   OpCall none(FR_OP_STEP_DONE, FR_U8);

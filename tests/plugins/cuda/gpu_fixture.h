@@ -71,6 +71,7 @@ inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
     s.lr = 0.01f;
     s.loss_scale = 1.0f;
     s.step = 3;
+    s.updates = 3;
     s.seed_lo = 1234;
     s.seed_hi = 5;
     std::memcpy(bytes.data(), &s, std::min(bytes.size(), sizeof s));

@@ -303,6 +303,8 @@ TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
   EXPECT_EQ(s.loss_scale, 32768.0f);
   EXPECT_EQ(s.growth_tracker, 0);
   EXPECT_EQ(s.skip_step, 0);  // cleared by step_done for the next step
+  EXPECT_EQ(s.step, 1);       // the step counts (lr schedule) ...
+  EXPECT_EQ(s.updates, 0);    // ... the skipped update does not (Adam's bias correction)
   t.write(g, std::vector<float>{32768.0f, -32768.0f, 0.0f, 65536.0f});
   t.run(GraphId::DEEP_FWD_BWD);
   t.read(sc, &s, sizeof s);
@@ -310,4 +312,6 @@ TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
   EXPECT_NE(t.read<float>(w, 4), w0);
   EXPECT_EQ(s.loss_scale, 32768.0f);
   EXPECT_EQ(s.growth_tracker, 1);
+  EXPECT_EQ(s.step, 2);
+  EXPECT_EQ(s.updates, 1);
 }
