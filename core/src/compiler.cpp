@@ -494,8 +494,8 @@ void emit_inference_forward(EmitContext& cx, const CompiledModel& m, const Layer
 // scratch graph on the feature timeline (0 normalise, i+1 forward of layer i, L+1 loss, 2L+1-i backward of
 // layer i; inference forward at the same times), and every feature map or gradient ends at the last node
 // that touches it. A map that no backward reads (a batchnorm output feeding a residual join, say) is freed
-// after its last forward reader. Side-stream nodes (fc weight gradients, joined after backward) keep what
-// they read to the end.
+// after its last forward reader. Side-stream nodes (weight gradients) keep what they touch until the next
+// node that joins the side stream (a conv's input gradient), or to the end (joined before the optimizer).
 static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
   const ArchPlan& a = m.arch;
   const int L = static_cast<int>(a.layers.size());
@@ -503,16 +503,26 @@ static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
   const int fp = first_param_index(a);
   std::vector<int> last(p.tensors().size(), -1);
   ComputationGraph scratch(ComputationGraph::Kind::TRAIN);
+  std::vector<size_t> pending_side;  // side-stream nodes not yet joined
+  auto touch = [&](const GraphNode& n, int when) {
+    for (const auto* ids : {&n.in, &n.out})
+      for (TensorId id : *ids)
+        if (id >= 0) last[static_cast<size_t>(id)] = std::max(last[static_cast<size_t>(id)], when);
+  };
   auto at = [&](int t, const std::function<void(EmitContext&)>& emit) {
     EmitContext cx{&scratch, GraphId::DEEP_FWD_BWD, &m.t, &m.options};
     const size_t before = scratch.nodes(GraphId::DEEP_FWD_BWD).size();
     emit(cx);
     const auto& nodes = scratch.nodes(GraphId::DEEP_FWD_BWD);
     for (size_t k = before; k < nodes.size(); ++k) {
-      const int when = nodes[k].side_stream ? end : t;
-      for (const auto* ids : {&nodes[k].in, &nodes[k].out})
-        for (TensorId id : *ids)
-          if (id >= 0) last[static_cast<size_t>(id)] = std::max(last[static_cast<size_t>(id)], when);
+      if (nodes[k].join_side) {  // everything issued on the side stream so far ends here
+        for (size_t s : pending_side) touch(nodes[s], t);
+        pending_side.clear();
+      }
+      if (nodes[k].side_stream)
+        pending_side.push_back(k);
+      else
+        touch(nodes[k], t);
     }
   };
   at(0, [&](EmitContext& cx) { emit_input(cx, m, 'A'); });
@@ -527,6 +537,8 @@ static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
       cx.add(add_node(first.grad_sum_a, first.grad_sum_b, first.grad_out, "grad " + first.name));
     rule_for(first.kind).backward(cx, first, layer_input(m, fp), first.out, first.grad_out, kNoTensor);
   });
+  for (size_t s : pending_side) touch(scratch.nodes(GraphId::DEEP_FWD_BWD)[s], end);  // joined at the end
+  pending_side.clear();
   std::vector<TensorId> value(static_cast<size_t>(L));
   at(0, [&](EmitContext& cx) { emit_input(cx, m, 'A'); });
   for (const auto& l : a.layers)

@@ -131,6 +131,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   for (const auto& r : node.rout) rc.rout.push_back(range(r));
   rc.params = node.params;
   rc.side = node.side_stream;
+  rc.join_before = node.join_side;
   uint32_t dtype = static_cast<uint32_t>(FR_F32);
   if (node.kind == NodeKind::COMPUTE && !rc.out.empty())
     dtype = rc.out[0].dtype;
@@ -295,7 +296,7 @@ int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>
     for (const ResolvedCall& rc : captures_.at(static_cast<size_t>(s.captured_idx)).calls) {
       ResolvedCall copy = rc;
       copy.owns_state = false;
-      copy.join_before = first && !backward_piece;
+      copy.join_before = rc.join_before || (first && !backward_piece);
       first = false;
       cap.calls.push_back(std::move(copy));
     }

@@ -4,6 +4,7 @@
 // CPU). The kernels' numerics are checked on a GPU by tests/plugins/cuda/test_cuda_low_precision.cpp.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "fresco/core/compiler.h"
@@ -74,8 +75,23 @@ TEST(MixedPrecisionPlan, Bf16MapsConvCopiesAndOneCastBeforeTheFc) {
   // The conv nodes read the A copy and write the G16 gradient.
   for (const GraphNode* n : nodes_of(m, "conv2d"))
     EXPECT_EQ(region_family(p.tensor(n->in[1]).region), Family::A);
-  for (const GraphNode* n : nodes_of(m, "conv2d_backward"))
-    EXPECT_EQ(region_family(p.tensor(n->out[0]).region), Family::G16);
+  int weight_parts = 0, input_parts = 0;
+  for (const GraphNode* n : nodes_of(m, "conv2d_backward")) {
+    FrConvBackwardParams bp{};
+    std::memcpy(&bp, n->params.data(), sizeof bp);
+    if (bp.part == 1) {  // the input gradient (main stream): a bf16 map
+      ++input_parts;
+      EXPECT_EQ(p.tensor(n->out[0]).dtype, DType::BF16);
+      EXPECT_TRUE(n->join_side);
+    } else {  // the weight gradient, alone on the side stream or in a whole backward (first layer)
+      ++weight_parts;
+      EXPECT_EQ(region_family(p.tensor(n->out[0]).region), Family::G16);
+      EXPECT_EQ(n->side_stream, bp.part == 2);
+    }
+  }
+  EXPECT_EQ(weight_parts,
+            6);  // four deep convs, the first conv's (whole) backward in FIRST_LAYER_BWD_A and _B
+  EXPECT_EQ(input_parts, 4);  // every conv but the first
   // One range cast each way, over the conv kinds only (BN and fc parameters stay fp32 end to end).
   ASSERT_EQ(m.train->nodes(GraphId::GRAD_CAST).size(), 1u);
   ASSERT_EQ(m.train->nodes(GraphId::WEIGHT_CAST).size(), 1u);

@@ -58,13 +58,27 @@ class ConvRule final : public LayerRule {
                 TensorId dx) const override {
     const bool low =
         l.compute_weight != kNoTensor;  // mixed precision: A weight, G16 gradient (GRAD_CAST casts it)
-    GraphNode n = compute_node(FR_OP_CONV2D_BACKWARD, l.name, {dy, x, low ? l.compute_weight : l.weight},
-                               {low ? l.grad_weight_low : l.grad_weight});
-    if (l.spec.bias) n.out.push_back(l.grad_bias);
-    if (dx != kNoTensor) n.out.push_back(dx);
+    const std::vector<TensorId> in = {dy, x, low ? l.compute_weight : l.weight};
+    std::vector<TensorId> grads = {low ? l.grad_weight_low : l.grad_weight};
+    if (l.spec.bias) grads.push_back(l.grad_bias);
     FrConvBackwardParams p{};
     p.conv = params_of(l);
     p.need_dx = dx != kNoTensor ? 1 : 0;
+    if (dx != kNoTensor && cx.options && cx.options->overlap_weight_gradients) {
+      // The input gradient on the main stream, after the previous weight gradient has finished (which bounds
+      // how long the side stream keeps its operands); this weight gradient beside the layers below.
+      GraphNode input = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, {dx});
+      input.join_side = true;
+      p.part = 1;
+      cx.add(std::move(input)).with_params(p);
+      GraphNode weight = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, grads);
+      weight.side_stream = true;
+      p.part = 2;
+      cx.add(std::move(weight)).with_params(p);
+      return;
+    }
+    GraphNode n = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, grads);
+    if (dx != kNoTensor) n.out.push_back(dx);
     cx.add(std::move(n)).with_params(p);
   }
 };

@@ -1,13 +1,16 @@
 // CPU conv2d backward (NHWC, weights [K, R, S, C/g]), per block of images: im2col(x) into the workspace, then
 // per group dw_g += dy_g^T col_g (blocks summed in order), and, with need_dx, dcol_g = dy_g w_g into the same
 // buffer followed by a gather col2im (each dx element sums its taps in (r, s) order); db = column sums of dy
-// in row order. Gradients are written, not accumulated; never allocates; bitwise equal for any thread count.
-// The geometry helpers are a copy of conv2d.cpp's. Test: tests/plugins/cpu/test_conv2d.cpp (reference, FD).
+// in row order. Part 1 computes only dx, part 2 only dw and db (ops.h); the arithmetic of each gradient is
+// the same as in the whole call. Gradients are written, not accumulated; never allocates; bitwise equal for
+// any thread count. The geometry helpers are a copy of conv2d.cpp's. Test: tests/plugins/cpu/test_conv2d.cpp
+// (reference, FD).
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "cpu_common.h"
+#include "fresco/conv_backward_parts.hpp"
 #include "gemm.h"
 #include "ops/conv_im2col.h"
 
@@ -43,28 +46,27 @@ void col2im(const ConvGeom& gm, const float* dcol, int64_t n0, int64_t nb, float
   });
 }
 
-// Checks arity, dtypes and shapes of {dy, x, w} -> {dw, [db], [dx]}; returns the geometry with GEMM scratch.
+// Checks arity, dtypes and shapes of {dy, x, w} -> the part's outputs; returns the geometry with GEMM
+// scratch.
 ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
-  const uint32_t n_out = 1u + (p.conv.has_bias ? 1u : 0u) + (p.need_dx ? 1u : 0u);
-  sdk::expect_arity(call, 3, n_out, 0, 0, "conv2d_backward");
+  const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
+  sdk::expect_arity(call, 3, o.count, 0, 0, "conv2d_backward");
   for (uint32_t i = 0; i < 3; ++i) expect_dtype(call->in[i], FR_F32, "conv2d_backward input");
-  for (uint32_t i = 0; i < n_out; ++i) expect_dtype(call->out[i], FR_F32, "conv2d_backward output");
+  for (uint32_t i = 0; i < o.count; ++i) expect_dtype(call->out[i], FR_F32, "conv2d_backward output");
   const FrTensor &x = call->in[1], &w = call->in[2];
   ConvGeom gm = conv_geometry("conv2d_backward", p.conv, x, w, call->in[0]);
-  uint32_t o = 0;
-  FR_PLUGIN_CHECK(
-      sdk::numel(call->out[o++]) == sdk::numel(w), FR_ERR_INVALID_ARGUMENT,
-      "conv2d_backward: dw " + sdk::shape_str(call->out[0]) + " differs from w " + sdk::shape_str(w));
-  if (p.conv.has_bias) {
-    FR_PLUGIN_CHECK(sdk::numel(call->out[o]) == gm.k, FR_ERR_INVALID_ARGUMENT,
-                    "conv2d_backward: db has " + std::to_string(sdk::numel(call->out[o])) +
-                        " elements, K is " + std::to_string(gm.k));
-    ++o;
-  }
-  if (p.need_dx)
+  if (o.dw >= 0)
     FR_PLUGIN_CHECK(
-        sdk::numel(call->out[o]) == sdk::numel(x), FR_ERR_INVALID_ARGUMENT,
-        "conv2d_backward: dx " + sdk::shape_str(call->out[o]) + " differs from x " + sdk::shape_str(x));
+        sdk::numel(call->out[o.dw]) == sdk::numel(w), FR_ERR_INVALID_ARGUMENT,
+        "conv2d_backward: dw " + sdk::shape_str(call->out[o.dw]) + " differs from w " + sdk::shape_str(w));
+  if (o.db >= 0)
+    FR_PLUGIN_CHECK(sdk::numel(call->out[o.db]) == gm.k, FR_ERR_INVALID_ARGUMENT,
+                    "conv2d_backward: db has " + std::to_string(sdk::numel(call->out[o.db])) +
+                        " elements, K is " + std::to_string(gm.k));
+  if (o.dx >= 0)
+    FR_PLUGIN_CHECK(
+        sdk::numel(call->out[o.dx]) == sdk::numel(x), FR_ERR_INVALID_ARGUMENT,
+        "conv2d_backward: dx " + sdk::shape_str(call->out[o.dx]) + " differs from x " + sdk::shape_str(x));
   // The GEMMs run on full blocks of nb images and on a shorter last block; the packing scratch is not
   // monotonic in the block size (the k blocking changes), so size it for both.
   const int64_t last = gm.n % gm.nb;
@@ -72,8 +74,9 @@ ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
   for (const int64_t images : {gm.nb, last}) {
     if (images == 0) continue;
     const int64_t m = gm.direct ? gm.n * gm.h * gm.w : images * gm.p * gm.q;
-    gm.gemm_bytes = std::max(gm.gemm_bytes, gemm_workspace_bytes(gm.kg, gm.rscg, m, max_threads()));
-    if (p.need_dx)
+    if (o.dw >= 0)
+      gm.gemm_bytes = std::max(gm.gemm_bytes, gemm_workspace_bytes(gm.kg, gm.rscg, m, max_threads()));
+    if (o.dx >= 0)
       gm.gemm_bytes = std::max(gm.gemm_bytes, gemm_workspace_bytes(m, gm.rscg, gm.kg, max_threads()));
   }
   return gm;
@@ -99,10 +102,10 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
     const float* dy = sdk::data<const float>(call->in[0]);
     const float* x = sdk::data<const float>(call->in[1]);
     const float* w = sdk::data<const float>(call->in[2]);
-    uint32_t o = 0;
-    float* dw = sdk::data<float>(call->out[o++]);
-    float* db = p.conv.has_bias ? sdk::data<float>(call->out[o++]) : nullptr;
-    float* dx = p.need_dx ? sdk::data<float>(call->out[o]) : nullptr;
+    const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
+    float* dw = o.dw >= 0 ? sdk::data<float>(call->out[o.dw]) : nullptr;
+    float* db = o.db >= 0 ? sdk::data<float>(call->out[o.db]) : nullptr;
+    float* dx = o.dx >= 0 ? sdk::data<float>(call->out[o.dx]) : nullptr;
     float* col = static_cast<float*>(call->workspace);
     void* gemm_ws = static_cast<char*>(call->workspace) + gm.col_bytes;
     const int64_t pq = gm.p * gm.q, rows = gm.n * pq;
@@ -152,15 +155,17 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
     };
 
     if (gm.direct) {  // 1x1, stride 1, no padding: x and dx are the column matrices
-      weight_grad(x, gm.c, gm.cg, dy, rows, 0.0f);
+      if (dw) weight_grad(x, gm.c, gm.cg, dy, rows, 0.0f);
       if (dx) input_grad(dx, gm.c, gm.cg, dy, rows);
       return;
     }
     for (int64_t n0 = 0; n0 < gm.n; n0 += gm.nb) {
       const int64_t nb = std::min(gm.nb, gm.n - n0);
       const float* dyb = dy + n0 * pq * gm.k;
-      im2col(gm, x, n0, nb, col);
-      weight_grad(col, gm.rsc, gm.rscg, dyb, nb * pq, n0 == 0 ? 0.0f : 1.0f);
+      if (dw) {
+        im2col(gm, x, n0, nb, col);
+        weight_grad(col, gm.rsc, gm.rscg, dyb, nb * pq, n0 == 0 ? 0.0f : 1.0f);
+      }
       if (dx) {
         input_grad(col, gm.rsc, gm.rscg, dyb, nb * pq);
         col2im(gm, col, n0, nb, dx);

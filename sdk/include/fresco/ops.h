@@ -117,12 +117,13 @@ typedef struct FrConvParams {
   int32_t has_bias;
 } FrConvParams;
 /* conv2d: in {x [N,H,W,C], w [K,R,S,C/g], b [K] (if has_bias)}; out {y [N,P,Q,K]}.
- * conv2d_backward: in {dy [N,P,Q,K], x, w}; out {dw, db (if has_bias), dx (if need_dx)}; written, not
- * accumulated. */
+ * conv2d_backward: in {dy [N,P,Q,K], x, w}; part 0 (whole): out {dw, db (if has_bias), dx (if need_dx)};
+ * part 1 (input gradient): out {dx}; part 2 (weight gradient): out {dw, db (if has_bias)}. Splitting lets the
+ * weight gradient run on a second stream beside the rest of backward. Written, not accumulated. */
 typedef struct FrConvBackwardParams {
   FrConvParams conv;
   int32_t need_dx;
-  int32_t pad_;
+  int32_t part; /* 0 whole, 1 input gradient, 2 weight gradient; earlier headers named this pad_ (always 0) */
 } FrConvBackwardParams;
 
 /* batchnorm (per channel C of NHWC), PyTorch BatchNorm2d semantics:

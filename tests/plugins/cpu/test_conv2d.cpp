@@ -79,18 +79,20 @@ std::vector<float> run_conv(ConvData& d, bool bias) {
 struct KernelGrads {
   std::vector<float> dw, db, dx;
 };
-KernelGrads run_conv_backward(ConvData& d, std::vector<float>& dy, bool bias, bool need_dx) {
+// part 0: every gradient (dx when need_dx); part 1: dx only; part 2: dw and db only.
+KernelGrads run_conv_backward(ConvData& d, std::vector<float>& dy, bool bias, bool need_dx, int part = 0) {
   const ConvShape& s = d.s;
   KernelGrads g;
-  g.dw.assign(static_cast<size_t>(s.w_size()), kNaN);
-  if (bias) g.db.assign(static_cast<size_t>(s.k), kNaN);
-  if (need_dx) g.dx.assign(static_cast<size_t>(s.x_size()), kNaN);
+  const bool weights = part != 1, input = part == 1 || (part == 0 && need_dx);
+  if (weights) g.dw.assign(static_cast<size_t>(s.w_size()), kNaN);
+  if (weights && bias) g.db.assign(static_cast<size_t>(s.k), kNaN);
+  if (input) g.dx.assign(static_cast<size_t>(s.x_size()), kNaN);
   OpCall c(FR_OP_CONV2D_BACKWARD);
   c.in(tensor(dy, {s.n, s.p(), s.q(), s.k})).in(d.xt()).in(d.wt());
-  c.out(tensor(g.dw, {s.k, s.r, s.s, s.c / s.groups}));
-  if (bias) c.out(tensor(g.db, {1, 1, 1, s.k}));
-  if (need_dx) c.out(tensor(g.dx, {s.n, s.h, s.w, s.c}));
-  c.params(FrConvBackwardParams{params_of(s, bias), need_dx ? 1 : 0, 0});
+  if (weights) c.out(tensor(g.dw, {s.k, s.r, s.s, s.c / s.groups}));
+  if (weights && bias) c.out(tensor(g.db, {1, 1, 1, s.k}));
+  if (input) c.out(tensor(g.dx, {s.n, s.h, s.w, s.c}));
+  c.params(FrConvBackwardParams{params_of(s, bias), need_dx ? 1 : 0, part});
   EXPECT_TRUE(c.run());
   return g;
 }
@@ -158,6 +160,26 @@ TEST(CpuConv2dBackward, MatchesReference) {
               << "dx";
         }
       }
+}
+
+// The split backward (input gradient on the main stream, weight gradient on the side stream) gives the same
+// bits as the whole call, for every geometry.
+TEST(CpuConv2dBackward, PartsEqualTheWholeCall) {
+  uint32_t seed = 300;
+  for (const ConvShape& s : kShapes)
+    for (int bias = 0; bias < 2; ++bias) {
+      SCOPED_TRACE(str(s) + " bias=" + std::to_string(bias));
+      ConvData d(s, seed);
+      std::mt19937 rng(seed++);
+      std::vector<float> dy = fresco::test::random_floats(rng, static_cast<size_t>(s.y_size()), -1.0f, 1.0f);
+      const KernelGrads whole = run_conv_backward(d, dy, bias, true, 0);
+      const KernelGrads input = run_conv_backward(d, dy, bias, true, 1);
+      const KernelGrads weight = run_conv_backward(d, dy, bias, true, 2);
+      EXPECT_TRUE(fresco::test::bitwise_equal(input.dx, whole.dx)) << "dx";
+      EXPECT_TRUE(fresco::test::bitwise_equal(weight.dw, whole.dw)) << "dw";
+      EXPECT_TRUE(fresco::test::bitwise_equal(weight.db, whole.db)) << "db";
+      EXPECT_TRUE(input.dw.empty() && weight.dx.empty());
+    }
 }
 
 TEST(CpuConv2dBackward, FiniteDifferences) {
@@ -307,6 +329,16 @@ TEST(CpuConv2dBackward, BadInputsReturnErrors) {
     OpCall c = base();  // db of the wrong size
     c.out(tensor(dw, {s.k, 3, 3, 2})).out(tensor(small, {1, 1, 1, 7})).params(FrConvBackwardParams{cp, 0, 0});
     EXPECT_TRUE(fresco::test::contains(c.run_error(), "db")) << c.run_error();
+  }
+  {
+    OpCall c = base();  // part 3 does not exist
+    c.out(tensor(dw, {s.k, 3, 3, 2})).out(tensor(db, {1, 1, 1, s.k})).params(FrConvBackwardParams{cp, 0, 3});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "part must be 0, 1 or 2")) << c.run_error();
+  }
+  {
+    OpCall c = base();  // the input-gradient part of a layer that needs none
+    c.out(tensor(dx, {s.n, s.h, s.w, s.c})).params(FrConvBackwardParams{cp, 0, 1});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "needs need_dx")) << c.run_error();
   }
   {
     OpCall c(FR_OP_CONV2D_BACKWARD);  // dy with the wrong spatial size

@@ -237,6 +237,17 @@ TEST(CudaOps, Conv2dAndFlatten) {
     b.node.with_params(FrConvBackwardParams{p, 1, 0});
     b.outputs = p.has_bias ? std::vector<TensorId>{3, 4, 5} : std::vector<TensorId>{3, 5};
     expect_same(b, 2e-6, what + " backward");
+    OpCase input = b;  // the split backward: input gradient alone, then weight gradient alone
+    input.node = node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {5});
+    input.node.with_params(FrConvBackwardParams{p, 1, 1});
+    input.outputs = {5};
+    expect_same(input, 2e-6, what + " backward part 1");
+    OpCase weight = b;
+    weight.node = node(FR_OP_CONV2D_BACKWARD, {0, 1, 2},
+                       p.has_bias ? std::vector<TensorId>{3, 4} : std::vector<TensorId>{3});
+    weight.node.with_params(FrConvBackwardParams{p, 1, 2});
+    weight.outputs = p.has_bias ? std::vector<TensorId>{3, 4} : std::vector<TensorId>{3};
+    expect_same(weight, 2e-6, what + " backward part 2");
   }
   const Shape ca{3, 5, 7, 6}, cb{3, 5, 7, 10}, cy{3, 5, 7, 16};
   OpCase cat;

@@ -94,6 +94,7 @@ struct GraphNode {
   std::vector<uint8_t> params;
   std::string label;         // for logs and DOT output: which layer emitted it
   bool side_stream = false;  // may run on the side stream of its graph (joined before the optimizer)
+  bool join_side = false;    // the main stream waits for all side-stream work issued so far before this node
 
   template <class P>
   GraphNode& with_params(const P& p) {
