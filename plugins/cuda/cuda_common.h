@@ -41,6 +41,10 @@ struct Context {
   // Algorithms chosen at prepare, by problem key, so every node of one shape uses the same algorithm.
   std::map<std::string, MatmulChoice> algo_cache;
   bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
+  // FRESCO_CUDNN_DETERMINISTIC=0 also admits cuDNN's non-deterministic algorithms (results then vary from
+  // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times.
+  bool conv_deterministic = true;
+  bool conv_log = false;
   std::map<std::string, ConvChoice> conv_choice;
 };
 

@@ -48,6 +48,10 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->log_choices = log && std::string(log) == "1";
     const char* conv_tune = std::getenv("FRESCO_CUDNN_AUTOTUNE");
     c->conv_autotune = !(conv_tune && std::string(conv_tune) == "0");
+    const char* conv_det = std::getenv("FRESCO_CUDNN_DETERMINISTIC");
+    c->conv_deterministic = !(conv_det && std::string(conv_det) == "0");
+    const char* conv_log = std::getenv("FRESCO_CUDNN_LOG");
+    c->conv_log = conv_log && std::string(conv_log) == "1";
     *out = c;
   });
 }

@@ -68,15 +68,22 @@ __global__ void bn_apply_kernel(const T* x, const float* coef, T* y, int64_t tot
   }
 }
 
-// The same, 16 bytes per load when C fills whole vectors (a vector then covers consecutive channels).
+// The same, 16 bytes per load, each thread on fixed channels with scale and shift in registers
+// (fixed_channels_fit).
 template <class T>
-__global__ void bn_apply_vec_kernel(const T* x, const float* coef, T* y, int64_t nvec, int64_t c, int relu) {
-  FR_CUDA_GRID_LOOP(i, nvec) {
-    Vec16<T> a = load16(x, i);
-    const int64_t ch = (i * Vec16<T>::kN) % c;
+__global__ void __launch_bounds__(kFixedThreads)
+    bn_apply_vec_kernel(const T* x, const float* coef, T* y, int64_t nvec, int64_t c, int relu) {
+  constexpr int V = Vec16<T>::kN;
+  const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
+  float scale[V], shift[V];
 #pragma unroll
-    for (int j = 0; j < Vec16<T>::kN; ++j) {
-      const float v = to_f(a.v[j]) * coef[ch + j] + coef[c + ch + j];
+  for (int j = 0; j < V; ++j) scale[j] = coef[ch + j], shift[j] = coef[c + ch + j];
+#pragma unroll 4
+  for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride) {
+    Vec16<T> a = load16(x, i);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float v = to_f(a.v[j]) * scale[j] + shift[j];
       a.v[j] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
     }
     store16(y, i, a);
@@ -162,10 +169,11 @@ FR_CUDA_KERNEL_RUN(batchnorm) {
             sdk::data<float>(call->rout[1]), coef, p.eps, p.momentum);
         const T* x = sdk::data<T>(call->in[0]);
         T* y = sdk::data<T>(call->out[0]);
-        if (c % Vec16<T>::kN == 0 && vectorizable<T>(total, {x, y})) {
+        if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y})) {
           const int64_t nv = total / Vec16<T>::kN;
           bn_apply_vec_kernel<T>
-              <<<grid_for(nv, 256, ctx_of(ctx)->sm_count), 256, 0, st>>>(x, coef, y, nv, c, p.relu);
+              <<<grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count), kFixedThreads, 0, st>>>(x, coef, y, nv,
+                                                                                             c, p.relu);
         } else {
           bn_apply_kernel<T><<<blocks, 256, 0, st>>>(x, coef, y, total, c, p.relu);
         }

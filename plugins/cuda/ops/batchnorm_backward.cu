@@ -30,6 +30,11 @@ __global__ void __launch_bounds__(kVecThreads)
     bn_grad_sums_vec_kernel(const T* dy, const T* relu_y, const T* x, const float* mean, ChannelChunks k,
                             double* part) {
   constexpr int V = Vec16<T>::kN;
+  double
+      mu[V];  // this thread's channels (vector column threadIdx.x % (C / V), as in vector_channel_partials)
+  const int cv0 = static_cast<int>(threadIdx.x % (k.c / V));
+#pragma unroll
+  for (int j = 0; j < V; ++j) mu[j] = mean[cv0 * V + j];
   vector_channel_partials<T>(k, part, [&](int64_t r, int cv, double(&a)[V], double(&b)[V]) {
     const int64_t i = r * (k.c / V) + cv;
     const Vec16<T> g = load16(dy, i), xv = load16(x, i);
@@ -39,7 +44,7 @@ __global__ void __launch_bounds__(kVecThreads)
     for (int j = 0; j < V; ++j) {
       const double gj = relu_y && !(to_f(yv.v[j]) > 0.0f) ? 0.0 : static_cast<double>(to_f(g.v[j]));
       a[j] += gj;
-      b[j] += gj * (static_cast<double>(to_f(xv.v[j])) - mean[cv * V + j]);
+      b[j] += gj * (static_cast<double>(to_f(xv.v[j])) - mu[j]);
     }
   });
 }
@@ -69,21 +74,28 @@ __global__ void bn_dx_kernel(const T* dy, const T* relu_y, const T* x, const flo
   }
 }
 
-// The same, 16 bytes per load when C fills whole vectors.
+// The same, 16 bytes per load, each thread on fixed channels with its coefficients in registers
+// (fixed_channels_fit).
 template <class T>
-__global__ void bn_dx_vec_kernel(const T* dy, const T* relu_y, const T* x, const float* mean,
-                                 const float* coef, T* dx, int64_t nvec, int64_t c) {
-  FR_CUDA_GRID_LOOP(i, nvec) {
+__global__ void __launch_bounds__(kFixedThreads)
+    bn_dx_vec_kernel(const T* dy, const T* relu_y, const T* x, const float* mean, const float* coef, T* dx,
+                     int64_t nvec, int64_t c) {
+  constexpr int V = Vec16<T>::kN;
+  const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
+  float ca[V], cb[V], ck[V], mu[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    ca[j] = coef[ch + j], cb[j] = coef[c + ch + j], ck[j] = coef[2 * c + ch + j], mu[j] = mean[ch + j];
+#pragma unroll 2
+  for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride) {
     Vec16<T> g = load16(dy, i);
     const Vec16<T> xv = load16(x, i);
     Vec16<T> yv;
     if (relu_y) yv = load16(relu_y, i);
-    const int64_t ch = (i * Vec16<T>::kN) % c;
 #pragma unroll
-    for (int j = 0; j < Vec16<T>::kN; ++j) {
+    for (int j = 0; j < V; ++j) {
       const float gj = relu_y && !(to_f(yv.v[j]) > 0.0f) ? 0.0f : to_f(g.v[j]);
-      const int64_t k = ch + j;
-      g.v[j] = from_f<T>(coef[k] * (gj - coef[c + k] - (to_f(xv.v[j]) - mean[k]) * coef[2 * c + k]));
+      g.v[j] = from_f<T>(ca[j] * (gj - cb[j] - (to_f(xv.v[j]) - mu[j]) * ck[j]));
     }
     store16(dx, i, g);
   }
@@ -150,10 +162,10 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
           k, part, sdk::data<float>(call->in[2]), sdk::data<float>(call->in[4]),
           sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), coef);
       T* dx = sdk::data<T>(call->out[0]);
-      if (c % Vec16<T>::kN == 0 && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy})) {
+      if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy})) {
         const int64_t nv = total / Vec16<T>::kN;
-        bn_dx_vec_kernel<T>
-            <<<grid_for(nv, 256, ctx_of(ctx)->sm_count), 256, 0, st>>>(dy, relu_y, x, mean, coef, dx, nv, c);
+        bn_dx_vec_kernel<T><<<grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count), kFixedThreads, 0, st>>>(
+            dy, relu_y, x, mean, coef, dx, nv, c);
       } else {
         bn_dx_kernel<T><<<grid_for(total, 256, ctx_of(ctx)->sm_count), 256, 0, st>>>(dy, relu_y, x, mean,
                                                                                      coef, dx, total, c);

@@ -91,7 +91,8 @@ __device__ void vector_channel_partials(const ChannelChunks k, double* part, F a
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * k.rows_per_chunk;
   const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
   if (lane < lanes)
-    for (int64_t r = r0 + lane; r < r1; r += lanes) add_row(r, cv, a, b);
+#pragma unroll 4
+    for (int64_t r = r0 + lane; r < r1; r += lanes) add_row(r, cv, a, b);  // rows in order: deterministic
   if (lane < lanes)
 #pragma unroll
     for (int j = 0; j < V; ++j) sa[lane * k.c + cv * V + j] = a[j], sb[lane * k.c + cv * V + j] = b[j];
@@ -116,6 +117,25 @@ __device__ inline double2 channel_totals(const ChannelChunks k, const double* pa
     b += __shfl_xor_sync(0xffffffffu, b, off);
   }
   return make_double2(a, b);
+}
+
+// Element-wise passes over [rows, C] in 16-byte vectors where each thread keeps its channels' coefficients in
+// registers: with blocks of kFixedThreads threads and C / V dividing kFixedThreads, the grid stride is a
+// multiple of the vectors per row, so a thread always sees the same V channels (fixed_channel_base).
+constexpr int kFixedThreads = 256;
+template <class T>
+inline bool fixed_channels_fit(int64_t c) {
+  constexpr int V = Vec16<T>::kN;
+  return c % V == 0 && c / V <= kFixedThreads && kFixedThreads % (c / V) == 0;
+}
+// First vector index and channel base of the calling thread.
+template <class T>
+__device__ __forceinline__ int64_t fixed_first_vector() {
+  return static_cast<int64_t>(blockIdx.x) * kFixedThreads + threadIdx.x;
+}
+template <class T>
+__device__ __forceinline__ int64_t fixed_channel_base(int64_t c) {
+  return (fixed_first_vector<T>() % (c / Vec16<T>::kN)) * Vec16<T>::kN;
 }
 
 // Finalize kernels run one warp per channel: 8 channels per block of 256 threads.

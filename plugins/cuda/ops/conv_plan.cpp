@@ -1,6 +1,7 @@
 // cuDNN convolution plans (conv_plan.h): descriptors, deterministic algorithm choice, the three runs.
 #include "ops/conv_plan.h"
 
+#include <cstdio>
 #include <string>
 
 #define FR_CUDNN_CHECK(expr)                                                                                \
@@ -42,13 +43,14 @@ bool math_allowed(cudnnMathType_t m, bool fp32) {
 // deterministic, uses an allowed math mode and fits the workspace; null when none qualifies (what was
 // offered is appended to `seen` for the error message).
 template <typename Perf>
-const Perf* first_qualifying(const Perf* perf, int n, bool fp32, uint64_t max_ws, std::string& seen) {
+const Perf* first_qualifying(const Perf* perf, int n, bool fp32, uint64_t max_ws, std::string& seen,
+                             bool deterministic = true) {
   for (int i = 0; i < n; ++i) {
     const Perf& c = perf[i];
     seen += " [algo " + std::to_string(static_cast<int>(c.algo)) + " status " + std::to_string(c.status) +
             " det " + std::to_string(c.determinism) + " math " + std::to_string(c.mathType) + " ws " +
             std::to_string(c.memory) + "]";
-    if (c.status == CUDNN_STATUS_SUCCESS && c.determinism == CUDNN_DETERMINISTIC &&
+    if (c.status == CUDNN_STATUS_SUCCESS && (c.determinism == CUDNN_DETERMINISTIC || !deterministic) &&
         math_allowed(c.mathType, fp32) && c.memory <= max_ws)
       return &c;
   }
@@ -71,12 +73,21 @@ void choose(Context* ctx, Heur heuristics, Find find, int count, bool fp32, uint
     Perf h[16], f[16];
     int nh = 0, nf = 0;
     std::string seen = " heuristics:";
+    const bool det = ctx->conv_deterministic;
     FR_CUDNN_CHECK(heuristics(want, &nh, h));
-    const Perf* chosen = first_qualifying(h, nh, fp32, max_ws, seen);
+    const Perf* chosen = first_qualifying(h, nh, fp32, max_ws, seen, det);
     if (!chosen || ctx->conv_autotune) {
       seen += "; find:";
       FR_CUDNN_CHECK(find(want, &nf, f));
-      const Perf* fastest = first_qualifying(f, nf, fp32, max_ws, seen);
+      const Perf* fastest = first_qualifying(f, nf, fp32, max_ws, seen, det);
+      if (ctx->conv_log) {
+        std::string unused;
+        const Perf* any = first_qualifying(f, nf, fp32, max_ws, unused, false);
+        std::fprintf(stderr, "[fresco-cuda] conv %s: fastest %s algo %d %.3f ms; fastest of all %d %.3f ms\n",
+                     key.c_str(), det ? "deterministic" : "(any)",
+                     fastest ? static_cast<int>(fastest->algo) : -1, fastest ? fastest->time : -1.0f,
+                     any ? static_cast<int>(any->algo) : -1, any ? any->time : -1.0f);
+      }
       if (!chosen) {
         chosen = fastest;
       } else if (fastest) {
