@@ -14,7 +14,11 @@
 
 struct cudnnContext;  // cudnnHandle_t, without pulling cudnn.h into every file
 
+#include <memory>
+
 namespace fresco::cuda {
+
+struct EnginePlan;  // a cuDNN backend execution plan (ops/conv_engine.h)
 
 // A cuDNN convolution algorithm chosen for one shape and direction (ops/conv_plan.cpp).
 struct ConvChoice {
@@ -45,6 +49,11 @@ struct Context {
   // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times.
   bool conv_deterministic = true;
   bool conv_log = false;
+  // cuDNN backend engines for fp16 / bf16 convolutions (FRESCO_CUDNN_ENGINES): 0 = legacy API only,
+  // 1 (default) = for convolutions of at least 2^28 FLOPs, 2 = for every convolution. One plan per shape and
+  // direction, shared by the nodes (null: no engine qualified, the legacy API runs it).
+  int conv_engines = 1;
+  std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   std::map<std::string, ConvChoice> conv_choice;
 };
 

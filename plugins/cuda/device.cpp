@@ -36,6 +36,14 @@ FrError* context_create(int32_t index, void** out) noexcept {
                       "cuda: FRESCO_CUBLAS_AUTOTUNE must be 0, 1 or 2, found '" + level + "'");
       tune_level = level[0] - '0';
     }
+    const char* engines = std::getenv("FRESCO_CUDNN_ENGINES");
+    int engines_level = 1;
+    if (engines && *engines) {
+      const std::string level(engines);
+      FR_PLUGIN_CHECK(level == "0" || level == "1" || level == "2", FR_ERR_INVALID_ARGUMENT,
+                      "cuda: FRESCO_CUDNN_ENGINES must be 0, 1 or 2, found '" + level + "'");
+      engines_level = level[0] - '0';
+    }
     auto* c = new Context();
     c->device = index;
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
@@ -52,6 +60,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->conv_deterministic = !(conv_det && std::string(conv_det) == "0");
     const char* conv_log = std::getenv("FRESCO_CUDNN_LOG");
     c->conv_log = conv_log && std::string(conv_log) == "1";
+    c->conv_engines = engines_level;
     *out = c;
   });
 }
@@ -59,6 +68,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
 void context_destroy(void* p) noexcept {
   Context* c = ctx_of(p);
   if (!c) return;
+  c->engine_plans.clear();  // backend plans before the cuDNN handle they were built on
   if (c->lt) cublasLtDestroy(c->lt);
   if (c->dnn) cudnnDestroy(c->dnn);
   delete c;

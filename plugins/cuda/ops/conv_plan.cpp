@@ -1,38 +1,14 @@
 // cuDNN convolution plans (conv_plan.h): descriptors, deterministic algorithm choice, the three runs.
 #include "ops/conv_plan.h"
 
+#include "ops/cudnn_common.h"
+
 #include <cstdio>
 #include <string>
-
-#define FR_CUDNN_CHECK(expr)                                                                                \
-  do {                                                                                                      \
-    const cudnnStatus_t fr_s_ = (expr);                                                                     \
-    if (fr_s_ != CUDNN_STATUS_SUCCESS)                                                                      \
-      throw ::fresco::sdk::KernelError(FR_ERR_DEVICE, std::string(__FILE__ ":" FR_SDK_STR(__LINE__) ": ") + \
-                                                          #expr + ": " + cudnnGetErrorString(fr_s_));       \
-  } while (0)
 
 namespace fresco::cuda {
 
 namespace {
-cudnnDataType_t cudnn_type(FrDType t) {
-  switch (t) {
-    case FR_F32:
-      return CUDNN_DATA_FLOAT;
-    case FR_F16:
-      return CUDNN_DATA_HALF;
-    case FR_BF16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      throw sdk::KernelError(FR_ERR_UNSUPPORTED,
-                             "cuda conv: dtype " + std::to_string(t) + " is not f32, f16 or bf16");
-  }
-}
-
-cudnnHandle_t handle_of(Context* ctx) {
-  if (!ctx->dnn) FR_CUDNN_CHECK(cudnnCreate(&ctx->dnn));
-  return ctx->dnn;
-}
 
 // fp32 must stay strict fp32: only FMA kernels (CUDNN_DEFAULT_MATH would allow TF32 on Hopper).
 bool math_allowed(cudnnMathType_t m, bool fp32) {
@@ -121,6 +97,20 @@ std::string describe(const sdk::ConvShape& g, FrDType t) {
          std::to_string(g.g) + " dtype " + std::to_string(t);
 }
 
+// The backend engine for one direction, planned once per shape and direction per context (null: none
+// qualified, or engines are off for this convolution).
+std::shared_ptr<EnginePlan> engine_for(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
+                                       const char* direction, const std::string& shape, uint64_t max_ws) {
+  if (dtype == FR_F32 || ctx->conv_engines == 0) return nullptr;  // fp32 stays strict on the legacy API
+  const double flops = 2.0 * static_cast<double>(g.n) * g.p * g.q * g.k * g.r * g.s * g.cg;
+  if (ctx->conv_engines == 1 && flops < static_cast<double>(1 << 28)) return nullptr;
+  const std::string key = std::string(direction) + " " + shape;
+  auto hit = ctx->engine_plans.find(key);
+  if (hit == ctx->engine_plans.end())
+    hit = ctx->engine_plans.emplace(key, plan_conv_engine(ctx, g, dtype, d, max_ws, key)).first;
+  return hit->second;
+}
+
 int as_int(int64_t v, const std::string& shape) {
   FR_PLUGIN_CHECK(v > 0 && v <= INT32_MAX, FR_ERR_UNSUPPORTED,
                   "cuda conv: a dimension of " + shape + " exceeds cuDNN's 32-bit range");
@@ -154,7 +144,15 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
   FR_PLUGIN_CHECK(n == g.n && c == g.k && hh == g.p && ww == g.q, FR_ERR_INTERNAL,
                   "cuda conv: cuDNN's output shape differs from fresco's for " + shape);
   p.workspace = 0;
-  if (dirs & kConvForward)
+  auto engine = [&](ConvDir d, const char* direction) {
+    std::shared_ptr<EnginePlan> e = engine_for(ctx, g, dtype, d, direction, shape, max_workspace);
+    if (e && e->workspace > p.workspace) p.workspace = e->workspace;
+    return e;
+  };
+  if (dirs & kConvForward) p.engine_fwd = engine(ConvDir::FORWARD, "forward");
+  if (dirs & kConvBackwardData) p.engine_data = engine(ConvDir::BACKWARD_DATA, "backward-data");
+  if (dirs & kConvBackwardFilter) p.engine_filter = engine(ConvDir::BACKWARD_FILTER, "backward-filter");
+  if ((dirs & kConvForward) && !p.engine_fwd)
     choose<cudnnConvolutionFwdAlgoPerf_t>(
         ctx,
         [&](int want, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
@@ -165,7 +163,7 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
         },
         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, fp32, max_workspace, "forward", shape, p.fwd, p.fwd_math,
         p.workspace);
-  if (dirs & kConvBackwardData)
+  if ((dirs & kConvBackwardData) && !p.engine_data)
     choose<cudnnConvolutionBwdDataAlgoPerf_t>(
         ctx,
         [&](int want, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
@@ -176,7 +174,7 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
         },
         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, fp32, max_workspace, "backward-data", shape, p.bwd_data,
         p.data_math, p.workspace);
-  if (dirs & kConvBackwardFilter)
+  if ((dirs & kConvBackwardFilter) && !p.engine_filter)
     choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
         ctx,
         [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
@@ -191,6 +189,9 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
 
 void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
                       uint64_t ws_bytes, cudaStream_t s) {
+  FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
+  if (p.engine_fwd)
+    return run_conv_engine(ctx, *p.engine_fwd, const_cast<void*>(x), const_cast<void*>(w), y, ws, s);
   const float one = 1.0f, zero = 0.0f;
   FR_CUDNN_CHECK(cudnnSetStream(ctx->dnn, s));
   FR_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.fwd_math));
@@ -200,6 +201,9 @@ void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void
 
 void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,
                             void* ws, uint64_t ws_bytes, cudaStream_t s) {
+  FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
+  if (p.engine_data)
+    return run_conv_engine(ctx, *p.engine_data, dx, const_cast<void*>(w), const_cast<void*>(dy), ws, s);
   const float one = 1.0f, zero = 0.0f;
   FR_CUDNN_CHECK(cudnnSetStream(ctx->dnn, s));
   FR_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.data_math));
@@ -209,6 +213,9 @@ void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, con
 
 void run_conv_backward_filter(Context* ctx, const ConvPlan& p, const void* dy, const void* x, void* dw,
                               void* ws, uint64_t ws_bytes, cudaStream_t s) {
+  FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
+  if (p.engine_filter)
+    return run_conv_engine(ctx, *p.engine_filter, const_cast<void*>(x), dw, const_cast<void*>(dy), ws, s);
   const float one = 1.0f, zero = 0.0f;
   FR_CUDNN_CHECK(cudnnSetStream(ctx->dnn, s));
   FR_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.filter_math));

@@ -3,13 +3,15 @@
 // GEMMs); fp16 and bf16 run on tensor cores with fp32 accumulation. Algorithms come from cuDNN's heuristics
 // (the first DETERMINISTIC candidate whose workspace fits), so the choice is the same on every run of one
 // machine and the results are bit-reproducible. Uses cuDNN's legacy convolution API, which cuDNN 9 still
-// ships (docs/decisions.md); this file and conv_plan.cpp are the only users of it.
+// ships (docs/decisions.md); this file and conv_plan.cpp are the only users of it. fp16 / bf16 convolutions
+// large enough to matter run on cuDNN backend engines instead (ops/conv_engine.h), timed at prepare.
 #pragma once
 
 #include <cudnn.h>
 
 #include "cuda_common.h"
 #include "fresco/conv_geometry.hpp"
+#include "ops/conv_engine.h"
 
 namespace fresco::cuda {
 
@@ -21,6 +23,8 @@ struct ConvPlan {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   cudnnMathType_t fwd_math{}, data_math{}, filter_math{};
+  // fp16 / bf16: backend engines (ops/conv_engine.h) where one qualified; they replace the legacy algorithm.
+  std::shared_ptr<EnginePlan> engine_fwd, engine_data, engine_filter;
   uint64_t workspace = 0;  // bytes: the largest of the planned directions
 };
 

@@ -79,6 +79,16 @@ inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
   return bytes;
 }
 
+// Sets an environment variable for one scope; the CUDA context reads its tuning variables when a task
+// creates it.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const std::string& n, const std::string& v) : name(n) { setenv(n.c_str(), v.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
+
 // A compute node over tensor ids, and a range node over ranges.
 inline GraphNode node(const char* op, std::vector<TensorId> in, std::vector<TensorId> out) {
   GraphNode n;

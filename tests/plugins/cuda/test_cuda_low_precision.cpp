@@ -235,6 +235,8 @@ TEST(CudaLowPrecision, BatchNormKeepsF32Statistics) {
   expect_close_to_f32(b, 1.6e-2, 2e-3, "batchnorm_backward");
 }
 
+// Each shape twice: on the legacy API's algorithms and on cuDNN's backend engines (forced for these small
+// shapes; by default only convolutions of 2^28 FLOPs or more use them).
 TEST(CudaLowPrecision, Conv2dOnTensorCores) {
   FRESCO_REQUIRE_GPU();
   // ResNet-like shapes: 3x3 stride 1 and 2, 1x1 projection; channels multiples of 8 (tensor-core layouts).
@@ -242,29 +244,33 @@ TEST(CudaLowPrecision, Conv2dOnTensorCores) {
     FrConvParams p;
     int64_t c, k;
   };
-  for (const Geo& geo :
-       {Geo{{3, 3, 1, 1, 1, 1, 1, 1, 1, 0}, 32, 32}, Geo{{3, 3, 2, 2, 1, 1, 1, 1, 1, 0}, 16, 32},
-        Geo{{1, 1, 2, 2, 0, 0, 1, 1, 1, 0}, 16, 64}}) {
-    const FrConvParams& p = geo.p;
-    const int64_t n = 4, h = 8, w = 8;
-    const int64_t oh = (h + 2 * p.pad_h - p.kh) / p.stride_h + 1,
-                  ow = (w + 2 * p.pad_w - p.kw) / p.stride_w + 1;
-    const Shape xs{n, h, w, geo.c}, ws{geo.k, p.kh, p.kw, geo.c}, ys{n, oh, ow, geo.k};
-    const std::string what = "conv k" + std::to_string(p.kh) + " s" + std::to_string(p.stride_h);
-    LowCase f{{{xs, Fill::RANDOM, true}, {ws, Fill::RANDOM, true}, {ys, Fill::ZERO, true}},
-              node(FR_OP_CONV2D, {0, 1}, {2}),
-              {2}};
-    f.node.with_params(p);
-    expect_close_to_f32(f, 1.6e-2, 2e-3, what);
-    LowCase b{{{ys, Fill::RANDOM, true},
-               {xs, Fill::RANDOM, true},
-               {ws, Fill::RANDOM, true},
-               {ws, Fill::ZERO, true},
-               {xs, Fill::ZERO, true}},
-              node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3, 4}),
-              {3, 4}};
-    b.node.with_params(FrConvBackwardParams{p, 1, 0});
-    expect_close_to_f32(b, 1.6e-2, 2e-3, what + " backward");
+  for (const char* engines : {"0", "2"}) {
+    SCOPED_TRACE(std::string("FRESCO_CUDNN_ENGINES=") + engines);
+    ScopedEnv env("FRESCO_CUDNN_ENGINES", engines);
+    for (const Geo& geo :
+         {Geo{{3, 3, 1, 1, 1, 1, 1, 1, 1, 0}, 32, 32}, Geo{{3, 3, 2, 2, 1, 1, 1, 1, 1, 0}, 16, 32},
+          Geo{{1, 1, 2, 2, 0, 0, 1, 1, 1, 0}, 16, 64}}) {
+      const FrConvParams& p = geo.p;
+      const int64_t n = 4, h = 8, w = 8;
+      const int64_t oh = (h + 2 * p.pad_h - p.kh) / p.stride_h + 1,
+                    ow = (w + 2 * p.pad_w - p.kw) / p.stride_w + 1;
+      const Shape xs{n, h, w, geo.c}, ws{geo.k, p.kh, p.kw, geo.c}, ys{n, oh, ow, geo.k};
+      const std::string what = "conv k" + std::to_string(p.kh) + " s" + std::to_string(p.stride_h);
+      LowCase f{{{xs, Fill::RANDOM, true}, {ws, Fill::RANDOM, true}, {ys, Fill::ZERO, true}},
+                node(FR_OP_CONV2D, {0, 1}, {2}),
+                {2}};
+      f.node.with_params(p);
+      expect_close_to_f32(f, 1.6e-2, 2e-3, what);
+      LowCase b{{{ys, Fill::RANDOM, true},
+                 {xs, Fill::RANDOM, true},
+                 {ws, Fill::RANDOM, true},
+                 {ws, Fill::ZERO, true},
+                 {xs, Fill::ZERO, true}},
+                node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3, 4}),
+                {3, 4}};
+      b.node.with_params(FrConvBackwardParams{p, 1, 0});
+      expect_close_to_f32(b, 1.6e-2, 2e-3, what + " backward");
+    }
   }
 }
 

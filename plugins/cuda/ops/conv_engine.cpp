@@ -1,0 +1,272 @@
+// cuDNN backend engines for fp16 / bf16 convolutions (conv_engine.h).
+#include "ops/conv_engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "ops/cudnn_common.h"
+
+// The backend's handle attributes of operation graphs and execution plans are marked deprecated in cuDNN
+// 9.14's headers in favour of a device-properties descriptor; they remain the portable way across cuDNN 9.x.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace fresco::cuda {
+
+namespace {
+using Desc = cudnnBackendDescriptor_t;
+constexpr int kCandidates = 10;            // engine configurations timed per convolution (heuristic order)
+constexpr int64_t kX = 1, kW = 2, kY = 3;  // tensor uids: x / dx, w / dw, y / dy
+
+// A descriptor owned by `keep` (destroyed with the plan).
+Desc make(std::vector<Desc>& keep, cudnnBackendDescriptorType_t t) {
+  Desc d = nullptr;
+  FR_CUDNN_CHECK(cudnnBackendCreateDescriptor(t, &d));
+  keep.push_back(d);
+  return d;
+}
+
+template <class T>
+void set(Desc d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t n, const T* v) {
+  FR_CUDNN_CHECK(cudnnBackendSetAttribute(d, name, type, n, v));
+}
+
+// An NHWC tensor (or KRSC filter) given as logical dims [N, C, H, W] with channels-last strides.
+Desc nhwc_tensor(std::vector<Desc>& keep, int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w,
+                 cudnnDataType_t t) {
+  Desc d = make(keep, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const int64_t dims[4] = {n, c, h, w}, strides[4] = {h * w * c, 1, w * c, c}, align = 16;
+  set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t);
+  set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
+  set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+  set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+  set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+  FR_CUDNN_CHECK(cudnnBackendFinalize(d));
+  return d;
+}
+
+// The operation graph of one convolution direction.
+Desc conv_graph(std::vector<Desc>& keep, cudnnHandle_t h, const sdk::ConvShape& g, cudnnDataType_t t,
+                ConvDir d) {
+  Desc x = nhwc_tensor(keep, kX, g.n, g.c, g.h, g.w, t);
+  Desc w = nhwc_tensor(keep, kW, g.k, g.cg, g.r, g.s, t);
+  Desc y = nhwc_tensor(keep, kY, g.n, g.k, g.p, g.q, t);
+  Desc conv = make(keep, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t acc = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t dims = 2, dil[2] = {g.dh, g.dw}, stride[2] = {g.sh, g.sw}, pad[2] = {g.ph, g.pw};
+  set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &acc);
+  set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+  set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+  set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
+  set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride);
+  set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+  set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+  FR_CUDNN_CHECK(cudnnBackendFinalize(conv));
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto B = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+  Desc op = nullptr;
+  if (d == ConvDir::FORWARD) {
+    op = make(keep, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, B, 1, &x);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, B, 1, &w);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, B, 1, &y);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, B, 1, &conv);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  } else if (d == ConvDir::BACKWARD_DATA) {
+    op = make(keep, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, B, 1, &x);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, B, 1, &w);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, B, 1, &y);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, B, 1, &conv);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  } else {
+    op = make(keep, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, B, 1, &x);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, B, 1, &w);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, B, 1, &y);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, B, 1, &conv);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  }
+  FR_CUDNN_CHECK(cudnnBackendFinalize(op));
+  Desc graph = make(keep, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, B, 1, &op);
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  FR_CUDNN_CHECK(cudnnBackendFinalize(graph));
+  return graph;
+}
+
+// Engine configurations from heuristics mode A (best first), then the fallback list; owned by `keep`.
+std::vector<Desc> engine_configs(std::vector<Desc>& keep, Desc graph) {
+  std::vector<Desc> out;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    Desc heur = make(keep, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+    set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS) continue;
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                 &count, nullptr) != CUDNN_STATUS_SUCCESS)
+      continue;
+    count = std::min<int64_t>(count, kCandidates);
+    std::vector<Desc> got;
+    for (int64_t i = 0; i < count; ++i) got.push_back(make(keep, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    int64_t n = 0;
+    if (count > 0 &&
+        cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                 &n, got.data()) == CUDNN_STATUS_SUCCESS)
+      out.insert(out.end(), got.begin(), got.begin() + n);
+    if (!out.empty()) break;  // the fallback list only when mode A offers nothing
+  }
+  return out;
+}
+
+// Whether an engine configuration keeps fresco's guarantees: deterministic, fp32 accumulation.
+bool qualifies(std::vector<Desc>& keep, Desc cfg) {
+  Desc engine = make(keep, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                               &engine) != CUDNN_STATUS_SUCCESS)
+    return false;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS)
+    return false;
+  for (int64_t i = 0; i < n; ++i)
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC ||
+        notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
+      return false;
+  return true;
+}
+
+// Scratch operands for timing, freed on every path.
+struct Scratch {
+  void *a = nullptr, *b = nullptr, *c = nullptr, *ws = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  Scratch(uint64_t ab, uint64_t bb, uint64_t cb, uint64_t wb) {
+    FR_CUDA_CHECK(cudaMalloc(&a, ab));
+    FR_CUDA_CHECK(cudaMalloc(&b, bb));
+    FR_CUDA_CHECK(cudaMalloc(&c, cb));
+    if (wb) FR_CUDA_CHECK(cudaMalloc(&ws, wb));
+    FR_CUDA_CHECK(cudaMemset(a, 0, ab));  // zeros: finite inputs for every direction
+    FR_CUDA_CHECK(cudaMemset(b, 0, bb));
+    FR_CUDA_CHECK(cudaMemset(c, 0, cb));
+    FR_CUDA_CHECK(cudaEventCreate(&e0));
+    FR_CUDA_CHECK(cudaEventCreate(&e1));
+  }
+  ~Scratch() {
+    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(ws);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+Desc variant_pack(std::vector<Desc>& keep, void* a, void* b, void* c, void* ws) {
+  Desc vp = make(keep, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  const int64_t uids[3] = {kX, kW, kY};
+  void* ptrs[3] = {a, b, c};
+  set(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+  set(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+  set(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+  FR_CUDNN_CHECK(cudnnBackendFinalize(vp));
+  return vp;
+}
+
+void destroy_all(std::vector<Desc>& keep) noexcept {
+  for (auto it = keep.rbegin(); it != keep.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
+  keep.clear();
+}
+}  // namespace
+
+EnginePlan::~EnginePlan() {
+  if (plan) cudnnBackendDestroyDescriptor(plan);
+  destroy_all(keep);
+}
+
+std::shared_ptr<EnginePlan> plan_conv_engine(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
+                                             uint64_t max_workspace, const std::string& what) {
+  cudnnHandle_t h = handle_of(ctx);
+  auto best = std::make_shared<EnginePlan>();
+  Desc graph = conv_graph(best->keep, h, g, cudnn_type(dtype), d);
+  std::vector<Desc> scratch_keep;  // configurations and the plans that lost
+  struct Guard {
+    std::vector<Desc>& k;
+    ~Guard() { destroy_all(k); }
+  } guard{scratch_keep};
+  const std::vector<Desc> cfgs = engine_configs(scratch_keep, graph);
+  const uint64_t elem = 2;  // fp16 / bf16
+  Scratch s(elem * g.n * g.h * g.w * g.c, elem * g.k * g.r * g.s * g.cg, elem * g.n * g.p * g.q * g.k,
+            max_workspace < (1ull << 30) ? max_workspace : (1ull << 30));
+  const uint64_t ws_cap = max_workspace < (1ull << 30) ? max_workspace : (1ull << 30);
+  FR_CUDNN_CHECK(cudnnSetStream(h, nullptr));
+  float best_ms = std::numeric_limits<float>::infinity();
+  int considered = 0;
+  for (Desc cfg : cfgs) {
+    if (!qualifies(scratch_keep, cfg)) continue;
+    Desc plan = nullptr;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS)
+      continue;
+    bool keep_plan = false;
+    if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) ==
+            CUDNN_STATUS_SUCCESS &&
+        cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 1, &cfg) == CUDNN_STATUS_SUCCESS &&
+        cudnnBackendFinalize(plan) == CUDNN_STATUS_SUCCESS) {
+      int64_t ws = 0, n = 0;
+      if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                   &ws) == CUDNN_STATUS_SUCCESS &&
+          ws >= 0 && static_cast<uint64_t>(ws) <= ws_cap) {
+        std::vector<Desc> vk;
+        Desc vp = variant_pack(vk, s.a, s.b, s.c, s.ws);
+        float ms = std::numeric_limits<float>::infinity();
+        bool ok = cudnnBackendExecute(h, plan, vp) == CUDNN_STATUS_SUCCESS &&
+                  cudaDeviceSynchronize() == cudaSuccess;  // warm-up (and first-run setup)
+        for (int r = 0; r < 3 && ok; ++r) {
+          ok = cudaEventRecord(s.e0, nullptr) == cudaSuccess;
+          for (int k = 0; k < 3 && ok; ++k) ok = cudnnBackendExecute(h, plan, vp) == CUDNN_STATUS_SUCCESS;
+          ok = ok && cudaEventRecord(s.e1, nullptr) == cudaSuccess &&
+               cudaEventSynchronize(s.e1) == cudaSuccess;
+          float t = 0.0f;
+          if (ok && cudaEventElapsedTime(&t, s.e0, s.e1) == cudaSuccess) ms = std::min(ms, t / 3.0f);
+        }
+        destroy_all(vk);
+        if (!ok) (void)cudaGetLastError();
+        ++considered;
+        if (ok && ms < best_ms) {
+          best_ms = ms;
+          if (best->plan) cudnnBackendDestroyDescriptor(best->plan);
+          best->plan = plan;
+          best->workspace = static_cast<uint64_t>(ws);
+          best->ms = ms;
+          keep_plan = true;
+        }
+      }
+    }
+    if (!keep_plan) cudnnBackendDestroyDescriptor(plan);
+  }
+  if (ctx->conv_log)
+    std::fprintf(stderr, "[fresco-cuda] conv engine %s: %zu configurations, %d qualifying, best %.3f ms\n",
+                 what.c_str(), cfgs.size(), considered, best->plan ? best_ms : -1.0f);
+  if (!best->plan) return nullptr;
+  return best;
+}
+
+void run_conv_engine(Context* ctx, const EnginePlan& p, void* a, void* b, void* c, void* ws, cudaStream_t s) {
+  cudnnHandle_t h = handle_of(ctx);
+  FR_CUDNN_CHECK(cudnnSetStream(h, s));
+  std::vector<Desc> keep;
+  struct Guard {
+    std::vector<Desc>& k;
+    ~Guard() { destroy_all(k); }
+  } guard{keep};
+  Desc vp = variant_pack(keep, a, b, c, ws);
+  FR_CUDNN_CHECK(cudnnBackendExecute(h, p.plan, vp));
+}
+
+}  // namespace fresco::cuda
