@@ -18,7 +18,9 @@ echo "plugin-check rc=$?"; grep -E "FAIL|passed" $OUT/plugin_check_cuda.txt | he
 run() { timeout 200 $B/bench_resnet_step "$@" 2>$OUT/rn_err.txt | grep resnet_step | tee -a $OUT/fresco_resnet.json; }
 run --model resnet18 --batch 512 --precision fp16
 run --model resnet18 --batch 512 --precision bf16
+run --model resnet18 --batch 512 --precision fp32 --steps 20
 run --model resnet50 --batch 256 --image 224 --stem imagenet --precision bf16 --steps 20
-for b in 128 1024; do $B/bench_mlp_epoch --device cuda --batch $b --epochs 1 --steps 3000 2>/dev/null | grep mlp_step; done | tee $OUT/fresco_mlp.json
+for b in 128 1024; do $B/bench_mlp_epoch --device cuda --batch $b --epochs 2 --steps 3000 2>/dev/null | grep mlp_; done | tee $OUT/fresco_mlp.json
 MODES=eager,graph DTYPES=bfloat16,float16 OUT=$OUT timeout 150 python3 .devrun/pytorch_baseline.py rn18 2>&1 | grep -v Warn | tail -4
 OUT=$OUT timeout 100 python3 bench/device/pytorch_rn50.py 256 2>&1 | grep -v Warn | tail -1
+FMNIST=$root/.devrun/fashion-mnist OUT=$OUT timeout 150 python3 .devrun/pytorch_baseline.py mlp 2>&1 | grep '^{' | tail -4
