@@ -25,16 +25,16 @@ __global__ void bn_stats_kernel(const T* x, ChannelChunks k, double* part) {
 template <class T>
 __global__ void __launch_bounds__(kVecThreads)
     bn_stats_vec_kernel(const T* x, ChannelChunks k, double* part) {
-  vector_channel_partials<T>(k, part,
-                             [&](int64_t r, int cv, double(&a)[Vec16<T>::kN], double(&b)[Vec16<T>::kN]) {
-                               const Vec16<T> v = load16(x, r * (k.c / Vec16<T>::kN) + cv);
+  vector_channel_partials<T, double>(
+      k, part, [&](int64_t r, int cv, double(&a)[Vec16<T>::kN], double(&b)[Vec16<T>::kN]) {
+        const Vec16<T> v = load16(x, r * (k.c / Vec16<T>::kN) + cv);
 #pragma unroll
-                               for (int j = 0; j < Vec16<T>::kN; ++j) {
-                                 const double f = to_f(v.v[j]);
-                                 a[j] += f;
-                                 b[j] += f * f;
-                               }
-                             });
+        for (int j = 0; j < Vec16<T>::kN; ++j) {
+          const double f = to_f(v.v[j]);
+          a[j] += f;
+          b[j] += f * f;
+        }
+      });
 }
 
 __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, const float* gamma, const float* beta,

@@ -30,21 +30,22 @@ __global__ void __launch_bounds__(kVecThreads)
     bn_grad_sums_vec_kernel(const T* dy, const T* relu_y, const T* x, const float* mean, ChannelChunks k,
                             double* part) {
   constexpr int V = Vec16<T>::kN;
-  double
-      mu[V];  // this thread's channels (vector column threadIdx.x % (C / V), as in vector_channel_partials)
+  // Per-thread sums in float over the few rows a thread adds (as fp32 implementations do); blocks and chunks
+  // add in double.
+  float mu[V];  // this thread's channels: vector column threadIdx.x % (C / V), as in vector_channel_partials
   const int cv0 = static_cast<int>(threadIdx.x % (k.c / V));
 #pragma unroll
   for (int j = 0; j < V; ++j) mu[j] = mean[cv0 * V + j];
-  vector_channel_partials<T>(k, part, [&](int64_t r, int cv, double(&a)[V], double(&b)[V]) {
+  vector_channel_partials<T, float>(k, part, [&](int64_t r, int cv, float(&a)[V], float(&b)[V]) {
     const int64_t i = r * (k.c / V) + cv;
     const Vec16<T> g = load16(dy, i), xv = load16(x, i);
     Vec16<T> yv;
     if (relu_y) yv = load16(relu_y, i);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const double gj = relu_y && !(to_f(yv.v[j]) > 0.0f) ? 0.0 : static_cast<double>(to_f(g.v[j]));
+      const float gj = relu_y && !(to_f(yv.v[j]) > 0.0f) ? 0.0f : to_f(g.v[j]);
       a[j] += gj;
-      b[j] += gj * (static_cast<double>(to_f(xv.v[j])) - mu[j]);
+      b[j] += gj * (to_f(xv.v[j]) - mu[j]);
     }
   });
 }

@@ -78,16 +78,18 @@ inline bool vector_partials_fit(const ChannelChunks& k, std::initializer_list<co
   return k.c % V == 0 && k.c / V <= kVecThreads && vectorizable<T>(k.rows * k.c, ptrs);
 }
 
-// F: (row, vector column, double (&a)[V], double (&b)[V]) adds one row's contributions.
-template <class T, class F>
+// F: (row, vector column, Acc (&a)[V], Acc (&b)[V]) adds one row's contributions. Acc is the per-thread
+// accumulator (double, or float where the summed terms cannot cancel: a thread adds at most
+// rows_per_chunk / lanes rows); the block and chunk sums are double either way.
+template <class T, class Acc, class F>
 __device__ void vector_channel_partials(const ChannelChunks k, double* part, F add_row) {
   constexpr int V = Vec16<T>::kN;
   __shared__ double sa[kVecThreads * V], sb[kVecThreads * V];
   const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
   const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
-  double a[V], b[V];
+  Acc a[V], b[V];
 #pragma unroll
-  for (int j = 0; j < V; ++j) a[j] = 0.0, b[j] = 0.0;
+  for (int j = 0; j < V; ++j) a[j] = Acc(0), b[j] = Acc(0);
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * k.rows_per_chunk;
   const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
   if (lane < lanes)
