@@ -251,6 +251,38 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     };
     return true;
   }
+  if (op == FR_OP_BATCHNORM_FOLD) {  // scale = gamma / sqrt(running_var + eps), shift = beta - mean * scale
+    const int64_t ch = 37;
+    const auto g = random(rng, ch, 0.5f, 1.5f), b = random(rng, ch), rm = random(rng, ch);
+    const auto rv = random(rng, ch, 0.01f, 2.0f);
+    c->in = {f32(g, {1, 1, 1, ch}), f32(b, {1, 1, 1, ch}), f32(rm, {1, 1, 1, ch}), f32(rv, {1, 1, 1, ch})};
+    c->out = {f32(std::vector<float>(ch, NAN), {1, 1, 1, ch}),
+              f32(std::vector<float>(ch, NAN), {1, 1, 1, ch})};
+    c->params = params_of(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
+    c->error = [=](const auto& out, const auto&) {
+      std::vector<double> scale(ch), shift(ch);
+      for (int64_t i = 0; i < ch; ++i) {
+        scale[i] = g[i] / std::sqrt(static_cast<double>(rv[i]) + 1e-5);
+        shift[i] = b[i] - rm[i] * scale[i];
+      }
+      return std::max(rel_err(floats(out[0]), scale), rel_err(floats(out[1]), shift));
+    };
+    return true;
+  }
+  if (op == FR_OP_CHANNEL_AFFINE) {  // y = max(x * scale + shift, 0) per channel
+    const int64_t n = 3, h = 5, w = 7, ch = 16, rows = n * h * w;
+    const auto x = random(rng, rows * ch), sc = random(rng, ch, 0.5f, 1.5f), sh = random(rng, ch);
+    c->in = {f32(x, {n, h, w, ch}), f32(sc, {1, 1, 1, ch}), f32(sh, {1, 1, 1, ch})};
+    c->out = {f32(std::vector<float>(x.size(), NAN), {n, h, w, ch})};
+    c->params = params_of(FrChannelAffineParams{1, 0});
+    c->error = [=](const auto& out, const auto&) {
+      std::vector<double> y(x.size());
+      for (int64_t i = 0; i < rows * ch; ++i)
+        y[i] = std::max(0.0, static_cast<double>(x[i]) * sc[i % ch] + sh[i % ch]);
+      return rel_err(floats(out[0]), y);
+    };
+    return true;
+  }
   if (op == FR_OP_BATCHNORM_BACKWARD) {
     const int64_t n = 3, h = 5, w = 7, ch = 6, rows = n * h * w;
     const auto dy = random(rng, rows * ch), x = random(rng, rows * ch, -1.0f, 3.0f);

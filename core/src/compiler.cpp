@@ -711,6 +711,9 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     cx.add(range_node(FR_OP_ACCUMULATE_METRICS, {RangeRef::of(m.t.batch_val, DType::U8)},
                       {RangeRef::of(m.t.acc_val, DType::U8)}, "metrics"));
   }
+  // Once before an evaluation pass (Executor::evaluate): batchnorm's folded inference form.
+  EmitContext px{&inf, GraphId::UPDATE_BN_INF_PARAMS, &m.t, &m.options};
+  for (const auto& l : a.layers) rule_for(l.kind).inference_prepare(px, l);
 }
 
 void Compiler::share_or_clone(CompiledModel& m) {

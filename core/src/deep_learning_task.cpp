@@ -279,6 +279,7 @@ std::vector<float> DeepLearningTask::test_logits(int64_t count) {
   std::vector<uint32_t> idx(static_cast<size_t>(vb));
   std::iota(idx.begin(), idx.end(), 0u);
   exec_->stage('A', test_, idx.data(), vb);
+  exec_->prepare_inference();
   runtime_->launch(model_->atlas, Variant::VAL_BASE, GraphId::TRANSFER_A);
   runtime_->launch(model_->atlas, Variant::VAL_BASE, GraphId::INF_MAIN_A);
   std::vector<float> out(static_cast<size_t>(count * model_->arch.num_classes));

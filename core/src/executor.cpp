@@ -101,6 +101,7 @@ void Executor::evaluate(const data::Dataset& d) {
   const int64_t b = m_.batch_of[static_cast<int>(Variant::VAL_BASE)];
   FRESCO_CHECK(b > 0, ErrorCode::kUsage, "evaluate: the job was compiled without a test set");
   std::vector<uint32_t> idx(static_cast<size_t>(b));
+  prepare_inference();
   int64_t step = 0;
   for (int64_t start = 0; start < d.n; start += b, ++step) {
     const int64_t count = std::min(b, d.n - start);
@@ -116,6 +117,10 @@ void Executor::evaluate(const data::Dataset& d) {
     rt_.record(consumed_[x], StreamRole::COMP_1);
   }
   rt_.synchronize();
+}
+
+void Executor::prepare_inference() {
+  rt_.launch(m_.atlas, Variant::VAL_BASE, GraphId::UPDATE_BN_INF_PARAMS);  // nothing when the model has no bn
 }
 
 void Executor::clear_metrics() {

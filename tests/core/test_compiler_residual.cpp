@@ -87,3 +87,32 @@ TEST(CompilerResidual, ConcatBlocksJoinChannelsAndSplitGradients) {
         << e.what();
   }
 }
+
+// Inference runs batchnorm in its folded form: UPDATE_BN_INF_PARAMS folds each bn's gamma, beta and running
+// statistics into a per-channel scale and shift once, and the inference forward applies them (fused relu
+// kept).
+TEST(CompilerResidual, InferenceUsesTheFoldedBatchNorm) {
+  Compiler c;
+  const BluePrint bp =
+      seq({conv(4, 3, 1, 1), bn(), relu(), residual({conv(4, 3, 1, 1), bn()}), gap(), fc(10)});
+  const CompiledModel m = c.compile(bp, cnn_options());
+  const auto& fold = m.inference->nodes(GraphId::UPDATE_BN_INF_PARAMS);
+  ASSERT_EQ(fold.size(), 2u);
+  size_t affine = 0, bn_nodes = 0;
+  for (GraphId g : {GraphId::INF_MAIN_A, GraphId::INF_MAIN_B})
+    for (const GraphNode& n : m.inference->nodes(g)) {
+      affine += n.op == "channel_affine" ? 1 : 0;
+      bn_nodes += n.op == "batchnorm" ? 1 : 0;
+    }
+  EXPECT_EQ(affine, 4u);  // two bn layers, in each of the two inference graphs
+  EXPECT_EQ(bn_nodes, 0u);
+  for (const auto& l : m.arch.layers) {
+    if (l.kind != LayerKind::BN) continue;
+    bool folded = false;
+    for (const GraphNode& n : fold)
+      folded |= n.op == "batchnorm_fold" && n.in.size() == 4 && n.in[2] == l.running_mean &&
+                n.out == std::vector<TensorId>{l.bn_scale, l.bn_shift};
+    EXPECT_TRUE(folded) << l.name;
+    EXPECT_EQ(m.base_plan().tensor(l.bn_scale).region, Region::B_BN_STATS);
+  }
+}

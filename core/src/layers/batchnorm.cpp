@@ -1,7 +1,9 @@
 // bn: PyTorch BatchNorm2d over the channels of an NHWC map. gamma in W_BN_WEIGHT, beta in W_BN_BIAS (no-decay
 // kinds), running mean/var in B_BN_STATS (moved by the training kernel), the batch statistics saved for
-// backward in T. Inference uses the running statistics. A following relu may be fused (fused_relu). Tested by
-// the golden case cnn_adam_cifar.
+// backward in T. Inference uses the folded form: UPDATE_BN_INF_PARAMS folds gamma, beta and the running
+// statistics into a per-channel scale and shift (B_BN_STATS) once before an evaluation pass, and the
+// inference forward is one channel_affine. A following relu may be fused (fused_relu). Tested by the golden
+// case cnn_adam_cifar.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
 #include "layers/layer_rule.h"
@@ -21,23 +23,30 @@ class BatchNormRule final : public LayerRule {
     l.bias = plan.alloc_param(ParamKind::BN_BIAS, c, l.name + ".bias", l.index);
     l.running_mean = plan.alloc(Region::B_BN_STATS, DType::F32, c, l.name + ".running_mean", l.index);
     l.running_var = plan.alloc(Region::B_BN_STATS, DType::F32, c, l.name + ".running_var", l.index);
+    l.bn_scale = plan.alloc(Region::B_BN_STATS, DType::F32, c, l.name + ".inference_scale", l.index);
+    l.bn_shift = plan.alloc(Region::B_BN_STATS, DType::F32, c, l.name + ".inference_shift", l.index);
     l.save_mean = plan.alloc_temp(DType::F32, c, l.name + ".save_mean");
     l.save_invstd = plan.alloc_temp(DType::F32, c, l.name + ".save_invstd");
   }
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y,
                bool training) const override {
+    if (!training) {  // the folded form (inference_prepare wrote scale and shift)
+      cx.add(compute_node(FR_OP_CHANNEL_AFFINE, l.name, {x, l.bn_scale, l.bn_shift}, {y}))
+          .with_params(FrChannelAffineParams{l.fused_relu ? 1 : 0, 0});
+      return;
+    }
     GraphNode n;
     n.op = FR_OP_BATCHNORM;
     n.label = l.name;
-    if (training) {
-      n.in = {x, l.weight, l.bias};
-      n.out = {y, l.save_mean, l.save_invstd};
-      n.rout = {RangeRef::of(l.running_mean, DType::F32), RangeRef::of(l.running_var, DType::F32)};
-    } else {
-      n.in = {x, l.weight, l.bias, l.running_mean, l.running_var};
-      n.out = {y};
-    }
-    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, training ? 1 : 0, l.fused_relu ? 1 : 0});
+    n.in = {x, l.weight, l.bias};
+    n.out = {y, l.save_mean, l.save_invstd};
+    n.rout = {RangeRef::of(l.running_mean, DType::F32), RangeRef::of(l.running_var, DType::F32)};
+    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, l.fused_relu ? 1 : 0});
+  }
+  void inference_prepare(EmitContext& cx, const LayerDescriptor& l) const override {
+    cx.add(compute_node(FR_OP_BATCHNORM_FOLD, l.name, {l.weight, l.bias, l.running_mean, l.running_var},
+                        {l.bn_scale, l.bn_shift}))
+        .with_params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {

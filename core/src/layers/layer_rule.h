@@ -52,6 +52,12 @@ class LayerRule {
   // dx is kNoTensor when the gradient w.r.t. the input is not needed.
   virtual void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                         TensorId dx) const = 0;
+  // Nodes of UPDATE_BN_INF_PARAMS: what the inference forward needs computed from the trained state, once
+  // before an evaluation pass (batchnorm's folded scale and shift). Nothing by default.
+  virtual void inference_prepare(EmitContext& cx, const LayerDescriptor& l) const {
+    (void)cx;
+    (void)l;
+  }
 };
 
 const LayerRule& rule_for(LayerKind kind);

@@ -140,6 +140,17 @@ typedef struct FrBatchNormParams {
   int32_t relu; /* 0 or 1 (fused relu); earlier headers named this field pad_ and always passed 0 */
 } FrBatchNormParams;
 
+/* The folded inference form of batchnorm (UPDATE_BN_INF_PARAMS, once before an evaluation pass):
+ * batchnorm_fold: in {gamma, beta, running_mean, running_var} (f32 [C]); out {scale, shift} (f32 [C]);
+ * params FrBatchNormParams (eps): scale = gamma / sqrt(running_var + eps), shift = beta - running_mean *
+ * scale (fr_bn_fold in batchnorm_rules.h). channel_affine: in {x [.., C], scale [C], shift [C]}; out {y} (x's
+ * dtype, may alias x): y = x * scale[c] + shift[c], then max(y, 0) with params.relu (FrChannelAffineParams).
+ */
+typedef struct FrChannelAffineParams {
+  int32_t relu;
+  int32_t pad_;
+} FrChannelAffineParams;
+
 /* max_pool2d / avg_pool2d: in {x [N,H,W,C]}; out {y [N,P,Q,C]} (P, Q as for conv with dilation 1).
  * max_pool2d_backward: in {dy, x, y}; out {dx} (the gradient goes to the first maximum in window order).
  * avg_pool2d_backward: in {dy}; out {dx} (count_include_pad: divisor kh*kw, PyTorch's default).
@@ -224,6 +235,8 @@ typedef struct FrAdamParams {
 #define FR_OP_CONV2D_BACKWARD "conv2d_backward"
 #define FR_OP_BATCHNORM "batchnorm"
 #define FR_OP_BATCHNORM_BACKWARD "batchnorm_backward"
+#define FR_OP_BATCHNORM_FOLD "batchnorm_fold"
+#define FR_OP_CHANNEL_AFFINE "channel_affine"
 #define FR_OP_MAX_POOL2D "max_pool2d"
 #define FR_OP_MAX_POOL2D_BACKWARD "max_pool2d_backward"
 #define FR_OP_AVG_POOL2D "avg_pool2d"

@@ -145,6 +145,46 @@ TEST(CpuBatchNorm, InferenceUsesRunningStats) {
   }
 }
 
+// The folded inference form (batchnorm_fold once, then channel_affine) gives inference batchnorm's numbers,
+// with and without the fused relu; channel_affine may write in place.
+TEST(CpuBatchNorm, FoldedInferenceMatchesReference) {
+  std::mt19937 rng(23);
+  for (const Shape& s : kShapes)
+    for (int relu = 0; relu < 2; ++relu) {
+      SCOPED_TRACE(s.str() + " relu=" + std::to_string(relu));
+      Inputs in = make_inputs(rng, s);
+      std::vector<float> scale(static_cast<size_t>(s.c), kNaN), shift(static_cast<size_t>(s.c), kNaN);
+      OpCall f(FR_OP_BATCHNORM_FOLD);
+      f.in(tensor(in.gamma, {s.c}))
+          .in(tensor(in.beta, {s.c}))
+          .in(tensor(in.rm, {s.c}))
+          .in(tensor(in.rv, {s.c}))
+          .out(tensor(scale, {s.c}))
+          .out(tensor(shift, {s.c}))
+          .params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
+      ASSERT_TRUE(f.run());
+      std::vector<float> y = in.x;  // in place
+      OpCall a(FR_OP_CHANNEL_AFFINE);
+      a.in(tensor(y, {s.n, s.h, s.w, s.c}))
+          .in(tensor(scale, {s.c}))
+          .in(tensor(shift, {s.c}))
+          .out(tensor(y, {s.n, s.h, s.w, s.c}))
+          .params(FrChannelAffineParams{relu, 0});
+      ASSERT_TRUE(a.run());
+      std::vector<double> ref =
+          fresco::ref::batchnorm_inference(to_double(in.x), to_double(in.gamma), to_double(in.beta),
+                                           to_double(in.rm), to_double(in.rv), s.c, 1e-5);
+      if (relu)
+        for (double& v : ref) v = v > 0.0 ? v : 0.0;
+      EXPECT_TRUE(fresco::test::all_close(y, ref, 1e-5, 2e-5));
+    }
+  OpCall bad(FR_OP_CHANNEL_AFFINE);  // scale of the wrong length
+  std::vector<float> x(12, 1.0f), sc(3, 1.0f), sh(4, 0.0f), y(12);
+  bad.in(tensor(x, {1, 1, 3, 4})).in(tensor(sc, {3})).in(tensor(sh, {4})).out(tensor(y, {1, 1, 3, 4}));
+  bad.params(FrChannelAffineParams{0, 0});
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "scale and shift")) << bad.run_error();
+}
+
 TEST(CpuBatchNorm, BackwardMatchesReference) {
   std::mt19937 rng(23);
   for (const Shape& s : kShapes) {

@@ -233,6 +233,12 @@ TEST(CudaLowPrecision, BatchNormKeepsF32Statistics) {
             node(FR_OP_BATCHNORM_BACKWARD, {0, 1, 2, 3, 4}, {5, 6, 7}),
             {5, 6, 7}};
   expect_close_to_f32(b, 1.6e-2, 2e-3, "batchnorm_backward");
+  LowCase a{
+      {{x, Fill::RANDOM, true}, {v, Fill::RANDOM, false}, {v, Fill::RANDOM, false}, {x, Fill::ZERO, true}},
+      node(FR_OP_CHANNEL_AFFINE, {0, 1, 2}, {3}),
+      {3}};  // the folded inference form's apply pass on a low-precision map
+  a.node.with_params(FrChannelAffineParams{1, 0});
+  expect_close_to_f32(a, 1.6e-2, 2e-3, "channel_affine");
 }
 
 // Each shape twice: on the legacy API's algorithms and on cuDNN's backend engines (forced for these small

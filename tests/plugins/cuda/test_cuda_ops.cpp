@@ -184,6 +184,25 @@ TEST_P(CudaBatchNorm, MatchesCpu) {
   e.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
   e.outputs = {5};
   expect_same(e, 1e-6, "batchnorm (inference)");
+  OpCase fold;  // the folded inference form: scale and shift from gamma, beta and the running statistics
+  fold.tensors = {{DType::F32, v, Fill::RANDOM}, {DType::F32, v, Fill::RANDOM},
+                  {DType::F32, v, Fill::RANDOM}, {DType::F32, v, Fill::POSITIVE},
+                  {DType::F32, v, Fill::ZERO},   {DType::F32, v, Fill::ZERO}};
+  fold.node = node(FR_OP_BATCHNORM_FOLD, {0, 1, 2, 3}, {4, 5});
+  fold.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
+  fold.outputs = {4, 5};
+  expect_same(fold, 1e-6, "batchnorm_fold");  // the shared rule (nvcc may contract the shift into an fma)
+  OpCase affine;
+  affine.tensors = {{DType::F32, x, Fill::RANDOM},
+                    {DType::F32, v, Fill::RANDOM},
+                    {DType::F32, v, Fill::RANDOM},
+                    {DType::F32, x, Fill::ZERO}};
+  affine.node = node(FR_OP_CHANNEL_AFFINE, {0, 1, 2}, {3});
+  affine.outputs = {3};
+  for (int relu : {0, 1}) {
+    affine.node.with_params(FrChannelAffineParams{relu, 0});
+    expect_same(affine, 1e-6, "channel_affine relu=" + std::to_string(relu));
+  }
   OpCase b;
   b.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, x, Fill::RANDOM},   {DType::F32, v, Fill::RANDOM},
                {DType::F32, v, Fill::RANDOM}, {DType::F32, v, Fill::POSITIVE}, {DType::F32, x, Fill::ZERO},

@@ -65,6 +65,7 @@ struct LayerDescriptor {
   TensorId grad_out = kNoTensor, grad_sum_a = kNoTensor, grad_sum_b = kNoTensor;
   // batchnorm: running statistics (B region) and the batch statistics forward saves for backward (T region)
   TensorId running_mean = kNoTensor, running_var = kNoTensor, save_mean = kNoTensor, save_invstd = kNoTensor;
+  TensorId bn_scale = kNoTensor, bn_shift = kNoTensor;  // batchnorm's folded inference form (B_BN_STATS)
 };
 
 struct ArchPlan {

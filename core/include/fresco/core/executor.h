@@ -36,6 +36,9 @@ class Executor {
   void train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order, uint32_t epoch = 0);
   // Forward + loss + metrics over the whole of `d`, in order.
   void evaluate(const data::Dataset& d);
+  // UPDATE_BN_INF_PARAMS: what inference computes once from the trained state (batchnorm's folded scale and
+  // shift); evaluate() runs it first.
+  void prepare_inference();
   void clear_metrics();
   FrMetricAccumulators read_metrics(bool train);
   FrStepScalars read_scalars();

@@ -1,0 +1,25 @@
+/* Batchnorm's folded inference form, shared by every backend (C99, usable from C++ and CUDA), so CPU and GPU
+ * fold to the same numbers: y = x * scale + shift with scale = gamma / sqrt(running_var + eps), evaluated in
+ * double and rounded once, and shift = beta - running_mean * scale. */
+#ifndef FRESCO_BATCHNORM_RULES_H_
+#define FRESCO_BATCHNORM_RULES_H_
+
+#include <math.h>
+
+#include "fresco/philox.h" /* FR_HD */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+FR_HD void fr_bn_fold(float gamma, float beta, float mean, float var, float eps, float* scale, float* shift) {
+  const float s = (float)((double)gamma / sqrt((double)var + (double)eps));
+  *scale = s;
+  *shift = beta - mean * s;
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FRESCO_BATCHNORM_RULES_H_ */
