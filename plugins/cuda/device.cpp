@@ -20,6 +20,16 @@ int32_t device_count() noexcept {
   return n;
 }
 
+// A tuning level 0, 1 or 2 from the environment (`fallback` when unset); anything else is a clear error.
+int env_level(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  const std::string level(v);
+  FR_PLUGIN_CHECK(level == "0" || level == "1" || level == "2", FR_ERR_INVALID_ARGUMENT,
+                  std::string("cuda: ") + name + " must be 0, 1 or 2, found '" + level + "'");
+  return level[0] - '0';
+}
+
 FrError* context_create(int32_t index, void** out) noexcept {
   return sdk::guard([&] {
     const int n = device_count();
@@ -28,22 +38,8 @@ FrError* context_create(int32_t index, void** out) noexcept {
         index >= 0 && index < n, FR_ERR_INVALID_ARGUMENT,
         "cuda: device " + std::to_string(index) + " does not exist (" + std::to_string(n) + " found)");
     FR_CUDA_CHECK(cudaSetDevice(index));
-    const char* tune = std::getenv("FRESCO_CUBLAS_AUTOTUNE");
-    int tune_level = 2;
-    if (tune && *tune) {
-      const std::string level(tune);
-      FR_PLUGIN_CHECK(level == "0" || level == "1" || level == "2", FR_ERR_INVALID_ARGUMENT,
-                      "cuda: FRESCO_CUBLAS_AUTOTUNE must be 0, 1 or 2, found '" + level + "'");
-      tune_level = level[0] - '0';
-    }
-    const char* engines = std::getenv("FRESCO_CUDNN_ENGINES");
-    int engines_level = 1;
-    if (engines && *engines) {
-      const std::string level(engines);
-      FR_PLUGIN_CHECK(level == "0" || level == "1" || level == "2", FR_ERR_INVALID_ARGUMENT,
-                      "cuda: FRESCO_CUDNN_ENGINES must be 0, 1 or 2, found '" + level + "'");
-      engines_level = level[0] - '0';
-    }
+    const int tune_level = env_level("FRESCO_CUBLAS_AUTOTUNE", 2);
+    const int engines_level = env_level("FRESCO_CUDNN_ENGINES", 1);
     auto* c = new Context();
     c->device = index;
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {

@@ -16,7 +16,7 @@
 
 namespace fresco::cuda {
 
-enum class ConvDir { FORWARD, BACKWARD_DATA, BACKWARD_FILTER };
+enum class ConvDir { FORWARD, BACKWARD_DATA, BACKWARD_FILTER };  // indexes a table in conv_engine.cpp
 
 // A finalized execution plan and the descriptors it was built from.
 struct EnginePlan {
