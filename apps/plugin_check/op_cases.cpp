@@ -332,6 +332,19 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     }
     return true;
   }
+  if (op == FR_OP_ADD_RELU_BACKWARD) {  // dx = (a + b) * (y > 0)
+    const int64_t n = 1003;
+    const auto a = random(rng, n), b = random(rng, n), y = random(rng, n);
+    c->in = {f32(a, {n, 1, 1, 1}), f32(b, {n, 1, 1, 1}), f32(y, {n, 1, 1, 1})};
+    c->out = {f32(std::vector<float>(n, NAN), {n, 1, 1, 1})};
+    c->tolerance = 1e-6;
+    c->error = [=](const auto& out, const auto&) {
+      std::vector<double> want(n);
+      for (int64_t i = 0; i < n; ++i) want[i] = y[i] > 0.0f ? static_cast<double>(a[i]) + b[i] : 0.0;
+      return rel_err(floats(out[0]), want);
+    };
+    return true;
+  }
   if (op == FR_OP_GLOBAL_AVG_POOL || op == FR_OP_GLOBAL_AVG_POOL_BACKWARD) {
     const int64_t n = 3, h = 7, w = 5, ch = 6;
     const auto x = random(rng, n * h * w * ch), dy = random(rng, n * ch);

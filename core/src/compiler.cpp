@@ -76,6 +76,13 @@ bool passes_gradient(const LayerDescriptor& l) {
   return (l.kind == LayerKind::ADD && !l.fused_relu) || rule_for(l.kind).is_view(l, true);
 }
 
+// The relu fused into the residual join it follows (a view of the join's output).
+bool fused_join_relu(const ArchPlan& a, const LayerDescriptor& l) {
+  if (l.kind != LayerKind::RELU || l.input < 0 || !rule_for(l.kind).is_view(l, true)) return false;
+  const auto& in = a.layers[static_cast<size_t>(l.input)];
+  return in.kind == LayerKind::ADD && in.fused_relu;
+}
+
 int first_param_index(const ArchPlan& a);
 void emit_input(EmitContext& cx, const CompiledModel& m, char ab);
 void emit_forward(EmitContext& cx, const CompiledModel& m, int i);
@@ -322,6 +329,13 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   }
   for (int i = L - 1; i >= fp; --i) {
     auto& l = a.layers[static_cast<size_t>(i)];
+    if (l.kind == LayerKind::ADD && l.grad_sum_a != kNoTensor && l.grad_out == kNoTensor) {
+      // A fused add+relu join whose relu's output two layers read: its relu view handed over the two parts
+      // (below) and add_relu_backward sums and masks them in one pass; only the input gradient is stored.
+      l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
+                                          2 * L + 1 - l.index, end, dtype_of(l.input)));
+      continue;
+    }
     std::vector<TensorId> parts;
     if (i == L - 1) parts.push_back(t.grad_logits);
     for (const auto& [c, which] : consumers[static_cast<size_t>(i)]) {
@@ -339,6 +353,11 @@ void Compiler::create_memory_plans(CompiledModel& m) {
                    "layer " + l.spec.path + ": a gradient was not planned");
     if (parts.size() == 1) {
       l.grad_out = parts[0];
+    } else if (fused_join_relu(a, l)) {  // the join below sums and masks both parts (add_relu_backward)
+      auto& join = a.layers[static_cast<size_t>(l.input)];
+      join.grad_sum_a = parts[0];
+      join.grad_sum_b = parts[1];
+      continue;  // a view: no gradient of its own
     } else {
       l.grad_sum_a = parts[0];
       l.grad_sum_b = parts[1];
@@ -445,6 +464,10 @@ void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
 // Backward of layer i: first the sum of its two output-gradient contributions, then its own node(s).
 void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
+  if (l.kind == LayerKind::ADD && l.fused_relu && l.grad_sum_a != kNoTensor) {  // sum and mask in one pass
+    cx.add(compute_node(FR_OP_ADD_RELU_BACKWARD, l.name, {l.grad_sum_a, l.grad_sum_b, l.out}, {l.grad_in}));
+    return;
+  }
   if (l.grad_sum_a != kNoTensor) cx.add(add_node(l.grad_sum_a, l.grad_sum_b, l.grad_out, "grad " + l.name));
   if (l.kind == LayerKind::ADD && l.fused_relu) {  // the fused relu's backward; both branches read the result
     GraphNode n = compute_node(FR_OP_RELU_BACKWARD, l.name, {l.grad_out, l.out}, {l.grad_in});

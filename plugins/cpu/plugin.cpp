@@ -38,6 +38,7 @@ FR_DECLARE_RUN(global_avg_pool)
 FR_DECLARE_RUN(global_avg_pool_backward)
 FR_DECLARE_RUN(add)
 FR_DECLARE_RUN(add_relu)
+FR_DECLARE_RUN(add_relu_backward)
 FR_DECLARE_RUN(concat)
 FR_DECLARE_RUN(concat_backward)
 FR_DECLARE_RUN(cast)
@@ -91,6 +92,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run),
     FR_K(FR_COMPUTE, FR_OP_ADD, kF32, nullptr, add_run),
     FR_K(FR_COMPUTE, FR_OP_ADD_RELU, kF32, nullptr, add_relu_run),
+    FR_K(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kF32, nullptr, add_relu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_CONCAT, kF32, nullptr, concat_run),
     FR_K(FR_COMPUTE, FR_OP_CONCAT_BACKWARD, kF32, nullptr, concat_backward_run),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run),

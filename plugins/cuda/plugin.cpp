@@ -17,6 +17,7 @@ FR_CUDA_KERNEL_RUN(relu);
 FR_CUDA_KERNEL_RUN(relu_backward);
 FR_CUDA_KERNEL_RUN(add);
 FR_CUDA_KERNEL_RUN(add_relu);
+FR_CUDA_KERNEL_RUN(add_relu_backward);
 FR_CUDA_KERNEL_RUN(concat);
 FR_CUDA_KERNEL_RUN(concat_backward);
 FR_CUDA_KERNEL_RUN(gelu);
@@ -77,6 +78,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kFloats, nullptr, relu_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_ADD, kFloats, nullptr, add_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_ADD_RELU, kFloats, nullptr, add_relu_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kFloats, nullptr, add_relu_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CONCAT, kFloats, nullptr, concat_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CONCAT_BACKWARD, kFloats, nullptr, concat_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_GELU, kFloats, nullptr, gelu_run, nullptr),

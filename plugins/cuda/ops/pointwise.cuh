@@ -1,5 +1,6 @@
 // Element-wise CUDA kernels shared by the one-op files (relu, add, gelu, silu, sigmoid, tanh): a grid-stride
-// loop over a device functor with one input (forward) or two (backward: dy and x or y; add: a and b), for
+// loop over a device functor with one input (forward), two (backward: dy and x or y; add: a and b) or three
+// (add_relu_backward: two gradient parts and y), for
 // f32, f16 and bf16 tensors (computed in float, ops/dtype.cuh). Outputs may alias inputs element for
 // element, as the CPU kernels allow.
 #pragma once
@@ -38,6 +39,24 @@ __global__ void pointwise2_vec_kernel(const T* a, const T* b, T* y, int64_t nvec
     const Vec16<T> vb = load16(b, i);
 #pragma unroll
     for (int j = 0; j < Vec16<T>::kN; ++j) va.v[j] = from_f<T>(f(to_f(va.v[j]), to_f(vb.v[j])));
+    store16(y, i, va);
+  }
+}
+
+template <class T, class F>
+__global__ void pointwise3_kernel(const T* a, const T* b, const T* c, T* y, int64_t n, F f) {
+  FR_CUDA_GRID_LOOP(i, n)
+  y[i] = from_f<T>(f(to_f(a[i]), to_f(b[i]), to_f(c[i])));
+}
+
+template <class T, class F>
+__global__ void pointwise3_vec_kernel(const T* a, const T* b, const T* c, T* y, int64_t nvec, F f) {
+  FR_CUDA_GRID_LOOP(i, nvec) {
+    Vec16<T> va = load16(a, i);
+    const Vec16<T> vb = load16(b, i), vc = load16(c, i);
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::kN; ++j)
+      va.v[j] = from_f<T>(f(to_f(va.v[j]), to_f(vb.v[j]), to_f(vc.v[j])));
     store16(y, i, va);
   }
 }
@@ -84,6 +103,31 @@ FrError* run_pointwise2(void* ctx, const FrCall* call, const char* name, F f) no
         pointwise2_vec_kernel<<<grid_for(nv, 256, sm), 256, 0, stream_of(call)>>>(a, b, y, nv, f);
       } else {
         pointwise2_kernel<<<grid_for(n, 256, sm), 256, 0, stream_of(call)>>>(a, b, y, n, f);
+      }
+    });
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+template <class F>
+FrError* run_pointwise3(void* ctx, const FrCall* call, const char* name, F f) noexcept {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 3, 1, 0, 0, name);
+    const int64_t n = sdk::numel(call->in[0]);
+    FR_PLUGIN_CHECK(
+        sdk::numel(call->in[1]) == n && sdk::numel(call->in[2]) == n && sdk::numel(call->out[0]) == n,
+        FR_ERR_INVALID_ARGUMENT, std::string(name) + ": sizes differ");
+    expect_same_dtype(call, call->out[0].dtype, name);
+    with_float_type(call->out[0].dtype, name, [&](auto tag) {
+      using T = decltype(tag);
+      const T *a = sdk::data<T>(call->in[0]), *b = sdk::data<T>(call->in[1]), *c = sdk::data<T>(call->in[2]);
+      T* y = sdk::data<T>(call->out[0]);
+      const int sm = ctx_of(ctx)->sm_count;
+      if (vectorizable<T>(n, {a, b, c, y})) {
+        const int64_t nv = n / Vec16<T>::kN;
+        pointwise3_vec_kernel<<<grid_for(nv, 256, sm), 256, 0, stream_of(call)>>>(a, b, c, y, nv, f);
+      } else {
+        pointwise3_kernel<<<grid_for(n, 256, sm), 256, 0, stream_of(call)>>>(a, b, c, y, n, f);
       }
     });
     FR_CUDA_LAUNCH_CHECK();

@@ -162,7 +162,9 @@ typedef struct FrPoolParams {
 } FrPoolParams;
 
 /* add: in {a, b}; out {y = a + b} (residual joins and gradient sums). No params.
- * add_relu: in {a, b}; out {y = max(a + b, 0)} (a residual join followed by relu). No params; its backward is
+ * add_relu_backward: in {a, b, y}; out {dx = (a + b) * (y > 0)}: relu_backward of a gradient that arrives in
+ * two parts (a fused join whose output two layers read), without materialising the sum. No params. add_relu:
+ * in {a, b}; out {y = max(a + b, 0)} (a residual join followed by relu). No params; its backward is
  * relu_backward on y.
  * concat: in {a [N,H,W,Ca], b [N,H,W,Cb]}; out {y [N,H,W,Ca+Cb]}: per position, a's channels then b's.
  * concat_backward: in {dy [N,H,W,Ca+Cb]}; out {da, db} (the split). No params.
@@ -245,6 +247,7 @@ typedef struct FrAdamParams {
 #define FR_OP_GLOBAL_AVG_POOL_BACKWARD "global_avg_pool_backward"
 #define FR_OP_ADD "add"
 #define FR_OP_ADD_RELU "add_relu"
+#define FR_OP_ADD_RELU_BACKWARD "add_relu_backward"
 #define FR_OP_CONCAT "concat"
 #define FR_OP_CONCAT_BACKWARD "concat_backward"
 #define FR_OP_GELU "gelu"

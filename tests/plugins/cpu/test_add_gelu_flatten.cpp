@@ -82,6 +82,36 @@ TEST(CpuAddRelu, IsMaxOfTheSumAndZeroInPlaceToo) {
   EXPECT_TRUE(fresco::test::contains(bad.run_error(), "sizes differ")) << bad.run_error();
 }
 
+// add_relu_backward equals add followed by relu_backward on the same y (bit for bit in f32), in place too.
+TEST(CpuAddReluBackward, EqualsTheSumThenTheMask) {
+  const int64_t n = 2049;
+  std::mt19937 rng(45);
+  std::vector<float> a = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+  std::vector<float> b = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+  std::vector<float> y = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+  std::vector<float> sum(n), want(n);
+  OpCall add(FR_OP_ADD);
+  add.in(tensor(a, {n, 1, 1, 1})).in(tensor(b, {n, 1, 1, 1})).out(tensor(sum, {n, 1, 1, 1}));
+  ASSERT_TRUE(add.run());
+  OpCall mask(FR_OP_RELU_BACKWARD);
+  mask.in(tensor(sum, {n, 1, 1, 1})).in(tensor(y, {n, 1, 1, 1})).out(tensor(want, {n, 1, 1, 1}));
+  ASSERT_TRUE(mask.run());
+  OpCall c(FR_OP_ADD_RELU_BACKWARD);  // in place over a
+  c.in(tensor(a, {n, 1, 1, 1}))
+      .in(tensor(b, {n, 1, 1, 1}))
+      .in(tensor(y, {n, 1, 1, 1}))
+      .out(tensor(a, {n, 1, 1, 1}));
+  ASSERT_TRUE(c.run());
+  EXPECT_TRUE(fresco::test::bitwise_equal(a, want));
+  std::vector<float> p(8), q(8), r(9);
+  OpCall bad(FR_OP_ADD_RELU_BACKWARD);
+  bad.in(tensor(p, {8, 1, 1, 1}))
+      .in(tensor(q, {8, 1, 1, 1}))
+      .in(tensor(r, {9, 1, 1, 1}))
+      .out(tensor(p, {8, 1, 1, 1}));
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "sizes differ")) << bad.run_error();
+}
+
 // concat joins channels (a's first) and concat_backward splits them back, exactly; mismatched maps are
 // errors.
 TEST(CpuConcat, JoinsAndSplitsChannels) {

@@ -104,6 +104,14 @@ TEST(CudaOps, PointwiseForwardBackward) {
     b.outputs = {2};
     expect_same(b, 1e-6, op);
   }
+  OpCase s;  // add_relu_backward: two gradient parts summed and masked by y
+  s.tensors = {{DType::F32, kX, Fill::RANDOM},
+               {DType::F32, kX, Fill::RANDOM},
+               {DType::F32, kX, Fill::RANDOM},
+               {DType::F32, kX, Fill::ZERO}};
+  s.node = node(FR_OP_ADD_RELU_BACKWARD, {0, 1, 2}, {3});
+  s.outputs = {3};
+  expect_same(s, 0.0, "add_relu_backward");
 }
 
 // Max and average pools (with padding and overlapping windows), forward and backward, and the global average

@@ -1,0 +1,24 @@
+// CPU add_relu_backward dx = (a + b) * (y > 0): the backward of a fused add+relu join whose output gradient
+// arrives in two parts, summed and masked in one pass; dx may alias a or b. Test: test_add_gelu_flatten.cpp.
+#include "cpu_common.h"
+
+namespace fresco::cpu {
+
+FR_CPU_KERNEL_RUN(add_relu_backward) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 3, 1, 0, 0, "add_relu_backward");
+    const int64_t n = sdk::numel(call->in[0]);
+    FR_PLUGIN_CHECK(
+        sdk::numel(call->in[1]) == n && sdk::numel(call->in[2]) == n && sdk::numel(call->out[0]) == n,
+        FR_ERR_INVALID_ARGUMENT, "add_relu_backward: sizes differ");
+    const float* a = sdk::data<float>(call->in[0]);
+    const float* b = sdk::data<float>(call->in[1]);
+    const float* y = sdk::data<float>(call->in[2]);
+    float* dx = sdk::data<float>(call->out[0]);
+    parallel_chunks(n, 1 << 15, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) dx[i] = y[i] > 0.0f ? a[i] + b[i] : 0.0f;
+    });
+  });
+}
+
+}  // namespace fresco::cpu
