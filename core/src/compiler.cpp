@@ -193,14 +193,27 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     if (l.input >= 0) ++consumers[static_cast<size_t>(l.input)];
     if (l.input2 >= 0) ++consumers[static_cast<size_t>(l.input2)];
   }
+  // Whether the gradient arriving at layer r's output is also another branch's: r's only reader is a residual
+  // join (whose branches share one gradient), directly or through flatten views. With two readers the
+  // gradient is their sum, a tensor of its own.
+  std::function<bool(size_t)> gradient_shared = [&](size_t r) {
+    if (consumers[r] != 1) return false;
+    for (size_t j = r + 1; j < a.layers.size(); ++j) {
+      const auto& c = a.layers[j];
+      if (c.input != static_cast<int32_t>(r) && c.input2 != static_cast<int32_t>(r)) continue;
+      return c.kind == LayerKind::ADD || (c.kind == LayerKind::FLATTEN && gradient_shared(j));
+    }
+    return false;
+  };
   // A relu right after an fc, a batchnorm or a residual join that nothing else reads is computed by that
-  // layer (relu epilogue / fused kernel; its backward masks the gradient with the relu's output).
+  // layer (relu epilogue / fused kernel; its backward masks the gradient with the relu's output). The fc's
+  // backward masks its incoming gradient in place, so an fc is not fused when that gradient is shared.
   if (o.fuse_activations)
     for (size_t i = 0; i + 1 < a.layers.size(); ++i) {
       const LayerKind k = a.layers[i].kind;
       if ((k == LayerKind::FC || k == LayerKind::BN || k == LayerKind::ADD) &&
           a.layers[i + 1].kind == LayerKind::RELU && a.layers[i + 1].input == static_cast<int32_t>(i) &&
-          consumers[i] == 1) {
+          consumers[i] == 1 && !(k == LayerKind::FC && gradient_shared(i + 1))) {
         a.layers[i].fused_relu = true;
         a.layers[i + 1].fused_into_prev = true;
       }

@@ -36,3 +36,16 @@ TEST(CompilerActivations, BackwardReadsInputOrOutput) {
     EXPECT_EQ(b->in[1], reads_output ? f->out[0] : f->in[0]);
   }
 }
+
+// An fc's fused relu masks the incoming gradient in place: inside a residual block that gradient is also the
+// shortcut's, so there the relu stays a node of its own (the shortcut must get the unmasked gradient).
+TEST(CompilerActivations, FcReluInsideAResidualBlockIsNotFused) {
+  Compiler c;
+  const CompiledModel m =
+      c.compile(seq({fc(16), relu(), residual({fc(16), relu()}), fc(10)}), test::small_compile_options(4));
+  int fused = 0, relu_nodes = 0;
+  for (const auto& l : m.arch.layers) fused += l.kind == LayerKind::FC && l.fused_relu ? 1 : 0;
+  for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD)) relu_nodes += n.op == "relu" ? 1 : 0;
+  EXPECT_EQ(fused, 1);       // the first fc's relu (its gradient is private)
+  EXPECT_EQ(relu_nodes, 1);  // the block's relu, before the join
+}

@@ -1,6 +1,7 @@
 // CUDA batchnorm_fold: batchnorm's folded inference form (ops.h), one thread per channel with the shared rule
 // of fresco/batchnorm_rules.h (the same formula as the CPU kernel; nvcc may fuse the shift into an fma); run
-// once per evaluation pass (UPDATE_BN_INF_PARAMS). channel_affine.cu applies it. Test: tests/plugins/cuda/test_cuda_ops.cpp.
+// once per evaluation pass (UPDATE_BN_INF_PARAMS). channel_affine.cu applies it. Test:
+// tests/plugins/cuda/test_cuda_ops.cpp.
 #include "cuda_common.h"
 #include "fresco/batchnorm_fold_checks.hpp"
 #include "fresco/batchnorm_rules.h"

@@ -190,8 +190,11 @@ EnginePlan::~EnginePlan() {
   destroy_all(keep);
 }
 
-std::shared_ptr<EnginePlan> plan_conv_engine(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
-                                             uint64_t max_workspace, const std::string& what) {
+namespace {
+// Finalizes and times every qualifying configuration; keeps the first (heuristic order) unless a later one is
+// at least 10% faster, so the choice is stable from run to run (near-ties do not swap on timing noise).
+std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
+                                           uint64_t max_workspace, const std::string& what) {
   cudnnHandle_t h = handle_of(ctx);
   auto best = std::make_shared<EnginePlan>();
   Desc graph = conv_graph(best->keep, h, g, cudnn_type(dtype), d);
@@ -202,60 +205,73 @@ std::shared_ptr<EnginePlan> plan_conv_engine(Context* ctx, const sdk::ConvShape&
   } guard{scratch_keep};
   const std::vector<Desc> cfgs = engine_configs(scratch_keep, graph);
   const uint64_t elem = 2;  // fp16 / bf16
-  Scratch s(elem * g.n * g.h * g.w * g.c, elem * g.k * g.r * g.s * g.cg, elem * g.n * g.p * g.q * g.k,
-            max_workspace < (1ull << 30) ? max_workspace : (1ull << 30));
   const uint64_t ws_cap = max_workspace < (1ull << 30) ? max_workspace : (1ull << 30);
+  Scratch s(elem * g.n * g.h * g.w * g.c, elem * g.k * g.r * g.s * g.cg, elem * g.n * g.p * g.q * g.k,
+            ws_cap);
   FR_CUDNN_CHECK(cudnnSetStream(h, nullptr));
-  float best_ms = std::numeric_limits<float>::infinity();
   int considered = 0;
   for (Desc cfg : cfgs) {
     if (!qualifies(scratch_keep, cfg)) continue;
-    Desc plan = nullptr;
-    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS)
-      continue;
-    bool keep_plan = false;
-    if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) ==
-            CUDNN_STATUS_SUCCESS &&
+    Desc plan = make(scratch_keep, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);  // freed unless it wins
+    if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) !=
+            CUDNN_STATUS_SUCCESS ||
         cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                 1, &cfg) == CUDNN_STATUS_SUCCESS &&
-        cudnnBackendFinalize(plan) == CUDNN_STATUS_SUCCESS) {
-      int64_t ws = 0, n = 0;
-      if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                   &ws) == CUDNN_STATUS_SUCCESS &&
-          ws >= 0 && static_cast<uint64_t>(ws) <= ws_cap) {
-        std::vector<Desc> vk;
-        Desc vp = variant_pack(vk, s.a, s.b, s.c, s.ws);
-        float ms = std::numeric_limits<float>::infinity();
-        bool ok = cudnnBackendExecute(h, plan, vp) == CUDNN_STATUS_SUCCESS &&
-                  cudaDeviceSynchronize() == cudaSuccess;  // warm-up (and first-run setup)
-        for (int r = 0; r < 3 && ok; ++r) {
-          ok = cudaEventRecord(s.e0, nullptr) == cudaSuccess;
-          for (int k = 0; k < 3 && ok; ++k) ok = cudnnBackendExecute(h, plan, vp) == CUDNN_STATUS_SUCCESS;
-          ok = ok && cudaEventRecord(s.e1, nullptr) == cudaSuccess &&
-               cudaEventSynchronize(s.e1) == cudaSuccess;
-          float t = 0.0f;
-          if (ok && cudaEventElapsedTime(&t, s.e0, s.e1) == cudaSuccess) ms = std::min(ms, t / 3.0f);
-        }
-        destroy_all(vk);
-        if (!ok) (void)cudaGetLastError();
-        ++considered;
-        if (ok && ms < best_ms) {
-          best_ms = ms;
-          if (best->plan) cudnnBackendDestroyDescriptor(best->plan);
-          best->plan = plan;
-          best->workspace = static_cast<uint64_t>(ws);
-          best->ms = ms;
-          keep_plan = true;
-        }
-      }
+                                 1, &cfg) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS)
+      continue;
+    int64_t ws = 0, n = 0;
+    if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                 &ws) != CUDNN_STATUS_SUCCESS ||
+        ws < 0 || static_cast<uint64_t>(ws) > ws_cap)
+      continue;
+    std::vector<Desc> vk;
+    struct VpGuard {
+      std::vector<Desc>& k;
+      ~VpGuard() { destroy_all(k); }
+    } vguard{vk};
+    Desc vp = variant_pack(vk, s.a, s.b, s.c, s.ws);
+    float ms = std::numeric_limits<float>::infinity();
+    bool ok = cudnnBackendExecute(h, plan, vp) == CUDNN_STATUS_SUCCESS &&
+              cudaDeviceSynchronize() == cudaSuccess;  // warm-up (and first-run setup)
+    for (int r = 0; r < 3 && ok; ++r) {
+      ok = cudaEventRecord(s.e0, nullptr) == cudaSuccess;
+      for (int k = 0; k < 3 && ok; ++k) ok = cudnnBackendExecute(h, plan, vp) == CUDNN_STATUS_SUCCESS;
+      ok = ok && cudaEventRecord(s.e1, nullptr) == cudaSuccess && cudaEventSynchronize(s.e1) == cudaSuccess;
+      float t = 0.0f;
+      if (ok && cudaEventElapsedTime(&t, s.e0, s.e1) == cudaSuccess) ms = std::min(ms, t / 3.0f);
     }
-    if (!keep_plan) cudnnBackendDestroyDescriptor(plan);
+    if (!ok) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    ++considered;
+    if (!best->plan || ms < 0.9f * best->ms) {             // the incumbent stays unless beaten by 10%
+      if (best->plan) scratch_keep.push_back(best->plan);  // the loser is freed with the scratch
+      scratch_keep.erase(std::find(scratch_keep.begin(), scratch_keep.end(), plan));
+      best->plan = plan;
+      best->workspace = static_cast<uint64_t>(ws);
+      best->ms = ms;
+    }
   }
   if (ctx->conv_log)
-    std::fprintf(stderr, "[fresco-cuda] conv engine %s: %zu configurations, %d qualifying, best %.3f ms\n",
-                 what.c_str(), cfgs.size(), considered, best->plan ? best_ms : -1.0f);
+    std::fprintf(stderr, "[fresco-cuda] conv engine %s: %zu configurations, %d qualifying, chosen %.3f ms\n",
+                 what.c_str(), cfgs.size(), considered, best->plan ? best->ms : -1.0f);
   if (!best->plan) return nullptr;
   return best;
+}
+}  // namespace
+
+std::shared_ptr<EnginePlan> plan_conv_engine(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
+                                             uint64_t max_workspace, const std::string& what) {
+  try {
+    return search_engines(ctx, g, dtype, d, max_workspace, what);
+  } catch (
+      const sdk::KernelError& e) {  // no memory for the scratch buffers, a refused descriptor: legacy API
+    (void)cudaGetLastError();
+    if (ctx->conv_log)
+      std::fprintf(stderr, "[fresco-cuda] conv engine %s: none (%s)\n", what.c_str(), e.what());
+    return nullptr;
+  }
 }
 
 void run_conv_engine(Context* ctx, const EnginePlan& p, void* a, void* b, void* c, void* ws, cudaStream_t s) {

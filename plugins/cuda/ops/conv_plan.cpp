@@ -90,11 +90,14 @@ void choose(Context* ctx, Heur heuristics, Find find, int count, bool fp32, uint
   if (hit->second.workspace > ws) ws = hit->second.workspace;
 }
 
+// The whole problem (it keys the algorithm and engine caches, so every field that changes the convolution is
+// in).
 std::string describe(const sdk::ConvShape& g, FrDType t) {
-  return "x [" + std::to_string(g.n) + "," + std::to_string(g.h) + "," + std::to_string(g.w) + "," +
-         std::to_string(g.c) + "] w [" + std::to_string(g.k) + "," + std::to_string(g.r) + "," +
-         std::to_string(g.s) + "," + std::to_string(g.cg) + "] stride " + std::to_string(g.sh) + " groups " +
-         std::to_string(g.g) + " dtype " + std::to_string(t);
+  auto s = [](int64_t v) { return std::to_string(v); };
+  return "x [" + s(g.n) + "," + s(g.h) + "," + s(g.w) + "," + s(g.c) + "] w [" + s(g.k) + "," + s(g.r) + "," +
+         s(g.s) + "," + s(g.cg) + "] y [" + s(g.p) + "," + s(g.q) + "] stride " + s(g.sh) + "x" + s(g.sw) +
+         " pad " + s(g.ph) + "x" + s(g.pw) + " dilation " + s(g.dh) + "x" + s(g.dw) + " groups " + s(g.g) +
+         " dtype " + std::to_string(t);
 }
 
 // The backend engine for one direction, planned once per shape and direction per context (null: none

@@ -161,17 +161,22 @@ int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulCh
   uint64_t ws = 0;
   for (const auto& c : cands) ws = std::max(ws, c.workspace);
   Scratch x(m, n, k, ws);
-  int pick = 0;
-  float first = -1.0f, best = std::numeric_limits<float>::infinity();
+  std::vector<float> t(cands.size());
+  float fastest = std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < cands.size(); ++i) {
-    const float t = time_candidate(ctx, p, cands[i], x);
-    if (i == 0) first = t;
-    if (t > 0.0f && t < best) best = t, pick = static_cast<int>(i);
+    t[i] = time_candidate(ctx, p, cands[i], x);
+    if (t[i] > 0.0f) fastest = std::min(fastest, t[i]);
   }
-  // The reference stays unless beaten by 10% (or it could not run at all).
-  if (pick != 0 && first > 0.0f && !(best < 0.9f * first)) pick = 0, best = first;
-  if (first_us) *first_us = first;
-  if (best_us) *best_us = best;
+  // The first candidate (heuristic order, then enumeration order) within 10% of the fastest: near-ties do not
+  // swap between runs on timing noise, and the heuristic's choice stays unless beaten by 10%.
+  int pick = 0;
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (t[i] > 0.0f && 0.9f * t[i] <= fastest) {
+      pick = static_cast<int>(i);
+      break;
+    }
+  if (first_us) *first_us = t.empty() ? -1.0f : t[0];
+  if (best_us) *best_us = t.empty() ? -1.0f : t[static_cast<size_t>(pick)];
   return pick;
 }
 

@@ -17,9 +17,9 @@ namespace fresco::cuda {
 std::vector<MatmulChoice> enumerate_matmul_configs(Context* ctx, const MatmulPlan& p, uint64_t max_workspace,
                                                    size_t limit);
 
-// Index of the fastest candidate (graph-replayed time per call). Candidate 0 is the reference: another one is
-// picked only when at least 10% faster, so the choice is stable from run to run. *first_us / *best_us receive
-// the times of candidate 0 and of the pick.
+// Index of the candidate to use (graph-replayed time per call): the first, in list order, whose time is
+// within 10% of the fastest, so candidate 0 (the heuristic's choice) stays unless beaten by 10% and near-ties
+// do not swap from run to run. *first_us / *best_us receive the times of candidate 0 and of the pick.
 int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulChoice>& cands, int64_t m,
                    int64_t n, int64_t k, float* first_us, float* best_us);
 
