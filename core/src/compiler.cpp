@@ -196,12 +196,12 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   // Whether the gradient arriving at layer r's output is also another branch's: r's only reader is a residual
   // join (whose branches share one gradient), directly or through flatten views. With two readers the
   // gradient is their sum, a tensor of its own.
-  std::function<bool(size_t)> gradient_shared = [&](size_t r) {
-    if (consumers[r] != 1) return false;
-    for (size_t j = r + 1; j < a.layers.size(); ++j) {
+  auto gradient_shared = [&](size_t r) {
+    for (size_t j = r + 1; consumers[r] == 1 && j < a.layers.size(); ++j) {
       const auto& c = a.layers[j];
       if (c.input != static_cast<int32_t>(r) && c.input2 != static_cast<int32_t>(r)) continue;
-      return c.kind == LayerKind::ADD || (c.kind == LayerKind::FLATTEN && gradient_shared(j));
+      if (c.kind != LayerKind::FLATTEN) return c.kind == LayerKind::ADD;
+      r = j;  // a flatten view passes the gradient through: follow its reader
     }
     return false;
   };
@@ -342,40 +342,38 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   }
   for (int i = L - 1; i >= fp; --i) {
     auto& l = a.layers[static_cast<size_t>(i)];
-    if (l.kind == LayerKind::ADD && l.grad_sum_a != kNoTensor && l.grad_out == kNoTensor) {
-      // A fused add+relu join whose relu's output two layers read: its relu view handed over the two parts
-      // (below) and add_relu_backward sums and masks them in one pass; only the input gradient is stored.
-      l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
-                                          2 * L + 1 - l.index, end, dtype_of(l.input)));
-      continue;
-    }
-    std::vector<TensorId> parts;
-    if (i == L - 1) parts.push_back(t.grad_logits);
-    for (const auto& [c, which] : consumers[static_cast<size_t>(i)]) {
-      const auto& cl = a.layers[static_cast<size_t>(c)];
-      // a fused-relu residual join gives both branches its one masked gradient; a concat splits
-      parts.push_back(passes_gradient(cl)                          ? cl.grad_out
-                      : cl.kind == LayerKind::CONCAT && which == 1 ? cl.grad_in2
-                                                                   : cl.grad_in);
-    }
-    FRESCO_CHECK(!parts.empty() && parts.size() <= 2, ErrorCode::kBadConfig,
-                 "layer " + l.spec.path + ": its output is read by " + std::to_string(parts.size()) +
-                     " layers; one or two are supported");
-    for (TensorId part : parts)
-      FRESCO_CHECK(part != kNoTensor, ErrorCode::kInternal,
-                   "layer " + l.spec.path + ": a gradient was not planned");
-    if (parts.size() == 1) {
-      l.grad_out = parts[0];
-    } else if (fused_join_relu(a, l)) {  // the join below sums and masks both parts (add_relu_backward)
-      auto& join = a.layers[static_cast<size_t>(l.input)];
-      join.grad_sum_a = parts[0];
-      join.grad_sum_b = parts[1];
-      continue;  // a view: no gradient of its own
-    } else {
-      l.grad_sum_a = parts[0];
-      l.grad_sum_b = parts[1];
-      l.grad_out = batched(p.alloc_feature(l.out_sample.with_batch(mb), "grad(" + l.name + ".out)", l.index,
-                                           2 * L + 1 - l.index, end, l.out_dtype));
+    // A fused add+relu join whose relu's output two layers read already holds both parts, handed over by that
+    // relu view (below): add_relu_backward sums and masks them, so the join stores no output gradient.
+    const bool parts_handed_over = l.kind == LayerKind::ADD && l.grad_sum_a != kNoTensor;
+    if (!parts_handed_over) {
+      std::vector<TensorId> parts;
+      if (i == L - 1) parts.push_back(t.grad_logits);
+      for (const auto& [c, which] : consumers[static_cast<size_t>(i)]) {
+        const auto& cl = a.layers[static_cast<size_t>(c)];
+        // a fused-relu residual join gives both branches its one masked gradient; a concat splits
+        parts.push_back(passes_gradient(cl)                          ? cl.grad_out
+                        : cl.kind == LayerKind::CONCAT && which == 1 ? cl.grad_in2
+                                                                     : cl.grad_in);
+      }
+      FRESCO_CHECK(!parts.empty() && parts.size() <= 2, ErrorCode::kBadConfig,
+                   "layer " + l.spec.path + ": its output is read by " + std::to_string(parts.size()) +
+                       " layers; one or two are supported");
+      for (TensorId part : parts)
+        FRESCO_CHECK(part != kNoTensor, ErrorCode::kInternal,
+                     "layer " + l.spec.path + ": a gradient was not planned");
+      if (parts.size() == 1) {
+        l.grad_out = parts[0];
+      } else if (fused_join_relu(a, l)) {  // hand both parts to the join below
+        auto& join = a.layers[static_cast<size_t>(l.input)];
+        join.grad_sum_a = parts[0];
+        join.grad_sum_b = parts[1];
+        continue;  // a view: no gradient of its own
+      } else {
+        l.grad_sum_a = parts[0];
+        l.grad_sum_b = parts[1];
+        l.grad_out = batched(p.alloc_feature(l.out_sample.with_batch(mb), "grad(" + l.name + ".out)", l.index,
+                                             2 * L + 1 - l.index, end, l.out_dtype));
+      }
     }
     if (i == fp) break;  // the first trainable layer's input gradient is not needed
     if (!passes_gradient(l) && (l.input >= fp || l.kind == LayerKind::CONCAT))
