@@ -102,18 +102,24 @@ struct Access {
 };
 
 // Tensor ids a node reads and writes: its tensor operands, RangeRef::TENSOR operands, and the tensors of the
-// regions a RangeRef::REGIONS operand covers (in the base plan).
-Access access_of(const GraphNode& n, const std::vector<std::vector<TensorId>>& by_region) {
+// regions a RangeRef::REGIONS operand covers (in the base plan `p`; only those inside its part when it names
+// one).
+Access access_of(const GraphNode& n, const std::vector<std::vector<TensorId>>& by_region,
+                 const MemoryPlan* p) {
   Access a;
   auto add = [&](std::vector<TensorId>& to, const std::vector<TensorId>& ids,
                  const std::vector<RangeRef>& refs) {
     to.insert(to.end(), ids.begin(), ids.end());
     for (const RangeRef& r : refs) {
       if (r.kind == RangeRef::Kind::TENSOR) to.push_back(r.tensor);
-      if (r.kind == RangeRef::Kind::REGIONS && !by_region.empty())
-        for (int ri = static_cast<int>(r.first); ri <= static_cast<int>(r.last) && ri < kRegionCount; ++ri)
-          to.insert(to.end(), by_region[static_cast<size_t>(ri)].begin(),
-                    by_region[static_cast<size_t>(ri)].end());
+      if (r.kind != RangeRef::Kind::REGIONS || !p) continue;
+      const RegionSpan span = p->region_range(r.first, r.last);
+      const uint64_t lo = span.offset + r.skip, hi = r.take < 0 ? span.offset + span.bytes : lo + r.take;
+      for (int ri = static_cast<int>(r.first); ri <= static_cast<int>(r.last) && ri < kRegionCount; ++ri)
+        for (TensorId id : by_region[static_cast<size_t>(ri)]) {
+          const auto at = static_cast<uint64_t>(p->tensor(id).offset);
+          if (at >= lo && at < hi) to.push_back(id);
+        }
     }
     std::sort(to.begin(), to.end());
     to.erase(std::unique(to.begin(), to.end()), to.end());
@@ -258,7 +264,7 @@ std::string graph_dot(const CompiledModel& m, bool training) {
       const auto& nodes = graph->nodes(gid);
       clusters += nodes.empty() ? 0 : 1;
       for (size_t i = 0; i < nodes.size(); ++i)
-        order.push_back({gid, i, &nodes[i], access_of(nodes[i], by_region)});
+        order.push_back({gid, i, &nodes[i], access_of(nodes[i], by_region, p)});
     }
   auto id_of = [](const Ref& r) {
     return "n" + std::to_string(static_cast<int>(r.gid)) + "_" + std::to_string(r.index);
