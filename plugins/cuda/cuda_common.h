@@ -44,6 +44,9 @@ struct Context {
   bool log_choices = false;  // FRESCO_CUBLAS_LOG=1: print each matmul choice to stderr
   // Algorithms chosen at prepare, by problem key, so every node of one shape uses the same algorithm.
   std::map<std::string, MatmulChoice> algo_cache;
+  // fc layers with at most 32 outputs run on ops/small_fc.cu's kernels instead of cuBLASLt
+  // (FRESCO_CUDA_SMALL_FC=0 turns it off).
+  bool small_fc = true;
   bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
   // FRESCO_CUDNN_DETERMINISTIC=0 also admits cuDNN's non-deterministic algorithms (results then vary from
   // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times.

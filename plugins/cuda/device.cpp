@@ -40,6 +40,9 @@ FrError* context_create(int32_t index, void** out) noexcept {
     FR_CUDA_CHECK(cudaSetDevice(index));
     const int tune_level = env_level("FRESCO_CUBLAS_AUTOTUNE", 2);
     const int engines_level = env_level("FRESCO_CUDNN_ENGINES", 1);
+    const int small_fc_level = env_level("FRESCO_CUDA_SMALL_FC", 1);
+    FR_PLUGIN_CHECK(small_fc_level <= 1, FR_ERR_INVALID_ARGUMENT,
+                    "cuda: FRESCO_CUDA_SMALL_FC must be 0 or 1");
     auto* c = new Context();
     c->device = index;
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
@@ -57,6 +60,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
     const char* conv_log = std::getenv("FRESCO_CUDNN_LOG");
     c->conv_log = conv_log && std::string(conv_log) == "1";
     c->conv_engines = engines_level;
+    c->small_fc = small_fc_level != 0;
     *out = c;
   });
 }

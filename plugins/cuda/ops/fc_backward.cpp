@@ -1,17 +1,20 @@
 // CUDA fc backward: dw[N,K] = dy^T x and dx[M,K] = dy w through two cuBLASLt matmuls (fp32, no TF32), db[N]
 // by a deterministic column-sum kernel, which first masks dy in place with the fused relu's output
 // (relu_mask). Part 1 computes only dx, part 2 only dw and db. Gradients are written, not accumulated.
+// Layers with at most 32 outputs run ops/small_fc.cu's kernels instead of the GEMMs and the column sums.
 // Test: tests/plugins/cuda.
 #include <algorithm>
 
 #include "ops/matmul_plan.h"
+#include "ops/small_fc.h"
 
 namespace fresco::cuda {
 
 namespace {
 constexpr uint64_t kMaxWorkspace = 32ull << 20;
 struct FcBackwardPlan {
-  MatmulPlan dw, dx;
+  MatmulPlan dw, dx;   // unused when small
+  bool small = false;  // ops/small_fc.h
 };
 void destroy_plan(FcBackwardPlan* p) {
   destroy_matmul(p->dw);
@@ -30,6 +33,12 @@ FR_CUDA_KERNEL_PREPARE(fc_backward) {
     FR_PLUGIN_CHECK(sdk::rows(call->in[1]) == m && sdk::rows(call->in[2]) == n && sdk::cols(call->in[2]) == k,
                     FR_ERR_INVALID_ARGUMENT, "cuda fc_backward: dy/x/w shapes disagree");
     auto* plan = new FcBackwardPlan();
+    plan->small = small_fc_fits(ctx_of(ctx), n);
+    if (plan->small) {
+      *state = plan;
+      *workspace_bytes = p.part != 1 ? small_fc_weight_grad_workspace(m, n, k) : 0;
+      return;
+    }
     try {
       if (p.part != 1) plan_matmul(ctx_of(ctx), plan->dw, true, false, n, k, m, false, false, kMaxWorkspace);
       if (p.part == 1 || (p.part == 0 && p.need_dx))
@@ -61,13 +70,23 @@ FR_CUDA_KERNEL_RUN(fc_backward) {
                         std::to_string(call->n_out));
     const float* y = mask ? sdk::data<float>(call->in[3]) : nullptr;
     float* db = want_w && p.has_bias ? sdk::data<float>(call->out[1]) : nullptr;
+    const float* x = sdk::data<float>(call->in[1]);
+    const float* w = sdk::data<float>(call->in[2]);
+    if (plan->small) {
+      const int64_t k = sdk::cols(call->in[1]);
+      if (y) mask_and_column_sums(dy, y, nullptr, m, n, s);  // before the kernels read dy
+      if (want_w)
+        small_fc_weight_grad(dy, x, sdk::data<float>(call->out[0]), db, m, n, k, call->workspace, s);
+      if (want_x) small_fc_input_grad(dy, w, sdk::data<float>(call->out[outs - 1]), m, n, k, s);
+      return;
+    }
     if (y || db) mask_and_column_sums(dy, y, db, m, n, s);  // before the GEMMs read dy
     if (want_w)
-      run_matmul(ctx_of(ctx), plan->dw, dy, sdk::data<float>(call->in[1]), sdk::data<float>(call->out[0]),
-                 nullptr, call->workspace, call->workspace_bytes, s);
+      run_matmul(ctx_of(ctx), plan->dw, dy, x, sdk::data<float>(call->out[0]), nullptr, call->workspace,
+                 call->workspace_bytes, s);
     if (want_x)
-      run_matmul(ctx_of(ctx), plan->dx, dy, sdk::data<float>(call->in[2]),
-                 sdk::data<float>(call->out[outs - 1]), nullptr, call->workspace, call->workspace_bytes, s);
+      run_matmul(ctx_of(ctx), plan->dx, dy, w, sdk::data<float>(call->out[outs - 1]), nullptr,
+                 call->workspace, call->workspace_bytes, s);
   });
 }
 

@@ -454,6 +454,18 @@ TEST(CudaOps, FcOnTheMlpShapes) {
     expect_fc_matches_cpu(s.m, s.k, s.n, "chosen algorithm");
 }
 
+TEST(CudaOps, FcWithFewOutputs) {
+  FRESCO_REQUIRE_GPU();
+  // ops/small_fc.cu takes n <= 32: each register width (8, 16, 32), its edges, odd k, one row, many rows; n = 33
+  // is cuBLASLt again.
+  struct S {
+    int64_t m, k, n;
+  };
+  for (const S s : {S{1, 5, 1}, S{37, 53, 8}, S{37, 53, 9}, S{64, 300, 16}, S{64, 300, 17}, S{64, 300, 32},
+                    S{64, 300, 33}, S{1024, 256, 10}, S{700, 1, 3}})
+    expect_fc_matches_cpu(s.m, s.k, s.n, "few outputs");
+}
+
 TEST(CudaOps, FcBackwardParts) {
   FRESCO_REQUIRE_GPU();
   // part 1: mask dy in place and dx = dy w; part 2: dw, db from dy as given.

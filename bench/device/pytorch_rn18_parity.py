@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+# PyTorch's own CPU vs CUDA parity on the job of jobs/resnet18_parity.json: ResNet-18 with the CIFAR stem on
+# Fashion-MNIST (1x28x28), batch 32, SGD Nesterov lr 0.01 momentum 0.9 weight decay 5e-4 (none on 1-D
+# parameters), label smoothing 0.1, 10 steps, fp32 (no TF32, deterministic cuDNN). Both devices start from the
+# same weights and see the same batches; the script prints, per tensor, ||cpu - cuda|| / ||cpu|| after the last
+# step, the per-step loss differences, and a summary per tensor kind, in the layout of `fresco parity`, so the
+# two frameworks' CPU/CUDA divergence can be read side by side (same card, same call).
+# Usage: FMNIST=dir [STEPS=10] [OUT=dir] [DEV2=cpu] python3 pytorch_rn18_parity.py
+import gzip, json, os, sys
+import numpy as np
+import torch, torch.nn as nn, torch.nn.functional as F
+
+steps = int(os.environ.get("STEPS", "10"))
+batch = 32
+root = os.environ.get("FMNIST", "/usr/share/datasets/fashion-mnist")
+
+
+def load(name, offset):
+    with gzip.open(os.path.join(root, name), "rb") as f:
+        return np.frombuffer(f.read(), dtype=np.uint8, offset=offset)
+
+
+images = load("train-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28)[: steps * batch].astype(np.float32)
+labels = load("train-labels-idx1-ubyte.gz", 8)[: steps * batch].astype(np.int64)
+images = (images / 255.0 - 0.2860) / 0.3530
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.short = None
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        return F.relu(y + (self.short(x) if self.short is not None else x))
+
+
+def resnet18():
+    layers = [nn.Conv2d(1, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
+    cin = 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10)]
+    return nn.Sequential(*layers)
+
+
+def train(model, device):
+    model = model.to(device)
+    decay = [p for p in model.parameters() if p.dim() > 1]
+    no_decay = [p for p in model.parameters() if p.dim() <= 1]
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0.0}],
+                          lr=0.01, momentum=0.9, nesterov=True)
+    losses = []
+    for s in range(steps):
+        x = torch.from_numpy(images[s * batch:(s + 1) * batch]).to(device)
+        y = torch.from_numpy(labels[s * batch:(s + 1) * batch]).to(device)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y, label_smoothing=0.1)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {k: v.detach().double().cpu() for k, v in model.state_dict().items()}, losses
+
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cudnn.deterministic = True
+torch.backends.cudnn.benchmark = False
+torch.manual_seed(1)
+init = resnet18()
+cpu_model, gpu_model = resnet18(), resnet18()
+cpu_model.load_state_dict(init.state_dict())
+gpu_model.load_state_dict(init.state_dict())
+cpu, cpu_losses = train(cpu_model, "cpu")
+gpu, gpu_losses = train(gpu_model, os.environ.get("DEV2", "cuda"))  # DEV2=cpu: a self-check (all zero)
+
+lines = [f"pytorch {torch.__version__} parity cpu vs cuda, {steps} steps of resnet18 (fp32, no TF32)",
+         f"{'tensor':36s} {'norm rel':>10s} {'max rel':>12s} {'max abs':>12s}"]
+kinds = {}
+for name, a in cpu.items():
+    if "num_batches_tracked" in name:
+        continue
+    b = gpu[name]
+    diff = (a - b).abs()
+    norm_rel = float((a - b).norm() / max(a.norm(), 1e-30))
+    max_rel = float(diff.max() / max(a.abs().max(), 1e-30))
+    lines.append(f"{name:36s} {norm_rel:10.3e} {max_rel:12.3e} {float(diff.max()):12.3e}")
+    suffix = name.split(".")[-1]
+    kind = "fc." + suffix if name.startswith("13.") else "conv.weight" if a.dim() == 4 else "bn." + suffix
+    kinds[kind] = max(kinds.get(kind, 0.0), norm_rel)
+loss_rel = [abs(c - g) / abs(c) for c, g in zip(cpu_losses, gpu_losses)]
+lines.append("step loss rel: " + " ".join(f"{d:.2e}" for d in loss_rel))
+print("\n".join(lines))
+summary = {"job": "rn18_parity", "framework": "pytorch " + torch.__version__, "steps": steps,
+           "loss_rel_per_step": [float(f"{d:.3e}") for d in loss_rel],
+           "max_norm_rel_by_kind": {k: float(f"{v:.3e}") for k, v in sorted(kinds.items())}}
+print(json.dumps(summary))
+out = os.environ.get("OUT")
+if out:
+    with open(os.path.join(out, "pytorch_rn18_parity.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n" + json.dumps(summary) + "\n")
