@@ -7,7 +7,8 @@
 // fp32 convolutions run through cuDNN in strict fp32 (no TF32).
 // Usage: bench_resnet_step [--device cuda] [--model resnet18|resnet34|resnet50] [--batch 512] [--image 32]
 //                          [--stem cifar|imagenet] [--classes 10] [--steps 60] [--warm 10] [--peak-tflops 67]
-//                          [--profile 0|1] [--precision fp32|bf16]
+//                          [--profile 0|1] [--precision fp32|bf16|fp16] [--fuse-joins 1|0]
+// --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each).
 #include <cstdio>
 #include <map>
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
                           {"warm", "10"},
                           {"peak-tflops", "67"},
                           {"profile", "0"},
-                          {"precision", "fp32"}});
+                          {"precision", "fp32"},
+                          {"fuse-joins", "1"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
@@ -89,7 +91,8 @@ int main(int argc, char** argv) {
         .precision(prec == "bf16"   ? DType::BF16
                    : prec == "fp16" ? DType::F16
                                     : DType::F32)
-        .seed(1);
+        .seed(1)
+        .fuse_joins(args.integer("fuse-joins") != 0);
     task.compile();
     task.time_steps(warm);
     const double s = task.time_steps(steps);

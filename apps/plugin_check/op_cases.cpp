@@ -251,6 +251,26 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     };
     return true;
   }
+  if (op == FR_OP_BATCHNORM_ADD) {  // relu(bn(x) + r) with batchnorm's statistics and running statistics
+    const int64_t n = 3, h = 5, w = 7, ch = 6, rows = n * h * w;
+    const auto x = random(rng, rows * ch, -1.0f, 3.0f), g = random(rng, ch, 0.5f, 1.5f), b = random(rng, ch);
+    const auto res = random(rng, rows * ch), rm = random(rng, ch), rv = random(rng, ch, 0.5f, 1.5f);
+    c->in = {f32(x, {n, h, w, ch}), f32(g, {1, 1, 1, ch}), f32(b, {1, 1, 1, ch}), f32(res, {n, h, w, ch})};
+    c->out = {f32(std::vector<float>(x.size(), NAN), {n, h, w, ch}),
+              f32(std::vector<float>(ch, NAN), {1, 1, 1, ch}),
+              f32(std::vector<float>(ch, NAN), {1, 1, 1, ch})};
+    c->rout = {f32(rm, {1, 1, 1, ch}), f32(rv, {1, 1, 1, ch})};
+    c->params = params_of(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+    c->error = [=](const auto& out, const auto& rout) {
+      std::vector<double> m = widen(rm), v = widen(rv);
+      auto r = ref::batchnorm_train(widen(x), widen(g), widen(b), rows, ch, 1e-5, 0.1, &m, &v);
+      for (size_t i = 0; i < r.y.size(); ++i) r.y[i] = std::max(0.0, r.y[i] + res[i]);
+      return std::max({rel_err(floats(out[0]), r.y), rel_err(floats(out[1]), r.mean),
+                       rel_err(floats(out[2]), r.invstd), rel_err(floats(rout[0]), m),
+                       rel_err(floats(rout[1]), v)});
+    };
+    return true;
+  }
   if (op == FR_OP_BATCHNORM_FOLD) {  // scale = gamma / sqrt(running_var + eps), shift = beta - mean * scale
     const int64_t ch = 37;
     const auto g = random(rng, ch, 0.5f, 1.5f), b = random(rng, ch), rm = random(rng, ch);

@@ -10,6 +10,7 @@
 
 namespace fresco {
 
+using layers::batchnorm_add_node;
 using layers::compute_node;
 using layers::EmitContext;
 using layers::rule_for;
@@ -216,6 +217,20 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
           consumers[i] == 1 && !(k == LayerKind::FC && gradient_shared(i + 1))) {
         a.layers[i].fused_relu = true;
         a.layers[i + 1].fused_into_prev = true;
+      }
+    }
+  // A batchnorm that only a residual join reads is computed by that join in training (batchnorm_add); of a
+  // join of two batchnorms (a projection shortcut), the main branch's.
+  if (o.fuse_joins)
+    for (auto& l : a.layers) {
+      if (l.kind != LayerKind::ADD || l.input == l.input2) continue;
+      for (const int32_t b : {l.input, l.input2}) {
+        if (b < 0) continue;
+        auto& bn = a.layers[static_cast<size_t>(b)];
+        if (bn.kind != LayerKind::BN || bn.fused_relu || consumers[static_cast<size_t>(b)] != 1) continue;
+        bn.fused_into_join = true;
+        l.join_bn = b;
+        break;
       }
     }
   const int fp = first_param_index(a);
@@ -464,7 +479,13 @@ GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label,
 // Forward of layer i in training (views emit nothing; residual joins emit their add).
 void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
-  if (l.kind == LayerKind::ADD || l.kind == LayerKind::CONCAT) {
+  if (l.fused_into_join) return;                     // a batchnorm the join below computes
+  if (l.kind == LayerKind::ADD && l.join_bn >= 0) {  // batchnorm_add: bn(x) + the other branch
+    const auto& bn = m.arch.layers[static_cast<size_t>(l.join_bn)];
+    const int32_t other = l.join_bn == l.input ? l.input2 : l.input;
+    const TensorId r = other < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(other)].out;
+    cx.add(batchnorm_add_node(bn, layer_input(m, l.join_bn), r, l.out, l.fused_relu));
+  } else if (l.kind == LayerKind::ADD || l.kind == LayerKind::CONCAT) {
     const TensorId b = l.input2 < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(l.input2)].out;
     cx.add(join_node(l, layer_input(m, i), b));
   } else if (!rule_for(l.kind).is_view(l, true)) {

@@ -29,6 +29,8 @@ FR_DECLARE_RUN(batchnorm)
 FR_DECLARE_PREPARE(batchnorm_backward)
 FR_DECLARE_RUN(batchnorm_backward)
 FR_DECLARE_RUN(batchnorm_fold)
+FR_DECLARE_PREPARE(batchnorm_add)
+FR_DECLARE_RUN(batchnorm_add)
 FR_DECLARE_RUN(channel_affine)
 FR_DECLARE_RUN(max_pool2d)
 FR_DECLARE_RUN(max_pool2d_backward)
@@ -83,6 +85,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM, kF32, batchnorm_prepare, batchnorm_run),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, batchnorm_backward_prepare, batchnorm_backward_run),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run),
+    FR_K(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kF32, batchnorm_add_prepare, batchnorm_add_run),
     FR_K(FR_COMPUTE, FR_OP_CHANNEL_AFFINE, kF32, nullptr, channel_affine_run),
     FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D, kF32, nullptr, max_pool2d_run),
     FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D_BACKWARD, kF32, nullptr, max_pool2d_backward_run),

@@ -39,6 +39,8 @@ FR_CUDA_KERNEL_RUN(batchnorm);
 FR_CUDA_KERNEL_PREPARE(batchnorm_backward);
 FR_CUDA_KERNEL_RUN(batchnorm_backward);
 FR_CUDA_KERNEL_RUN(batchnorm_fold);
+FR_CUDA_KERNEL_PREPARE(batchnorm_add);
+FR_CUDA_KERNEL_RUN(batchnorm_add);
 FR_CUDA_KERNEL_RUN(channel_affine);
 FR_CUDA_KERNEL_PREPARE(conv2d);
 FR_CUDA_KERNEL_RUN(conv2d);
@@ -97,6 +99,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kFloats, nullptr, global_avg_pool_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM, kFloats, batchnorm_prepare, batchnorm_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kFloats, batchnorm_add_prepare, batchnorm_add_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CHANNEL_AFFINE, kFloats, nullptr, channel_affine_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kFloats, batchnorm_backward_prepare, batchnorm_backward_run,
          nullptr),

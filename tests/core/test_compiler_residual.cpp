@@ -3,6 +3,7 @@
 // Numerics are checked end to end by Golden.ResnetSgdFirstTwoSteps.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "fresco/core/compiler.h"
@@ -28,9 +29,62 @@ TEST(CompilerResidual, IdentityAndProjectionBlocksAddAndSumGradients) {
   Compiler c;
   const BluePrint bp = seq({conv(4, 3, 1, 1), relu(), residual({conv(4, 3, 1, 1), bn(), relu()}),
                             residual({conv(8, 3, 2, 1), bn()}, {conv(8, 1, 2, 0), bn()}), gap(), fc(10)});
+  // Two joins forward, and backward one gradient sum per block input (read by both of its branches); the
+  // second join computes its main branch's bn (batchnorm_add) unless fuse_joins is off.
   const CompiledModel m = c.compile(bp, cnn_options());
-  // Two joins forward, and backward one gradient sum per block input (read by both of its branches).
-  EXPECT_EQ(count_nodes(m, "add"), 4u);
+  EXPECT_EQ(count_nodes(m, "add"), 3u);
+  EXPECT_EQ(count_nodes(m, "batchnorm_add"), 1u);
+  CompileOptions unfused = cnn_options();
+  unfused.fuse_joins = false;
+  const CompiledModel u = c.compile(bp, unfused);
+  EXPECT_EQ(count_nodes(u, "add"), 4u);
+  EXPECT_EQ(count_nodes(u, "batchnorm_add"), 0u);
+}
+
+// A bn that only a residual join reads is computed by the join in training: one batchnorm_add node reads the
+// bn's input, gamma, beta and the other branch and writes the join's output (relu of the join fused); the bn
+// emits no forward node of its own, keeps its backward (no relu input: its gradient is the join's masked
+// one), and inference still runs every bn in the folded form.
+TEST(CompilerResidual, BatchNormReadOnlyByAJoinIsComputedByIt) {
+  Compiler c;
+  const CompiledModel m =
+      c.compile(seq({conv(4, 3, 1, 1), bn(), relu(), residual({conv(4, 3, 1, 1), bn()}), relu(),
+                     residual({conv(8, 3, 2, 1), bn()}, {conv(8, 1, 2, 0), bn()}), relu(), gap(), fc(10)}),
+                cnn_options());
+  EXPECT_EQ(count_nodes(m, "batchnorm_add"), 2u);
+  EXPECT_EQ(count_nodes(m, "batchnorm"), 2u);  // the stem's (relu fused) and the projection shortcut's
+  EXPECT_EQ(count_nodes(m, "add_relu"), 0u);
+  EXPECT_EQ(count_nodes(m, "batchnorm_backward"), 4u);
+  size_t joins = 0;
+  for (const auto& l : m.arch.layers) {
+    if (l.kind != LayerKind::ADD) continue;
+    ASSERT_GE(l.join_bn, 0) << l.name;
+    const LayerDescriptor& b = m.arch.layers[static_cast<size_t>(l.join_bn)];
+    EXPECT_EQ(l.join_bn, l.input) << l.name << ": the main branch's bn";
+    EXPECT_TRUE(b.fused_into_join);
+    const TensorId other = m.arch.layers[static_cast<size_t>(l.input2)].out;
+    for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD)) {
+      if (n.op == "batchnorm_add" && n.out[0] == l.out) {
+        ++joins;
+        ASSERT_EQ(n.in.size(), 4u);
+        EXPECT_EQ(n.in[0], m.arch.layers[static_cast<size_t>(b.input)].out);
+        EXPECT_EQ(n.in[3], other);
+        FrBatchNormParams p{};
+        ASSERT_EQ(n.params.size(), sizeof p);
+        std::memcpy(&p, n.params.data(), sizeof p);
+        EXPECT_EQ(p.relu, 1);
+      }
+      if (n.op == "batchnorm_backward" && n.label == b.name) {
+        EXPECT_EQ(n.in.size(), 5u) << b.name;
+      }
+      for (TensorId t : n.in) EXPECT_NE(t, b.out) << n.op << " reads the fused bn's output";
+    }
+  }
+  EXPECT_EQ(joins, 2u);
+  size_t affine = 0;
+  for (const GraphNode& n : m.inference->nodes(GraphId::INF_MAIN_A))
+    affine += n.op == "channel_affine" ? 1 : 0;
+  EXPECT_EQ(affine, 4u);
 }
 
 TEST(CompilerResidual, MismatchedBranchesAreOneClearError) {
@@ -54,7 +108,8 @@ TEST(CompilerResidual, ReluAfterBatchNormAndJoinsIsFused) {
                      residual({conv(8, 3, 2, 1), bn()}, {conv(8, 1, 2, 0), bn()}), relu(), gap(), fc(10)}),
                 cnn_options());
   EXPECT_EQ(count_nodes(m, "relu"), 0u);
-  EXPECT_EQ(count_nodes(m, "add_relu"), 2u);
+  EXPECT_EQ(count_nodes(m, "add_relu"), 1u);
+  EXPECT_EQ(count_nodes(m, "batchnorm_add"), 1u);  // the second join, with its relu
   // The first join's output feeds both branches of the next block: its two gradient parts are summed and
   // masked by one add_relu_backward (no gradient-sum add); the second join's has one reader.
   EXPECT_EQ(count_nodes(m, "relu_backward"), 1u);

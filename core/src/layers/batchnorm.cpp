@@ -2,13 +2,32 @@
 // kinds), running mean/var in B_BN_STATS (moved by the training kernel), the batch statistics saved for
 // backward in T. Inference uses the folded form: UPDATE_BN_INF_PARAMS folds gamma, beta and the running
 // statistics into a per-channel scale and shift (B_BN_STATS) once before an evaluation pass, and the
-// inference forward is one channel_affine. A following relu may be fused (fused_relu). Tested by the golden
-// case cnn_adam_cifar.
+// inference forward is one channel_affine. A following relu may be fused (fused_relu). A batchnorm that only
+// a residual join reads is computed in training by the join (batchnorm_add_node; CompileOptions::fuse_joins).
+// Tested by the golden cases cnn_adam_cifar and resnet_sgd.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
 #include "layers/layer_rule.h"
 
 namespace fresco::layers {
+
+namespace {
+GraphNode training_node(const LayerDescriptor& l, TensorId x, TensorId y) {
+  GraphNode n = compute_node(FR_OP_BATCHNORM, l.name, {x, l.weight, l.bias}, {y, l.save_mean, l.save_invstd});
+  n.rout = {RangeRef::of(l.running_mean, DType::F32), RangeRef::of(l.running_var, DType::F32)};
+  n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, l.fused_relu ? 1 : 0});
+  return n;
+}
+}  // namespace
+
+GraphNode batchnorm_add_node(const LayerDescriptor& bn, TensorId x, TensorId residual, TensorId y,
+                             bool relu) {
+  GraphNode n = training_node(bn, x, y);
+  n.op = FR_OP_BATCHNORM_ADD;
+  n.in.push_back(residual);
+  n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu ? 1 : 0});
+  return n;
+}
 
 class BatchNormRule final : public LayerRule {
  public:
@@ -35,13 +54,7 @@ class BatchNormRule final : public LayerRule {
           .with_params(FrChannelAffineParams{l.fused_relu ? 1 : 0, 0});
       return;
     }
-    GraphNode n;
-    n.op = FR_OP_BATCHNORM;
-    n.label = l.name;
-    n.in = {x, l.weight, l.bias};
-    n.out = {y, l.save_mean, l.save_invstd};
-    n.rout = {RangeRef::of(l.running_mean, DType::F32), RangeRef::of(l.running_var, DType::F32)};
-    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, l.fused_relu ? 1 : 0});
+    cx.add(training_node(l, x, y));
   }
   void inference_prepare(EmitContext& cx, const LayerDescriptor& l) const override {
     cx.add(compute_node(FR_OP_BATCHNORM_FOLD, l.name, {l.weight, l.bias, l.running_mean, l.running_var},

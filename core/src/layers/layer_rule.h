@@ -19,6 +19,10 @@ inline GraphNode compute_node(std::string op, std::string label, std::vector<Ten
   return n;
 }
 
+// The training forward of batchnorm `bn` computed by the residual join that reads it: y = bn(x) + residual,
+// then the join's relu when `relu` (layers/batchnorm.cpp).
+GraphNode batchnorm_add_node(const LayerDescriptor& bn, TensorId x, TensorId residual, TensorId y, bool relu);
+
 struct EmitContext {
   ComputationGraph* graph;
   GraphId gid;

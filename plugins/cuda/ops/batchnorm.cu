@@ -5,10 +5,12 @@
 // variance, save_mean/save_invstd, the running statistics (momentum, unbiased variance) and a scale/shift
 // pair, and a last element-wise pass writes y = x * scale + shift (y may alias x; max(y, 0) with the fused
 // relu of params.relu). Inference: one
-// element-wise pass with the running statistics. Test: tests/plugins/cuda/test_cuda_ops.cpp (against the
-// CPU kernel).
+// element-wise pass with the running statistics. run_batchnorm also serves batchnorm_add
+// (ops/batchnorm_add.cpp), whose element-wise pass adds the residual before the relu. Test:
+// tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
 #include <cmath>
 
+#include "ops/batchnorm_forward.h"
 #include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
@@ -60,19 +62,21 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, const fl
 }
 
 template <class T>
-__global__ void bn_apply_kernel(const T* x, const float* coef, T* y, int64_t total, int64_t c, int relu) {
+__global__ void bn_apply_kernel(const T* x, const T* r, const float* coef, T* y, int64_t total, int64_t c,
+                                int relu) {
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
-    const float v = to_f(x[i]) * coef[ch] + coef[c + ch];
+    float v = to_f(x[i]) * coef[ch] + coef[c + ch];
+    if (r) v += to_f(r[i]);
     y[i] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
   }
 }
 
 // The same, 16 bytes per load, each thread on fixed channels with scale and shift in registers
 // (fixed_channels_fit).
-template <class T>
+template <class T, bool Residual>
 __global__ void __launch_bounds__(kFixedThreads)
-    bn_apply_vec_kernel(const T* x, const float* coef, T* y, int64_t nvec, int64_t c, int relu) {
+    bn_apply_vec_kernel(const T* x, const T* r, const float* coef, T* y, int64_t nvec, int64_t c, int relu) {
   constexpr int V = Vec16<T>::kN;
   const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
   float scale[V], shift[V];
@@ -81,9 +85,12 @@ __global__ void __launch_bounds__(kFixedThreads)
 #pragma unroll 4
   for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride) {
     Vec16<T> a = load16(x, i);
+    Vec16<T> b;
+    if constexpr (Residual) b = load16(r, i);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float v = to_f(a.v[j]) * scale[j] + shift[j];
+      float v = to_f(a.v[j]) * scale[j] + shift[j];
+      if constexpr (Residual) v += to_f(b.v[j]);
       a.v[j] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
     }
     store16(y, i, a);
@@ -125,72 +132,80 @@ ChannelChunks geometry(const FrCall* call) {
 }
 }  // namespace
 
+uint64_t batchnorm_workspace(const FrCall* call) {
+  const ChannelChunks k = geometry(call);
+  return sdk::params<FrBatchNormParams>(call).training ? channel_workspace_bytes(k) : 0;
+}
+
 FR_CUDA_KERNEL_PREPARE(batchnorm) {
   (void)ctx;
   (void)state;
-  return sdk::guard([&] {
-    const ChannelChunks k = geometry(call);
-    *workspace_bytes = sdk::params<FrBatchNormParams>(call).training ? channel_workspace_bytes(k) : 0;
-  });
+  return sdk::guard([&] { *workspace_bytes = batchnorm_workspace(call); });
 }
 
 FR_CUDA_KERNEL_RUN(batchnorm) {
-  return sdk::guard([&] {
-    const auto& p = sdk::params<FrBatchNormParams>(call);
-    const ChannelChunks k = geometry(call);
-    const int64_t c = k.c, total = k.rows * k.c;
-    check_vec(call->in[1], c, "gamma");
-    check_vec(call->in[2], c, "beta");
-    cudaStream_t st = stream_of(call);
-    const unsigned blocks = grid_for(total, 256, ctx_of(ctx)->sm_count);
-    if (p.training) {
-      check_vec(call->out[1], c, "save_mean");
-      check_vec(call->out[2], c, "save_invstd");
-      FR_PLUGIN_CHECK(call->rout[0].bytes >= static_cast<uint64_t>(c) * sizeof(float) &&
-                          call->rout[1].bytes >= static_cast<uint64_t>(c) * sizeof(float),
-                      FR_ERR_INVALID_ARGUMENT, "batchnorm: running statistics hold fewer than C floats");
-      FR_PLUGIN_CHECK(k.rows >= 2, FR_ERR_INVALID_ARGUMENT,
-                      "batchnorm: training needs more than one value per channel");
-      FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= channel_workspace_bytes(k),
-                      FR_ERR_INVALID_ARGUMENT, "batchnorm: run without the workspace asked by prepare");
-      double* part = partials_of(call->workspace);
-      float* coef = coefficients_of(call->workspace, k);
-      with_float_type(call->in[0].dtype, "batchnorm", [&](auto tag) {
-        using T = decltype(tag);
-        if (vector_partials_fit<T>(k, {call->in[0].data}))
-          bn_stats_vec_kernel<T>
-              <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(sdk::data<T>(call->in[0]), k, part);
+  return sdk::guard([&] { run_batchnorm(ctx, call, nullptr); });
+}
+
+void run_batchnorm(void* ctx, const FrCall* call, const void* residual) {
+  const auto& p = sdk::params<FrBatchNormParams>(call);
+  const ChannelChunks k = geometry(call);
+  const int64_t c = k.c, total = k.rows * k.c;
+  check_vec(call->in[1], c, "gamma");
+  check_vec(call->in[2], c, "beta");
+  cudaStream_t st = stream_of(call);
+  const unsigned blocks = grid_for(total, 256, ctx_of(ctx)->sm_count);
+  if (p.training) {
+    check_vec(call->out[1], c, "save_mean");
+    check_vec(call->out[2], c, "save_invstd");
+    FR_PLUGIN_CHECK(call->rout[0].bytes >= static_cast<uint64_t>(c) * sizeof(float) &&
+                        call->rout[1].bytes >= static_cast<uint64_t>(c) * sizeof(float),
+                    FR_ERR_INVALID_ARGUMENT, "batchnorm: running statistics hold fewer than C floats");
+    FR_PLUGIN_CHECK(k.rows >= 2, FR_ERR_INVALID_ARGUMENT,
+                    "batchnorm: training needs more than one value per channel");
+    FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= channel_workspace_bytes(k),
+                    FR_ERR_INVALID_ARGUMENT, "batchnorm: run without the workspace asked by prepare");
+    double* part = partials_of(call->workspace);
+    float* coef = coefficients_of(call->workspace, k);
+    with_float_type(call->in[0].dtype, "batchnorm", [&](auto tag) {
+      using T = decltype(tag);
+      if (vector_partials_fit<T>(k, {call->in[0].data}))
+        bn_stats_vec_kernel<T>
+            <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(sdk::data<T>(call->in[0]), k, part);
+      else
+        bn_stats_kernel<T>
+            <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(sdk::data<T>(call->in[0]), k, part);
+      bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
+          k, part, sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
+          sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sdk::data<float>(call->rout[0]),
+          sdk::data<float>(call->rout[1]), coef, p.eps, p.momentum);
+      const T* x = sdk::data<T>(call->in[0]);
+      const T* r = static_cast<const T*>(residual);
+      T* y = sdk::data<T>(call->out[0]);
+      if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x})) {
+        const int64_t nv = total / Vec16<T>::kN;
+        const unsigned vblocks = grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count);
+        if (r)
+          bn_apply_vec_kernel<T, true><<<vblocks, kFixedThreads, 0, st>>>(x, r, coef, y, nv, c, p.relu);
         else
-          bn_stats_kernel<T>
-              <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(sdk::data<T>(call->in[0]), k, part);
-        bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
-            k, part, sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
-            sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sdk::data<float>(call->rout[0]),
-            sdk::data<float>(call->rout[1]), coef, p.eps, p.momentum);
-        const T* x = sdk::data<T>(call->in[0]);
-        T* y = sdk::data<T>(call->out[0]);
-        if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y})) {
-          const int64_t nv = total / Vec16<T>::kN;
-          bn_apply_vec_kernel<T>
-              <<<grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count), kFixedThreads, 0, st>>>(x, coef, y, nv,
-                                                                                             c, p.relu);
-        } else {
-          bn_apply_kernel<T><<<blocks, 256, 0, st>>>(x, coef, y, total, c, p.relu);
-        }
-      });
-    } else {
-      check_vec(call->in[3], c, "running_mean");
-      check_vec(call->in[4], c, "running_var");
-      with_float_type(call->in[0].dtype, "batchnorm", [&](auto tag) {
-        using T = decltype(tag);
-        bn_infer_kernel<T><<<blocks, 256, 0, st>>>(
-            sdk::data<T>(call->in[0]), sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
-            sdk::data<float>(call->in[3]), sdk::data<float>(call->in[4]), sdk::data<T>(call->out[0]), total,
-            c, p.eps, p.relu);
-      });
-    }
-    FR_CUDA_LAUNCH_CHECK();
-  });
+          bn_apply_vec_kernel<T, false><<<vblocks, kFixedThreads, 0, st>>>(x, r, coef, y, nv, c, p.relu);
+      } else {
+        bn_apply_kernel<T><<<blocks, 256, 0, st>>>(x, r, coef, y, total, c, p.relu);
+      }
+    });
+  } else {
+    FR_PLUGIN_CHECK(!residual, FR_ERR_INVALID_ARGUMENT, "batchnorm_add: training only");
+    check_vec(call->in[3], c, "running_mean");
+    check_vec(call->in[4], c, "running_var");
+    with_float_type(call->in[0].dtype, "batchnorm", [&](auto tag) {
+      using T = decltype(tag);
+      bn_infer_kernel<T><<<blocks, 256, 0, st>>>(sdk::data<T>(call->in[0]), sdk::data<float>(call->in[1]),
+                                                 sdk::data<float>(call->in[2]), sdk::data<float>(call->in[3]),
+                                                 sdk::data<float>(call->in[4]), sdk::data<T>(call->out[0]),
+                                                 total, c, p.eps, p.relu);
+    });
+  }
+  FR_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace fresco::cuda

@@ -133,6 +133,11 @@ typedef struct FrConvBackwardParams {
  * in {dy, x, gamma, save_mean, save_invstd}; out {dx, dgamma, dbeta}.
  * relu = 1 fuses a following relu: y = max(bn(x), 0); batchnorm_backward then takes a sixth input, that y,
  * and uses dy * (y > 0) as the incoming gradient. */
+/* batchnorm_add (training only): a batchnorm whose only reader is a residual join, computed by the join:
+ * in {x, gamma, beta, r} (r: the join's other branch, x's shape and dtype); out {y, save_mean, save_invstd};
+ * rout {running_mean, running_var}; y = bn(x) + r, then max(y, 0) with params.relu (the join's relu). The
+ * statistics and running statistics are batchnorm's; the backward is batchnorm_backward without a relu input
+ * (its dy is the join's masked gradient). The batchnorm's own output is never stored. */
 typedef struct FrBatchNormParams {
   float eps;      /* 1e-5 */
   float momentum; /* 0.1 */
@@ -237,6 +242,7 @@ typedef struct FrAdamParams {
 #define FR_OP_CONV2D_BACKWARD "conv2d_backward"
 #define FR_OP_BATCHNORM "batchnorm"
 #define FR_OP_BATCHNORM_BACKWARD "batchnorm_backward"
+#define FR_OP_BATCHNORM_ADD "batchnorm_add"
 #define FR_OP_BATCHNORM_FOLD "batchnorm_fold"
 #define FR_OP_CHANNEL_AFFINE "channel_affine"
 #define FR_OP_MAX_POOL2D "max_pool2d"

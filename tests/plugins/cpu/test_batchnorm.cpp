@@ -383,3 +383,59 @@ TEST(CpuBatchNorm, FusedReluForwardAndMaskedBackward) {
   EXPECT_EQ(got.dgamma, want.dgamma);
   EXPECT_EQ(got.dbeta, want.dbeta);
 }
+
+// batchnorm_add (a batchnorm computed by the residual join that reads it) is batchnorm, then + r, then the
+// join's relu, bit for bit, with the same statistics; it refuses inference params and a residual of another
+// size.
+TEST(CpuBatchNorm, BatchNormAddIsBatchNormThenAddThenRelu) {
+  std::mt19937 rng(9);
+  const Shape s{3, 4, 5, 16};
+  Inputs in = make_inputs(rng, s);
+  std::vector<float> rm2 = in.rm, rv2 = in.rv;
+  const TrainOut plain = run_train(in.x, s, in.gamma, in.beta, in.rm, in.rv);
+  std::vector<float> r = fresco::test::random_floats(rng, s.size(), -2.0f, 1.0f);
+  for (int relu : {0, 1}) {
+    std::vector<float> rm3 = rm2, rv3 = rv2;
+    TrainOut fused{std::vector<float>(in.x.size(), kNaN), std::vector<float>(16, kNaN),
+                   std::vector<float>(16, kNaN)};
+    OpCall f(FR_OP_BATCHNORM_ADD);
+    f.in(tensor(in.x, {s.n, s.h, s.w, s.c}))
+        .in(tensor(in.gamma, {s.c}))
+        .in(tensor(in.beta, {s.c}))
+        .in(tensor(r, {s.n, s.h, s.w, s.c}))
+        .out(tensor(fused.y, {s.n, s.h, s.w, s.c}))
+        .out(tensor(fused.mean, {s.c}))
+        .out(tensor(fused.invstd, {s.c}))
+        .rout(fresco::test::range(rm3))
+        .rout(fresco::test::range(rv3))
+        .params(FrBatchNormParams{1e-5f, 0.1f, 1, relu});
+    ASSERT_TRUE(f.run());
+    size_t zeros = 0;
+    for (size_t i = 0; i < plain.y.size(); ++i) {
+      const float sum = plain.y[i] + r[i];
+      ASSERT_EQ(fused.y[i], relu && !(sum > 0.0f) ? 0.0f : sum) << i << " relu " << relu;
+      zeros += fused.y[i] == 0.0f;
+    }
+    if (relu) {
+      EXPECT_GT(zeros, plain.y.size() / 4);  // the relu really cuts
+    }
+    EXPECT_EQ(fused.mean, plain.mean);
+    EXPECT_EQ(fused.invstd, plain.invstd);
+    EXPECT_EQ(rm3, in.rm);  // the running statistics moved as batchnorm's did
+    EXPECT_EQ(rv3, in.rv);
+  }
+  std::vector<float> y(s.size()), m(16), v(16), short_r(s.size() - 1);
+  OpCall bad(FR_OP_BATCHNORM_ADD);
+  bad.in(tensor(in.x, {s.n, s.h, s.w, s.c})).in(tensor(in.gamma, {s.c})).in(tensor(in.beta, {s.c}));
+  bad.in(tensor(short_r, {static_cast<int64_t>(short_r.size())}));
+  bad.out(tensor(y, {s.n, s.h, s.w, s.c})).out(tensor(m, {s.c})).out(tensor(v, {s.c}));
+  bad.rout(fresco::test::range(rm2))
+      .rout(fresco::test::range(rv2))
+      .params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "residual")) << bad.run_error();
+  OpCall infer(FR_OP_BATCHNORM_ADD);
+  infer.in(tensor(in.x, {s.n, s.h, s.w, s.c})).in(tensor(in.gamma, {s.c})).in(tensor(in.beta, {s.c}));
+  infer.in(tensor(r, {s.n, s.h, s.w, s.c})).out(tensor(y, {s.n, s.h, s.w, s.c}));
+  infer.params(FrBatchNormParams{1e-5f, 0.1f, 0, 1});
+  EXPECT_TRUE(fresco::test::contains(infer.run_error(), "training only")) << infer.run_error();
+}

@@ -222,6 +222,12 @@ TEST(CudaLowPrecision, BatchNormKeepsF32Statistics) {
   f.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
   // statistics come from the same (rounded) inputs: only y is rounded
   expect_close_to_f32(f, 1.6e-2, 2e-3, "batchnorm");
+  LowCase add = f;  // batchnorm_add: + a low-precision residual, then relu
+  add.tensors.push_back({x, Fill::RANDOM, true});
+  add.node.op = FR_OP_BATCHNORM_ADD;
+  add.node.in.push_back(8);
+  add.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+  expect_close_to_f32(add, 1.6e-2, 2e-3, "batchnorm_add");
   LowCase b{{{x, Fill::RANDOM, true},
              {x, Fill::RANDOM, true},
              {v, Fill::RANDOM, false},

@@ -188,6 +188,16 @@ TEST_P(CudaBatchNorm, MatchesCpu) {
                {DType::F32, v, Fill::RANDOM}, {DType::F32, v, Fill::POSITIVE}, {DType::F32, x, Fill::ZERO}};
   t.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
   expect_same(t, 1e-6, "batchnorm (training, fused relu)");
+  OpCase add;  // batchnorm_add: bn(x) + r, then relu (the residual join that computes its batchnorm)
+  add.tensors = t.tensors;
+  add.tensors.push_back({DType::F32, x, Fill::RANDOM});
+  add.node = node(FR_OP_BATCHNORM_ADD, {0, 1, 2, 8}, {3, 4, 5});
+  add.node.rout = {f32(6), f32(7)};
+  add.outputs = {3, 4, 5, 6, 7};
+  for (int relu : {0, 1}) {
+    add.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu});
+    expect_same(add, 1e-6, "batchnorm_add relu=" + std::to_string(relu));
+  }
   e.node = node(FR_OP_BATCHNORM, {0, 1, 2, 3, 4}, {5});
   e.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
   e.outputs = {5};
@@ -456,8 +466,8 @@ TEST(CudaOps, FcOnTheMlpShapes) {
 
 TEST(CudaOps, FcWithFewOutputs) {
   FRESCO_REQUIRE_GPU();
-  // ops/small_fc.cu takes n <= 32: each register width (8, 16, 32), its edges, odd k, one row, many rows; n = 33
-  // is cuBLASLt again.
+  // ops/small_fc.cu takes n <= 32: each register width (8, 16, 32), its edges, odd k, one row, many rows; n =
+  // 33 is cuBLASLt again.
   struct S {
     int64_t m, k, n;
   };

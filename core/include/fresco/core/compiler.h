@@ -49,6 +49,8 @@ struct LayerDescriptor {
   bool first_param_layer = false;
   bool fused_relu = false;       // fc, bn, add: a following relu is computed in this layer's kernels
   bool fused_into_prev = false;  // relu: done by the previous fc (no node, output aliases the fc's)
+  bool fused_into_join = false;  // bn (training): computed by the residual join that reads it (join_bn)
+  int32_t join_bn = -1;          // add (training): the batchnorm input it computes (batchnorm_add), or -1
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
@@ -91,6 +93,9 @@ struct CompileOptions {
   Scheduler scheduler;
   uint64_t seed = 0;
   bool fuse_activations = true;  // fc followed by relu -> one fc with a relu epilogue and a masked backward
+  // A batchnorm whose only reader is a residual join is computed by the join in training (batchnorm_add: one
+  // element-wise pass writes bn(x) + shortcut, then the join's relu; the batchnorm's output is not stored).
+  bool fuse_joins = true;
   // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device
   // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
   // still read them.

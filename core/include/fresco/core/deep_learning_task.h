@@ -83,6 +83,9 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::early_update (default off): updates every parameter but the first layer's on the side
   // stream beside the first layer's backward. The same numbers either way.
   DeepLearningTask& early_update(bool on);
+  // CompileOptions::fuse_joins (default on): a batchnorm that only a residual join reads is computed by the
+  // join (batchnorm_add). Off keeps batchnorm and add as two nodes (for comparison); the same numbers.
+  DeepLearningTask& fuse_joins(bool on);
   // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
   // augmented.
   DeepLearningTask& augment(data::Augmentation a);
@@ -147,6 +150,7 @@ class DeepLearningTask : public TaskBase {
   uint64_t seed_ = 0;
   DType precision_ = DType::F32;
   bool early_update_ = false;
+  bool fuse_joins_ = true;
   data::Augmentation augment_;
   bool shuffle_ = true;
   std::function<void(const EpochReport&)> on_epoch_;

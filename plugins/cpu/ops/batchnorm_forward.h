@@ -1,0 +1,14 @@
+// The CPU batchnorm forward shared by batchnorm and batchnorm_add (ops/batchnorm.cpp). Test:
+// test_batchnorm.cpp.
+#pragma once
+
+#include "cpu_common.h"
+
+namespace fresco::cpu {
+
+// Workspace bytes of a batchnorm call (training or inference, from its params); checks its arity.
+uint64_t batchnorm_workspace(const FrCall* call);
+// y = bn(x) (+ residual[i] when not null), then the fused relu of params.relu; throws sdk::KernelError.
+void batchnorm_forward(const FrCall* call, const float* residual);
+
+}  // namespace fresco::cpu

@@ -1,0 +1,15 @@
+// The CUDA batchnorm forward shared by batchnorm and batchnorm_add (ops/batchnorm.cu). Test:
+// tests/plugins/cuda/test_cuda_ops.cpp.
+#pragma once
+
+#include "cuda_common.h"
+
+namespace fresco::cuda {
+
+// Workspace bytes of a batchnorm call (training or inference, from its params); checks its shapes.
+uint64_t batchnorm_workspace(const FrCall* call);
+// y = bn(x) (+ residual, x's dtype and size, when not null), then the fused relu of params.relu; throws
+// sdk::KernelError.
+void run_batchnorm(void* ctx, const FrCall* call, const void* residual);
+
+}  // namespace fresco::cuda
