@@ -9,7 +9,8 @@
 //                          [--stem cifar|imagenet] [--classes 10] [--steps 60] [--warm 10] [--peak-tflops 67]
 //                          [--profile 0|1] [--precision fp32|bf16|fp16] [--fuse-joins 1|0]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
-// --profile 1 also times every call of the training graphs alone and prints the total per op (one line each).
+// --profile 1 also times every call of the training graphs alone and prints the total per op (one line each);
+// --profile 2 also prints each call (graph, layer, op, time, the layer's per-sample shapes).
 #include <cstdio>
 #include <map>
 #include <string>
@@ -119,6 +120,15 @@ int main(int argc, char** argv) {
         for (const bench::CallTime& c : bench::time_calls(task.runtime(), idx, 5)) {
           per_op[c.op].first += c.us;
           ++per_op[c.op].second;
+          if (args.integer("profile") < 2) continue;
+          const LayerDescriptor* l = nullptr;  // the layer that emitted the call, for its shapes
+          for (const LayerDescriptor& d : task.compiled().arch.layers)
+            if (d.name == c.label) l = &d;
+          std::printf(
+              "{\"bench\":\"resnet_call\",\"graph\":\"%s\",\"label\":\"%s\",\"op\":\"%s\","
+              "\"us\":%.1f,\"in\":\"%s\",\"out\":\"%s\",\"k\":%lld}\n",
+              graph_id_name(g), c.label.c_str(), c.op.c_str(), c.us, l ? l->in_sample.str().c_str() : "",
+              l ? l->out_sample.str().c_str() : "", l ? static_cast<long long>(l->spec.k) : 0LL);
         }
       }
       for (const auto& [op, v] : per_op)

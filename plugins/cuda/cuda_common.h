@@ -47,6 +47,9 @@ struct Context {
   // fc layers with at most 32 outputs run on ops/small_fc.cu's kernels instead of cuBLASLt
   // (FRESCO_CUDA_SMALL_FC=0 turns it off).
   bool small_fc = true;
+  // batchnorm_backward given beta recomputes its fused relu's mask from x instead of reading y
+  // (FRESCO_CUDA_BN_RECOMPUTE_MASK=0 reads y).
+  bool bn_recompute_mask = true;
   bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
   // FRESCO_CUDNN_DETERMINISTIC=0 also admits cuDNN's non-deterministic algorithms (results then vary from
   // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times.
@@ -56,6 +59,9 @@ struct Context {
   // 1 (default) = for convolutions of at least 2^28 FLOPs, 2 = for every convolution. One plan per shape and
   // direction, shared by the nodes (null: no engine qualified, the legacy API runs it).
   int conv_engines = 1;
+  // Engine configurations timed per convolution, best first by heuristics mode A
+  // (FRESCO_CUDNN_ENGINE_CANDIDATES, 1..1000).
+  int conv_engine_candidates = 10;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   std::map<std::string, ConvChoice> conv_choice;
 };

@@ -30,6 +30,18 @@ int env_level(const char* name, int fallback) {
   return level[0] - '0';
 }
 
+// A count 1..max from the environment (`fallback` when unset); anything else is a clear error.
+int env_count(const char* name, int fallback, int max) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  FR_PLUGIN_CHECK(end && *end == '\0' && n >= 1 && n <= max, FR_ERR_INVALID_ARGUMENT,
+                  std::string("cuda: ") + name + " must be a whole number from 1 to " + std::to_string(max) +
+                      ", found '" + v + "'");
+  return static_cast<int>(n);
+}
+
 FrError* context_create(int32_t index, void** out) noexcept {
   return sdk::guard([&] {
     const int n = device_count();
@@ -41,6 +53,10 @@ FrError* context_create(int32_t index, void** out) noexcept {
     const int tune_level = env_level("FRESCO_CUBLAS_AUTOTUNE", 2);
     const int engines_level = env_level("FRESCO_CUDNN_ENGINES", 1);
     const int small_fc_level = env_level("FRESCO_CUDA_SMALL_FC", 1);
+    const int recompute_mask = env_level("FRESCO_CUDA_BN_RECOMPUTE_MASK", 1);
+    FR_PLUGIN_CHECK(recompute_mask <= 1, FR_ERR_INVALID_ARGUMENT,
+                    "cuda: FRESCO_CUDA_BN_RECOMPUTE_MASK must be 0 or 1");
+    const int engine_candidates = env_count("FRESCO_CUDNN_ENGINE_CANDIDATES", 10, 1000);
     FR_PLUGIN_CHECK(small_fc_level <= 1, FR_ERR_INVALID_ARGUMENT,
                     "cuda: FRESCO_CUDA_SMALL_FC must be 0 or 1");
     auto* c = new Context();
@@ -61,6 +77,8 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->conv_log = conv_log && std::string(conv_log) == "1";
     c->conv_engines = engines_level;
     c->small_fc = small_fc_level != 0;
+    c->conv_engine_candidates = engine_candidates;
+    c->bn_recompute_mask = recompute_mask != 0;
     *out = c;
   });
 }

@@ -117,7 +117,7 @@ TEST(CompilerResidual, ReluAfterBatchNormAndJoinsIsFused) {
   EXPECT_EQ(count_nodes(m, "add"), 1u);  // the stem's output, read by both branches of the first block
   size_t fused_bn_backward = 0;
   for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD))
-    if (n.op == "batchnorm_backward") fused_bn_backward += n.in.size() == 6 ? 1 : 0;
+    if (n.op == "batchnorm_backward") fused_bn_backward += n.in.size() == 7 ? 1 : 0;
   EXPECT_EQ(fused_bn_backward, 2u);  // the stem's bn is in DEEP too (the first layer graph holds only conv0)
 }
 

@@ -68,7 +68,9 @@ class BatchNormRule final : public LayerRule {
     GraphNode n =
         compute_node(FR_OP_BATCHNORM_BACKWARD, l.name, {dy, x, l.weight, l.save_mean, l.save_invstd},
                      {dx, l.grad_weight, l.grad_bias});
-    if (l.fused_relu) n.in.push_back(y);  // dy is w.r.t. the relu output; the kernel masks it with y
+    // dy is w.r.t. the relu output; the kernel masks it with y > 0, which a backend may recompute from x and
+    // beta (ops.h)
+    if (l.fused_relu) n.in.insert(n.in.end(), {y, l.bias});
     cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, l.fused_relu ? 1 : 0});
   }
 };

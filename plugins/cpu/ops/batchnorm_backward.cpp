@@ -1,7 +1,8 @@
 // CPU batchnorm backward (training mode, per channel = last dim): dbeta = sum(dy), dgamma = sum(dy * xhat),
 // dx = gamma * invstd / n * (n * dy - dbeta - xhat * dgamma). The channel sums are double partials per fixed
 // row chunk combined in chunk order (independent of the thread count); dx is element-wise, so it may alias
-// dy. With params.relu (a fused relu) a sixth input y masks the incoming gradient: dy * (y > 0). Test:
+// dy. With params.relu (a fused relu) a sixth input y masks the incoming gradient: dy * (y > 0) (a seventh,
+// beta, is not needed here). Test:
 // test_batchnorm.cpp.
 #include <algorithm>
 #include <cmath>
@@ -60,7 +61,7 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
     const float* mean = sdk::data<float>(call->in[3]);
     const float* invstd = sdk::data<float>(call->in[4]);
     const float* relu_y = nullptr;  // fused relu: the incoming gradient is dy * (y > 0)
-    if (call->n_in == 6) {
+    if (call->n_in >= 6) {          // (a seventh input, beta, is for backends that recompute the mask)
       FR_PLUGIN_CHECK(sdk::numel(call->in[5]) == rows * c, FR_ERR_INVALID_ARGUMENT,
                       "batchnorm_backward: the fused relu's y differs in size from x");
       relu_y = sdk::data<float>(call->in[5]);

@@ -3,14 +3,15 @@
 // Training: per-channel sums of x and x^2 in double (ops/channel_sums.cuh: coalesced, deterministic), then
 // one warp per channel turns them into the batch mean (kept in float, as the backward sees it), the biased
 // variance, save_mean/save_invstd, the running statistics (momentum, unbiased variance) and a scale/shift
-// pair, and a last element-wise pass writes y = x * scale + shift (y may alias x; max(y, 0) with the fused
-// relu of params.relu). Inference: one
+// pair from the saved float statistics (ops/batchnorm_relu_mask.cuh), and a last element-wise pass writes
+// y = fma(x, scale, shift) (y may alias x; max(y, 0) with the fused relu of params.relu). Inference: one
 // element-wise pass with the running statistics. run_batchnorm also serves batchnorm_add
 // (ops/batchnorm_add.cpp), whose element-wise pass adds the residual before the relu. Test:
 // tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
 #include <cmath>
 
 #include "ops/batchnorm_forward.h"
+#include "ops/batchnorm_relu_mask.cuh"
 #include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
@@ -51,14 +52,14 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, const fl
   double var = t.y / n - static_cast<double>(mean) * mean;
   if (var < 0.0) var = 0.0;
   const double invstd = 1.0 / sqrt(var + static_cast<double>(eps));
-  const float scale = static_cast<float>(gamma[c] * invstd);
+  const float2 ss = bn_scale_shift(gamma[c], beta[c], mean, static_cast<float>(invstd));
   save_mean[c] = mean;
   save_invstd[c] = static_cast<float>(invstd);
   const double mom = momentum;
   run_mean[c] = static_cast<float>((1.0 - mom) * run_mean[c] + mom * mean);
   run_var[c] = static_cast<float>((1.0 - mom) * run_var[c] + mom * var * n / (n - 1.0));
-  coef[c] = scale;
-  coef[k.c + c] = beta[c] - mean * scale;
+  coef[c] = ss.x;  // from the saved float statistics: backward can recompute them (batchnorm_relu_mask.cuh)
+  coef[k.c + c] = ss.y;
 }
 
 template <class T>
@@ -66,7 +67,7 @@ __global__ void bn_apply_kernel(const T* x, const T* r, const float* coef, T* y,
                                 int relu) {
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
-    float v = to_f(x[i]) * coef[ch] + coef[c + ch];
+    float v = bn_normalized(to_f(x[i]), coef[ch], coef[c + ch]);
     if (r) v += to_f(r[i]);
     y[i] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
   }
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kFixedThreads)
     if constexpr (Residual) b = load16(r, i);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      float v = to_f(a.v[j]) * scale[j] + shift[j];
+      float v = bn_normalized(to_f(a.v[j]), scale[j], shift[j]);
       if constexpr (Residual) v += to_f(b.v[j]);
       a.v[j] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
     }

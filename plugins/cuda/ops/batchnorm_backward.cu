@@ -3,33 +3,71 @@
 // (x - mean) k) with a = gamma invstd and k = dgamma invstd / n. The sums are per-channel double sums
 // (ops/channel_sums.cuh: coalesced and deterministic), one warp per channel finalizes them, and an
 // element-wise pass writes dx (dx may alias dy). dgamma and dbeta are f32. With params.relu (a fused relu) a
-// sixth input y masks the incoming gradient: dy * (y > 0). Test:
-// tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
+// sixth input y masks the incoming gradient: dy * (y > 0); given a seventh, beta, the mask is recomputed from
+// x with the forward's scale and shift instead (ops/batchnorm_relu_mask.cuh: the same bits, one map fewer
+// read in each of the two passes). Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel),
+// test_cuda_low_precision.cpp (recomputed mask = read mask).
 #include <type_traits>
 
+#include "ops/batchnorm_relu_mask.cuh"
 #include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
 
 namespace {
-// dy, masked by the fused relu's output where there is one.
-template <class T>
-__device__ __forceinline__ float grad_at(const T* dy, const T* relu_y, int64_t i) {
-  return relu_y && !(to_f(relu_y[i]) > 0.0f) ? 0.0f : to_f(dy[i]);
-}
+// The fused relu's mask, chosen at compile time so each kernel carries only its own mode: none (no fused
+// relu), read from the relu's output y, or recomputed from x (batchnorm_relu_mask.cuh).
+enum MaskMode : int { kNoMask = 0, kReadMask = 1, kRecomputeMask = 2 };
 
 template <class T>
-__global__ void bn_grad_sums_kernel(const T* dy, const T* relu_y, const T* x, const float* mean,
+struct ReluMask {
+  const T* y = nullptr;                                                               // kReadMask
+  const float *gamma = nullptr, *beta = nullptr, *mean = nullptr, *invstd = nullptr;  // kRecomputeMask
+  // This thread's channels' scale and shift for the recomputed mask.
+  template <int V>
+  __device__ void coefficients(int64_t ch, float (&scale)[V], float (&shift)[V]) const {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float2 ss = bn_scale_shift(gamma[ch + j], beta[ch + j], mean[ch + j], invstd[ch + j]);
+      scale[j] = ss.x, shift[j] = ss.y;
+    }
+  }
+};
+
+// dy at element i (channel ch), masked by the fused relu where there is one.
+template <int M, class T>
+__device__ __forceinline__ float grad_at(const T* dy, const T* x, const ReluMask<T>& m, int64_t i,
+                                         int64_t ch) {
+  if constexpr (M == kRecomputeMask) {
+    const float2 ss = bn_scale_shift(m.gamma[ch], m.beta[ch], m.mean[ch], m.invstd[ch]);
+    if (!bn_relu_passes<T>(to_f(x[i]), ss.x, ss.y)) return 0.0f;
+  } else if constexpr (M == kReadMask) {
+    if (!(to_f(m.y[i]) > 0.0f)) return 0.0f;
+  }
+  return to_f(dy[i]);
+}
+
+// Whether the mask passes element j of a 16-byte vector (x and, when read, y loaded by the caller).
+template <int M, class T, int V>
+__device__ __forceinline__ bool passes(const Vec16<T>& xv, const Vec16<T>& yv, int j, const float (&scale)[V],
+                                       const float (&shift)[V]) {
+  if constexpr (M == kRecomputeMask) return bn_relu_passes<T>(to_f(xv.v[j]), scale[j], shift[j]);
+  if constexpr (M == kReadMask) return to_f(yv.v[j]) > 0.0f;
+  return true;
+}
+
+template <class T, int M>
+__global__ void bn_grad_sums_kernel(const T* dy, ReluMask<T> mask, const T* x, const float* mean,
                                     ChannelChunks k, double* part) {
   channel_partials(k, part, [&](int64_t r, int64_t c) {
-    const double g = grad_at(dy, relu_y, r * k.c + c);
+    const double g = grad_at<M>(dy, x, mask, r * k.c + c, c);
     return make_double2(g, g * (static_cast<double>(to_f(x[r * k.c + c])) - mean[c]));
   });
 }
 
-template <class T>
+template <class T, int M>
 __global__ void __launch_bounds__(kVecThreads)
-    bn_grad_sums_vec_kernel(const T* dy, const T* relu_y, const T* x, const float* mean, ChannelChunks k,
+    bn_grad_sums_vec_kernel(const T* dy, ReluMask<T> mask, const T* x, const float* mean, ChannelChunks k,
                             double* part) {
   constexpr int V = Vec16<T>::kN;
   // Per-thread sums in float for f16 / bf16 maps (measured faster, as fp32 implementations do), in double for
@@ -39,14 +77,16 @@ __global__ void __launch_bounds__(kVecThreads)
   const int cv0 = static_cast<int>(threadIdx.x % (k.c / V));
 #pragma unroll
   for (int j = 0; j < V; ++j) mu[j] = mean[cv0 * V + j];
+  float scale[V], shift[V];
+  if constexpr (M == kRecomputeMask) mask.coefficients(static_cast<int64_t>(cv0) * V, scale, shift);
   vector_channel_partials<T, Acc>(k, part, [&](int64_t r, int cv, Acc(&a)[V], Acc(&b)[V]) {
     const int64_t i = r * (k.c / V) + cv;
     const Vec16<T> g = load16(dy, i), xv = load16(x, i);
     Vec16<T> yv;
-    if (relu_y) yv = load16(relu_y, i);
+    if constexpr (M == kReadMask) yv = load16(mask.y, i);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const Acc gj = relu_y && !(to_f(yv.v[j]) > 0.0f) ? Acc(0) : static_cast<Acc>(to_f(g.v[j]));
+      const Acc gj = passes<M>(xv, yv, j, scale, shift) ? static_cast<Acc>(to_f(g.v[j])) : Acc(0);
       a[j] += gj;
       b[j] += gj * (static_cast<Acc>(to_f(xv.v[j])) - mu[j]);
     }
@@ -68,21 +108,21 @@ __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, con
   coef[2 * k.c + c] = static_cast<float>(dg * is / n);  // k
 }
 
-template <class T>
-__global__ void bn_dx_kernel(const T* dy, const T* relu_y, const T* x, const float* mean, const float* coef,
+template <class T, int M>
+__global__ void bn_dx_kernel(const T* dy, ReluMask<T> mask, const T* x, const float* mean, const float* coef,
                              T* dx, int64_t total, int64_t c) {
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
-    dx[i] = from_f<T>(coef[ch] *
-                      (grad_at(dy, relu_y, i) - coef[c + ch] - (to_f(x[i]) - mean[ch]) * coef[2 * c + ch]));
+    dx[i] = from_f<T>(coef[ch] * (grad_at<M>(dy, x, mask, i, ch) - coef[c + ch] -
+                                  (to_f(x[i]) - mean[ch]) * coef[2 * c + ch]));
   }
 }
 
 // The same, 16 bytes per load, each thread on fixed channels with its coefficients in registers
 // (fixed_channels_fit).
-template <class T>
+template <class T, int M>
 __global__ void __launch_bounds__(kFixedThreads)
-    bn_dx_vec_kernel(const T* dy, const T* relu_y, const T* x, const float* mean, const float* coef, T* dx,
+    bn_dx_vec_kernel(const T* dy, ReluMask<T> mask, const T* x, const float* mean, const float* coef, T* dx,
                      int64_t nvec, int64_t c) {
   constexpr int V = Vec16<T>::kN;
   const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
@@ -90,19 +130,32 @@ __global__ void __launch_bounds__(kFixedThreads)
 #pragma unroll
   for (int j = 0; j < V; ++j)
     ca[j] = coef[ch + j], cb[j] = coef[c + ch + j], ck[j] = coef[2 * c + ch + j], mu[j] = mean[ch + j];
+  float scale[V], shift[V];
+  if constexpr (M == kRecomputeMask) mask.coefficients(ch, scale, shift);
 #pragma unroll 2
   for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride) {
     Vec16<T> g = load16(dy, i);
     const Vec16<T> xv = load16(x, i);
     Vec16<T> yv;
-    if (relu_y) yv = load16(relu_y, i);
+    if constexpr (M == kReadMask) yv = load16(mask.y, i);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float gj = relu_y && !(to_f(yv.v[j]) > 0.0f) ? 0.0f : to_f(g.v[j]);
+      const float gj = passes<M>(xv, yv, j, scale, shift) ? to_f(g.v[j]) : 0.0f;
       g.v[j] = from_f<T>(ca[j] * (gj - cb[j] - (to_f(xv.v[j]) - mu[j]) * ck[j]));
     }
     store16(dx, i, g);
   }
+}
+
+// f(std::integral_constant<int, mode>) for the runtime mask mode.
+template <class F>
+void with_mask_mode(int mode, F&& f) {
+  if (mode == kRecomputeMask)
+    f(std::integral_constant<int, kRecomputeMask>{});
+  else if (mode == kReadMask)
+    f(std::integral_constant<int, kReadMask>{});
+  else
+    f(std::integral_constant<int, kNoMask>{});
 }
 
 void check_vec(const FrTensor& t, int64_t c, const char* what) {
@@ -140,6 +193,7 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
   return sdk::guard([&] {
     const ChannelChunks k = geometry(call);
     const int64_t c = k.c, total = k.rows * k.c;
+    const bool relu = call->params && sdk::params<FrBatchNormParams>(call).relu;
     check_vec(call->in[2], c, "gamma");
     check_vec(call->in[3], c, "save_mean");
     check_vec(call->in[4], c, "save_invstd");
@@ -155,25 +209,43 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
     with_float_type(call->in[1].dtype, "batchnorm_backward", [&](auto tag) {
       using T = decltype(tag);
       const T *dy = sdk::data<T>(call->in[0]), *x = sdk::data<T>(call->in[1]);
-      const T* relu_y = call->n_in == 6 ? sdk::data<T>(call->in[5]) : nullptr;
-      if (vector_partials_fit<T>(k, {dy, x, relu_y ? relu_y : dy}))
-        bn_grad_sums_vec_kernel<T>
-            <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(dy, relu_y, x, mean, k, part);
-      else
-        bn_grad_sums_kernel<T>
-            <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, relu_y, x, mean, k, part);
-      bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
-          k, part, sdk::data<float>(call->in[2]), sdk::data<float>(call->in[4]),
-          sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), coef);
-      T* dx = sdk::data<T>(call->out[0]);
-      if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy})) {
-        const int64_t nv = total / Vec16<T>::kN;
-        bn_dx_vec_kernel<T><<<grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count), kFixedThreads, 0, st>>>(
-            dy, relu_y, x, mean, coef, dx, nv, c);
-      } else {
-        bn_dx_kernel<T><<<grid_for(total, 256, ctx_of(ctx)->sm_count), 256, 0, st>>>(dy, relu_y, x, mean,
-                                                                                     coef, dx, total, c);
+      ReluMask<T> mask;
+      int mode = kNoMask;
+      if (relu) {
+        mask.y = sdk::data<T>(call->in[5]);
+        mode = kReadMask;
+        if (call->n_in >= 7 && ctx_of(ctx)->bn_recompute_mask) {  // beta: recompute the mask from x
+          check_vec(call->in[6], c, "beta");
+          mask.gamma = sdk::data<float>(call->in[2]);
+          mask.beta = sdk::data<float>(call->in[6]);
+          mask.mean = mean;
+          mask.invstd = sdk::data<float>(call->in[4]);
+          mode = kRecomputeMask;
+        }
       }
+      const T* relu_y = mask.y;
+      T* dx = sdk::data<T>(call->out[0]);
+      with_mask_mode(mode, [&](auto m) {
+        constexpr int M = decltype(m)::value;
+        if (vector_partials_fit<T>(k, {dy, x, relu_y ? relu_y : dy}))
+          bn_grad_sums_vec_kernel<T, M>
+              <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(dy, mask, x, mean, k, part);
+        else
+          bn_grad_sums_kernel<T, M>
+              <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, mask, x, mean, k, part);
+        bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
+            k, part, sdk::data<float>(call->in[2]), sdk::data<float>(call->in[4]),
+            sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), coef);
+        if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy})) {
+          const int64_t nv = total / Vec16<T>::kN;
+          bn_dx_vec_kernel<T, M>
+              <<<grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count), kFixedThreads, 0, st>>>(
+                  dy, mask, x, mean, coef, dx, nv, c);
+        } else {
+          bn_dx_kernel<T, M><<<grid_for(total, 256, ctx_of(ctx)->sm_count), 256, 0, st>>>(dy, mask, x, mean,
+                                                                                          coef, dx, total, c);
+        }
+      });
     });
     FR_CUDA_LAUNCH_CHECK();
   });

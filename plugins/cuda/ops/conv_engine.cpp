@@ -16,7 +16,6 @@ namespace fresco::cuda {
 
 namespace {
 using Desc = cudnnBackendDescriptor_t;
-constexpr int kCandidates = 10;            // engine configurations timed per convolution (heuristic order)
 constexpr int64_t kX = 1, kW = 2, kY = 3;  // tensor uids: x / dx, w / dw, y / dy
 
 // A descriptor owned by `keep` (destroyed with the plan).
@@ -101,8 +100,9 @@ Desc conv_graph(std::vector<Desc>& keep, cudnnHandle_t h, const sdk::ConvShape& 
   return graph;
 }
 
-// Engine configurations from heuristics mode A (best first), then the fallback list; owned by `keep`.
-std::vector<Desc> engine_configs(std::vector<Desc>& keep, Desc graph) {
+// Up to max_count engine configurations from heuristics mode A (best first), else the fallback list; owned
+// by `keep`.
+std::vector<Desc> engine_configs(std::vector<Desc>& keep, Desc graph, int64_t max_count) {
   std::vector<Desc> out;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     Desc heur = make(keep, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
@@ -113,7 +113,7 @@ std::vector<Desc> engine_configs(std::vector<Desc>& keep, Desc graph) {
     if (cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
                                  &count, nullptr) != CUDNN_STATUS_SUCCESS)
       continue;
-    count = std::min<int64_t>(count, kCandidates);
+    count = std::min<int64_t>(count, max_count);
     std::vector<Desc> got;
     for (int64_t i = 0; i < count; ++i) got.push_back(make(keep, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
     int64_t n = 0;
@@ -203,7 +203,7 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     std::vector<Desc>& k;
     ~Guard() { destroy_all(k); }
   } guard{scratch_keep};
-  const std::vector<Desc> cfgs = engine_configs(scratch_keep, graph);
+  const std::vector<Desc> cfgs = engine_configs(scratch_keep, graph, ctx->conv_engine_candidates);
   const uint64_t elem = 2;  // fp16 / bf16
   const uint64_t ws_cap = max_workspace < (1ull << 30) ? max_workspace : (1ull << 30);
   Scratch s(elem * g.n * g.h * g.w * g.c, elem * g.k * g.r * g.s * g.cg, elem * g.n * g.p * g.q * g.k,

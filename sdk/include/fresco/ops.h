@@ -132,7 +132,10 @@ typedef struct FrConvBackwardParams {
  * UNBIASED variance. inference: in {x, gamma, beta, running_mean, running_var}; out {y}. batchnorm_backward:
  * in {dy, x, gamma, save_mean, save_invstd}; out {dx, dgamma, dbeta}.
  * relu = 1 fuses a following relu: y = max(bn(x), 0); batchnorm_backward then takes a sixth input, that y,
- * and uses dy * (y > 0) as the incoming gradient. */
+ * and uses dy * (y > 0) as the incoming gradient. It may also get a seventh, beta [C] (f32): a backend whose
+ * forward computes y = relu(fma(x, scale, shift)) with scale = gamma * save_invstd and shift =
+ * fma(-save_mean, scale, beta) in f32 (each rounded once) may then recompute y > 0 from x instead of
+ * reading y (the CUDA backend does; the same mask bit for bit). */
 /* batchnorm_add (training only): a batchnorm whose only reader is a residual join, computed by the join:
  * in {x, gamma, beta, r} (r: the join's other branch, x's shape and dtype); out {y, save_mean, save_invstd};
  * rout {running_mean, running_var}; y = bn(x) + r, then max(y, 0) with params.relu (the join's relu). The

@@ -249,6 +249,75 @@ TEST(CudaLowPrecision, BatchNormKeepsF32Statistics) {
 
 // Each shape twice: on the legacy API's algorithms and on cuDNN's backend engines (forced for these small
 // shapes; by default only convolutions of 2^28 FLOPs or more use them).
+// batchnorm_backward with a fused relu recomputes the relu's mask from x when given beta (ops.h): the same
+// dx, dgamma and dbeta bit for bit as reading the mask from the forward's y, in f32, bf16 and f16 (where
+// some positive values round to zero). The forward and both backwards run in one graph.
+TEST(CudaLowPrecision, BatchNormBackwardRecomputesTheReluMaskExactly) {
+  FRESCO_REQUIRE_GPU();
+  const Shape x{16, 6, 6, 64}, v{1, 1, 1, 64};
+  const size_t n = static_cast<size_t>(x.numel()), c = 64;
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    SimpleTask t("cuda");
+    auto map = [&](const char* name) { return t.tensor(Region::T_TEMP, dt, x, name); };
+    auto vec = [&](const char* name) { return t.tensor(Region::T_TEMP, DType::F32, v, name); };
+    const TensorId xi = map("x"), y = map("y"), dy = map("dy"), dx6 = map("dx6"), dx7 = map("dx7");
+    const TensorId gamma = vec("gamma"), beta = vec("beta"), mean = vec("mean"), invstd = vec("invstd");
+    const TensorId rm = vec("rm"), rv = vec("rv"), dg6 = vec("dg6"), db6 = vec("db6"), dg7 = vec("dg7"),
+                   db7 = vec("db7");
+    t.lock_memory();
+    GraphNode f = node(FR_OP_BATCHNORM, {xi, gamma, beta}, {y, mean, invstd});
+    f.rout = {RangeRef::of(rm, DType::F32), RangeRef::of(rv, DType::F32)};
+    f.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+    t.add(GraphId::DEEP_FWD_BWD, f);
+    GraphNode read = node(FR_OP_BATCHNORM_BACKWARD, {dy, xi, gamma, mean, invstd, y}, {dx6, dg6, db6});
+    read.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+    t.add(GraphId::DEEP_FWD_BWD, read);
+    GraphNode recompute = read;
+    recompute.in.push_back(beta);
+    recompute.out = {dx7, dg7, db7};
+    t.add(GraphId::DEEP_FWD_BWD, recompute);
+    t.compile();
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    auto write_map = [&](TensorId id, float scale) {
+      std::vector<float> f32(n);
+      for (float& e : f32) e = scale * d(rng);
+      if (dt == DType::F32) {
+        t.write(id, f32);
+      } else {
+        std::vector<uint16_t> b(n);
+        for (size_t i = 0; i < n; ++i) b[i] = to_low(dt, f32[i]);
+        t.write(id, b);
+      }
+    };
+    write_map(xi, 3.0f);
+    write_map(dy, 1.0f);
+    std::vector<float> g(c), b(c), ones(c, 1.0f), zeros(c, 0.0f);
+    for (size_t i = 0; i < c; ++i) g[i] = 0.5f + std::fabs(d(rng)), b[i] = 0.3f * d(rng);
+    t.write(gamma, g);
+    t.write(beta, b);
+    t.write(rm, zeros);
+    t.write(rv, ones);
+    t.run(GraphId::DEEP_FWD_BWD);
+    const size_t bytes = n * dtype_size(dt);
+    std::vector<uint8_t> a6(bytes), a7(bytes), ys(bytes);
+    t.read(dx6, a6.data(), bytes);
+    t.read(dx7, a7.data(), bytes);
+    t.read(y, ys.data(), bytes);
+    EXPECT_EQ(a6, a7) << dtype_name(dt) << ": dx";
+    EXPECT_EQ(t.read<float>(dg6, c), t.read<float>(dg7, c)) << dtype_name(dt) << ": dgamma";
+    EXPECT_EQ(t.read<float>(db6, c), t.read<float>(db7, c)) << dtype_name(dt) << ": dbeta";
+    size_t zero = 0;
+    const size_t w = dtype_size(dt);
+    for (size_t i = 0; i < n; ++i) {
+      bool z = true;
+      for (size_t k = 0; k < w; ++k) z = z && ys[i * w + k] == 0;
+      zero += z;
+    }
+    EXPECT_GT(zero, n / 4) << dtype_name(dt) << ": the relu cuts";
+  }
+}
+
 TEST(CudaLowPrecision, Conv2dOnTensorCores) {
   FRESCO_REQUIRE_GPU();
   // ResNet-like shapes: 3x3 stride 1 and 2, 1x1 projection; channels multiples of 8 (tensor-core layouts).
