@@ -60,8 +60,9 @@ struct Context {
   // direction, shared by the nodes (null: no engine qualified, the legacy API runs it).
   int conv_engines = 1;
   // Engine configurations timed per convolution, best first by heuristics mode A
-  // (FRESCO_CUDNN_ENGINE_CANDIDATES, 1..1000).
-  int conv_engine_candidates = 10;
+  // (FRESCO_CUDNN_ENGINE_CANDIDATES, 1..1000; mode A lists about 30 for ResNet's convolutions, so the default
+  // times them all: ResNet-18 0.7% faster than with the first 10, compile 2.1 s instead of 1.1 s).
+  int conv_engine_candidates = 64;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   std::map<std::string, ConvChoice> conv_choice;
 };

@@ -56,7 +56,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
     const int recompute_mask = env_level("FRESCO_CUDA_BN_RECOMPUTE_MASK", 1);
     FR_PLUGIN_CHECK(recompute_mask <= 1, FR_ERR_INVALID_ARGUMENT,
                     "cuda: FRESCO_CUDA_BN_RECOMPUTE_MASK must be 0 or 1");
-    const int engine_candidates = env_count("FRESCO_CUDNN_ENGINE_CANDIDATES", 10, 1000);
+    const int engine_candidates = env_count("FRESCO_CUDNN_ENGINE_CANDIDATES", 64, 1000);
     FR_PLUGIN_CHECK(small_fc_level <= 1, FR_ERR_INVALID_ARGUMENT,
                     "cuda: FRESCO_CUDA_SMALL_FC must be 0 or 1");
     auto* c = new Context();
