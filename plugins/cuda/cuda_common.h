@@ -50,9 +50,6 @@ struct Context {
   // batchnorm_backward given beta recomputes its fused relu's mask from x instead of reading y
   // (FRESCO_CUDA_BN_RECOMPUTE_MASK=0 reads y).
   bool bn_recompute_mask = true;
-  // f16 / bf16 convolutions of at most 4 input channels (an image stem) run ops/thin_conv.cu's direct kernels
-  // forward and for the weight gradient (FRESCO_CUDA_THIN_CONV=0 keeps cuDNN).
-  bool thin_conv = true;
   bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
   // FRESCO_CUDNN_DETERMINISTIC=0 also admits cuDNN's non-deterministic algorithms (results then vary from
   // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times.

@@ -56,8 +56,6 @@ FrError* context_create(int32_t index, void** out) noexcept {
     const int recompute_mask = env_level("FRESCO_CUDA_BN_RECOMPUTE_MASK", 1);
     FR_PLUGIN_CHECK(recompute_mask <= 1, FR_ERR_INVALID_ARGUMENT,
                     "cuda: FRESCO_CUDA_BN_RECOMPUTE_MASK must be 0 or 1");
-    const int thin_conv = env_level("FRESCO_CUDA_THIN_CONV", 1);
-    FR_PLUGIN_CHECK(thin_conv <= 1, FR_ERR_INVALID_ARGUMENT, "cuda: FRESCO_CUDA_THIN_CONV must be 0 or 1");
     const int engine_candidates = env_count("FRESCO_CUDNN_ENGINE_CANDIDATES", 64, 1000);
     FR_PLUGIN_CHECK(small_fc_level <= 1, FR_ERR_INVALID_ARGUMENT,
                     "cuda: FRESCO_CUDA_SMALL_FC must be 0 or 1");
@@ -81,7 +79,6 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->small_fc = small_fc_level != 0;
     c->conv_engine_candidates = engine_candidates;
     c->bn_recompute_mask = recompute_mask != 0;
-    c->thin_conv = thin_conv != 0;
     *out = c;
   });
 }

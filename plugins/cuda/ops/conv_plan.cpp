@@ -1,6 +1,5 @@
 // cuDNN convolution plans (conv_plan.h): descriptors, deterministic algorithm choice, the three runs.
 #include "ops/conv_plan.h"
-#include "ops/thin_conv.h"
 
 #include "ops/cudnn_common.h"
 
@@ -148,14 +147,6 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
   FR_PLUGIN_CHECK(n == g.n && c == g.k && hh == g.p && ww == g.q, FR_ERR_INTERNAL,
                   "cuda conv: cuDNN's output shape differs from fresco's for " + shape);
   p.workspace = 0;
-  p.shape = g;
-  p.dtype = dtype;
-  if (thin_conv_fits(ctx, g, dtype)) {  // direct kernels for the forward and the weight gradient
-    p.thin_fwd = (dirs & kConvForward) != 0;
-    p.thin_filter = (dirs & kConvBackwardFilter) != 0;
-    if (p.thin_filter) p.workspace = thin_conv_filter_workspace(g);
-    dirs &= ~static_cast<unsigned>(kConvForward | kConvBackwardFilter);
-  }
   auto engine = [&](ConvDir d, const char* direction) {
     std::shared_ptr<EnginePlan> e = engine_for(ctx, g, dtype, d, direction, shape, max_workspace);
     if (e && e->workspace > p.workspace) p.workspace = e->workspace;
@@ -202,7 +193,6 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
 void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
                       uint64_t ws_bytes, cudaStream_t s) {
   FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
-  if (p.thin_fwd) return thin_conv_forward(p.shape, p.dtype, x, w, y, s);
   if (p.engine_fwd)
     return run_conv_engine(ctx, *p.engine_fwd, const_cast<void*>(x), const_cast<void*>(w), y, ws, s);
   const float one = 1.0f, zero = 0.0f;
@@ -227,7 +217,6 @@ void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, con
 void run_conv_backward_filter(Context* ctx, const ConvPlan& p, const void* dy, const void* x, void* dw,
                               void* ws, uint64_t ws_bytes, cudaStream_t s) {
   FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
-  if (p.thin_filter) return thin_conv_backward_filter(p.shape, p.dtype, dy, x, dw, ws, s);
   if (p.engine_filter)
     return run_conv_engine(ctx, *p.engine_filter, const_cast<void*>(x), dw, const_cast<void*>(dy), ws, s);
   const float one = 1.0f, zero = 0.0f;

@@ -4,8 +4,7 @@
 // (the first DETERMINISTIC candidate whose workspace fits), so the choice is the same on every run of one
 // machine and the results are bit-reproducible. Uses cuDNN's legacy convolution API, which cuDNN 9 still
 // ships (docs/decisions.md); this file and conv_plan.cpp are the only users of it. fp16 / bf16 convolutions
-// large enough to matter run on cuDNN backend engines instead (ops/conv_engine.h), timed at prepare; those of
-// at most 4 input channels on own direct kernels (ops/thin_conv.h).
+// large enough to matter run on cuDNN backend engines instead (ops/conv_engine.h), timed at prepare.
 #pragma once
 
 #include <cudnn.h>
@@ -26,10 +25,6 @@ struct ConvPlan {
   cudnnMathType_t fwd_math{}, data_math{}, filter_math{};
   // fp16 / bf16: backend engines (ops/conv_engine.h) where one qualified; they replace the legacy algorithm.
   std::shared_ptr<EnginePlan> engine_fwd, engine_data, engine_filter;
-  // Inputs of at most 4 channels: forward and weight gradient on ops/thin_conv.h's kernels.
-  bool thin_fwd = false, thin_filter = false;
-  sdk::ConvShape shape{};
-  FrDType dtype = FR_F32;
   uint64_t workspace = 0;  // bytes: the largest of the planned directions
 };
 

@@ -318,50 +318,6 @@ TEST(CudaLowPrecision, BatchNormBackwardRecomputesTheReluMaskExactly) {
   }
 }
 
-// Convolutions of at most 4 input channels (an image stem) take ops/thin_conv.cu's direct kernels in f16 /
-// bf16 (forward and weight gradient; the input gradient stays on cuDNN) and agree with the f32 cuDNN path:
-// 3x3 over 3 channels into 64 over several 1024-pixel chunks, a dilated stride-2 kernel into 8 channels (one
-// tap per thread), a 1x1 over 4 channels into 256 (one tap group).
-TEST(CudaLowPrecision, Conv2dWithFewInputChannels) {
-  FRESCO_REQUIRE_GPU();
-  struct Geo {
-    FrConvParams p;
-    int64_t c, k;
-  };
-  for (const Geo& geo :
-       {Geo{{3, 3, 1, 1, 1, 1, 1, 1, 1, 0}, 3, 64}, Geo{{3, 3, 2, 2, 2, 2, 2, 2, 1, 0}, 2, 8},
-        Geo{{1, 1, 1, 1, 0, 0, 1, 1, 1, 0}, 4, 256}}) {
-    const FrConvParams& p = geo.p;
-    const int64_t n = 12, h = 17, w = 15;
-    const int64_t oh = (h + 2 * p.pad_h - p.dil_h * (p.kh - 1) - 1) / p.stride_h + 1,
-                  ow = (w + 2 * p.pad_w - p.dil_w * (p.kw - 1) - 1) / p.stride_w + 1;
-    const Shape xs{n, h, w, geo.c}, ws{geo.k, p.kh, p.kw, geo.c}, ys{n, oh, ow, geo.k};
-    const std::string what = "thin conv c" + std::to_string(geo.c) + " k" + std::to_string(geo.k);
-    LowCase f{{{xs, Fill::RANDOM, true}, {ws, Fill::RANDOM, true}, {ys, Fill::ZERO, true}},
-              node(FR_OP_CONV2D, {0, 1}, {2}),
-              {2}};
-    f.node.with_params(p);
-    expect_close_to_f32(f, 1.6e-2, 2e-3, what);
-    LowCase b{{{ys, Fill::RANDOM, true},
-               {xs, Fill::RANDOM, true},
-               {ws, Fill::RANDOM, true},
-               {ws, Fill::ZERO, true},
-               {xs, Fill::ZERO, true}},
-              node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3, 4}),
-              {3, 4}};
-    b.node.with_params(FrConvBackwardParams{p, 1, 0});  // dw on the thin kernel, dx on cuDNN
-    expect_close_to_f32(b, 1.6e-2, 2e-3, what + " backward");
-    LowCase wg{{{ys, Fill::RANDOM, true},
-                {xs, Fill::RANDOM, true},
-                {ws, Fill::RANDOM, true},
-                {ws, Fill::ZERO, true}},
-               node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3}),
-               {3}};
-    wg.node.with_params(FrConvBackwardParams{p, 0, 2});  // the weight-gradient part alone
-    expect_close_to_f32(wg, 1.6e-2, 2e-3, what + " weight gradient");
-  }
-}
-
 TEST(CudaLowPrecision, Conv2dOnTensorCores) {
   FRESCO_REQUIRE_GPU();
   // ResNet-like shapes: 3x3 stride 1 and 2, 1x1 projection; channels multiples of 8 (tensor-core layouts).
