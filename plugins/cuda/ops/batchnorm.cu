@@ -1,7 +1,7 @@
 // CUDA batchnorm forward with the CPU kernel's semantics (plugins/cpu/ops/batchnorm.cpp, PyTorch
 // BatchNorm2d) on f32, f16 or bf16 maps (statistics, gamma, beta and running statistics stay f32).
 // Training: per-channel sums of x and x^2 in double (ops/channel_sums.cuh: coalesced, deterministic), then
-// one warp per channel turns them into the batch mean (kept in float, as the backward sees it), the biased
+// one block per channel turns them into the batch mean (kept in float, as the backward sees it), the biased
 // variance, save_mean/save_invstd, the running statistics (momentum, unbiased variance) and a scale/shift
 // pair from the saved float statistics (ops/batchnorm_relu_mask.cuh), and a last element-wise pass writes
 // y = fma(x, scale, shift) (y may alias x; max(y, 0) with the fused relu of params.relu). Inference: one
@@ -46,7 +46,7 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, const fl
   const int64_t c = finalize_channel();
   if (c >= k.c) return;
   const double2 t = channel_totals(k, part, c);
-  if ((threadIdx.x & 31) != 0) return;
+  if (threadIdx.x != 0) return;
   const double n = static_cast<double>(k.rows);
   const float mean = static_cast<float>(t.x / n);
   double var = t.y / n - static_cast<double>(mean) * mean;

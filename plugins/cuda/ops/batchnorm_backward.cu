@@ -1,7 +1,7 @@
 // CUDA batchnorm backward (training mode) with the CPU kernel's formula (batchnorm_backward.cpp) on f32,
 // f16 or bf16 maps: dbeta = sum(dy), dgamma = sum(dy * (x - mean)) * invstd, dx = a (dy - dbeta / n -
 // (x - mean) k) with a = gamma invstd and k = dgamma invstd / n. The sums are per-channel double sums
-// (ops/channel_sums.cuh: coalesced and deterministic), one warp per channel finalizes them, and an
+// (ops/channel_sums.cuh: coalesced and deterministic), one block per channel finalizes them, and an
 // element-wise pass writes dx (dx may alias dy). dgamma and dbeta are f32. With params.relu (a fused relu) a
 // sixth input y masks the incoming gradient: dy * (y > 0); given a seventh, beta, the mask is recomputed from
 // x with the forward's scale and shift instead (ops/batchnorm_relu_mask.cuh: the same bits, one map fewer
@@ -98,7 +98,7 @@ __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, con
   const int64_t c = finalize_channel();
   if (c >= k.c) return;
   const double2 t = channel_totals(k, part, c);
-  if ((threadIdx.x & 31) != 0) return;
+  if (threadIdx.x != 0) return;
   const double n = static_cast<double>(k.rows), is = invstd[c];
   const double dg = t.y * is;
   dgamma[c] = static_cast<float>(dg);
