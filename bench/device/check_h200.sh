@@ -24,3 +24,7 @@ for b in 128 1024; do $B/bench_mlp_epoch --device cuda --batch $b --epochs 2 --s
 MODES=eager,graph DTYPES=bfloat16,float16 OUT=$OUT timeout 150 python3 .devrun/pytorch_baseline.py rn18 2>&1 | grep -v Warn | tail -4
 OUT=$OUT timeout 100 python3 bench/device/pytorch_rn50.py 256 2>&1 | grep -v Warn | tail -1
 FMNIST=$root/.devrun/fashion-mnist OUT=$OUT timeout 150 python3 .devrun/pytorch_baseline.py mlp 2>&1 | grep '^{' | tail -4
+# ResNet-18 fp32 CPU vs CUDA parity: fresco's and PyTorch's own on the same job (docs/decisions.md)
+timeout 200 $B/fresco parity /work/main/jobs/resnet18_parity.json --steps 10 --samples 320 > $OUT/parity_rn18.txt 2>&1
+grep -E "^step|worst" $OUT/parity_rn18.txt | tail -3
+FMNIST=$root/.devrun/fashion-mnist OUT=$OUT timeout 200 python3 bench/device/pytorch_rn18_parity.py 2>&1 | tail -1
