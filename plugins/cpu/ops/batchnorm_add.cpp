@@ -1,25 +1,14 @@
 // CPU batchnorm_add: a batchnorm computed by the residual join that is its only reader, y = bn(x) + r, then
 // the join's relu (params.relu); training only (sdk/include/fresco/ops.h). The batchnorm's own output is
 // never stored. Test: test_batchnorm.cpp (against batchnorm, add and relu).
+#include "fresco/batchnorm_add_checks.hpp"
 #include "ops/batchnorm_forward.h"
 
 namespace fresco::cpu {
 
-namespace {
-void check(const FrCall* call) {
-  const auto& p = sdk::params<FrBatchNormParams>(call);
-  FR_PLUGIN_CHECK(p.training, FR_ERR_INVALID_ARGUMENT, "batchnorm_add: training only (params.training = 1)");
-  sdk::expect_arity(call, 4, 3, 0, 2, "batchnorm_add");
-  const FrTensor &x = call->in[0], &r = call->in[3];
-  FR_PLUGIN_CHECK(sdk::numel(r) == sdk::numel(x) && r.dtype == x.dtype, FR_ERR_INVALID_ARGUMENT,
-                  "batchnorm_add: the residual r has " + std::to_string(sdk::numel(r)) + " elements, x " +
-                      std::to_string(sdk::numel(x)) + " (or their dtypes differ)");
-}
-}  // namespace
-
 FR_CPU_KERNEL_PREPARE(batchnorm_add) {
   return sdk::guard([&] {
-    check(call);
+    sdk::check_batchnorm_add(call);
     *state = nullptr;
     *workspace_bytes = batchnorm_workspace(call);
   });
@@ -27,7 +16,7 @@ FR_CPU_KERNEL_PREPARE(batchnorm_add) {
 
 FR_CPU_KERNEL_RUN(batchnorm_add) {
   return sdk::guard([&] {
-    check(call);
+    sdk::check_batchnorm_add(call);
     batchnorm_forward(call, sdk::data<float>(call->in[3]));
   });
 }
