@@ -30,13 +30,24 @@ int env_level(const char* name, int fallback) {
   return level[0] - '0';
 }
 
+// A switch 0 or 1 from the environment (`fallback` when unset); anything else is a clear error.
+bool env_switch(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  const std::string s(v);
+  FR_PLUGIN_CHECK(s == "0" || s == "1", FR_ERR_INVALID_ARGUMENT,
+                  std::string("cuda: ") + name + " must be 0 or 1, found '" + s + "'");
+  return s == "1";
+}
+
 // A count 1..max from the environment (`fallback` when unset); anything else is a clear error.
 int env_count(const char* name, int fallback, int max) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
-  FR_PLUGIN_CHECK(end && *end == '\0' && n >= 1 && n <= max, FR_ERR_INVALID_ARGUMENT,
+  FR_PLUGIN_CHECK(*v >= '0' && *v <= '9' && end && *end == '\0' && n >= 1 && n <= max,
+                  FR_ERR_INVALID_ARGUMENT,
                   std::string("cuda: ") + name + " must be a whole number from 1 to " + std::to_string(max) +
                       ", found '" + v + "'");
   return static_cast<int>(n);
@@ -52,13 +63,9 @@ FrError* context_create(int32_t index, void** out) noexcept {
     FR_CUDA_CHECK(cudaSetDevice(index));
     const int tune_level = env_level("FRESCO_CUBLAS_AUTOTUNE", 2);
     const int engines_level = env_level("FRESCO_CUDNN_ENGINES", 1);
-    const int small_fc_level = env_level("FRESCO_CUDA_SMALL_FC", 1);
-    const int recompute_mask = env_level("FRESCO_CUDA_BN_RECOMPUTE_MASK", 1);
-    FR_PLUGIN_CHECK(recompute_mask <= 1, FR_ERR_INVALID_ARGUMENT,
-                    "cuda: FRESCO_CUDA_BN_RECOMPUTE_MASK must be 0 or 1");
+    const bool small_fc = env_switch("FRESCO_CUDA_SMALL_FC", true);
+    const bool recompute_mask = env_switch("FRESCO_CUDA_BN_RECOMPUTE_MASK", true);
     const int engine_candidates = env_count("FRESCO_CUDNN_ENGINE_CANDIDATES", 64, 1000);
-    FR_PLUGIN_CHECK(small_fc_level <= 1, FR_ERR_INVALID_ARGUMENT,
-                    "cuda: FRESCO_CUDA_SMALL_FC must be 0 or 1");
     auto* c = new Context();
     c->device = index;
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
@@ -76,9 +83,9 @@ FrError* context_create(int32_t index, void** out) noexcept {
     const char* conv_log = std::getenv("FRESCO_CUDNN_LOG");
     c->conv_log = conv_log && std::string(conv_log) == "1";
     c->conv_engines = engines_level;
-    c->small_fc = small_fc_level != 0;
+    c->small_fc = small_fc;
     c->conv_engine_candidates = engine_candidates;
-    c->bn_recompute_mask = recompute_mask != 0;
+    c->bn_recompute_mask = recompute_mask;
     *out = c;
   });
 }

@@ -61,7 +61,7 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
     const float* mean = sdk::data<float>(call->in[3]);
     const float* invstd = sdk::data<float>(call->in[4]);
     const float* relu_y = nullptr;  // fused relu: the incoming gradient is dy * (y > 0)
-    if (call->n_in >= 6) {          // (a seventh input, beta, is for backends that recompute the mask)
+    if (inputs_of(call) == 6) {     // params.relu (a seventh input, beta, is for backends that recompute it)
       FR_PLUGIN_CHECK(sdk::numel(call->in[5]) == rows * c, FR_ERR_INVALID_ARGUMENT,
                       "batchnorm_backward: the fused relu's y differs in size from x");
       relu_y = sdk::data<float>(call->in[5]);

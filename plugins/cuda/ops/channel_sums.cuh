@@ -109,8 +109,9 @@ __device__ void vector_channel_partials(const ChannelChunks k, double* part, F a
 
 // Totals of channel c over all chunks, by one block of kFinalizeThreads threads (one block per channel):
 // thread t adds chunks t, t + kFinalizeThreads, ... in order, a fixed shuffle tree combines each warp, and
-// thread 0 adds the warps in order (deterministic). The totals are valid in thread 0 only. (One warp per
-// channel left each lane up to 32 dependent loads: 5-13 us per call on the H200, 386 us of a ResNet-18 step.)
+// thread 0 adds the warps in order (deterministic). The totals are valid in thread 0 only. Once per kernel:
+// the shared scratch has no trailing barrier. (One warp per channel left each lane up to 32 dependent loads:
+// 5-13 us per call on the H200, 386 us of a ResNet-18 step.)
 constexpr int kFinalizeThreads = 256;
 __device__ inline double2 channel_totals(const ChannelChunks k, const double* part, int64_t c) {
   __shared__ double wa[kFinalizeThreads / 32], wb[kFinalizeThreads / 32];

@@ -33,7 +33,9 @@ FR_CUDA_KERNEL_PREPARE(fc_backward) {
     FR_PLUGIN_CHECK(sdk::rows(call->in[1]) == m && sdk::rows(call->in[2]) == n && sdk::cols(call->in[2]) == k,
                     FR_ERR_INVALID_ARGUMENT, "cuda fc_backward: dy/x/w shapes disagree");
     auto* plan = new FcBackwardPlan();
-    plan->small = small_fc_fits(ctx_of(ctx), n);
+    // (a weight gradient whose chunk partials would exceed the GEMMs' workspace cap stays on cuBLASLt)
+    plan->small = small_fc_fits(ctx_of(ctx), n) &&
+                  (p.part == 1 || small_fc_weight_grad_workspace(m, n, k) <= kMaxWorkspace);
     if (plan->small) {
       *state = plan;
       *workspace_bytes = p.part != 1 ? small_fc_weight_grad_workspace(m, n, k) : 0;
@@ -76,7 +78,8 @@ FR_CUDA_KERNEL_RUN(fc_backward) {
       const int64_t k = sdk::cols(call->in[1]);
       if (y) mask_and_column_sums(dy, y, nullptr, m, n, s);  // before the kernels read dy
       if (want_w)
-        small_fc_weight_grad(dy, x, sdk::data<float>(call->out[0]), db, m, n, k, call->workspace, s);
+        small_fc_weight_grad(dy, x, sdk::data<float>(call->out[0]), db, m, n, k, call->workspace,
+                             call->workspace_bytes, s);
       if (want_x) small_fc_input_grad(dy, w, sdk::data<float>(call->out[outs - 1]), m, n, k, s);
       return;
     }

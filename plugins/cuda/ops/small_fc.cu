@@ -9,7 +9,8 @@ constexpr int kWarps = 8;                   // forward rows per block
 constexpr uint64_t kMaxSharedW = 48 << 10;  // forward: w in shared memory up to this size
 constexpr int kGradCols = 32;               // weight gradient: columns per block
 constexpr int kRowLanes = 8;                // weight gradient: row lanes per block
-constexpr int64_t kChunkRows = 128;         // weight gradient: rows per chunk (16 per row lane)
+constexpr int64_t kChunkRows = 128;         // weight gradient: rows per chunk (16 per row lane) ...
+constexpr int64_t kMaxChunks = 1024;        // ... up to this many chunks
 
 // One warp per row: lanes stride over k four loads at a time, each lane keeps n partial dot products, and
 // butterflies sum them. w is first copied to shared memory when it fits (w_shared).
@@ -143,8 +144,11 @@ __global__ void __launch_bounds__(256)
 struct Chunks {
   int64_t count, rows;
 };
+// Chunks of kChunkRows rows, or more rows once there would be over kMaxChunks (the grid's y dimension).
 Chunks chunks_for(int64_t m) {
-  return {(m + kChunkRows - 1) / kChunkRows, kChunkRows};
+  int64_t rows = kChunkRows;
+  if ((m + rows - 1) / rows > kMaxChunks) rows = (m + kMaxChunks - 1) / kMaxChunks;
+  return {(m + rows - 1) / rows, rows};
 }
 
 unsigned blocks_for(int64_t items, int threads) {
@@ -216,11 +220,11 @@ uint64_t small_fc_weight_grad_workspace(int64_t m, int64_t n, int64_t k) {
 }
 
 void small_fc_weight_grad(const float* dy, const float* x, float* dw, float* db, int64_t m, int64_t n,
-                          int64_t k, void* workspace, cudaStream_t s) {
+                          int64_t k, void* workspace, uint64_t workspace_bytes, cudaStream_t s) {
   check_shapes(m, n, k);
   const Chunks ch = chunks_for(m);
-  FR_PLUGIN_CHECK(ch.count == 1 || workspace, FR_ERR_INVALID_ARGUMENT,
-                  "cuda small fc: the weight gradient needs its workspace");
+  FR_PLUGIN_CHECK(ch.count == 1 || (workspace && workspace_bytes >= small_fc_weight_grad_workspace(m, n, k)),
+                  FR_ERR_INVALID_ARGUMENT, "cuda small fc: the weight gradient needs its workspace");
   float* part = ch.count > 1 ? static_cast<float*>(workspace) : nullptr;
   dispatch<LaunchWeightGrad>(static_cast<int>(n), dy, x, part, dw, db, m, static_cast<int>(n), k, ch, s);
   FR_CUDA_LAUNCH_CHECK();

@@ -28,6 +28,6 @@ void small_fc_input_grad(const float* dy, const float* w, float* dx, int64_t m, 
 uint64_t small_fc_weight_grad_workspace(int64_t m, int64_t n, int64_t k);
 // dw[n,k] = dy^T x and, when db is not null, db[n] = column sums of dy.
 void small_fc_weight_grad(const float* dy, const float* x, float* dw, float* db, int64_t m, int64_t n,
-                          int64_t k, void* workspace, cudaStream_t s);
+                          int64_t k, void* workspace, uint64_t workspace_bytes, cudaStream_t s);
 
 }  // namespace fresco::cuda

@@ -84,7 +84,8 @@ class DeepLearningTask : public TaskBase {
   // stream beside the first layer's backward. The same numbers either way.
   DeepLearningTask& early_update(bool on);
   // CompileOptions::fuse_joins (default on): a batchnorm that only a residual join reads is computed by the
-  // join (batchnorm_add). Off keeps batchnorm and add as two nodes (for comparison); the same numbers.
+  // join (batchnorm_add). Off keeps batchnorm and add as two nodes (for comparison): the same numbers in
+  // fp32; in bf16 / fp16 the fused form rounds bn(x) + shortcut once instead of twice.
   DeepLearningTask& fuse_joins(bool on);
   // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
   // augmented.
