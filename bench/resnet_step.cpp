@@ -110,8 +110,11 @@ int main(int argc, char** argv) {
         static_cast<double>(task.device_memory_bytes()) / (1 << 20),
         static_cast<double>(task.runtime().workspace_bytes()) / (1 << 20), flops / 1e9,
         1e3 * flops / (args.real("peak-tflops") * 1e12));
-    if (args.integer("profile")) {
+    const int64_t profile = args.integer("profile");
+    if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)
+      std::map<std::string, const LayerDescriptor*> layers;  // by name, for each call's shapes
+      for (const LayerDescriptor& d : task.compiled().arch.layers) layers[d.name] = &d;
       const GraphAtlas& at = task.compiled().atlas;
       for (GraphId g : {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD, GraphId::FIRST_LAYER_BWD_A,
                         GraphId::GRAD_CAST, GraphId::OPTIMIZER, GraphId::WEIGHT_CAST}) {
@@ -120,10 +123,13 @@ int main(int argc, char** argv) {
         for (const bench::CallTime& c : bench::time_calls(task.runtime(), idx, 5)) {
           per_op[c.op].first += c.us;
           ++per_op[c.op].second;
-          if (args.integer("profile") < 2) continue;
-          const LayerDescriptor* l = nullptr;  // the layer that emitted the call, for its shapes
-          for (const LayerDescriptor& d : task.compiled().arch.layers)
-            if (d.name == c.label) l = &d;
+          if (profile < 2) continue;
+          // the layer that emitted the call: a call is labelled "op (layer)"
+          const size_t open = c.label.rfind('('), close = c.label.rfind(')');
+          const auto it = open != std::string::npos && close > open
+                              ? layers.find(c.label.substr(open + 1, close - open - 1))
+                              : layers.end();
+          const LayerDescriptor* l = it != layers.end() ? it->second : nullptr;
           std::printf(
               "{\"bench\":\"resnet_call\",\"graph\":\"%s\",\"label\":\"%s\",\"op\":\"%s\","
               "\"us\":%.1f,\"in\":\"%s\",\"out\":\"%s\",\"k\":%lld}\n",

@@ -457,9 +457,13 @@ void emit_input(EmitContext& cx, const CompiledModel& m, char ab) {
   cx.add(std::move(n)).with_params(np);
 }
 
+// The map layer j writes (-1: the normalised network input).
+TensorId output_of(const CompiledModel& m, int32_t j) {
+  return j < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(j)].out;
+}
+
 TensorId layer_input(const CompiledModel& m, int i) {
-  const int32_t in = m.arch.layers[static_cast<size_t>(i)].input;
-  return in < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(in)].out;
+  return output_of(m, m.arch.layers[static_cast<size_t>(i)].input);
 }
 
 GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label, bool relu = false);
@@ -483,11 +487,9 @@ void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
   if (l.kind == LayerKind::ADD && l.join_bn >= 0) {  // batchnorm_add: bn(x) + the other branch
     const auto& bn = m.arch.layers[static_cast<size_t>(l.join_bn)];
     const int32_t other = l.join_bn == l.input ? l.input2 : l.input;
-    const TensorId r = other < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(other)].out;
-    cx.add(batchnorm_add_node(bn, layer_input(m, l.join_bn), r, l.out, l.fused_relu));
+    cx.add(batchnorm_add_node(bn, layer_input(m, l.join_bn), output_of(m, other), l.out, l.fused_relu));
   } else if (l.kind == LayerKind::ADD || l.kind == LayerKind::CONCAT) {
-    const TensorId b = l.input2 < 0 ? m.t.input_f32 : m.arch.layers[static_cast<size_t>(l.input2)].out;
-    cx.add(join_node(l, layer_input(m, i), b));
+    cx.add(join_node(l, layer_input(m, i), output_of(m, l.input2)));
   } else if (!rule_for(l.kind).is_view(l, true)) {
     rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
   }

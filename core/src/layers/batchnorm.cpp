@@ -12,21 +12,19 @@
 namespace fresco::layers {
 
 namespace {
-GraphNode training_node(const LayerDescriptor& l, TensorId x, TensorId y) {
-  GraphNode n = compute_node(FR_OP_BATCHNORM, l.name, {x, l.weight, l.bias}, {y, l.save_mean, l.save_invstd});
+// The training forward of batchnorm l over `in` ({x, gamma, beta} or, batchnorm_add, also the residual).
+GraphNode training_node(const char* op, const LayerDescriptor& l, std::vector<TensorId> in, TensorId y,
+                        bool relu) {
+  GraphNode n = compute_node(op, l.name, std::move(in), {y, l.save_mean, l.save_invstd});
   n.rout = {RangeRef::of(l.running_mean, DType::F32), RangeRef::of(l.running_var, DType::F32)};
-  n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, l.fused_relu ? 1 : 0});
+  n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu ? 1 : 0});
   return n;
 }
 }  // namespace
 
 GraphNode batchnorm_add_node(const LayerDescriptor& bn, TensorId x, TensorId residual, TensorId y,
                              bool relu) {
-  GraphNode n = training_node(bn, x, y);
-  n.op = FR_OP_BATCHNORM_ADD;
-  n.in.push_back(residual);
-  n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu ? 1 : 0});
-  return n;
+  return training_node(FR_OP_BATCHNORM_ADD, bn, {x, bn.weight, bn.bias, residual}, y, relu);
 }
 
 class BatchNormRule final : public LayerRule {
@@ -54,7 +52,7 @@ class BatchNormRule final : public LayerRule {
           .with_params(FrChannelAffineParams{l.fused_relu ? 1 : 0, 0});
       return;
     }
-    cx.add(training_node(l, x, y));
+    cx.add(training_node(FR_OP_BATCHNORM, l, {x, l.weight, l.bias}, y, l.fused_relu));
   }
   void inference_prepare(EmitContext& cx, const LayerDescriptor& l) const override {
     cx.add(compute_node(FR_OP_BATCHNORM_FOLD, l.name, {l.weight, l.bias, l.running_mean, l.running_var},

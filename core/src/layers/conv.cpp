@@ -64,17 +64,16 @@ class ConvRule final : public LayerRule {
     FrConvBackwardParams p{};
     p.conv = params_of(l);
     p.need_dx = dx != kNoTensor ? 1 : 0;
-    if (dx != kNoTensor && cx.options && cx.options->overlap_weight_gradients) {
+    if (splits_weight_gradient(cx, dx)) {
       // The input gradient on the main stream, after the previous weight gradient has finished (which bounds
       // how long the side stream keeps its operands); this weight gradient beside the layers below.
       GraphNode input = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, {dx});
-      input.join_side = true;
       p.part = 1;
-      cx.add(std::move(input)).with_params(p);
+      input.with_params(p);
       GraphNode weight = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, grads);
-      weight.side_stream = true;
       p.part = 2;
-      cx.add(std::move(weight)).with_params(p);
+      weight.with_params(p);
+      add_split_backward(cx, std::move(input), std::move(weight), true);
       return;
     }
     GraphNode n = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, grads);

@@ -27,29 +27,21 @@ class FcRule final : public LayerRule {
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
     const int bias = l.spec.bias ? 1 : 0, mask = l.fused_relu ? 1 : 0;
-    auto base = [&] {
-      GraphNode n;
-      n.op = FR_OP_FC_BACKWARD;
-      n.label = l.name;
-      n.in = {dy, x, l.weight};
-      if (l.fused_relu) n.in.push_back(y);  // dy is w.r.t. the relu output; the kernel masks it with y
-      return n;
-    };
-    if (dx != kNoTensor && cx.options && cx.options->overlap_weight_gradients) {
-      GraphNode input = base();  // masks dy, then dx = dy w on the main stream
-      input.out = {dx};
-      cx.add(std::move(input)).with_params(FrFcBackwardParams{bias, 1, mask, 1});
-      GraphNode weight = base();  // dw, db from the masked dy, beside the next layers' input gradients
-      weight.in.resize(3);
-      weight.out = {l.grad_weight};
-      if (l.spec.bias) weight.out.push_back(l.grad_bias);
-      weight.side_stream = true;
-      cx.add(std::move(weight)).with_params(FrFcBackwardParams{bias, 0, 0, 2});
+    std::vector<TensorId> in = {dy, x, l.weight};
+    if (l.fused_relu) in.push_back(y);  // dy is w.r.t. the relu output; the kernel masks it with y
+    std::vector<TensorId> grads = {l.grad_weight};
+    if (l.spec.bias) grads.push_back(l.grad_bias);
+    if (splits_weight_gradient(cx, dx)) {
+      // masks dy, then dx = dy w on the main stream; dw, db from the masked dy beside the next layers' input
+      // gradients
+      GraphNode input = compute_node(FR_OP_FC_BACKWARD, l.name, in, {dx});
+      input.with_params(FrFcBackwardParams{bias, 1, mask, 1});
+      GraphNode weight = compute_node(FR_OP_FC_BACKWARD, l.name, {dy, x, l.weight}, grads);
+      weight.with_params(FrFcBackwardParams{bias, 0, 0, 2});
+      add_split_backward(cx, std::move(input), std::move(weight), false);
       return;
     }
-    GraphNode n = base();
-    n.out = {l.grad_weight};
-    if (l.spec.bias) n.out.push_back(l.grad_bias);
+    GraphNode n = compute_node(FR_OP_FC_BACKWARD, l.name, in, grads);
     if (dx != kNoTensor) n.out.push_back(dx);
     cx.add(std::move(n)).with_params(FrFcBackwardParams{bias, dx != kNoTensor ? 1 : 0, mask, 0});
   }

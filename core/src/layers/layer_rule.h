@@ -31,6 +31,20 @@ struct EmitContext {
   GraphNode& add(GraphNode n) { return graph->add(gid, std::move(n)); }
 };
 
+// Whether a layer's backward is split (CompileOptions::overlap_weight_gradients): the input gradient as one
+// node on the main stream, the weight gradient as another on the side stream. Only when dx is needed.
+inline bool splits_weight_gradient(const EmitContext& cx, TensorId dx) {
+  return dx != kNoTensor && cx.options && cx.options->overlap_weight_gradients;
+}
+// Adds a split backward: `input` on the main stream (first joining the side stream when `join`), `weight` on
+// the side stream.
+inline void add_split_backward(EmitContext& cx, GraphNode input, GraphNode weight, bool join) {
+  input.join_side = join;
+  weight.side_stream = true;
+  cx.add(std::move(input));
+  cx.add(std::move(weight));
+}
+
 class LayerRule {
  public:
   virtual ~LayerRule() = default;
