@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "fresco/core/error.h"
 #include "fresco/core/executor.h"
@@ -68,20 +69,7 @@ void DeepLearningTask::plan() {
                "batch_size must be in [1, 1048576], found " + std::to_string(batch_));
   if (!have_data_) {
     FRESCO_CHECK(!data_spec_.kind.empty(), ErrorCode::kBadConfig, "no data: call data(FashionMnist(dir))");
-    FRESCO_CHECK(
-        data_spec_.kind == "fashion-mnist" || data_spec_.kind == "mnist" || data_spec_.kind == "cifar10",
-        ErrorCode::kBadConfig,
-        "unknown dataset kind '" + data_spec_.kind + "' (known: fashion-mnist, mnist, cifar10)");
-    if (data_spec_.kind == "cifar10") {
-      train_ = data::load_jpeg_folder(data_spec_.path, "train", data_spec_.kind);
-      test_ = data::load_jpeg_folder(data_spec_.path, "test", data_spec_.kind);
-      FRESCO_CHECK(train_.num_classes == test_.num_classes, ErrorCode::kBadData,
-                   data_spec_.path + ": train has " + std::to_string(train_.num_classes) + " classes, test " +
-                       std::to_string(test_.num_classes));
-    } else {
-      train_ = data::load_mnist_dir(data_spec_.path, "train", data_spec_.kind);
-      test_ = data::load_mnist_dir(data_spec_.path, "test", data_spec_.kind);
-    }
+    std::tie(train_, test_) = data::load_train_test(data_spec_.kind, data_spec_.path);
     if (!norm_set_) norm_ = default_normalization(data_spec_.kind);
     have_data_ = true;
   }

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "fresco/core/data/dataset.h"
 #include "fresco/core/error.h"
 #include "fresco/core/models.h"
 
@@ -98,8 +99,7 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     Reader d{r.at("data"), source + ".data", {}};
     d.object();
     s.data.kind = d.get<std::string>("dataset", "");
-    FRESCO_CHECK(s.data.kind == "fashion-mnist" || s.data.kind == "mnist" || s.data.kind == "cifar10",
-                 ErrorCode::kBadConfig,
+    FRESCO_CHECK(data::is_dataset_kind(s.data.kind), ErrorCode::kBadConfig,
                  source + ".data.dataset: expected \"fashion-mnist\", \"mnist\" or \"cifar10\", found \"" +
                      s.data.kind + "\"");
     s.data.path =

@@ -135,4 +135,15 @@ Dataset synthetic_patches(int64_t n, uint32_t seed) {
   return d;
 }
 
+bool is_dataset_kind(const std::string& kind) {
+  return kind == "fashion-mnist" || kind == "mnist" || kind == "cifar10";
+}
+
+std::pair<Dataset, Dataset> load_train_test(const std::string& kind, const std::string& path) {
+  FRESCO_CHECK(is_dataset_kind(kind), ErrorCode::kBadConfig,
+               "unknown dataset kind '" + kind + "' (known: fashion-mnist, mnist, cifar10)");
+  if (kind == "cifar10") return load_jpeg_folder_train_test(path, kind);
+  return {load_mnist_dir(path, "train", kind), load_mnist_dir(path, "test", kind)};
+}
+
 }  // namespace fresco::data

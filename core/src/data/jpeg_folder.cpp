@@ -84,12 +84,13 @@ void gz_read(gzFile g, void* dst, size_t n, const std::string& archive) {
   }
 }
 
-// JPEG entries of `split` from a .tar.gz: the path must end in <split>/<class>/<file>.
-std::vector<Entry> read_tar_gz(const std::string& archive, const std::string& split) {
+// JPEG entries of each of `splits` from one pass over a .tar.gz: a path must end in <split>/<class>/<file>.
+std::vector<std::vector<Entry>> read_tar_gz(const std::string& archive,
+                                            const std::vector<std::string>& splits) {
   gzFile g = gzopen(archive.c_str(), "rb");
   if (!g) throw Error(ErrorCode::kIo, archive + ": cannot open");
   std::unique_ptr<gzFile_s, int (*)(gzFile)> guard(g, gzclose);
-  std::vector<Entry> out;
+  std::vector<std::vector<Entry>> out(splits.size());
   char h[512];
   std::string long_name;
   for (;;) {
@@ -113,8 +114,9 @@ std::vector<Entry> read_tar_gz(const std::string& archive, const std::string& sp
       continue;
     }
     const std::vector<std::string> parts = components(name);
-    const bool wanted = (type == '0' || type == '\0') && parts.size() >= 3 &&
-                        parts[parts.size() - 3] == split && is_jpeg_name(parts.back());
+    const auto split =
+        parts.size() >= 3 ? std::find(splits.begin(), splits.end(), parts[parts.size() - 3]) : splits.end();
+    const bool wanted = (type == '0' || type == '\0') && split != splits.end() && is_jpeg_name(parts.back());
     if (!wanted) {
       std::vector<char> skip(std::min<uint64_t>(padded, 1u << 20));
       for (uint64_t left = padded; left > 0;) {
@@ -130,7 +132,7 @@ std::vector<Entry> read_tar_gz(const std::string& archive, const std::string& sp
     Entry e{parts[parts.size() - 2], parts.back(), std::vector<uint8_t>(static_cast<size_t>(padded))};
     gz_read(g, e.bytes.data(), e.bytes.size(), archive);
     e.bytes.resize(static_cast<size_t>(size));
-    out.push_back(std::move(e));
+    out[static_cast<size_t>(split - splits.begin())].push_back(std::move(e));
   }
   return out;
 }
@@ -161,13 +163,19 @@ std::vector<Entry> read_directory(const std::string& root, const std::string& sp
   return out;
 }
 
-}  // namespace
-
-Dataset load_jpeg_folder(const std::string& path, const std::string& split, const std::string& name_prefix) {
+// The entries of each split, from the directory tree or from one pass over the archive.
+std::vector<std::vector<Entry>> read_splits(const std::string& path, const std::vector<std::string>& splits) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(ErrorCode::kMissingInput, path + ": no such file or directory");
-  std::vector<Entry> entries =
-      fs::is_directory(path, ec) ? read_directory(path, split) : read_tar_gz(path, split);
+  if (!fs::is_directory(path, ec)) return read_tar_gz(path, splits);
+  std::vector<std::vector<Entry>> out;
+  for (const std::string& split : splits) out.push_back(read_directory(path, split));
+  return out;
+}
+
+// Decodes one split's entries into a dataset named name_prefix/split.
+Dataset decode(const std::string& path, const std::string& split, std::vector<Entry> entries,
+               const std::string& name_prefix) {
   if (entries.empty())
     throw Error(ErrorCode::kBadData,
                 path + ": no JPEG images under " + split + "/<class>/ (expected an image folder)");
@@ -208,6 +216,22 @@ Dataset load_jpeg_folder(const std::string& path, const std::string& split, cons
     d.labels.push_back(classes.at(e.cls));
     ++d.n;
   }
+  return d;
+}
+}  // namespace
+
+Dataset load_jpeg_folder(const std::string& path, const std::string& split, const std::string& name_prefix) {
+  return decode(path, split, std::move(read_splits(path, {split})[0]), name_prefix);
+}
+
+std::pair<Dataset, Dataset> load_jpeg_folder_train_test(const std::string& path,
+                                                        const std::string& name_prefix) {
+  std::vector<std::vector<Entry>> e = read_splits(path, {"train", "test"});
+  std::pair<Dataset, Dataset> d{decode(path, "train", std::move(e[0]), name_prefix),
+                                decode(path, "test", std::move(e[1]), name_prefix)};
+  FRESCO_CHECK(d.first.num_classes == d.second.num_classes, ErrorCode::kBadData,
+               path + ": train has " + std::to_string(d.first.num_classes) + " classes, test " +
+                   std::to_string(d.second.num_classes));
   return d;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fresco::data {
@@ -48,6 +49,14 @@ Dataset load_mnist_dir(const std::string& dir, const std::string& split, const s
 // indices; samples are ordered by class, then file name. Throws fresco::Error: kMissingInput (no such path),
 // kBadData (no images, a file that is not a JPEG, images of different sizes, a corrupt archive), kIo.
 Dataset load_jpeg_folder(const std::string& path, const std::string& split, const std::string& name_prefix);
+// Both splits ("train", "test") of such a folder, reading an archive once; their class counts must agree.
+std::pair<Dataset, Dataset> load_jpeg_folder_train_test(const std::string& path,
+                                                        const std::string& name_prefix);
+
+// The dataset kinds DataSpec names ("fashion-mnist", "mnist": MNIST-style IDX directories; "cifar10": a JPEG
+// image folder), and their train and test splits from `path`; an unknown kind is a kBadConfig error.
+bool is_dataset_kind(const std::string& kind);
+std::pair<Dataset, Dataset> load_train_test(const std::string& kind, const std::string& path);
 
 // A permutation of [0, n) that is a pure function of (seed, epoch): Fisher-Yates driven by Philox draws
 // (purpose FR_RNG_SHUFFLE, counter = (index, epoch)), identical on any machine and thread count.
