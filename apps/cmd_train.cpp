@@ -21,8 +21,7 @@ int cmd_train(const TrainArgs& a) {
   JobSpec job = load_job(a.job);
   if (!a.device.empty()) job.device = a.device;
   if (a.epochs > 0) job.epochs = a.epochs;
-  if (!a.precision.empty())
-    job.precision = a.precision == "bf16" ? DType::BF16 : a.precision == "fp16" ? DType::F16 : DType::F32;
+  if (!a.precision.empty()) job.precision = parse_precision(a.precision, "--precision");
   if (!a.data_path.empty()) job.data.path = a.data_path;
   DeepLearningTask task;
   configure(task, job);

@@ -19,6 +19,7 @@
 #include "call_profile.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
+#include "fresco/core/job.h"
 #include "fresco/core/models.h"
 
 namespace {
@@ -71,8 +72,7 @@ int main(int argc, char** argv) {
   const int32_t classes = static_cast<int32_t>(args.integer("classes"));
   const int steps = static_cast<int>(args.integer("steps")), warm = static_cast<int>(args.integer("warm"));
   try {
-    FRESCO_CHECK(prec == "fp32" || prec == "bf16" || prec == "fp16", ErrorCode::kBadConfig,
-                 "bench_resnet_step: --precision must be fp32, bf16 or fp16");
+    const DType precision = parse_precision(prec, "bench_resnet_step --precision");
     FRESCO_CHECK(stem_name == "cifar" || stem_name == "imagenet", ErrorCode::kBadConfig,
                  "bench_resnet_step: --stem must be cifar or imagenet");
     const models::Stem stem = stem_name == "cifar" ? models::Stem::CIFAR : models::Stem::IMAGENET;
@@ -89,9 +89,7 @@ int main(int argc, char** argv) {
         .loss(CrossEntropyLoss().label_smoothing(0.2f))
         .optimizer(SGD(0.9f, true).base_lr(0.1f).with_weight_decay(5e-4f))
         .device(device)
-        .precision(prec == "bf16"   ? DType::BF16
-                   : prec == "fp16" ? DType::F16
-                                    : DType::F32)
+        .precision(precision)
         .seed(1)
         .fuse_joins(args.integer("fuse-joins") != 0);
     task.compile();

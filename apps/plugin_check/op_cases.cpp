@@ -232,39 +232,25 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     };
     return true;
   }
-  if (op == FR_OP_BATCHNORM) {  // training mode: y, save_mean, save_invstd and the running statistics
+  // batchnorm, training mode: y, save_mean, save_invstd and the running statistics; batchnorm_add: the same
+  // with y = relu(bn(x) + r)
+  if (op == FR_OP_BATCHNORM || op == FR_OP_BATCHNORM_ADD) {
+    const bool add = op == FR_OP_BATCHNORM_ADD;
     const int64_t n = 3, h = 5, w = 7, ch = 6, rows = n * h * w;
     const auto x = random(rng, rows * ch, -1.0f, 3.0f), g = random(rng, ch, 0.5f, 1.5f), b = random(rng, ch);
+    const auto res = add ? random(rng, rows * ch) : std::vector<float>{};
     const auto rm = random(rng, ch), rv = random(rng, ch, 0.5f, 1.5f);
     c->in = {f32(x, {n, h, w, ch}), f32(g, {1, 1, 1, ch}), f32(b, {1, 1, 1, ch})};
+    if (add) c->in.push_back(f32(res, {n, h, w, ch}));
     c->out = {f32(std::vector<float>(x.size(), NAN), {n, h, w, ch}),
               f32(std::vector<float>(ch, NAN), {1, 1, 1, ch}),
               f32(std::vector<float>(ch, NAN), {1, 1, 1, ch})};
     c->rout = {f32(rm, {1, 1, 1, ch}), f32(rv, {1, 1, 1, ch})};
-    c->params = params_of(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
-    c->error = [=](const auto& out, const auto& rout) {
-      std::vector<double> m = widen(rm), v = widen(rv);
-      const auto r = ref::batchnorm_train(widen(x), widen(g), widen(b), rows, ch, 1e-5, 0.1, &m, &v);
-      return std::max({rel_err(floats(out[0]), r.y), rel_err(floats(out[1]), r.mean),
-                       rel_err(floats(out[2]), r.invstd), rel_err(floats(rout[0]), m),
-                       rel_err(floats(rout[1]), v)});
-    };
-    return true;
-  }
-  if (op == FR_OP_BATCHNORM_ADD) {  // relu(bn(x) + r) with batchnorm's statistics and running statistics
-    const int64_t n = 3, h = 5, w = 7, ch = 6, rows = n * h * w;
-    const auto x = random(rng, rows * ch, -1.0f, 3.0f), g = random(rng, ch, 0.5f, 1.5f), b = random(rng, ch);
-    const auto res = random(rng, rows * ch), rm = random(rng, ch), rv = random(rng, ch, 0.5f, 1.5f);
-    c->in = {f32(x, {n, h, w, ch}), f32(g, {1, 1, 1, ch}), f32(b, {1, 1, 1, ch}), f32(res, {n, h, w, ch})};
-    c->out = {f32(std::vector<float>(x.size(), NAN), {n, h, w, ch}),
-              f32(std::vector<float>(ch, NAN), {1, 1, 1, ch}),
-              f32(std::vector<float>(ch, NAN), {1, 1, 1, ch})};
-    c->rout = {f32(rm, {1, 1, 1, ch}), f32(rv, {1, 1, 1, ch})};
-    c->params = params_of(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+    c->params = params_of(FrBatchNormParams{1e-5f, 0.1f, 1, add ? 1 : 0});
     c->error = [=](const auto& out, const auto& rout) {
       std::vector<double> m = widen(rm), v = widen(rv);
       auto r = ref::batchnorm_train(widen(x), widen(g), widen(b), rows, ch, 1e-5, 0.1, &m, &v);
-      for (size_t i = 0; i < r.y.size(); ++i) r.y[i] = std::max(0.0, r.y[i] + res[i]);
+      for (size_t i = 0; i < res.size(); ++i) r.y[i] = std::max(0.0, r.y[i] + res[i]);
       return std::max({rel_err(floats(out[0]), r.y), rel_err(floats(out[1]), r.mean),
                        rel_err(floats(out[2]), r.invstd), rel_err(floats(rout[0]), m),
                        rel_err(floats(rout[1]), v)});

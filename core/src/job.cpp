@@ -120,12 +120,7 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
   s.epochs = r.get<int32_t>("epochs", 1);
   s.seed = r.get<uint64_t>("seed", 0);
   s.device = r.get<std::string>("device", "auto");
-  {
-    const std::string prec = r.get<std::string>("precision", "fp32");
-    FRESCO_CHECK(prec == "fp32" || prec == "bf16" || prec == "fp16", ErrorCode::kBadConfig,
-                 source + ".precision: expected \"fp32\", \"bf16\" or \"fp16\", found \"" + prec + "\"");
-    s.precision = prec == "bf16" ? DType::BF16 : prec == "fp16" ? DType::F16 : DType::F32;
-  }
+  s.precision = parse_precision(r.get<std::string>("precision", "fp32"), source + ".precision");
   if (r.has("augment")) {  // training-time augmentation: {"crop_pad": 4, "flip": true}
     Reader a{r.at("augment"), source + ".augment", {}};
     a.object();
@@ -189,6 +184,12 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
   FRESCO_CHECK(s.epochs > 0, ErrorCode::kBadConfig,
                source + ".epochs: must be positive, found " + std::to_string(s.epochs));
   return s;
+}
+
+DType parse_precision(const std::string& name, const std::string& where) {
+  FRESCO_CHECK(name == "fp32" || name == "bf16" || name == "fp16", ErrorCode::kBadConfig,
+               where + ": expected \"fp32\", \"bf16\" or \"fp16\", found \"" + name + "\"");
+  return name == "bf16" ? DType::BF16 : name == "fp16" ? DType::F16 : DType::F32;
 }
 
 JobSpec load_job(const std::string& path) {

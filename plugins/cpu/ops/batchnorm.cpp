@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "cpu_common.h"
+#include "fresco/batchnorm_rules.h"
 #include "ops/batchnorm_chunks.h"
 #include "ops/batchnorm_forward.h"
 
@@ -140,7 +141,7 @@ void batchnorm_forward(const FrCall* call, const float* residual) {
     scale = shift + c;
     for (int64_t k = 0; k < c; ++k) {
       shift[k] = rm[k];
-      scale[k] = static_cast<float>(gamma[k] / std::sqrt(static_cast<double>(rv[k]) + p.eps));
+      scale[k] = fr_bn_fold_scale(gamma[k], rv[k], p.eps);
     }
   }
   // Normalise (then the residual and the fused relu): element-wise, so y may alias x.

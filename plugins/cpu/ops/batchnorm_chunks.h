@@ -20,11 +20,10 @@ struct BnShape {
 };
 
 inline BnShape bn_shape(const FrTensor& x, const char* op) {
-  FR_PLUGIN_CHECK(x.ndim >= 1 && x.ndim <= 4, FR_ERR_INVALID_ARGUMENT, std::string(op) + ": bad ndim");
+  const sdk::ChannelRows v = sdk::channel_rows(x, op);
   BnShape s{};
-  s.c = x.dims[x.ndim - 1];
-  FR_PLUGIN_CHECK(s.c >= 1, FR_ERR_INVALID_ARGUMENT, std::string(op) + ": no channels");
-  s.rows = sdk::numel(x) / s.c;
+  s.c = v.c;
+  s.rows = v.rows;
   s.grain = bn_grain_rows(s.rows, s.c);
   s.chunks = (s.rows + s.grain - 1) / s.grain;
   return s;

@@ -29,17 +29,13 @@ inline int64_t batchnorm_fold_channels(const FrCall* call) {
   return c;
 }
 
-struct AffineShape {
-  int64_t rows, c;  // positions and channels of x seen as [rows, C]
-};
+using AffineShape = ChannelRows;  // positions and channels of x seen as [rows, C]
 
 // {x [.., C], scale [C], shift [C]} -> {y} of x's size and dtype.
 inline AffineShape channel_affine_shape(const FrCall* call) {
   expect_arity(call, 3, 1, 0, 0, "channel_affine");
   const FrTensor& x = call->in[0];
-  FR_PLUGIN_CHECK(x.ndim >= 1 && x.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "channel_affine: bad ndim");
-  const int64_t c = x.dims[x.ndim - 1];
-  FR_PLUGIN_CHECK(c >= 1, FR_ERR_INVALID_ARGUMENT, "channel_affine: no channels");
+  const int64_t c = channel_rows(x, "channel_affine").c;
   FR_PLUGIN_CHECK(numel(call->in[1]) == c && numel(call->in[2]) == c && call->in[1].dtype == FR_F32 &&
                       call->in[2].dtype == FR_F32,
                   FR_ERR_INVALID_ARGUMENT,

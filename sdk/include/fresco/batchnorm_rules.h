@@ -12,8 +12,13 @@
 extern "C" {
 #endif
 
+/* scale = gamma / sqrt(var + eps) in double, rounded once (also batchnorm's inference scale on the CPU). */
+FR_HD float fr_bn_fold_scale(float gamma, float var, float eps) {
+  return (float)((double)gamma / sqrt((double)var + (double)eps));
+}
+
 FR_HD void fr_bn_fold(float gamma, float beta, float mean, float var, float eps, float* scale, float* shift) {
-  const float s = (float)((double)gamma / sqrt((double)var + (double)eps));
+  const float s = fr_bn_fold_scale(gamma, var, eps);
   *scale = s;
   *shift = beta - mean * s;
 }

@@ -106,6 +106,17 @@ inline void expect_arity(const FrCall* c, uint32_t n_in, uint32_t n_out, uint32_
                       std::to_string(c->n_rout));
 }
 
+// A map [.., C] seen as [rows, C] (channels last), checked: 1 to 4 dims and C >= 1; `op` names the op.
+struct ChannelRows {
+  int64_t rows, c;
+};
+inline ChannelRows channel_rows(const FrTensor& x, const char* op) {
+  FR_PLUGIN_CHECK(x.ndim >= 1 && x.ndim <= 4, FR_ERR_INVALID_ARGUMENT, std::string(op) + ": bad ndim");
+  const int64_t c = x.dims[x.ndim - 1];
+  FR_PLUGIN_CHECK(c >= 1, FR_ERR_INVALID_ARGUMENT, std::string(op) + ": no channels");
+  return {numel(x) / c, c};
+}
+
 // Bytes per element of a float dtype (f32 4, f16 and bf16 2); an error naming `op` for any other dtype.
 inline uint64_t float_bytes(uint32_t dtype, const char* op) {
   FR_PLUGIN_CHECK(dtype == FR_F32 || dtype == FR_F16 || dtype == FR_BF16, FR_ERR_UNSUPPORTED,
