@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cstdlib>
+#include <memory>
 
 #include "cuda_common.h"
 
@@ -20,37 +21,20 @@ int32_t device_count() noexcept {
   return n;
 }
 
-// A tuning level 0, 1 or 2 from the environment (`fallback` when unset); anything else is a clear error.
-int env_level(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  const std::string level(v);
-  FR_PLUGIN_CHECK(level == "0" || level == "1" || level == "2", FR_ERR_INVALID_ARGUMENT,
-                  std::string("cuda: ") + name + " must be 0, 1 or 2, found '" + level + "'");
-  return level[0] - '0';
-}
-
-// A switch 0 or 1 from the environment (`fallback` when unset); anything else is a clear error.
-bool env_switch(const char* name, bool fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  const std::string s(v);
-  FR_PLUGIN_CHECK(s == "0" || s == "1", FR_ERR_INVALID_ARGUMENT,
-                  std::string("cuda: ") + name + " must be 0 or 1, found '" + s + "'");
-  return s == "1";
-}
-
-// A count 1..max from the environment (`fallback` when unset); anything else is a clear error.
-int env_count(const char* name, int fallback, int max) {
+// A whole number lo..hi from the environment (`fallback` when unset); anything else is a clear error.
+int env_int(const char* name, int fallback, int lo, int hi) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
-  FR_PLUGIN_CHECK(*v >= '0' && *v <= '9' && end && *end == '\0' && n >= 1 && n <= max,
+  FR_PLUGIN_CHECK(*v >= '0' && *v <= '9' && end && *end == '\0' && n >= lo && n <= hi,
                   FR_ERR_INVALID_ARGUMENT,
-                  std::string("cuda: ") + name + " must be a whole number from 1 to " + std::to_string(max) +
-                      ", found '" + v + "'");
+                  std::string("cuda: ") + name + " must be a whole number from " + std::to_string(lo) +
+                      " to " + std::to_string(hi) + ", found '" + v + "'");
   return static_cast<int>(n);
+}
+bool env_switch(const char* name, bool fallback) {
+  return env_int(name, fallback ? 1 : 0, 0, 1) != 0;
 }
 
 FrError* context_create(int32_t index, void** out) noexcept {
@@ -61,32 +45,22 @@ FrError* context_create(int32_t index, void** out) noexcept {
         index >= 0 && index < n, FR_ERR_INVALID_ARGUMENT,
         "cuda: device " + std::to_string(index) + " does not exist (" + std::to_string(n) + " found)");
     FR_CUDA_CHECK(cudaSetDevice(index));
-    const int tune_level = env_level("FRESCO_CUBLAS_AUTOTUNE", 2);
-    const int engines_level = env_level("FRESCO_CUDNN_ENGINES", 1);
-    const bool small_fc = env_switch("FRESCO_CUDA_SMALL_FC", true);
-    const bool recompute_mask = env_switch("FRESCO_CUDA_BN_RECOMPUTE_MASK", true);
-    const int engine_candidates = env_count("FRESCO_CUDNN_ENGINE_CANDIDATES", 64, 1000);
-    auto* c = new Context();
+    auto c = std::make_unique<Context>();
     c->device = index;
-    if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
-      delete c;
+    // Tuning from the environment (README "CUDA tuning"), before any handle exists.
+    c->autotune = env_int("FRESCO_CUBLAS_AUTOTUNE", 2, 0, 2);
+    c->log_choices = env_switch("FRESCO_CUBLAS_LOG", false);
+    c->conv_engines = env_int("FRESCO_CUDNN_ENGINES", 1, 0, 2);
+    c->conv_engine_candidates = env_int("FRESCO_CUDNN_ENGINE_CANDIDATES", 64, 1, 1000);
+    c->conv_autotune = env_switch("FRESCO_CUDNN_AUTOTUNE", true);
+    c->conv_deterministic = env_switch("FRESCO_CUDNN_DETERMINISTIC", true);
+    c->conv_log = env_switch("FRESCO_CUDNN_LOG", false);
+    c->small_fc = env_switch("FRESCO_CUDA_SMALL_FC", true);
+    c->bn_recompute_mask = env_switch("FRESCO_CUDA_BN_RECOMPUTE_MASK", true);
+    if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
       throw sdk::KernelError(FR_ERR_DEVICE, "cuda: cublasLtCreate failed");
-    }
     cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
-    c->autotune = tune_level;
-    const char* log = std::getenv("FRESCO_CUBLAS_LOG");
-    c->log_choices = log && std::string(log) == "1";
-    const char* conv_tune = std::getenv("FRESCO_CUDNN_AUTOTUNE");
-    c->conv_autotune = !(conv_tune && std::string(conv_tune) == "0");
-    const char* conv_det = std::getenv("FRESCO_CUDNN_DETERMINISTIC");
-    c->conv_deterministic = !(conv_det && std::string(conv_det) == "0");
-    const char* conv_log = std::getenv("FRESCO_CUDNN_LOG");
-    c->conv_log = conv_log && std::string(conv_log) == "1";
-    c->conv_engines = engines_level;
-    c->small_fc = small_fc;
-    c->conv_engine_candidates = engine_candidates;
-    c->bn_recompute_mask = recompute_mask;
-    *out = c;
+    *out = c.release();
   });
 }
 

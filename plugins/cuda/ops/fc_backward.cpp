@@ -34,11 +34,11 @@ FR_CUDA_KERNEL_PREPARE(fc_backward) {
                     FR_ERR_INVALID_ARGUMENT, "cuda fc_backward: dy/x/w shapes disagree");
     auto* plan = new FcBackwardPlan();
     // (a weight gradient whose chunk partials would exceed the GEMMs' workspace cap stays on cuBLASLt)
-    plan->small = small_fc_fits(ctx_of(ctx), n) &&
-                  (p.part == 1 || small_fc_weight_grad_workspace(m, n, k) <= kMaxWorkspace);
+    const uint64_t small_ws = p.part != 1 ? small_fc_weight_grad_workspace(m, n, k) : 0;
+    plan->small = small_fc_fits(ctx_of(ctx), n) && small_ws <= kMaxWorkspace;
     if (plan->small) {
       *state = plan;
-      *workspace_bytes = p.part != 1 ? small_fc_weight_grad_workspace(m, n, k) : 0;
+      *workspace_bytes = small_ws;
       return;
     }
     try {

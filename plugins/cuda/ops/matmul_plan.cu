@@ -34,6 +34,16 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   FR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
   FR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
   FR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, n, m, n));
+  // One choice per problem per context: a shape seen before takes it without asking the heuristic again.
+  const std::string key = std::to_string(trans_a) + std::to_string(trans_b) + "," + std::to_string(m) + "," +
+                          std::to_string(n) + "," + std::to_string(k) + "," + std::to_string(bias) +
+                          std::to_string(relu);
+  auto cached = ctx->algo_cache.find(key);
+  if (cached != ctx->algo_cache.end()) {
+    p.algo = cached->second.algo;
+    p.workspace = cached->second.workspace;
+    return;
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   FR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   FR_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -47,11 +57,7 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   FR_PLUGIN_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, FR_ERR_UNSUPPORTED,
                   "cuBLASLt has no fp32 algorithm for " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                       std::to_string(k) + " (status " + std::to_string(st) + ")");
-  const std::string key = std::to_string(trans_a) + std::to_string(trans_b) + "," + std::to_string(m) + "," +
-                          std::to_string(n) + "," + std::to_string(k) + "," + std::to_string(bias) +
-                          std::to_string(relu);
-  auto cached = ctx->algo_cache.find(key);
-  if (cached == ctx->algo_cache.end()) {
+  {
     std::vector<MatmulChoice> cands;
     for (int i = 0; i < found; ++i) cands.push_back({results[i].algo, results[i].workspaceSize});
     // Problems this small run in a few microseconds whatever the configuration: not worth the search.
@@ -68,10 +74,10 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
       std::fprintf(stderr,
                    "[fresco-cuda] matmul %s: %zu candidates, heuristic's first %.2f us, chosen #%d %.2f us\n",
                    key.c_str(), cands.size(), first_us, pick, best_us);
-    cached = ctx->algo_cache.emplace(key, cands[pick]).first;
+    p.algo = cands[pick].algo;
+    p.workspace = cands[pick].workspace;
+    ctx->algo_cache.emplace(key, cands[pick]);
   }
-  p.algo = cached->second.algo;
-  p.workspace = cached->second.workspace;
 }
 
 void run_matmul(Context* ctx, const MatmulPlan& p, const float* a, const float* b, float* c,
