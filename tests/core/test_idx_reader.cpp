@@ -4,11 +4,9 @@
 // expected/found values. The real Fashion-MNIST files are loaded from /usr/share/datasets/fashion-mnist when
 // present (skipped if not).
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +18,7 @@
 
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/error.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -29,28 +28,7 @@ using fresco::data::Dataset;
 using fresco::data::IdxArray;
 using Bytes = std::vector<uint8_t>;
 
-// A fresh directory under the system temp dir, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("fresco_test_idx_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using fresco::test::TempDir;
 
 void put_be32(Bytes& b, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));

@@ -7,8 +7,6 @@
 #include <turbojpeg.h>
 #include <zlib.h>
 
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +16,7 @@
 
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/error.h"
+#include "temp_dir.h"
 
 using namespace fresco;
 namespace fs = std::filesystem;
@@ -76,12 +75,7 @@ void write_tar_gz(const fs::path& file, const std::string& top, const std::vecto
   gzclose(g);
 }
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("fresco_jpeg_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+using test::TempDir;
 
 // The error code of loading `path` (kInternal stands for "no error", which the tests never expect).
 ErrorCode error_of(const std::string& path, const std::string& split, std::string* what = nullptr) {
@@ -101,9 +95,10 @@ TEST(JpegFolder, DirectoryAndTarGzLoadTheSameSortedDataset) {
                                    {"train/cat/a.jpg", make_jpeg(6, 5, 3)},
                                    {"test/dog/x.jpg", make_jpeg(6, 5, 4)},
                                    {"train/cat/notes.txt", {'h', 'i'}}};  // not an image: ignored
-  const fs::path dir = temp_dir("dir");
+  const TempDir tmp_dir, tmp_tgz;
+  const fs::path dir = tmp_dir.path();
   write_tree(dir, files);
-  const fs::path tgz = temp_dir("tgz") / "set.tar.gz";
+  const fs::path tgz = tmp_tgz.path() / "set.tar.gz";
   write_tar_gz(tgz, "set", files);
   const data::Dataset a = data::load_jpeg_folder(dir.string(), "train", "t");
   const data::Dataset b = data::load_jpeg_folder(tgz.string(), "train", "t");
@@ -123,30 +118,56 @@ TEST(JpegFolder, DirectoryAndTarGzLoadTheSameSortedDataset) {
   tjDestroy(tj);
   EXPECT_TRUE(std::equal(px.begin(), px.end(), a.images.begin() + 90));
   EXPECT_EQ(data::load_jpeg_folder(tgz.string(), "test", "t").n, 1);
-  fs::remove_all(dir);
-  fs::remove_all(tgz.parent_path());
 }
 
 TEST(JpegFolder, BadInputsAreOneClearErrorEach) {
   std::string what;
-  const fs::path mixed = temp_dir("mixed");
+  const TempDir tmp_mixed, tmp_notjpeg, tmp_empty;
+  const fs::path mixed = tmp_mixed.path();
   write_tree(mixed, {{"train/a/1.jpg", make_jpeg(4, 4, 1)}, {"train/a/2.jpg", make_jpeg(5, 4, 2)}});
   EXPECT_EQ(error_of(mixed.string(), "train", &what), ErrorCode::kBadData);
   EXPECT_NE(what.find("train/a/2.jpg: 5x4 differs from the first image's 4x4"), std::string::npos) << what;
-  const fs::path notjpeg = temp_dir("notjpeg");
+  const fs::path notjpeg = tmp_notjpeg.path();
   write_tree(notjpeg, {{"train/a/1.jpg", {'n', 'o', 'p', 'e'}}});
   EXPECT_EQ(error_of(notjpeg.string(), "train", &what), ErrorCode::kBadData);
   EXPECT_NE(what.find("train/a/1.jpg: not a JPEG"), std::string::npos) << what;
   EXPECT_EQ(error_of(notjpeg.string(), "test", &what), ErrorCode::kMissingInput);  // no test/ folder
   EXPECT_EQ(error_of((notjpeg / "absent.tar.gz").string(), "train"), ErrorCode::kMissingInput);
-  const fs::path empty = temp_dir("empty");
+  const fs::path empty = tmp_empty.path();
   write_tar_gz(empty / "e.tar.gz", "e", {{"train/a/readme.txt", {'x'}}});
   EXPECT_EQ(error_of((empty / "e.tar.gz").string(), "train", &what), ErrorCode::kBadData);
   EXPECT_NE(what.find("no JPEG images under train/<class>/"), std::string::npos) << what;
   write_tar_gz(empty / "cut.tar.gz", "c", {{"train/a/1.jpg", make_jpeg(4, 4, 1)}}, 1024 + 300);
   EXPECT_EQ(error_of((empty / "cut.tar.gz").string(), "train", &what), ErrorCode::kBadData);
   EXPECT_NE(what.find("truncated"), std::string::npos) << what;
-  for (const auto& p : {mixed, notjpeg, empty}) fs::remove_all(p);
+}
+
+// Both splits from one pass over the archive equal the two single-split loads; splits whose class counts
+// differ are one kBadData error.
+TEST(JpegFolder, TrainAndTestFromOnePass) {
+  const TempDir tmp;
+  const std::vector<File> files = {{"train/cat/a.jpg", make_jpeg(4, 3, 1)},
+                                   {"train/dog/b.jpg", make_jpeg(4, 3, 2)},
+                                   {"test/dog/c.jpg", make_jpeg(4, 3, 3)},
+                                   {"test/cat/d.jpg", make_jpeg(4, 3, 4)}};
+  const std::string tgz = (tmp.path() / "s.tar.gz").string();
+  write_tar_gz(tgz, "s", files);
+  const auto [train, test] = data::load_jpeg_folder_train_test(tgz, "t");
+  const data::Dataset train1 = data::load_jpeg_folder(tgz, "train", "t");
+  const data::Dataset test1 = data::load_jpeg_folder(tgz, "test", "t");
+  EXPECT_EQ(train.images, train1.images);
+  EXPECT_EQ(train.labels, train1.labels);
+  EXPECT_EQ(test.images, test1.images);
+  EXPECT_EQ(test.labels, test1.labels);
+  EXPECT_EQ(test.name, "t/test");
+  write_tar_gz(tgz, "s", {files[0], files[1], files[2]});  // test has one class, train two
+  try {
+    data::load_jpeg_folder_train_test(tgz, "t");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadData);
+    EXPECT_NE(std::string(e.what()).find("train has 2 classes, test 1"), std::string::npos) << e.what();
+  }
 }
 
 TEST(JpegFolder, ShippedCifar10Loads) {

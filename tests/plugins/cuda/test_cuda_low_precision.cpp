@@ -71,6 +71,17 @@ std::vector<std::vector<float>> values_of(const LowCase& c, DType low, uint32_t 
   return v;
 }
 
+// Writes float values into tensor id of dtype dt: as they are in F32, rounded to the low dtype otherwise.
+void write_values(SimpleTask& t, TensorId id, DType dt, const std::vector<float>& v) {
+  if (dt == DType::F32) {
+    t.write(id, v);
+    return;
+  }
+  std::vector<uint16_t> b(v.size());
+  for (size_t j = 0; j < b.size(); ++j) b[j] = to_low(dt, v[j]);
+  t.write(id, b);
+}
+
 // Runs the case on CUDA with low tensors in `dt` (F32 for the reference run); returns the outputs as floats.
 std::vector<std::vector<float>> run_low(const LowCase& c, DType dt,
                                         const std::vector<std::vector<float>>& v) {
@@ -89,12 +100,8 @@ std::vector<std::vector<float>> run_low(const LowCase& c, DType dt,
       std::vector<uint8_t> b(v[i].size());
       for (size_t j = 0; j < b.size(); ++j) b[j] = static_cast<uint8_t>(v[i][j]);
       t.write(static_cast<TensorId>(i), b);
-    } else if (d == DType::F32) {
-      t.write(static_cast<TensorId>(i), v[i]);
     } else {
-      std::vector<uint16_t> b(v[i].size());
-      for (size_t j = 0; j < b.size(); ++j) b[j] = to_low(d, v[i][j]);
-      t.write(static_cast<TensorId>(i), b);
+      write_values(t, static_cast<TensorId>(i), d, v[i]);
     }
   }
   t.run(GraphId::DEEP_FWD_BWD);
@@ -247,8 +254,6 @@ TEST(CudaLowPrecision, BatchNormKeepsF32Statistics) {
   expect_close_to_f32(a, 1.6e-2, 2e-3, "channel_affine");
 }
 
-// Each shape twice: on the legacy API's algorithms and on cuDNN's backend engines (forced for these small
-// shapes; by default only convolutions of 2^28 FLOPs or more use them).
 // batchnorm_backward with a fused relu recomputes the relu's mask from x when given beta (ops.h): the same
 // dx, dgamma and dbeta bit for bit as reading the mask from the forward's y, in f32, bf16 and f16 (where
 // some positive values round to zero). The forward and both backwards run in one graph.
@@ -282,13 +287,7 @@ TEST(CudaLowPrecision, BatchNormBackwardRecomputesTheReluMaskExactly) {
     auto write_map = [&](TensorId id, float scale) {
       std::vector<float> f32(n);
       for (float& e : f32) e = scale * d(rng);
-      if (dt == DType::F32) {
-        t.write(id, f32);
-      } else {
-        std::vector<uint16_t> b(n);
-        for (size_t i = 0; i < n; ++i) b[i] = to_low(dt, f32[i]);
-        t.write(id, b);
-      }
+      write_values(t, id, dt, f32);
     };
     write_map(xi, 3.0f);
     write_map(dy, 1.0f);
@@ -318,6 +317,8 @@ TEST(CudaLowPrecision, BatchNormBackwardRecomputesTheReluMaskExactly) {
   }
 }
 
+// Each shape twice: on the legacy API's algorithms and on cuDNN's backend engines (forced for these small
+// shapes; by default only convolutions of 2^28 FLOPs or more use them).
 TEST(CudaLowPrecision, Conv2dOnTensorCores) {
   FRESCO_REQUIRE_GPU();
   // ResNet-like shapes: 3x3 stride 1 and 2, 1x1 projection; channels multiples of 8 (tensor-core layouts).
