@@ -1,6 +1,10 @@
 // GraphId names, default streams, shape invariance; ComputationGraph storage.
 #include "fresco/core/graph.h"
 
+#include <algorithm>
+
+#include "fresco/core/error.h"
+
 namespace fresco {
 
 const char* graph_id_name(GraphId g) noexcept {
@@ -99,6 +103,15 @@ size_t ComputationGraph::node_count() const noexcept {
   size_t n = 0;
   for (const auto& p : parts_) n += p.size();
   return n;
+}
+
+RegionSpan range_bytes(const RangeRef& r, const MemoryPlan& p, const std::string& what) {
+  const RegionSpan s = p.region_range(r.first, r.last);
+  const uint64_t take = r.take < 0 ? s.bytes - std::min(r.skip, s.bytes) : static_cast<uint64_t>(r.take);
+  FRESCO_CHECK(r.skip + take <= s.bytes, ErrorCode::kInternal,
+               what + ": range part [" + std::to_string(r.skip) + ", +" + std::to_string(take) +
+                   ") lies outside its regions (" + std::to_string(s.bytes) + " bytes)");
+  return {s.offset + r.skip, take};
 }
 
 }  // namespace fresco

@@ -103,14 +103,9 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
     f.dtype = static_cast<uint32_t>(r.dtype);
     switch (r.kind) {
       case RangeRef::Kind::REGIONS: {
-        const RegionSpan s = plan.region_range(r.first, r.last);
-        const uint64_t take =
-            r.take < 0 ? s.bytes - std::min(r.skip, s.bytes) : static_cast<uint64_t>(r.take);
-        FRESCO_CHECK(r.skip + take <= s.bytes, ErrorCode::kInternal,
-                     rc.label + ": range part [" + std::to_string(r.skip) + ", +" + std::to_string(take) +
-                         ") lies outside its regions (" + std::to_string(s.bytes) + " bytes)");
-        f.data = arena_ + s.offset + r.skip;
-        f.bytes = take;
+        const RegionSpan s = range_bytes(r, plan, rc.label);
+        f.data = arena_ + s.offset;
+        f.bytes = s.bytes;
         break;
       }
       case RangeRef::Kind::TENSOR: {

@@ -113,8 +113,8 @@ Access access_of(const GraphNode& n, const std::vector<std::vector<TensorId>>& b
     for (const RangeRef& r : refs) {
       if (r.kind == RangeRef::Kind::TENSOR) to.push_back(r.tensor);
       if (r.kind != RangeRef::Kind::REGIONS || !p) continue;
-      const RegionSpan span = p->region_range(r.first, r.last);
-      const uint64_t lo = span.offset + r.skip, hi = r.take < 0 ? span.offset + span.bytes : lo + r.take;
+      const RegionSpan span = range_bytes(r, *p, n.op);
+      const uint64_t lo = span.offset, hi = span.offset + span.bytes;
       for (int ri = static_cast<int>(r.first); ri <= static_cast<int>(r.last) && ri < kRegionCount; ++ri)
         for (TensorId id : by_region[static_cast<size_t>(ri)]) {
           const auto at = static_cast<uint64_t>(p->tensor(id).offset);

@@ -86,6 +86,10 @@ struct RangeRef {
   }
 };
 
+// The arena bytes a REGIONS operand covers in plan p: its regions' span narrowed to its part [skip, +take).
+// A part outside the span is a kInternal error naming `what`.
+RegionSpan range_bytes(const RangeRef& r, const MemoryPlan& p, const std::string& what);
+
 struct GraphNode {
   NodeKind kind = NodeKind::COMPUTE;
   std::string op;
