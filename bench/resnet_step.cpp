@@ -2,13 +2,18 @@
 // `pytorch_baseline.py rn18` (SGD Nesterov momentum 0.9, weight decay 5e-4, lr 0.1, label smoothing 0.2).
 // One staged batch of random uint8 images is normalised on the device and trained on back to back (the
 // input copy of the batch is part of every step). Prints one JSON line: ms/step, images/s, device memory
-// held by the job, and the floor (FLOPs of forward + both backward GEMM directions / --peak-tflops).
+// held by the job, and the floor (FLOPs of forward + both backward GEMM directions / --peak-tflops; by
+// default the H200's datasheet rates: 67 TFLOP/s fp32 without tensor cores, 989 dense fp16 / bf16
+// tensor-core).
 // --precision bf16 runs the mixed-precision plan (bf16 maps and conv weights, fp32 masters, fc and loss);
 // fp32 convolutions run through cuDNN in strict fp32 (no TF32).
 // Usage: bench_resnet_step [--device cuda] [--model resnet18|resnet34|resnet50] [--batch 512] [--image 32]
-//                          [--stem cifar|imagenet] [--classes 10] [--steps 60] [--warm 10] [--peak-tflops 67]
+//                          [--stem cifar|imagenet] [--classes 10] [--steps 60] [--warm 10] [--peak-tflops
+//                          auto]
 //                          [--profile 0|1] [--precision fp32|bf16|fp16] [--fuse-joins 1|0]
+//                          [--conv-stats auto|on|off]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
+// --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each);
 // --profile 2 also prints each call (graph, layer, op, time, the layer's per-sample shapes).
 #include <cstdio>
@@ -34,6 +39,15 @@ fresco::data::Dataset random_images(int64_t n, int64_t side, int32_t classes) {
   d.labels.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) d.labels[static_cast<size_t>(i)] = static_cast<int32_t>(i % classes);
   return d;
+}
+
+fresco::CompileOptions::ConvStats parse_conv_stats(const std::string& v) {
+  using C = fresco::CompileOptions::ConvStats;
+  if (v == "auto") return C::AUTO;
+  if (v == "on") return C::ON;
+  if (v == "off") return C::OFF;
+  throw fresco::Error(fresco::ErrorCode::kBadConfig,
+                      "bench_resnet_step: --conv-stats must be auto, on or off");
 }
 
 // Multiply-add FLOPs of one sample's forward pass: convolutions and fc layers.
@@ -62,10 +76,11 @@ int main(int argc, char** argv) {
                           {"classes", "10"},
                           {"steps", "60"},
                           {"warm", "10"},
-                          {"peak-tflops", "67"},
+                          {"peak-tflops", "auto"},
                           {"profile", "0"},
                           {"precision", "fp32"},
-                          {"fuse-joins", "1"}});
+                          {"fuse-joins", "1"},
+                          {"conv-stats", "auto"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
@@ -91,12 +106,15 @@ int main(int argc, char** argv) {
         .device(device)
         .precision(precision)
         .seed(1)
-        .fuse_joins(args.integer("fuse-joins") != 0);
+        .fuse_joins(args.integer("fuse-joins") != 0)
+        .conv_stats(parse_conv_stats(args.str("conv-stats")));
     task.compile();
     task.time_steps(warm);
     const double s = task.time_steps(steps);
     const double ms = 1000.0 * s / steps;
     // forward + input and weight gradients (the first layer's input gradient is not computed; ignored here)
+    const double peak_tflops = args.str("peak-tflops") == "auto" ? (precision == DType::F32 ? 67.0 : 989.0)
+                                                                 : args.real("peak-tflops");
     const double flops = 3.0 * forward_flops_per_sample(task.compiled().arch) * static_cast<double>(batch);
     std::printf(
         "{\"bench\":\"resnet_step\",\"model\":\"%s\",\"stem\":\"%s\",\"backend\":\"%s\",\"batch\":%lld,"
@@ -107,7 +125,7 @@ int main(int argc, char** argv) {
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
         static_cast<double>(task.device_memory_bytes()) / (1 << 20),
         static_cast<double>(task.runtime().workspace_bytes()) / (1 << 20), flops / 1e9,
-        1e3 * flops / (args.real("peak-tflops") * 1e12));
+        1e3 * flops / (peak_tflops * 1e12));
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

@@ -233,6 +233,19 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
         break;
       }
     }
+  // A training batchnorm reading a bias-free conv that nothing else reads takes its statistics from sums the
+  // conv writes (CompileOptions::conv_stats).
+  const bool conv_stats = o.conv_stats == CompileOptions::ConvStats::ON ||
+                          (o.conv_stats == CompileOptions::ConvStats::AUTO && o.precision != DType::F32);
+  if (conv_stats)
+    for (auto& l : a.layers) {
+      if (l.kind != LayerKind::BN || l.input < 0) continue;
+      auto& conv = a.layers[static_cast<size_t>(l.input)];
+      if (conv.kind != LayerKind::CONV || conv.spec.bias || consumers[static_cast<size_t>(l.input)] != 1)
+        continue;
+      conv.writes_sums = true;
+      l.reads_sums = true;
+    }
   const int fp = first_param_index(a);
   FRESCO_CHECK(fp >= 0, ErrorCode::kBadConfig, "model: no trainable layer (add an fc)");
   a.layers[static_cast<size_t>(fp)].first_param_layer = true;
@@ -299,6 +312,11 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   };
   // Parameters in layer order (lock-step order inside each kind), then their shadows.
   for (auto& l : a.layers) rule_for(l.kind).alloc_params(l, p);
+  for (auto& l : a.layers)  // a conv's sums for the batchnorm that reads it (CompileOptions::conv_stats)
+    if (l.writes_sums)
+      l.sums = p.alloc_temp(DType::F32, Shape{1, 1, 1, 2 * l.out_sample.c}, l.name + ".sums");
+  for (auto& l : a.layers)
+    if (l.reads_sums) l.sums = a.layers[static_cast<size_t>(l.input)].sums;
   const Optimizer& opt = m.options.optimizer;
   for (Family f : {Family::G, Family::M, Family::V}) {
     if (f == Family::M && !opt.uses_m()) continue;

@@ -55,6 +55,7 @@ FRESCO_SETTER(device(std::string d), device_ = std::move(d))
 FRESCO_SETTER(precision(DType p), precision_ = p)
 FRESCO_SETTER(early_update(bool on), early_update_ = on)
 FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
+FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), conv_stats_ = mode)
 FRESCO_SETTER(augment(data::Augmentation a), augment_ = a)
 FRESCO_SETTER(seed(uint64_t s), seed_ = s)
 FRESCO_SETTER(shuffle(bool on), shuffle_ = on)
@@ -107,6 +108,7 @@ void DeepLearningTask::plan() {
   o.precision = precision_;
   o.early_update = early_update_;
   o.fuse_joins = fuse_joins_;
+  o.conv_stats = conv_stats_;
   Compiler compiler;
   model_ = std::make_unique<CompiledModel>(compiler.compile(bp_, o));
   advance(Phase::MEMORY_LOCKED);

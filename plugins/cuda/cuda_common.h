@@ -63,6 +63,10 @@ struct Context {
   // (FRESCO_CUDNN_ENGINE_CANDIDATES, 1..1000; mode A lists about 30 for ResNet's convolutions, so the default
   // times them all: ResNet-18 0.7% faster than with the first 10, compile 2.1 s instead of 1.1 s).
   int conv_engine_candidates = 64;
+  // A conv2d with the sums output (ops.h) on an engine (FRESCO_CUDNN_GENSTATS): 0 = always the convolution,
+  // then a separate sums pass; 1 (default) = cuDNN's fused statistics (genstats) when they measured faster
+  // than that pair at prepare; 2 = genstats whenever an engine offers them.
+  int conv_genstats = 1;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   std::map<std::string, ConvChoice> conv_choice;
 };

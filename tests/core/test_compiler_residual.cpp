@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "fresco/core/compiler.h"
@@ -174,4 +175,77 @@ TEST(CompilerResidual, InferenceUsesTheFoldedBatchNorm) {
     EXPECT_TRUE(folded) << l.name;
     EXPECT_EQ(m.base_plan().tensor(l.bn_scale).region, Region::B_BN_STATS);
   }
+}
+
+// CompileOptions::conv_stats: a training bn whose input is a bias-free conv read by nothing else takes its
+// statistics from the conv's sums (the conv2d node's second output, the bn's fourth input, batchnorm_add's
+// fifth; one f32 [2C] tensor); AUTO turns it on in mixed precision only; a conv with a bias or with two
+// readers keeps the bn's own statistics; inference convs write no sums.
+TEST(CompilerResidual, BatchNormTakesItsStatisticsFromTheConvSums) {
+  Compiler c;
+  const BluePrint bp =
+      seq({conv(4, 3, 1, 1), bn(), relu(), residual({conv(4, 3, 1, 1), bn()}), relu(),
+           residual({conv(8, 3, 2, 1, true), bn()}, {conv(8, 1, 2, 0), bn()}), relu(), gap(), fc(10)});
+  auto sums_nodes = [](const CompiledModel& m, size_t* convs, size_t* bns) {
+    std::set<std::string> cs, bs;  // by layer (the first layer's forward is in the A and the B graph)
+    for (int g = 0; g < kGraphIdCount; ++g)
+      for (const GraphNode& n : m.train->nodes(static_cast<GraphId>(g))) {
+        if (n.op == "conv2d" && n.out.size() == 2) cs.insert(n.label);
+        if ((n.op == "batchnorm" && n.in.size() == 4) || (n.op == "batchnorm_add" && n.in.size() == 5))
+          bs.insert(n.label);
+      }
+    *convs = cs.size();
+    *bns = bs.size();
+  };
+  size_t convs = 0, bns = 0;
+  CompileOptions on = cnn_options();
+  on.conv_stats = CompileOptions::ConvStats::ON;
+  const CompiledModel m = c.compile(bp, on);
+  sums_nodes(m, &convs, &bns);
+  EXPECT_EQ(convs, 3u);  // not the conv with a bias
+  EXPECT_EQ(bns, 3u);
+  for (const auto& l : m.arch.layers) {
+    if (l.kind != LayerKind::BN) continue;
+    const LayerDescriptor& in = m.arch.layers[static_cast<size_t>(l.input)];
+    EXPECT_EQ(l.reads_sums, !in.spec.bias) << l.name;
+    EXPECT_EQ(in.writes_sums, l.reads_sums) << in.name;
+    if (!l.reads_sums) continue;
+    EXPECT_EQ(l.sums, in.sums);
+    EXPECT_EQ(m.base_plan().tensor(l.sums).dtype, DType::F32);
+    EXPECT_EQ(m.base_plan().tensor(l.sums).shape.numel(), 2 * l.in_sample.c);
+    for (int g = 0; g < kGraphIdCount; ++g)
+      for (const GraphNode& n : m.train->nodes(static_cast<GraphId>(g))) {
+        if (n.op == "conv2d" && n.label == in.name) {
+          EXPECT_EQ(n.out.back(), l.sums);
+        }
+        if (n.op == "batchnorm" && n.label == l.name) {
+          EXPECT_EQ(n.in.back(), l.sums);
+        }
+      }
+  }
+  for (const GraphNode& n : m.inference->nodes(GraphId::INF_MAIN_A)) {
+    if (n.op == "conv2d") {
+      EXPECT_EQ(n.out.size(), 1u) << n.label;
+    }
+  }
+  CompileOptions fp32 = cnn_options();  // AUTO
+  sums_nodes(c.compile(bp, fp32), &convs, &bns);
+  EXPECT_EQ(convs + bns, 0u);
+  CompileOptions bf16 = cnn_options();
+  bf16.precision = DType::BF16;
+  sums_nodes(c.compile(seq({conv(4, 3, 1, 1), bn(), relu(), residual({conv(4, 3, 1, 1), bn()}), relu(), gap(),
+                            fc(10)}),
+                       bf16),
+             &convs, &bns);
+  EXPECT_EQ(convs, 2u);
+  EXPECT_EQ(bns, 2u);
+  CompileOptions off = on;
+  off.conv_stats = CompileOptions::ConvStats::OFF;
+  sums_nodes(c.compile(bp, off), &convs, &bns);
+  EXPECT_EQ(convs + bns, 0u);
+  // a conv read by its bn and by a join keeps the bn's own statistics
+  sums_nodes(
+      c.compile(seq({conv(4, 3, 1, 1), residual({bn(), relu(), conv(4, 3, 1, 1)}), gap(), fc(10)}), on),
+      &convs, &bns);
+  EXPECT_EQ(convs + bns, 0u);
 }

@@ -4,6 +4,8 @@
 // statistics into a per-channel scale and shift (B_BN_STATS) once before an evaluation pass, and the
 // inference forward is one channel_affine. A following relu may be fused (fused_relu). A batchnorm that only
 // a residual join reads is computed in training by the join (batchnorm_add_node; CompileOptions::fuse_joins).
+// Reading a conv that writes the sums of its output, the training forward takes its statistics from them
+// (CompileOptions::conv_stats).
 // Tested by the golden cases cnn_adam_cifar and resnet_sgd.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
@@ -15,6 +17,7 @@ namespace {
 // The training forward of batchnorm l over `in` ({x, gamma, beta} or, batchnorm_add, also the residual).
 GraphNode training_node(const char* op, const LayerDescriptor& l, std::vector<TensorId> in, TensorId y,
                         bool relu) {
+  if (l.sums != kNoTensor) in.push_back(l.sums);  // statistics from the conv that wrote x (ops.h)
   GraphNode n = compute_node(op, l.name, std::move(in), {y, l.save_mean, l.save_invstd});
   n.rout = {RangeRef::of(l.running_mean, DType::F32), RangeRef::of(l.running_var, DType::F32)};
   n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu ? 1 : 0});

@@ -47,11 +47,13 @@ class ConvRule final : public LayerRule {
     if (l.spec.bias)
       l.bias = plan.alloc_param(ParamKind::FC_BIAS, Shape{1, 1, 1, l.spec.out}, l.name + ".bias", l.index);
   }
-  void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, bool) const override {
+  void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y,
+               bool training) const override {
     // the A copy of the weight in mixed precision
     GraphNode n = compute_node(FR_OP_CONV2D, l.name,
                                {x, l.compute_weight != kNoTensor ? l.compute_weight : l.weight}, {y});
     if (l.spec.bias) n.in.push_back(l.bias);
+    if (training && l.sums != kNoTensor) n.out.push_back(l.sums);  // for the batchnorm that reads y
     cx.add(std::move(n)).with_params(params_of(l));
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId, TensorId dy,

@@ -3,12 +3,15 @@
 // combined in chunk order, so results do not depend on the thread count) and moves running_mean/var by
 // momentum with the unbiased variance; inference uses the running statistics. With params.relu the output is
 // max(y, 0) (a fused relu). batchnorm_forward also serves batchnorm_add (ops/batchnorm_add.cpp), which adds a
-// residual before the relu. Test: test_batchnorm.cpp.
+// residual before the relu. Given the sums of x (a fourth input, batchnorm_add's fifth; ops.h), training
+// skips both passes and takes the mean and variance from them (fr_bn_stats_from_sums). Test:
+// test_batchnorm.cpp.
 #include <algorithm>
 #include <cmath>
 
 #include "cpu_common.h"
 #include "fresco/batchnorm_rules.h"
+#include "fresco/conv_stats_checks.hpp"
 #include "ops/batchnorm_chunks.h"
 #include "ops/batchnorm_forward.h"
 
@@ -57,10 +60,10 @@ FR_CPU_KERNEL_PREPARE(batchnorm) {
 }
 
 FR_CPU_KERNEL_RUN(batchnorm) {
-  return sdk::guard([&] { batchnorm_forward(call, nullptr); });
+  return sdk::guard([&] { batchnorm_forward(call, nullptr, 3); });
 }
 
-void batchnorm_forward(const FrCall* call, const float* residual) {
+void batchnorm_forward(const FrCall* call, const float* residual, uint32_t sums_index) {
   const auto& p = sdk::params<FrBatchNormParams>(call);
   check_arity(call, p);
   const BnShape s = bn_shape(call->in[0], "batchnorm");
@@ -94,43 +97,51 @@ void batchnorm_forward(const FrCall* call, const float* residual) {
     float* run_mean = sdk::data<float>(call->rout[0]);
     float* run_var = sdk::data<float>(call->rout[1]);
     const double n = static_cast<double>(rows);
-    // Pass 1: per-chunk channel sums, combined in chunk order.
-    parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
-      double* acc = part + (a / s.grain) * c;
-      std::fill(acc, acc + c, 0.0);
-      for (int64_t i = a; i < b; ++i) {
-        const float* xr = x + i * c;
-        for (int64_t k = 0; k < c; ++k) acc[k] += xr[k];
-      }
-    });
-    for (int64_t k = 0; k < c; ++k) {
-      double sum = 0.0;
-      for (int64_t j = 0; j < s.chunks; ++j) sum += part[j * c + k];
-      save_mean[k] = static_cast<float>(sum / n);  // kept in float: the backward sees the same value
-    }
-    // Pass 2: centred sums of squares around the (float) mean.
-    parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
-      double* acc = part + (a / s.grain) * c;
-      std::fill(acc, acc + c, 0.0);
-      for (int64_t i = a; i < b; ++i) {
-        const float* xr = x + i * c;
-        for (int64_t k = 0; k < c; ++k) {
-          const double d = static_cast<double>(xr[k]) - save_mean[k];
-          acc[k] += d * d;
+    const float* sums = sdk::bn_sums_input(call, sums_index, c, "batchnorm");
+    double* var = part;  // the biased variance per channel, over the first C partials once they are summed
+    if (sums) {
+      for (int64_t k = 0; k < c; ++k) fr_bn_stats_from_sums(sums[k], sums[c + k], n, &save_mean[k], &var[k]);
+    } else {
+      // Pass 1: per-chunk channel sums, combined in chunk order.
+      parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
+        double* acc = part + (a / s.grain) * c;
+        std::fill(acc, acc + c, 0.0);
+        for (int64_t i = a; i < b; ++i) {
+          const float* xr = x + i * c;
+          for (int64_t k = 0; k < c; ++k) acc[k] += xr[k];
         }
+      });
+      for (int64_t k = 0; k < c; ++k) {
+        double sum = 0.0;
+        for (int64_t j = 0; j < s.chunks; ++j) sum += part[j * c + k];
+        save_mean[k] = static_cast<float>(sum / n);  // kept in float: the backward sees the same value
       }
-    });
+      // Pass 2: centred sums of squares around the (float) mean.
+      parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
+        double* acc = part + (a / s.grain) * c;
+        std::fill(acc, acc + c, 0.0);
+        for (int64_t i = a; i < b; ++i) {
+          const float* xr = x + i * c;
+          for (int64_t k = 0; k < c; ++k) {
+            const double d = static_cast<double>(xr[k]) - save_mean[k];
+            acc[k] += d * d;
+          }
+        }
+      });
+      for (int64_t k = 0; k < c; ++k) {  // part[k] is read (chunk 0) before it is overwritten
+        double ss = 0.0;
+        for (int64_t j = 0; j < s.chunks; ++j) ss += part[j * c + k];
+        var[k] = ss / n;
+      }
+    }
     const double mom = p.momentum;
     for (int64_t k = 0; k < c; ++k) {
-      double ss = 0.0;
-      for (int64_t j = 0; j < s.chunks; ++j) ss += part[j * c + k];
-      const double var = ss / n;
-      const double invstd = 1.0 / std::sqrt(var + static_cast<double>(p.eps));
+      const double invstd = 1.0 / std::sqrt(var[k] + static_cast<double>(p.eps));
       save_invstd[k] = static_cast<float>(invstd);
       shift[k] = save_mean[k];
       scale[k] = static_cast<float>(gamma[k] * invstd);
       run_mean[k] = static_cast<float>((1.0 - mom) * run_mean[k] + mom * save_mean[k]);
-      run_var[k] = static_cast<float>((1.0 - mom) * run_var[k] + mom * var * n / (n - 1.0));
+      run_var[k] = static_cast<float>((1.0 - mom) * run_var[k] + mom * var[k] * n / (n - 1.0));
     }
   } else {
     check_vec(call->in[3], c, "running_mean");

@@ -2,24 +2,66 @@
 // packed GEMM per group, y_g[m, K/g] = col_g[m, R*S*C/g] w_g^T (+ bias written first); 1x1/stride-1/no-pad
 // convolutions skip im2col and use x in place. Invariants: never allocates; the image block size depends only
 // on the shapes and every output element is produced by one GEMM dot product, so results are bitwise equal
-// for any thread count. Test: tests/plugins/cpu/test_conv2d.cpp (double reference, many geometries).
+// for any thread count. With a second output, the per-channel sums of y and y^2 (ops.h) in double per fixed
+// row chunk, combined in chunk order and rounded to f32 once. Test: tests/plugins/cpu/test_conv2d.cpp (double
+// reference, many geometries).
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "cpu_common.h"
+#include "fresco/conv_stats_checks.hpp"
 #include "gemm.h"
+#include "ops/batchnorm_chunks.h"
 #include "ops/conv_im2col.h"
 
 namespace fresco::cpu {
 
 namespace {
 
+// Where the sums' partials start in the workspace: after im2col and the GEMM scratch, 64-byte aligned.
+uint64_t sums_offset(const ConvGeom& gm) {
+  return (gm.col_bytes + gm.gemm_bytes + 63) / 64 * 64;
+}
+
+// Bytes of the double partial sums of the sums output (none without one): 2K per row chunk.
+uint64_t sums_bytes(const FrCall* call, const ConvGeom& gm) {
+  if (call->n_out < 2) return 0;
+  const int64_t rows = gm.n * gm.p * gm.q, grain = bn_grain_rows(rows, gm.k);
+  return static_cast<uint64_t>((rows + grain - 1) / grain * 2 * gm.k) * sizeof(double);
+}
+
+uint64_t workspace_of(const FrCall* call, const ConvGeom& gm) {
+  const uint64_t sb = sums_bytes(call, gm);
+  return sb ? sums_offset(gm) + sb : gm.col_bytes + gm.gemm_bytes;
+}
+
+// sums[k] = sum of y[.., k], sums[K + k] = sum of its squares: double per chunk, chunks added in order.
+void channel_sums(const float* y, int64_t rows, int64_t k, double* part, float* sums) {
+  const int64_t grain = bn_grain_rows(rows, k), chunks = (rows + grain - 1) / grain;
+  parallel_chunks(rows, grain, [&](int64_t a, int64_t b) {
+    double* acc = part + (a / grain) * 2 * k;
+    std::fill(acc, acc + 2 * k, 0.0);
+    for (int64_t i = a; i < b; ++i)
+      for (int64_t j = 0; j < k; ++j) {
+        const double v = y[i * k + j];
+        acc[j] += v;
+        acc[k + j] += v * v;
+      }
+  });
+  for (int64_t j = 0; j < 2 * k; ++j) {
+    double t = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) t += part[c * 2 * k + j];
+    sums[j] = static_cast<float>(t);
+  }
+}
+
 ConvGeom checked_geometry(const FrCall* call, const FrConvParams& p) {
   sdk::expect_arity(call, p.has_bias ? 3 : 2, 1, 0, 0, "conv2d");
   for (uint32_t i = 0; i < (p.has_bias ? 3u : 2u); ++i) expect_dtype(call->in[i], FR_F32, "conv2d input");
   expect_dtype(call->out[0], FR_F32, "conv2d output");
   ConvGeom gm = conv_geometry("conv2d", p, call->in[0], call->in[1], call->out[0]);
+  sdk::conv_sums_output(call, gm.k);
   // Full blocks of nb images and a shorter last block: the GEMM scratch is sized for both.
   gm.gemm_bytes = gemm_workspace_bytes(gm.nb * gm.p * gm.q, gm.kg, gm.rscg, max_threads());
   if (gm.n % gm.nb)
@@ -39,7 +81,7 @@ FR_CPU_KERNEL_PREPARE(conv2d) {
     *state = nullptr;
     const auto& p = sdk::params<FrConvParams>(call);
     const ConvGeom gm = checked_geometry(call, p);
-    *workspace_bytes = gm.col_bytes + gm.gemm_bytes;
+    *workspace_bytes = workspace_of(call, gm);
   });
 }
 
@@ -47,7 +89,7 @@ FR_CPU_KERNEL_RUN(conv2d) {
   return sdk::guard([&] {
     const auto& p = sdk::params<FrConvParams>(call);
     const ConvGeom gm = checked_geometry(call, p);
-    FR_PLUGIN_CHECK(call->workspace_bytes >= gm.col_bytes + gm.gemm_bytes, FR_ERR_INVALID_ARGUMENT,
+    FR_PLUGIN_CHECK(call->workspace_bytes >= workspace_of(call, gm), FR_ERR_INVALID_ARGUMENT,
                     "conv2d: workspace too small");
     const float* x = sdk::data<const float>(call->in[0]);
     const float* w = sdk::data<const float>(call->in[1]);
@@ -89,6 +131,9 @@ FR_CPU_KERNEL_RUN(conv2d) {
         sgemm(ga, gemm_ws, gm.gemm_bytes);
       }
     }
+    if (float* sums = sdk::conv_sums_output(call, gm.k))
+      channel_sums(y, gm.n * pq, gm.k,
+                   reinterpret_cast<double*>(static_cast<char*>(call->workspace) + sums_offset(gm)), sums);
   });
 }
 

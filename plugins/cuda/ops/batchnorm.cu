@@ -1,6 +1,7 @@
 // CUDA batchnorm forward with the CPU kernel's semantics (plugins/cpu/ops/batchnorm.cpp, PyTorch
 // BatchNorm2d) on f32, f16 or bf16 maps (statistics, gamma, beta and running statistics stay f32).
-// Training: per-channel sums of x and x^2 in double (ops/channel_sums.cuh: coalesced, deterministic), then
+// Training: per-channel sums of x and x^2 in double (ops/channel_sums.cuh: coalesced, deterministic; or the
+// f32 sums of the conv that wrote x, a fourth input, batchnorm_add's fifth: ops.h), then
 // one block per channel turns them into the batch mean (kept in float, as the backward sees it), the biased
 // variance, save_mean/save_invstd, the running statistics (momentum, unbiased variance) and a scale/shift
 // pair from the saved float statistics (ops/batchnorm_relu_mask.cuh), and a last element-wise pass writes
@@ -10,34 +11,30 @@
 // tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
 #include <cmath>
 
+#include "fresco/batchnorm_rules.h"
+#include "fresco/conv_stats_checks.hpp"
 #include "ops/batchnorm_forward.h"
 #include "ops/batchnorm_relu_mask.cuh"
+#include "ops/channel_moments.h"
 #include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
 
 namespace {
-template <class T>
-__global__ void bn_stats_kernel(const T* x, ChannelChunks k, double* part) {
-  channel_partials(k, part, [&](int64_t r, int64_t c) {
-    const double v = to_f(x[r * k.c + c]);
-    return make_double2(v, v * v);
-  });
-}
-
-template <class T>
-__global__ void __launch_bounds__(kVecThreads)
-    bn_stats_vec_kernel(const T* x, ChannelChunks k, double* part) {
-  vector_channel_partials<T, double>(
-      k, part, [&](int64_t r, int cv, double(&a)[Vec16<T>::kN], double(&b)[Vec16<T>::kN]) {
-        const Vec16<T> v = load16(x, r * (k.c / Vec16<T>::kN) + cv);
-#pragma unroll
-        for (int j = 0; j < Vec16<T>::kN; ++j) {
-          const double f = to_f(v.v[j]);
-          a[j] += f;
-          b[j] += f * f;
-        }
-      });
+// Channel c's saved statistics, running statistics and scale/shift from its batch mean and biased variance.
+__device__ void bn_finalize_channel(int64_t c, int64_t channels, double n, float mean, double var,
+                                    const float* gamma, const float* beta, float* save_mean,
+                                    float* save_invstd, float* run_mean, float* run_var, float* coef,
+                                    float eps, float momentum) {
+  const double invstd = 1.0 / sqrt(var + static_cast<double>(eps));
+  const float2 ss = bn_scale_shift(gamma[c], beta[c], mean, static_cast<float>(invstd));
+  save_mean[c] = mean;
+  save_invstd[c] = static_cast<float>(invstd);
+  const double mom = momentum;
+  run_mean[c] = static_cast<float>((1.0 - mom) * run_mean[c] + mom * mean);
+  run_var[c] = static_cast<float>((1.0 - mom) * run_var[c] + mom * var * n / (n - 1.0));
+  coef[c] = ss.x;  // from the saved float statistics: backward can recompute them (batchnorm_relu_mask.cuh)
+  coef[channels + c] = ss.y;
 }
 
 __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, const float* gamma, const float* beta,
@@ -51,15 +48,23 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, const fl
   const float mean = static_cast<float>(t.x / n);
   double var = t.y / n - static_cast<double>(mean) * mean;
   if (var < 0.0) var = 0.0;
-  const double invstd = 1.0 / sqrt(var + static_cast<double>(eps));
-  const float2 ss = bn_scale_shift(gamma[c], beta[c], mean, static_cast<float>(invstd));
-  save_mean[c] = mean;
-  save_invstd[c] = static_cast<float>(invstd);
-  const double mom = momentum;
-  run_mean[c] = static_cast<float>((1.0 - mom) * run_mean[c] + mom * mean);
-  run_var[c] = static_cast<float>((1.0 - mom) * run_var[c] + mom * var * n / (n - 1.0));
-  coef[c] = ss.x;  // from the saved float statistics: backward can recompute them (batchnorm_relu_mask.cuh)
-  coef[k.c + c] = ss.y;
+  bn_finalize_channel(c, k.c, n, mean, var, gamma, beta, save_mean, save_invstd, run_mean, run_var, coef, eps,
+                      momentum);
+}
+
+// The same from the sums of x that the conv writing x produced (ops.h): one thread per channel.
+__global__ void bn_finalize_sums_kernel(ChannelChunks k, const float* sums, const float* gamma,
+                                        const float* beta, float* save_mean, float* save_invstd,
+                                        float* run_mean, float* run_var, float* coef, float eps,
+                                        float momentum) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= k.c) return;
+  const double n = static_cast<double>(k.rows);
+  float mean = 0.0f;
+  double var = 0.0;
+  fr_bn_stats_from_sums(sums[c], sums[k.c + c], n, &mean, &var);
+  bn_finalize_channel(c, k.c, n, mean, var, gamma, beta, save_mean, save_invstd, run_mean, run_var, coef, eps,
+                      momentum);
 }
 
 template <class T>
@@ -145,10 +150,10 @@ FR_CUDA_KERNEL_PREPARE(batchnorm) {
 }
 
 FR_CUDA_KERNEL_RUN(batchnorm) {
-  return sdk::guard([&] { run_batchnorm(ctx, call, nullptr); });
+  return sdk::guard([&] { run_batchnorm(ctx, call, nullptr, 3); });
 }
 
-void run_batchnorm(void* ctx, const FrCall* call, const void* residual) {
+void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t sums_index) {
   const auto& p = sdk::params<FrBatchNormParams>(call);
   const ChannelChunks k = geometry(call);
   const int64_t c = k.c, total = k.rows * k.c;
@@ -166,20 +171,23 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual) {
                     "batchnorm: training needs more than one value per channel");
     FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= channel_workspace_bytes(k),
                     FR_ERR_INVALID_ARGUMENT, "batchnorm: run without the workspace asked by prepare");
+    const float* sums = sdk::bn_sums_input(call, sums_index, c, "batchnorm");
     double* part = partials_of(call->workspace);
     float* coef = coefficients_of(call->workspace, k);
     with_float_type(call->in[0].dtype, "batchnorm", [&](auto tag) {
       using T = decltype(tag);
-      if (vector_partials_fit<T>(k, {call->in[0].data}))
-        bn_stats_vec_kernel<T>
-            <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(sdk::data<T>(call->in[0]), k, part);
-      else
-        bn_stats_kernel<T>
-            <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(sdk::data<T>(call->in[0]), k, part);
-      bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
-          k, part, sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
-          sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sdk::data<float>(call->rout[0]),
-          sdk::data<float>(call->rout[1]), coef, p.eps, p.momentum);
+      if (sums) {
+        bn_finalize_sums_kernel<<<static_cast<unsigned>((c + 127) / 128), 128, 0, st>>>(
+            k, sums, sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
+            sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sdk::data<float>(call->rout[0]),
+            sdk::data<float>(call->rout[1]), coef, p.eps, p.momentum);
+      } else {
+        launch_channel_moments(call->in[0].dtype, call->in[0].data, k.rows, k.c, part, st);
+        bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
+            k, part, sdk::data<float>(call->in[1]), sdk::data<float>(call->in[2]),
+            sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sdk::data<float>(call->rout[0]),
+            sdk::data<float>(call->rout[1]), coef, p.eps, p.momentum);
+      }
       const T* x = sdk::data<T>(call->in[0]);
       const T* r = static_cast<const T*>(residual);
       T* y = sdk::data<T>(call->out[0]);

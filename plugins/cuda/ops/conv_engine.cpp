@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "ops/channel_moments.h"
 #include "ops/cudnn_common.h"
 
 // The backend's handle attributes of operation graphs and execution plans are marked deprecated in cuDNN
@@ -17,6 +18,7 @@ namespace fresco::cuda {
 namespace {
 using Desc = cudnnBackendDescriptor_t;
 constexpr int64_t kX = 1, kW = 2, kY = 3;  // tensor uids: x / dx, w / dw, y / dy
+constexpr int64_t kSum = 4, kSqSum = 5;    // forward with statistics: per-channel sums of y and y^2
 
 // A descriptor owned by `keep` (destroyed with the plan).
 Desc make(std::vector<Desc>& keep, cudnnBackendDescriptorType_t t) {
@@ -45,9 +47,39 @@ Desc nhwc_tensor(std::vector<Desc>& keep, int64_t uid, int64_t n, int64_t c, int
   return d;
 }
 
-// The operation graph of one convolution direction.
+// A per-channel f32 vector [1, K, 1, 1] (the statistics of a forward with genstats).
+Desc channel_vector(std::vector<Desc>& keep, int64_t uid, int64_t k) {
+  Desc d = make(keep, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const cudnnDataType_t t = CUDNN_DATA_FLOAT;
+  const int64_t dims[4] = {1, k, 1, 1}, strides[4] = {k, 1, k, k}, align = k % 4 == 0 ? 16 : 4;
+  set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t);
+  set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
+  set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+  set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+  set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+  FR_CUDNN_CHECK(cudnnBackendFinalize(d));
+  return d;
+}
+
+// The genstats operation: per-channel sum and sum of squares of y in f32.
+Desc genstats_op(std::vector<Desc>& keep, Desc y, int64_t k) {
+  Desc sum = channel_vector(keep, kSum, k), sq = channel_vector(keep, kSqSum, k);
+  Desc op = make(keep, CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
+  const cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+  const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  const auto B = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+  set(op, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode);
+  set(op, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+  set(op, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, B, 1, &y);
+  set(op, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, B, 1, &sum);
+  set(op, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, B, 1, &sq);
+  FR_CUDNN_CHECK(cudnnBackendFinalize(op));
+  return op;
+}
+
+// The operation graph of one convolution direction (the forward followed by genstats when `stats`).
 Desc conv_graph(std::vector<Desc>& keep, cudnnHandle_t h, const sdk::ConvShape& g, cudnnDataType_t t,
-                ConvDir d) {
+                ConvDir d, bool stats) {
   Desc x = nhwc_tensor(keep, kX, g.n, g.c, g.h, g.w, t);
   Desc w = nhwc_tensor(keep, kW, g.k, g.cg, g.r, g.s, t);
   Desc y = nhwc_tensor(keep, kY, g.n, g.k, g.p, g.q, t);
@@ -93,8 +125,9 @@ Desc conv_graph(std::vector<Desc>& keep, cudnnHandle_t h, const sdk::ConvShape& 
   set(op, at.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
   set(op, at.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   FR_CUDNN_CHECK(cudnnBackendFinalize(op));
+  Desc ops[2] = {op, stats ? genstats_op(keep, y, g.k) : nullptr};
   Desc graph = make(keep, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, B, 1, &op);
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, B, stats ? 2 : 1, ops);
   set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
   FR_CUDNN_CHECK(cudnnBackendFinalize(graph));
   return graph;
@@ -147,12 +180,14 @@ bool qualifies(std::vector<Desc>& keep, Desc cfg) {
 // Scratch operands for timing, freed on every path.
 struct Scratch {
   void *a = nullptr, *b = nullptr, *c = nullptr, *ws = nullptr;
+  float* sums = nullptr;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
-  Scratch(uint64_t ab, uint64_t bb, uint64_t cb, uint64_t wb) {
+  Scratch(uint64_t ab, uint64_t bb, uint64_t cb, uint64_t wb, uint64_t sums_bytes) {
     FR_CUDA_CHECK(cudaMalloc(&a, ab));
     FR_CUDA_CHECK(cudaMalloc(&b, bb));
     FR_CUDA_CHECK(cudaMalloc(&c, cb));
     if (wb) FR_CUDA_CHECK(cudaMalloc(&ws, wb));
+    if (sums_bytes) FR_CUDA_CHECK(cudaMalloc(&sums, sums_bytes));
     FR_CUDA_CHECK(cudaMemset(a, 0, ab));  // zeros: finite inputs for every direction
     FR_CUDA_CHECK(cudaMemset(b, 0, bb));
     FR_CUDA_CHECK(cudaMemset(c, 0, cb));
@@ -160,7 +195,7 @@ struct Scratch {
     FR_CUDA_CHECK(cudaEventCreate(&e1));
   }
   ~Scratch() {
-    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(ws);
+    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(ws), cudaFree(sums);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
   }
@@ -168,12 +203,14 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
-Desc variant_pack(std::vector<Desc>& keep, void* a, void* b, void* c, void* ws) {
+// The operands of one run; `sums` (2K floats: sums, then sums of squares) only for a plan with statistics.
+Desc variant_pack(std::vector<Desc>& keep, void* a, void* b, void* c, void* ws, float* sums, int64_t k) {
   Desc vp = make(keep, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  const int64_t uids[3] = {kX, kW, kY};
-  void* ptrs[3] = {a, b, c};
-  set(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-  set(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+  const int64_t uids[5] = {kX, kW, kY, kSum, kSqSum};
+  void* ptrs[5] = {a, b, c, sums, sums ? sums + k : nullptr};
+  const int64_t n = sums ? 5 : 3;
+  set(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+  set(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
   set(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
   FR_CUDNN_CHECK(cudnnBackendFinalize(vp));
   return vp;
@@ -191,13 +228,35 @@ EnginePlan::~EnginePlan() {
 }
 
 namespace {
+// The scratch sums hold 2K floats, then (from this offset) the separate sums pass's workspace.
+uint64_t sums_scratch_offset(int64_t k) {
+  return (2 * k * sizeof(float) + 255) / 256 * 256;
+}
+
+// Milliseconds of the separate sums pass (launch_conv_sums) over the scratch output, best of three.
+float time_sums_pass(Scratch& s, FrDType dtype, int64_t rows, int64_t k) {
+  void* ws = reinterpret_cast<char*>(s.sums) + sums_scratch_offset(k);
+  float best = std::numeric_limits<float>::infinity();
+  for (int r = 0; r < 4; ++r) {  // the first is a warm-up
+    FR_CUDA_CHECK(cudaEventRecord(s.e0, nullptr));
+    launch_conv_sums(dtype, s.c, rows, k, ws, s.sums, nullptr);
+    FR_CUDA_CHECK(cudaEventRecord(s.e1, nullptr));
+    FR_CUDA_CHECK(cudaEventSynchronize(s.e1));
+    float t = 0.0f;
+    FR_CUDA_CHECK(cudaEventElapsedTime(&t, s.e0, s.e1));
+    if (r > 0) best = std::min(best, t);
+  }
+  return best;
+}
+
 // Finalizes and times every qualifying configuration; keeps the first (heuristic order) unless a later one is
 // at least 10% faster, so the choice is stable from run to run (near-ties do not swap on timing noise).
 std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
-                                           uint64_t max_workspace, const std::string& what) {
+                                           bool stats, uint64_t max_workspace, const std::string& what) {
   cudnnHandle_t h = handle_of(ctx);
   auto best = std::make_shared<EnginePlan>();
-  Desc graph = conv_graph(best->keep, h, g, cudnn_type(dtype), d);
+  best->stats = stats;
+  Desc graph = conv_graph(best->keep, h, g, cudnn_type(dtype), d, stats);
   std::vector<Desc> scratch_keep;  // configurations and the plans that lost
   struct Guard {
     std::vector<Desc>& k;
@@ -206,8 +265,9 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   const std::vector<Desc> cfgs = engine_configs(scratch_keep, graph, ctx->conv_engine_candidates);
   const uint64_t elem = 2;  // fp16 / bf16
   const uint64_t ws_cap = max_workspace < (1ull << 30) ? max_workspace : (1ull << 30);
-  Scratch s(elem * g.n * g.h * g.w * g.c, elem * g.k * g.r * g.s * g.cg, elem * g.n * g.p * g.q * g.k,
-            ws_cap);
+  const int64_t rows = g.n * g.p * g.q;  // of y, for the statistics
+  Scratch s(elem * g.n * g.h * g.w * g.c, elem * g.k * g.r * g.s * g.cg, elem * rows * g.k, ws_cap,
+            stats ? sums_scratch_offset(g.k) + conv_sums_workspace(rows, g.k) : 0);
   FR_CUDNN_CHECK(cudnnSetStream(h, nullptr));
   int considered = 0;
   for (Desc cfg : cfgs) {
@@ -229,7 +289,7 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       std::vector<Desc>& k;
       ~VpGuard() { destroy_all(k); }
     } vguard{vk};
-    Desc vp = variant_pack(vk, s.a, s.b, s.c, s.ws);
+    Desc vp = variant_pack(vk, s.a, s.b, s.c, s.ws, s.sums, g.k);
     float ms = std::numeric_limits<float>::infinity();
     bool ok = cudnnBackendExecute(h, plan, vp) == CUDNN_STATUS_SUCCESS &&
               cudaDeviceSynchronize() == cudaSuccess;  // warm-up (and first-run setup)
@@ -253,18 +313,23 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       best->ms = ms;
     }
   }
+  if (stats && best->plan) best->sums_pass_ms = time_sums_pass(s, dtype, rows, g.k);
   if (ctx->conv_log)
-    std::fprintf(stderr, "[fresco-cuda] conv engine %s: %zu configurations, %d qualifying, chosen %.3f ms\n",
-                 what.c_str(), cfgs.size(), considered, best->plan ? best->ms : -1.0f);
+    std::fprintf(
+        stderr, "[fresco-cuda] conv engine %s%s: %zu configurations, %d qualifying, chosen %.3f ms%s\n",
+        what.c_str(), stats ? " with statistics" : "", cfgs.size(), considered, best->plan ? best->ms : -1.0f,
+        stats && best->plan
+            ? (" (a separate sums pass: " + std::to_string(best->sums_pass_ms) + " ms)").c_str()
+            : "");
   if (!best->plan) return nullptr;
   return best;
 }
 }  // namespace
 
 std::shared_ptr<EnginePlan> plan_conv_engine(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
-                                             uint64_t max_workspace, const std::string& what) {
+                                             bool stats, uint64_t max_workspace, const std::string& what) {
   try {
-    return search_engines(ctx, g, dtype, d, max_workspace, what);
+    return search_engines(ctx, g, dtype, d, stats, max_workspace, what);
   } catch (
       const sdk::KernelError& e) {  // no memory for the scratch buffers, a refused descriptor: legacy API
     (void)cudaGetLastError();
@@ -274,7 +339,10 @@ std::shared_ptr<EnginePlan> plan_conv_engine(Context* ctx, const sdk::ConvShape&
   }
 }
 
-void run_conv_engine(Context* ctx, const EnginePlan& p, void* a, void* b, void* c, void* ws, cudaStream_t s) {
+void run_conv_engine(Context* ctx, const EnginePlan& p, void* a, void* b, void* c, void* ws, cudaStream_t s,
+                     float* sums, int64_t k) {
+  FR_PLUGIN_CHECK(p.stats == (sums != nullptr), FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv: a plan with statistics runs with a sums output, and only it");
   cudnnHandle_t h = handle_of(ctx);
   FR_CUDNN_CHECK(cudnnSetStream(h, s));
   std::vector<Desc> keep;
@@ -282,7 +350,7 @@ void run_conv_engine(Context* ctx, const EnginePlan& p, void* a, void* b, void* 
     std::vector<Desc>& k;
     ~Guard() { destroy_all(k); }
   } guard{keep};
-  Desc vp = variant_pack(keep, a, b, c, ws);
+  Desc vp = variant_pack(keep, a, b, c, ws, sums, k);
   FR_CUDNN_CHECK(cudnnBackendExecute(h, p.plan, vp));
 }
 

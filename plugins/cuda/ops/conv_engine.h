@@ -24,7 +24,9 @@ struct EnginePlan {
   std::vector<cudnnBackendDescriptor_t> keep;  // tensors, convolution, operation, graph
   cudnnBackendDescriptor_t plan = nullptr;
   uint64_t workspace = 0;
-  float ms = 0.0f;  // measured time of one run at prepare
+  float ms = 0.0f;            // measured time of one run at prepare
+  bool stats = false;         // a forward that also writes the per-channel sums of y (genstats)
+  float sums_pass_ms = 0.0f;  // with stats: the measured time of the separate sums pass it replaces
   EnginePlan() = default;
   EnginePlan(const EnginePlan&) = delete;
   EnginePlan& operator=(const EnginePlan&) = delete;
@@ -32,12 +34,16 @@ struct EnginePlan {
 };
 
 // The fastest qualifying engine for direction d of geometry g in dtype (FR_F16 / FR_BF16); null when none
-// qualifies within max_workspace (the caller then uses the legacy API). `what` names the convolution in logs.
+// qualifies within max_workspace (the caller then uses the legacy API). With `stats` (forward only) the graph
+// also computes the per-channel sum and sum of squares of y (cuDNN genstats, f32), and the plan records the
+// time of the separate sums pass (launch_conv_sums) it would replace. `what` names the convolution in logs.
 std::shared_ptr<EnginePlan> plan_conv_engine(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
-                                             uint64_t max_workspace, const std::string& what);
+                                             bool stats, uint64_t max_workspace, const std::string& what);
 
 // Runs the plan: a = x (forward, backward-filter) or dx (backward-data), b = w or dw, c = y or dy, in the
-// roles of the direction; `ws` holds at least plan.workspace bytes.
-void run_conv_engine(Context* ctx, const EnginePlan& p, void* a, void* b, void* c, void* ws, cudaStream_t s);
+// roles of the direction; `ws` holds at least plan.workspace bytes. `sums` (2k floats: the sums, then the
+// sums of squares) is given exactly when the plan has statistics.
+void run_conv_engine(Context* ctx, const EnginePlan& p, void* a, void* b, void* c, void* ws, cudaStream_t s,
+                     float* sums = nullptr, int64_t k = 0);
 
 }  // namespace fresco::cuda

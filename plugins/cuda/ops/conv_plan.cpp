@@ -1,8 +1,10 @@
 // cuDNN convolution plans (conv_plan.h): descriptors, deterministic algorithm choice, the three runs.
 #include "ops/conv_plan.h"
 
+#include "ops/channel_moments.h"
 #include "ops/cudnn_common.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -103,14 +105,15 @@ std::string describe(const sdk::ConvShape& g, FrDType t) {
 // The backend engine for one direction, planned once per shape and direction per context (null: none
 // qualified, or engines are off for this convolution).
 std::shared_ptr<EnginePlan> engine_for(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
-                                       const char* direction, const std::string& shape, uint64_t max_ws) {
+                                       bool stats, const char* direction, const std::string& shape,
+                                       uint64_t max_ws) {
   if (dtype == FR_F32 || ctx->conv_engines == 0) return nullptr;  // fp32 stays strict on the legacy API
   const double flops = 2.0 * static_cast<double>(g.n) * g.p * g.q * g.k * g.r * g.s * g.cg;
   if (ctx->conv_engines == 1 && flops < static_cast<double>(1 << 28)) return nullptr;
   const std::string key = std::string(direction) + " " + shape;
   auto hit = ctx->engine_plans.find(key);
   if (hit == ctx->engine_plans.end())
-    hit = ctx->engine_plans.emplace(key, plan_conv_engine(ctx, g, dtype, d, max_ws, key)).first;
+    hit = ctx->engine_plans.emplace(key, plan_conv_engine(ctx, g, dtype, d, stats, max_ws, key)).first;
   return hit->second;
 }
 
@@ -147,12 +150,25 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
   FR_PLUGIN_CHECK(n == g.n && c == g.k && hh == g.p && ww == g.q, FR_ERR_INTERNAL,
                   "cuda conv: cuDNN's output shape differs from fresco's for " + shape);
   p.workspace = 0;
-  auto engine = [&](ConvDir d, const char* direction) {
-    std::shared_ptr<EnginePlan> e = engine_for(ctx, g, dtype, d, direction, shape, max_workspace);
+  auto engine = [&](ConvDir d, const char* direction, bool stats = false) {
+    std::shared_ptr<EnginePlan> e = engine_for(ctx, g, dtype, d, stats, direction, shape, max_workspace);
     if (e && e->workspace > p.workspace) p.workspace = e->workspace;
     return e;
   };
   if (dirs & kConvForward) p.engine_fwd = engine(ConvDir::FORWARD, "forward");
+  if (dirs & kConvForwardSums) {
+    p.sums = true;
+    p.dtype = dtype;
+    p.rows = g.n * g.p * g.q;
+    p.k = g.k;
+    p.workspace = std::max(p.workspace, conv_sums_workspace(p.rows, p.k));
+    // genstats where it beats the plain engine plus the separate pass (FRESCO_CUDNN_GENSTATS)
+    if (p.engine_fwd && ctx->conv_genstats > 0) {
+      std::shared_ptr<EnginePlan> e = engine(ConvDir::FORWARD, "forward+sums", true);
+      if (e && (ctx->conv_genstats == 2 || e->ms < p.engine_fwd->ms + e->sums_pass_ms))
+        p.engine_fwd_stats = e;
+    }
+  }
   if (dirs & kConvBackwardData) p.engine_data = engine(ConvDir::BACKWARD_DATA, "backward-data");
   if (dirs & kConvBackwardFilter) p.engine_filter = engine(ConvDir::BACKWARD_FILTER, "backward-filter");
   if ((dirs & kConvForward) && !p.engine_fwd)
@@ -190,9 +206,10 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
         p.filter_math, p.workspace);
 }
 
-void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
-                      uint64_t ws_bytes, cudaStream_t s) {
-  FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
+namespace {
+// The forward convolution alone (engine or legacy algorithm).
+void run_conv_plain_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
+                            uint64_t ws_bytes, cudaStream_t s) {
   if (p.engine_fwd)
     return run_conv_engine(ctx, *p.engine_fwd, const_cast<void*>(x), const_cast<void*>(w), y, ws, s);
   const float one = 1.0f, zero = 0.0f;
@@ -200,6 +217,20 @@ void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void
   FR_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.fwd_math));
   FR_CUDNN_CHECK(
       cudnnConvolutionForward(ctx->dnn, &one, p.x, x, p.w, w, p.conv, p.fwd, ws, ws_bytes, &zero, p.y, y));
+}
+
+}  // namespace
+
+void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
+                      uint64_t ws_bytes, cudaStream_t s, float* sums) {
+  FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
+  FR_PLUGIN_CHECK(p.sums == (sums != nullptr), FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv: the sums output differs from the one prepared");
+  if (p.engine_fwd_stats)
+    return run_conv_engine(ctx, *p.engine_fwd_stats, const_cast<void*>(x), const_cast<void*>(w), y, ws, s,
+                           sums, p.k);
+  run_conv_plain_forward(ctx, p, x, w, y, ws, ws_bytes, s);
+  if (sums) launch_conv_sums(p.dtype, y, p.rows, p.k, ws, sums, s);  // the convolution is done with ws
 }
 
 void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,

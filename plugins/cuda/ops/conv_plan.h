@@ -25,18 +25,31 @@ struct ConvPlan {
   cudnnMathType_t fwd_math{}, data_math{}, filter_math{};
   // fp16 / bf16: backend engines (ops/conv_engine.h) where one qualified; they replace the legacy algorithm.
   std::shared_ptr<EnginePlan> engine_fwd, engine_data, engine_filter;
-  uint64_t workspace = 0;  // bytes: the largest of the planned directions
+  // A forward with the sums output (ops.h): the engine that also computes them (genstats) when it measured
+  // faster than the forward plus a separate sums pass (channel_moments.h), which runs otherwise.
+  std::shared_ptr<EnginePlan> engine_fwd_stats;
+  bool sums = false;
+  FrDType dtype = FR_F32;
+  int64_t rows = 0, k = 0;  // of y as [rows, K]
+  uint64_t workspace = 0;   // bytes: the largest of the planned directions (and of the sums pass)
 };
 
-enum ConvDirections : unsigned { kConvForward = 1, kConvBackwardData = 2, kConvBackwardFilter = 4 };
+// kConvForwardSums: the forward also writes the per-channel sums of y (conv2d's second output).
+enum ConvDirections : unsigned {
+  kConvForward = 1,
+  kConvBackwardData = 2,
+  kConvBackwardFilter = 4,
+  kConvForwardSums = 8
+};
 
 // Builds descriptors for geometry g in `dtype` (FR_F32, FR_F16, FR_BF16) and picks an algorithm for every
 // direction in `dirs`. Throws KernelError (FR_ERR_UNSUPPORTED) when cuDNN offers no deterministic algorithm
 // within max_workspace bytes.
 void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype, unsigned dirs,
                uint64_t max_workspace);
+// `sums` (2K floats) exactly when the plan was made with kConvForwardSums.
 void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
-                      uint64_t ws_bytes, cudaStream_t s);
+                      uint64_t ws_bytes, cudaStream_t s, float* sums = nullptr);
 void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,
                             void* ws, uint64_t ws_bytes, cudaStream_t s);
 void run_conv_backward_filter(Context* ctx, const ConvPlan& p, const void* dy, const void* x, void* dw,

@@ -116,7 +116,10 @@ typedef struct FrConvParams {
   int32_t groups;
   int32_t has_bias;
 } FrConvParams;
-/* conv2d: in {x [N,H,W,C], w [K,R,S,C/g], b [K] (if has_bias)}; out {y [N,P,Q,K]}.
+/* conv2d: in {x [N,H,W,C], w [K,R,S,C/g], b [K] (if has_bias)}; out {y [N,P,Q,K]}. Without a bias it may
+ * take a second output, sums (f32, 2K elements): sums[k] = the sum over N, P, Q of y[.., k] and sums[K + k]
+ * the sum of its squares, of y as stored, accumulated in at least f32 (the statistics of a batchnorm that
+ * reads y; CompileOptions::conv_stats).
  * conv2d_backward: in {dy [N,P,Q,K], x, w}; part 0 (whole): out {dw, db (if has_bias), dx (if need_dx)};
  * part 1 (input gradient): out {dx}; part 2 (weight gradient): out {dw, db (if has_bias)}. Splitting lets the
  * weight gradient run on a second stream beside the rest of backward. Written, not accumulated. */
@@ -135,7 +138,11 @@ typedef struct FrConvBackwardParams {
  * and uses dy * (y > 0) as the incoming gradient. It may also get a seventh, beta [C] (f32): a backend whose
  * forward computes y = relu(fma(x, scale, shift)) with scale = gamma * save_invstd and shift =
  * fma(-save_mean, scale, beta) in f32 (each rounded once) may then recompute y > 0 from x instead of
- * reading y (the CUDA backend does; the same mask bit for bit). */
+ * reading y (the CUDA backend does; the same mask bit for bit).
+ * Training batchnorm may take a fourth input (batchnorm_add a fifth): sums (f32, 2C), the per-channel sum and
+ * sum of squares of x that the conv2d writing x produced. It then skips its own pass over x: mean = (float)
+ * (sum / n) and the biased variance max(sumsq / n - mean^2, 0), in double from those f32 sums, instead of
+ * the two-pass statistics. */
 /* batchnorm_add (training only): a batchnorm whose only reader is a residual join, computed by the join:
  * in {x, gamma, beta, r} (r: the join's other branch, x's shape and dtype); out {y, save_mean, save_invstd};
  * rout {running_mean, running_var}; y = bn(x) + r, then max(y, 0) with params.relu (the join's relu). The

@@ -4,6 +4,8 @@
 // differences of L = sum(y * R) in x, gamma and beta; bitwise determinism; bad inputs. Part of test_cpu_ops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 #include <string>
@@ -331,6 +333,85 @@ TEST(CpuBatchNorm, BadInputsReturnErrors) {
     c.out(tensor(y, {s.n, s.h, s.w, s.c})).out(tensor(rm, {4})).out(tensor(rv, {4}));
     EXPECT_TRUE(fresco::test::contains(c.run_error(), "save_invstd")) << c.run_error();
   }
+}
+
+// Statistics from the sums of x (a fourth input, batchnorm_add's fifth; ops.h): mean = (float)(sum / n) and
+// the biased variance sumsq / n - mean^2 from the f32 sums, the rest as usual; close to the two-pass
+// reference, and batchnorm_add with sums is batchnorm with sums, then add.
+TEST(CpuBatchNorm, StatisticsFromSums) {
+  std::mt19937 rng(33);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(s.str());
+    Inputs in = make_inputs(rng, s);
+    std::vector<double> rm = to_double(in.rm), rv = to_double(in.rv);
+    const auto ref = fresco::ref::batchnorm_train(to_double(in.x), to_double(in.gamma), to_double(in.beta),
+                                                  s.rows(), s.c, 1e-5, 0.1, &rm, &rv);
+    std::vector<double> sum(static_cast<size_t>(s.c), 0.0), sq(static_cast<size_t>(s.c), 0.0);
+    for (size_t i = 0; i < in.x.size(); ++i) {
+      sum[i % static_cast<size_t>(s.c)] += in.x[i];
+      sq[i % static_cast<size_t>(s.c)] += static_cast<double>(in.x[i]) * in.x[i];
+    }
+    std::vector<float> sums(static_cast<size_t>(2 * s.c));
+    for (size_t k = 0; k < sum.size(); ++k)
+      sums[k] = static_cast<float>(sum[k]), sums[k + sum.size()] = static_cast<float>(sq[k]);
+    std::vector<float> rm2 = in.rm, rv2 = in.rv;
+    TrainOut o{std::vector<float>(in.x.size(), kNaN), std::vector<float>(sum.size(), kNaN),
+               std::vector<float>(sum.size(), kNaN)};
+    OpCall c(FR_OP_BATCHNORM);
+    c.in(tensor(in.x, {s.n, s.h, s.w, s.c}))
+        .in(tensor(in.gamma, {s.c}))
+        .in(tensor(in.beta, {s.c}))
+        .in(tensor(sums, {2 * s.c}))
+        .out(tensor(o.y, {s.n, s.h, s.w, s.c}))
+        .out(tensor(o.mean, {s.c}))
+        .out(tensor(o.invstd, {s.c}))
+        .rout(fresco::test::range(rm2))
+        .rout(fresco::test::range(rv2))
+        .params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+    ASSERT_TRUE(c.run());
+    for (size_t k = 0; k < sum.size(); ++k) {
+      EXPECT_EQ(o.mean[k], static_cast<float>(static_cast<double>(sums[k]) / static_cast<double>(s.rows())));
+      const double var = static_cast<double>(sums[k + sum.size()]) / static_cast<double>(s.rows()) -
+                         static_cast<double>(o.mean[k]) * o.mean[k];
+      EXPECT_EQ(o.invstd[k], static_cast<float>(1.0 / std::sqrt(std::max(var, 0.0) + 1e-5)));
+    }
+    // f32 sums lose a few bits of the variance against the two-pass double reference
+    EXPECT_TRUE(fresco::test::all_close(o.y, ref.y, 1e-4, 1e-4));
+    EXPECT_TRUE(fresco::test::all_close(o.mean, ref.mean, 1e-6, 1e-6));
+    EXPECT_TRUE(fresco::test::all_close(o.invstd, ref.invstd, 1e-4, 0.0));
+    EXPECT_TRUE(fresco::test::all_close(rm2, rm, 1e-6, 1e-6));
+    EXPECT_TRUE(fresco::test::all_close(rv2, rv, 1e-4, 1e-6));
+    // batchnorm_add takes the sums as its fifth input
+    std::vector<float> r = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f), y2(s.size(), kNaN),
+                       m2(sum.size()), v2(sum.size()), rm3 = in.rm, rv3 = in.rv;
+    OpCall f(FR_OP_BATCHNORM_ADD);
+    f.in(tensor(in.x, {s.n, s.h, s.w, s.c}))
+        .in(tensor(in.gamma, {s.c}))
+        .in(tensor(in.beta, {s.c}))
+        .in(tensor(r, {s.n, s.h, s.w, s.c}))
+        .in(tensor(sums, {2 * s.c}))
+        .out(tensor(y2, {s.n, s.h, s.w, s.c}))
+        .out(tensor(m2, {s.c}))
+        .out(tensor(v2, {s.c}))
+        .rout(fresco::test::range(rm3))
+        .rout(fresco::test::range(rv3))
+        .params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+    ASSERT_TRUE(f.run());
+    for (size_t i = 0; i < y2.size(); ++i) ASSERT_EQ(y2[i], o.y[i] + r[i]) << i;
+    EXPECT_EQ(m2, o.mean);
+    EXPECT_EQ(v2, o.invstd);
+    EXPECT_EQ(rm3, rm2);
+    EXPECT_EQ(rv3, rv2);
+  }
+  const Shape s{1, 2, 2, 3};
+  Inputs in = make_inputs(rng, s);
+  std::vector<float> y(s.size()), m(3), v(3), sums(5);
+  OpCall bad(FR_OP_BATCHNORM);
+  bad.in(tensor(in.x, {s.n, s.h, s.w, s.c})).in(tensor(in.gamma, {s.c})).in(tensor(in.beta, {s.c}));
+  bad.in(tensor(sums, {5})).out(tensor(y, {s.n, s.h, s.w, s.c})).out(tensor(m, {s.c})).out(tensor(v, {s.c}));
+  bad.rout(fresco::test::range(in.rm)).rout(fresco::test::range(in.rv));
+  bad.params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "2C")) << bad.run_error();
 }
 
 }  // namespace

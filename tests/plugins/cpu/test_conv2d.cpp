@@ -251,6 +251,47 @@ TEST(CpuConv2d, IsDeterministic) {
   }
 }
 
+// The optional sums output (ops.h): the per-channel sum and sum of squares of y as written, from the
+// convolution's own output, the same y as without it; refused with a bias or of the wrong size.
+TEST(CpuConv2d, SumsOutputAddsUpTheOutputPerChannel) {
+  const ConvShape shapes[] = {sq(5, 28, 28, 16, 32, 3, 1, 1, 1, 1), sq(3, 9, 9, 6, 6, 3, 2, 1, 1, 6),
+                              sq(64, 8, 8, 8, 3, 1, 1, 0, 1, 1)};
+  uint32_t seed = 450;
+  for (const ConvShape& s : shapes) {
+    SCOPED_TRACE(str(s));
+    ConvData d(s, seed++);
+    const std::vector<float> plain = run_conv(d, false);
+    std::vector<float> y(static_cast<size_t>(s.y_size()), kNaN), sums(static_cast<size_t>(2 * s.k), kNaN);
+    OpCall c(FR_OP_CONV2D);
+    c.in(d.xt()).in(d.wt()).out(tensor(y, {s.n, s.p(), s.q(), s.k})).out(tensor(sums, {2 * s.k}));
+    c.params(params_of(s, false));
+    ASSERT_TRUE(c.run());
+    EXPECT_TRUE(fresco::test::bitwise_equal(y, plain));
+    std::vector<double> sum(static_cast<size_t>(s.k), 0.0), sq_sum(static_cast<size_t>(s.k), 0.0);
+    for (size_t i = 0; i < y.size(); ++i) {
+      sum[i % static_cast<size_t>(s.k)] += y[i];
+      sq_sum[i % static_cast<size_t>(s.k)] += static_cast<double>(y[i]) * y[i];
+    }
+    for (int64_t k = 0; k < s.k; ++k) {  // added in double, rounded once: within float rounding
+      const auto i = static_cast<size_t>(k);
+      EXPECT_NEAR(sums[i], sum[i], 1e-6 * std::fabs(sum[i]) + 1e-9) << "channel " << k;
+      EXPECT_NEAR(sums[i + static_cast<size_t>(s.k)], sq_sum[i], 1e-6 * sq_sum[i]) << "channel " << k;
+    }
+  }
+  const ConvShape s = sq(2, 6, 6, 4, 6, 3, 1, 1, 1, 1);
+  ConvData d(s, 470);
+  std::vector<float> y(static_cast<size_t>(s.y_size())), sums(static_cast<size_t>(2 * s.k)),
+      short_sums(static_cast<size_t>(s.k));
+  OpCall with_bias(FR_OP_CONV2D);
+  with_bias.in(d.xt()).in(d.wt()).in(d.bt()).out(tensor(y, {s.n, s.p(), s.q(), s.k}));
+  with_bias.out(tensor(sums, {2 * s.k})).params(params_of(s, true));
+  EXPECT_TRUE(fresco::test::contains(with_bias.run_error(), "without a bias")) << with_bias.run_error();
+  OpCall short_out(FR_OP_CONV2D);
+  short_out.in(d.xt()).in(d.wt()).out(tensor(y, {s.n, s.p(), s.q(), s.k}));
+  short_out.out(tensor(short_sums, {s.k})).params(params_of(s, false));
+  EXPECT_TRUE(fresco::test::contains(short_out.run_error(), "2K")) << short_out.run_error();
+}
+
 TEST(CpuConv2d, BadInputsReturnErrors) {
   const ConvShape s = sq(2, 6, 6, 4, 6, 3, 1, 1, 1, 2);
   ConvData d(s, 500);

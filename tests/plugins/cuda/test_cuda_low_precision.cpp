@@ -356,6 +356,41 @@ TEST(CudaLowPrecision, Conv2dOnTensorCores) {
   }
 }
 
+// conv2d's sums output (ops.h) in f16 / bf16 is the per-channel sum and sum of squares of y as stored, on
+// cuDNN's fused statistics (FRESCO_CUDNN_GENSTATS=2, where an engine offers them) and on the separate pass
+// (=0); y itself stays the convolution's (close to f32).
+TEST(CudaLowPrecision, Conv2dSumsAreTheSumsOfTheStoredOutput) {
+  FRESCO_REQUIRE_GPU();
+  ScopedEnv engines("FRESCO_CUDNN_ENGINES", "2");
+  const FrConvParams p{3, 3, 1, 1, 1, 1, 1, 1, 1, 0};
+  const Shape xs{8, 16, 16, 64}, ws{64, 3, 3, 64}, ys{8, 16, 16, 64}, ss{1, 1, 1, 128};
+  LowCase f{
+      {{xs, Fill::RANDOM, true}, {ws, Fill::RANDOM, true}, {ys, Fill::ZERO, true}, {ss, Fill::ZERO, false}},
+      node(FR_OP_CONV2D, {0, 1}, {2, 3}),
+      {2, 3}};
+  f.node.with_params(p);
+  for (const char* genstats : {"0", "2"}) {
+    SCOPED_TRACE(std::string("FRESCO_CUDNN_GENSTATS=") + genstats);
+    ScopedEnv env("FRESCO_CUDNN_GENSTATS", genstats);
+    for (DType low : {DType::BF16, DType::F16}) {
+      const auto v = values_of(f, low, 11);
+      const auto ref = run_low(f, DType::F32, v);
+      const auto got = run_low(f, low, v);
+      EXPECT_LE(max_rel(got[0], ref[0]), low == DType::BF16 ? 1.6e-2 : 2e-3) << dtype_name(low) << " y";
+      std::vector<double> sum(64, 0.0), sq(64, 0.0), mag(64, 0.0);
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        sum[i % 64] += got[0][i];
+        sq[i % 64] += static_cast<double>(got[0][i]) * got[0][i];
+        mag[i % 64] += std::fabs(got[0][i]);
+      }
+      for (size_t k = 0; k < 64; ++k) {  // f32 accumulation of 2048 terms
+        EXPECT_NEAR(got[1][k], sum[k], 1e-5 * mag[k]) << dtype_name(low) << " channel " << k;
+        EXPECT_NEAR(got[1][64 + k], sq[k], 1e-5 * sq[k]) << dtype_name(low) << " channel " << k;
+      }
+    }
+  }
+}
+
 // The fp16 loss-scaling sequence on the device: an inf gradient skips the update (weights unchanged) and
 // halves the scale; a clean step unscales and updates.
 TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {

@@ -183,6 +183,18 @@ TEST_P(CudaBatchNorm, MatchesCpu) {
   t.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
   t.outputs = {3, 4, 5, 6, 7};
   expect_same(t, 1e-6, "batchnorm (training)");
+  OpCase sums = t;  // statistics from given sums of x (positive, so the variance is too)
+  sums.tensors.push_back({DType::F32, Shape{1, 1, 1, 2 * ch}, Fill::POSITIVE});
+  sums.node = node(FR_OP_BATCHNORM, {0, 1, 2, 8}, {3, 4, 5});
+  sums.node.rout = {f32(6), f32(7)};
+  sums.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+  expect_same(sums, 1e-6, "batchnorm (training, sums given)");
+  OpCase add_sums = sums;  // batchnorm_add: the sums are its fifth input
+  add_sums.tensors.push_back({DType::F32, x, Fill::RANDOM});
+  add_sums.node = node(FR_OP_BATCHNORM_ADD, {0, 1, 2, 9, 8}, {3, 4, 5});
+  add_sums.node.rout = {f32(6), f32(7)};
+  add_sums.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+  expect_same(add_sums, 1e-6, "batchnorm_add (sums given)");
   OpCase e;
   e.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, v, Fill::RANDOM},   {DType::F32, v, Fill::RANDOM},
                {DType::F32, v, Fill::RANDOM}, {DType::F32, v, Fill::POSITIVE}, {DType::F32, x, Fill::ZERO}};
@@ -265,6 +277,14 @@ TEST(CudaOps, Conv2dAndFlatten) {
     f.node.with_params(p);
     f.outputs = {3};
     expect_same(f, 2e-6, what);
+    if (!p.has_bias) {  // the sums output for a batchnorm (ops.h): f32 here, so the separate sums pass
+      OpCase fs = f;
+      fs.tensors.push_back({DType::F32, Shape{1, 1, 1, 2 * geo.k}, Fill::ZERO});
+      fs.node = node(FR_OP_CONV2D, {0, 1}, {3, 4});
+      fs.node.with_params(p);
+      fs.outputs = {3, 4};
+      expect_same(fs, 1e-5, what + " with sums");
+    }
     OpCase b;
     b.tensors = {{DType::F32, ys, Fill::RANDOM}, {DType::F32, xs, Fill::RANDOM},
                  {DType::F32, ws, Fill::RANDOM}, {DType::F32, ws, Fill::ZERO},

@@ -87,6 +87,9 @@ class DeepLearningTask : public TaskBase {
   // join (batchnorm_add). Off keeps batchnorm and add as two nodes (for comparison): the same numbers in
   // fp32; in bf16 / fp16 the fused form rounds bn(x) + shortcut once instead of twice.
   DeepLearningTask& fuse_joins(bool on);
+  // CompileOptions::conv_stats (default AUTO: in mixed precision): a batchnorm reading a conv takes its batch
+  // statistics from sums the conv writes instead of its own pass over the map.
+  DeepLearningTask& conv_stats(CompileOptions::ConvStats mode);
   // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
   // augmented.
   DeepLearningTask& augment(data::Augmentation a);
@@ -152,6 +155,7 @@ class DeepLearningTask : public TaskBase {
   DType precision_ = DType::F32;
   bool early_update_ = false;
   bool fuse_joins_ = true;
+  CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   data::Augmentation augment_;
   bool shuffle_ = true;
   std::function<void(const EpochReport&)> on_epoch_;

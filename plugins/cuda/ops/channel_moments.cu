@@ -1,0 +1,68 @@
+// Per-channel sums of x and x^2 (channel_moments.h).
+#include "ops/channel_moments.h"
+
+#include "ops/channel_sums.cuh"
+
+namespace fresco::cuda {
+
+namespace {
+template <class T>
+__global__ void moments_kernel(const T* x, ChannelChunks k, double* part) {
+  channel_partials(k, part, [&](int64_t r, int64_t c) {
+    const double v = to_f(x[r * k.c + c]);
+    return make_double2(v, v * v);
+  });
+}
+
+template <class T>
+__global__ void __launch_bounds__(kVecThreads) moments_vec_kernel(const T* x, ChannelChunks k, double* part) {
+  vector_channel_partials<T, double>(
+      k, part, [&](int64_t r, int cv, double(&a)[Vec16<T>::kN], double(&b)[Vec16<T>::kN]) {
+        const Vec16<T> v = load16(x, r * (k.c / Vec16<T>::kN) + cv);
+#pragma unroll
+        for (int j = 0; j < Vec16<T>::kN; ++j) {
+          const double f = to_f(v.v[j]);
+          a[j] += f;
+          b[j] += f * f;
+        }
+      });
+}
+
+__global__ void sums_finalize_kernel(ChannelChunks k, const double* part, float* sums) {
+  const int64_t c = finalize_channel();
+  if (c >= k.c) return;
+  const double2 t = channel_totals(k, part, c);
+  if (threadIdx.x != 0) return;
+  sums[c] = static_cast<float>(t.x);
+  sums[k.c + c] = static_cast<float>(t.y);
+}
+}  // namespace
+
+void launch_channel_moments(uint32_t dtype, const void* x, int64_t rows, int64_t c, double* part,
+                            cudaStream_t s) {
+  const ChannelChunks k = channel_chunks(rows, c);
+  with_float_type(dtype, "channel sums", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xt = static_cast<const T*>(x);
+    if (vector_partials_fit<T>(k, {x}))
+      moments_vec_kernel<T><<<static_cast<unsigned>(k.chunks), kVecThreads, 0, s>>>(xt, k, part);
+    else
+      moments_kernel<T><<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, s>>>(xt, k, part);
+  });
+  FR_CUDA_LAUNCH_CHECK();
+}
+
+uint64_t conv_sums_workspace(int64_t rows, int64_t c) {
+  const ChannelChunks k = channel_chunks(rows, c);
+  return static_cast<uint64_t>(k.chunks * k.c) * 2 * sizeof(double);
+}
+
+void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, void* ws, float* sums,
+                      cudaStream_t s) {
+  const ChannelChunks k = channel_chunks(rows, c);
+  launch_channel_moments(dtype, y, rows, c, partials_of(ws), s);
+  sums_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, s>>>(k, partials_of(ws), sums);
+  FR_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace fresco::cuda

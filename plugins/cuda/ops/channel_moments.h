@@ -1,0 +1,22 @@
+// Per-channel sums of x and x^2 over the rows of an f32 / f16 / bf16 map [rows, C], by the coalesced,
+// deterministic kernels of channel_sums.cuh: batchnorm's statistics pass (chunk partials for its finalize)
+// and conv2d's sums output (ops.h), when cuDNN's fused statistics are not the faster way
+// (ops/conv_engine.h). Test: tests/plugins/cuda/test_cuda_ops.cpp.
+#pragma once
+
+#include "cuda_common.h"
+
+namespace fresco::cuda {
+
+// part[(chunk * C + c) * 2 + {0, 1}] = the chunk's sums of x and x^2 (double), chunks of
+// channel_chunks(rows, c) (channel_sums.cuh).
+void launch_channel_moments(uint32_t dtype, const void* x, int64_t rows, int64_t c, double* part,
+                            cudaStream_t s);
+
+// conv2d's sums output: sums[c] = sum of y[.., c], sums[C + c] = the sum of its squares, added in double in a
+// fixed order and rounded to f32 once; `ws` holds conv_sums_workspace(rows, c) bytes.
+uint64_t conv_sums_workspace(int64_t rows, int64_t c);
+void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, void* ws, float* sums,
+                      cudaStream_t s);
+
+}  // namespace fresco::cuda
