@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "reference/activations.h"
 #include "reference/batchnorm.h"
@@ -566,6 +567,49 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     return true;
   }
   return false;
+}
+
+namespace {
+// sums[k] = sum over rows of v[., k], sums[C + k] = the sum of squares (double, as the reference).
+std::vector<double> channel_sums(const std::vector<double>& v, int64_t c) {
+  std::vector<double> s(static_cast<size_t>(2 * c), 0.0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    s[i % static_cast<size_t>(c)] += v[i];
+    s[static_cast<size_t>(c) + i % static_cast<size_t>(c)] += v[i] * v[i];
+  }
+  return s;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string& op, uint32_t seed) {
+  std::vector<std::pair<std::string, OpCase>> cases;
+  std::mt19937 rng(seed + 1000u);
+  if (op == FR_OP_CONV2D) {  // no bias, the sums of y as a second output
+    const ref::ConvShape sh{3, 11, 10, 6, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1};
+    const FrConvParams cp{3, 3, 2, 2, 1, 1, 1, 1, 1, 0};
+    const auto x = random(rng, sh.x_size()), w = random(rng, sh.w_size(), -0.5f, 0.5f);
+    OpCase c;
+    c.in = {f32(x, {sh.n, sh.h, sh.w, sh.c}), f32(w, {sh.k, sh.r, sh.s, sh.c})};
+    c.out = {f32(std::vector<float>(sh.y_size(), NAN), {sh.n, sh.p(), sh.q(), sh.k}),
+             f32(std::vector<float>(2 * sh.k, NAN), {1, 1, 1, 2 * sh.k})};
+    c.params = params_of(cp);
+    c.error = [=](const auto& out, const auto&) {
+      const auto y = ref::conv2d_forward(widen(x), widen(w), std::vector<double>(sh.k, 0.0), sh);
+      return std::max(rel_err(floats(out[0]), y), rel_err(floats(out[1]), channel_sums(y, sh.k)));
+    };
+    cases.emplace_back("sums output", std::move(c));
+  }
+  if (op == FR_OP_BATCHNORM || op == FR_OP_BATCHNORM_ADD) {  // statistics from the f32 sums of x
+    OpCase c;
+    if (!make_case(op, seed, &c)) return cases;
+    const int64_t ch = c.in[0].dims[3];
+    std::vector<float> x(c.in[0].host.size() / sizeof(float));
+    std::memcpy(x.data(), c.in[0].host.data(), c.in[0].host.size());
+    const auto s = channel_sums(widen(x), ch);
+    c.in.push_back(f32(std::vector<float>(s.begin(), s.end()), {1, 1, 1, 2 * ch}));
+    cases.emplace_back("sums of x given", std::move(c));
+  }
+  return cases;
 }
 
 }  // namespace fresco::check

@@ -33,4 +33,8 @@ struct OpCase {
 // Fills `c` for op `name`; false when there is no reference for it.
 bool make_case(const std::string& name, uint32_t seed, OpCase* c);
 
+// The op's optional operand forms (ops.h) beyond make_case's, each named: conv2d with its sums output,
+// batchnorm and batchnorm_add given the sums of x. Empty for other ops.
+std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string& name, uint32_t seed);
+
 }  // namespace fresco::check

@@ -269,14 +269,19 @@ int main(int argc, char** argv) {
         row(what.c_str(), std::string("dtypes ") + dtype_list(k.dtype_mask) + ": no reference case", "SKIP");
         continue;
       }
-      try {
-        const double err = run_case(k, api, c);
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "max rel err %.2e (tolerance %.0e)", err, c.tolerance);
-        row(what.c_str(), buf, err <= c.tolerance ? "PASS" : "FAIL");
-      } catch (const Error& e) {
-        row(what.c_str(), e.what(), "FAIL");
-      }
+      auto check_case = [&](const std::string& label, const check::OpCase& oc) {
+        try {
+          const double err = run_case(k, api, oc);
+          char buf[96];
+          std::snprintf(buf, sizeof buf, "max rel err %.2e (tolerance %.0e)", err, oc.tolerance);
+          row(label.c_str(), buf, err <= oc.tolerance ? "PASS" : "FAIL");
+        } catch (const Error& e) {
+          row(label.c_str(), e.what(), "FAIL");
+        }
+      };
+      check_case(what, c);
+      for (const auto& [variant, vc] : check::make_variant_cases(k.op_name, seed + i))
+        check_case(what + " " + variant, vc);
     }
     std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
