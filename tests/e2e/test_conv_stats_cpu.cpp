@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <numeric>
 #include <string>
 #include <vector>
 
+#include "e2e/small_residual_task.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/plugin_loader.h"
 
@@ -23,25 +23,14 @@ struct Trained {
 
 Trained train(CompileOptions::ConvStats mode) {
   DeepLearningTask t;
-  t.model(
-       seq({conv(8, 3, 1, 1), bn(), relu(),
-            residual({conv(8, 3, 1, 1), bn(), relu(), conv(8, 3, 1, 1), bn()}), relu(),
-            residual({conv(16, 3, 2, 1), bn(), relu(), conv(16, 3, 1, 1), bn()}, {conv(16, 1, 2, 0), bn()}),
-            relu(), gap(), fc(4)}))
-      .data(data::synthetic_patches(32, 1), data::synthetic_patches(16, 2))
-      .batch_size(16)
-      .optimizer(SGD(0.9f, true).base_lr(0.05f).with_weight_decay(5e-4f))
-      .device("cpu")
-      .shuffle(false)
-      .conv_stats(mode);
+  test::configure_small_residual(t);
+  t.conv_stats(mode);
   t.compile();
   Trained r;
   for (GraphId g : {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD})
     for (const GraphNode& n : t.compiled().train->nodes(g))
       r.sums_convs += n.op == FR_OP_CONV2D && n.out.size() == 2;
-  std::vector<uint32_t> idx(32);
-  std::iota(idx.begin(), idx.end(), 0u);
-  for (int s = 0; s < 4; ++s) r.losses.push_back(t.train_step(idx.data() + 16 * (s % 2), 16));
+  r.losses = test::train_small_residual(t, 4);
   r.state = t.snapshot();
   return r;
 }

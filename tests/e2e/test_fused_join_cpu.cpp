@@ -4,10 +4,10 @@
 // folded batchnorm and the add).
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <string>
 #include <vector>
 
+#include "e2e/small_residual_task.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/plugin_loader.h"
 
@@ -22,25 +22,13 @@ struct Trained {
 
 Trained train(bool fuse) {
   DeepLearningTask t;
-  // an identity block (its main branch ends in a bn) and a projection block (bn on both branches)
-  t.model(
-       seq({conv(8, 3, 1, 1), bn(), relu(),
-            residual({conv(8, 3, 1, 1), bn(), relu(), conv(8, 3, 1, 1), bn()}), relu(),
-            residual({conv(16, 3, 2, 1), bn(), relu(), conv(16, 3, 1, 1), bn()}, {conv(16, 1, 2, 0), bn()}),
-            relu(), gap(), fc(4)}))
-      .data(data::synthetic_patches(32, 1), data::synthetic_patches(16, 2))
-      .batch_size(16)
-      .optimizer(SGD(0.9f, true).base_lr(0.05f).with_weight_decay(5e-4f))
-      .device("cpu")
-      .shuffle(false)
-      .fuse_joins(fuse);
+  test::configure_small_residual(t);  // an identity block and a projection block
+  t.fuse_joins(fuse);
   t.compile();
   Trained r;
   for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD))
     r.fused_nodes += n.op == FR_OP_BATCHNORM_ADD ? 1 : 0;
-  std::vector<uint32_t> idx(32);
-  std::iota(idx.begin(), idx.end(), 0u);
-  for (int s = 0; s < 4; ++s) r.losses.push_back(t.train_step(idx.data() + 16 * (s % 2), 16));
+  r.losses = test::train_small_residual(t, 4);
   r.state = t.snapshot();
   r.logits = t.test_logits(16);
   return r;

@@ -33,11 +33,10 @@ void set(Desc d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t t
   FR_CUDNN_CHECK(cudnnBackendSetAttribute(d, name, type, n, v));
 }
 
-// An NHWC tensor (or KRSC filter) given as logical dims [N, C, H, W] with channels-last strides.
-Desc nhwc_tensor(std::vector<Desc>& keep, int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w,
-                 cudnnDataType_t t) {
+// A 4-d tensor descriptor: logical dims [N, C, H, W] with the given strides.
+Desc tensor_desc(std::vector<Desc>& keep, int64_t uid, const int64_t (&dims)[4], const int64_t (&strides)[4],
+                 cudnnDataType_t t, int64_t align) {
   Desc d = make(keep, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const int64_t dims[4] = {n, c, h, w}, strides[4] = {h * w * c, 1, w * c, c}, align = 16;
   set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t);
   set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
   set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
@@ -47,18 +46,15 @@ Desc nhwc_tensor(std::vector<Desc>& keep, int64_t uid, int64_t n, int64_t c, int
   return d;
 }
 
+// An NHWC tensor (or KRSC filter) given as logical dims [N, C, H, W] with channels-last strides.
+Desc nhwc_tensor(std::vector<Desc>& keep, int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w,
+                 cudnnDataType_t t) {
+  return tensor_desc(keep, uid, {n, c, h, w}, {h * w * c, 1, w * c, c}, t, 16);
+}
+
 // A per-channel f32 vector [1, K, 1, 1] (the statistics of a forward with genstats).
 Desc channel_vector(std::vector<Desc>& keep, int64_t uid, int64_t k) {
-  Desc d = make(keep, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const cudnnDataType_t t = CUDNN_DATA_FLOAT;
-  const int64_t dims[4] = {1, k, 1, 1}, strides[4] = {k, 1, k, k}, align = k % 4 == 0 ? 16 : 4;
-  set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t);
-  set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-  set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-  set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-  set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-  FR_CUDNN_CHECK(cudnnBackendFinalize(d));
-  return d;
+  return tensor_desc(keep, uid, {1, k, 1, 1}, {k, 1, k, k}, CUDNN_DATA_FLOAT, k % 4 == 0 ? 16 : 4);
 }
 
 // The genstats operation: per-channel sum and sum of squares of y in f32.
