@@ -1,6 +1,8 @@
 // Per-channel sums of x and x^2 (channel_moments.h).
 #include "ops/channel_moments.h"
 
+#include <type_traits>
+
 #include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
@@ -14,18 +16,21 @@ __global__ void moments_kernel(const T* x, ChannelChunks k, double* part) {
   });
 }
 
+// Per-thread sums in float for 16-bit maps (a thread adds at most rows_per_chunk / lanes values of 8-11
+// significant bits; ResNet-18 bf16: 337 -> 316 us per step), in double for f32 maps.
 template <class T>
 __global__ void __launch_bounds__(kVecThreads) moments_vec_kernel(const T* x, ChannelChunks k, double* part) {
-  vector_channel_partials<T, double>(
-      k, part, [&](int64_t r, int cv, double(&a)[Vec16<T>::kN], double(&b)[Vec16<T>::kN]) {
-        const Vec16<T> v = load16(x, r * (k.c / Vec16<T>::kN) + cv);
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+  vector_channel_partials<T, Acc>(k, part,
+                                  [&](int64_t r, int cv, Acc(&a)[Vec16<T>::kN], Acc(&b)[Vec16<T>::kN]) {
+                                    const Vec16<T> v = load16(x, r * (k.c / Vec16<T>::kN) + cv);
 #pragma unroll
-        for (int j = 0; j < Vec16<T>::kN; ++j) {
-          const double f = to_f(v.v[j]);
-          a[j] += f;
-          b[j] += f * f;
-        }
-      });
+                                    for (int j = 0; j < Vec16<T>::kN; ++j) {
+                                      const Acc f = to_f(v.v[j]);
+                                      a[j] += f;
+                                      b[j] += f * f;
+                                    }
+                                  });
 }
 
 __global__ void sums_finalize_kernel(ChannelChunks k, const double* part, float* sums) {
