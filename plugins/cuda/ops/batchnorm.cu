@@ -5,9 +5,7 @@
 // one block per channel turns them into the batch mean (kept in float, as the backward sees it), the biased
 // variance, save_mean/save_invstd, the running statistics (momentum, unbiased variance) and a scale/shift
 // pair from the saved float statistics (ops/batchnorm_relu_mask.cuh), and a last element-wise pass writes
-// y = fma(x, scale, shift) (y may alias x; max(y, 0) with the fused relu of params.relu). Given the sums, the
-// vectorized element-wise pass derives each channel's statistics itself and no finalize kernel runs (one
-// fewer launch per batchnorm: 72 us of a ResNet-18 step on the H200). Inference: one
+// y = fma(x, scale, shift) (y may alias x; max(y, 0) with the fused relu of params.relu). Inference: one
 // element-wise pass with the running statistics. run_batchnorm also serves batchnorm_add
 // (ops/batchnorm_add.cpp), whose element-wise pass adds the residual before the relu. Test:
 // tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
@@ -33,27 +31,15 @@ struct BnOutputs {
 
 // Channel c's saved statistics and running statistics from its batch mean and biased variance; returns its
 // scale / shift, derived from the saved float statistics so backward can recompute them
-// (batchnorm_relu_mask.cuh). Writes only when `store`.
-__device__ float2 bn_finalize_channel(int64_t c, float mean, double var, const BnOutputs& o, bool store) {
+// (batchnorm_relu_mask.cuh).
+__device__ float2 bn_finalize_channel(int64_t c, float mean, double var, const BnOutputs& o) {
   const double invstd = 1.0 / sqrt(var + static_cast<double>(o.eps));
-  const float2 ss = bn_scale_shift(o.gamma[c], o.beta[c], mean, static_cast<float>(invstd));
-  if (store) {
-    o.save_mean[c] = mean;
-    o.save_invstd[c] = static_cast<float>(invstd);
-    const double mom = o.momentum;
-    o.run_mean[c] = static_cast<float>((1.0 - mom) * o.run_mean[c] + mom * mean);
-    o.run_var[c] = static_cast<float>((1.0 - mom) * o.run_var[c] + mom * var * o.n / (o.n - 1.0));
-  }
-  return ss;
-}
-
-// The same from the f32 sums of x that the conv writing x produced (ops.h).
-__device__ float2 bn_finalize_from_sums(int64_t c, int64_t channels, const float* sums, const BnOutputs& o,
-                                        bool store) {
-  float mean = 0.0f;
-  double var = 0.0;
-  fr_bn_stats_from_sums(sums[c], sums[channels + c], o.n, &mean, &var);
-  return bn_finalize_channel(c, mean, var, o, store);
+  o.save_mean[c] = mean;
+  o.save_invstd[c] = static_cast<float>(invstd);
+  const double mom = o.momentum;
+  o.run_mean[c] = static_cast<float>((1.0 - mom) * o.run_mean[c] + mom * mean);
+  o.run_var[c] = static_cast<float>((1.0 - mom) * o.run_var[c] + mom * var * o.n / (o.n - 1.0));
+  return bn_scale_shift(o.gamma[c], o.beta[c], mean, static_cast<float>(invstd));
 }
 
 __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, BnOutputs o, float* coef) {
@@ -64,7 +50,7 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, BnOutput
   const float mean = static_cast<float>(t.x / o.n);
   double var = t.y / o.n - static_cast<double>(mean) * mean;
   if (var < 0.0) var = 0.0;
-  const float2 ss = bn_finalize_channel(c, mean, var, o, true);
+  const float2 ss = bn_finalize_channel(c, mean, var, o);
   coef[c] = ss.x;
   coef[k.c + c] = ss.y;
 }
@@ -73,7 +59,10 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, BnOutput
 __global__ void bn_finalize_sums_kernel(int64_t channels, const float* sums, BnOutputs o, float* coef) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
-  const float2 ss = bn_finalize_from_sums(c, channels, sums, o, true);
+  float mean = 0.0f;
+  double var = 0.0;
+  fr_bn_stats_from_sums(sums[c], sums[channels + c], o.n, &mean, &var);
+  const float2 ss = bn_finalize_channel(c, mean, var, o);
   coef[c] = ss.x;
   coef[channels + c] = ss.y;
 }
@@ -90,26 +79,16 @@ __global__ void bn_apply_kernel(const T* x, const T* r, const float* coef, T* y,
 }
 
 // The same, 16 bytes per load, each thread on fixed channels with scale and shift in registers
-// (fixed_channels_fit). Given the sums of x (`sums` not null), every thread derives its channels' scale and
-// shift from them, and the first block's first thread of each channel group also writes the saved and
-// running statistics: no finalize kernel runs.
+// (fixed_channels_fit). (Deriving them from the conv's sums in every thread instead of a finalize launch was
+// measured slower on the H200: eight double square roots and divisions per thread cost more than the launch.)
 template <class T, bool Residual>
 __global__ void __launch_bounds__(kFixedThreads)
-    bn_apply_vec_kernel(const T* x, const T* r, const float* coef, const float* sums, BnOutputs o, T* y,
-                        int64_t nvec, int64_t c, int relu) {
+    bn_apply_vec_kernel(const T* x, const T* r, const float* coef, T* y, int64_t nvec, int64_t c, int relu) {
   constexpr int V = Vec16<T>::kN;
   const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
   float scale[V], shift[V];
-  const bool store = blockIdx.x == 0 && threadIdx.x < c / V;
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    if (sums) {
-      const float2 ss = bn_finalize_from_sums(ch + j, c, sums, o, store);
-      scale[j] = ss.x, shift[j] = ss.y;
-    } else {
-      scale[j] = coef[ch + j], shift[j] = coef[c + ch + j];
-    }
-  }
+  for (int j = 0; j < V; ++j) scale[j] = coef[ch + j], shift[j] = coef[c + ch + j];
 #pragma unroll 4
   for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride) {
     Vec16<T> a = load16(x, i);
@@ -211,21 +190,19 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       const T* r = static_cast<const T*>(residual);
       T* y = sdk::data<T>(call->out[0]);
       const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x});
-      if (!sums) {
+      if (sums) {
+        bn_finalize_sums_kernel<<<static_cast<unsigned>((c + 127) / 128), 128, 0, st>>>(c, sums, o, coef);
+      } else {
         launch_channel_moments(call->in[0].dtype, call->in[0].data, k.rows, k.c, part, st);
         bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(k, part, o, coef);
-      } else if (!vec) {  // the vector kernel finalizes from the sums itself
-        bn_finalize_sums_kernel<<<static_cast<unsigned>((c + 127) / 128), 128, 0, st>>>(c, sums, o, coef);
       }
       if (vec) {
         const int64_t nv = total / Vec16<T>::kN;
         const unsigned vblocks = grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count);
         if (r)
-          bn_apply_vec_kernel<T, true>
-              <<<vblocks, kFixedThreads, 0, st>>>(x, r, coef, sums, o, y, nv, c, p.relu);
+          bn_apply_vec_kernel<T, true><<<vblocks, kFixedThreads, 0, st>>>(x, r, coef, y, nv, c, p.relu);
         else
-          bn_apply_vec_kernel<T, false>
-              <<<vblocks, kFixedThreads, 0, st>>>(x, r, coef, sums, o, y, nv, c, p.relu);
+          bn_apply_vec_kernel<T, false><<<vblocks, kFixedThreads, 0, st>>>(x, r, coef, y, nv, c, p.relu);
       } else {
         bn_apply_kernel<T><<<blocks, 256, 0, st>>>(x, r, coef, y, total, c, p.relu);
       }
