@@ -16,6 +16,7 @@
 // --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each);
 // --profile 2 also prints each call (graph, layer, op, time, the layer's per-sample shapes).
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -96,6 +97,12 @@ int main(int argc, char** argv) {
                    : model == "resnet50"
                        ? models::resnet50(classes, stem)
                        : throw Error(ErrorCode::kBadConfig, "bench_resnet_step: unknown --model " + model);
+    // auto: the H200's datasheet rates (give the machine's own for another device)
+    const double peak_tflops = args.str("peak-tflops") == "auto" ? (precision == DType::F32 ? 67.0 : 989.0)
+                                                                 : args.real("peak-tflops");
+    FRESCO_CHECK(
+        peak_tflops > 0.0 && std::isfinite(peak_tflops), ErrorCode::kBadConfig,
+        "bench_resnet_step: --peak-tflops must be auto or a positive number, got " + args.str("peak-tflops"));
     DeepLearningTask task;
     task.model(std::move(bp))
         .data(random_images(batch, side, classes), random_images(batch, side, classes))
@@ -113,19 +120,17 @@ int main(int argc, char** argv) {
     const double s = task.time_steps(steps);
     const double ms = 1000.0 * s / steps;
     // forward + input and weight gradients (the first layer's input gradient is not computed; ignored here)
-    const double peak_tflops = args.str("peak-tflops") == "auto" ? (precision == DType::F32 ? 67.0 : 989.0)
-                                                                 : args.real("peak-tflops");
     const double flops = 3.0 * forward_flops_per_sample(task.compiled().arch) * static_cast<double>(batch);
     std::printf(
         "{\"bench\":\"resnet_step\",\"model\":\"%s\",\"stem\":\"%s\",\"backend\":\"%s\",\"batch\":%lld,"
         "\"image\":%lld,\"dtype\":\"%s\",\"ms_step\":%.4f,\"images_per_s\":%.1f,\"device_mib\":%.1f,"
         "\"workspace_mib\":%.1f,"
-        "\"gflop_step\":%.1f,\"floor_ms\":%.4f}\n",
+        "\"gflop_step\":%.1f,\"floor_ms\":%.4f,\"peak_tflops\":%.1f,\"conv_stats\":\"%s\"}\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
         static_cast<double>(task.device_memory_bytes()) / (1 << 20),
         static_cast<double>(task.runtime().workspace_bytes()) / (1 << 20), flops / 1e9,
-        1e3 * flops / (peak_tflops * 1e12));
+        1e3 * flops / (peak_tflops * 1e12), peak_tflops, args.str("conv-stats").c_str());
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

@@ -599,15 +599,48 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     };
     cases.emplace_back("sums output", std::move(c));
   }
-  if (op == FR_OP_BATCHNORM || op == FR_OP_BATCHNORM_ADD) {  // statistics from the f32 sums of x
+  if (op == FR_OP_BATCHNORM || op == FR_OP_BATCHNORM_ADD) {
+    // Statistics from given f32 sums, deliberately those of 1.5 x + 0.25 and not of x, so a kernel that
+    // ignored them and computed its own would fail: y = (x - mean) invstd gamma + beta (+ r, relu for add).
     OpCase c;
     if (!make_case(op, seed, &c)) return cases;
+    const bool add = op == FR_OP_BATCHNORM_ADD;
     const int64_t ch = c.in[0].dims[3];
-    std::vector<float> x(c.in[0].host.size() / sizeof(float));
-    std::memcpy(x.data(), c.in[0].host.data(), c.in[0].host.size());
-    const auto s = channel_sums(widen(x), ch);
-    c.in.push_back(f32(std::vector<float>(s.begin(), s.end()), {1, 1, 1, 2 * ch}));
-    cases.emplace_back("sums of x given", std::move(c));
+    auto host_floats = [](const Operand& o) {
+      std::vector<float> v(o.host.size() / sizeof(float));
+      std::memcpy(v.data(), o.host.data(), o.host.size());
+      return v;
+    };
+    const auto x = host_floats(c.in[0]), g = host_floats(c.in[1]), b = host_floats(c.in[2]);
+    const auto res = add ? host_floats(c.in[3]) : std::vector<float>{};
+    const auto rm = host_floats(c.rout[0]), rv = host_floats(c.rout[1]);
+    std::vector<double> shifted(x.size());
+    for (size_t i = 0; i < x.size(); ++i) shifted[i] = 1.5 * x[i] + 0.25;
+    const auto s = channel_sums(shifted, ch);
+    const std::vector<float> sums(s.begin(), s.end());
+    c.in.push_back(f32(sums, {1, 1, 1, 2 * ch}));
+    const double n = static_cast<double>(x.size() / static_cast<size_t>(ch));
+    c.error = [=](const auto& out, const auto& rout) {
+      std::vector<double> y(x.size()), mean(ch), invstd(ch), m(ch), v(ch);
+      for (int64_t k = 0; k < ch; ++k) {
+        const float mu = static_cast<float>(static_cast<double>(sums[k]) / n);
+        const double var =
+            std::max(static_cast<double>(sums[ch + k]) / n - static_cast<double>(mu) * mu, 0.0);
+        mean[k] = mu;
+        invstd[k] = 1.0 / std::sqrt(var + 1e-5);
+        m[k] = 0.9 * rm[k] + 0.1 * mu;
+        v[k] = 0.9 * rv[k] + 0.1 * var * n / (n - 1.0);
+      }
+      for (size_t i = 0; i < x.size(); ++i) {
+        const size_t k = i % static_cast<size_t>(ch);
+        y[i] = (x[i] - mean[k]) * invstd[k] * g[k] + b[k];
+        if (add) y[i] = std::max(0.0, y[i] + res[i]);
+      }
+      return std::max({rel_err(floats(out[0]), y), rel_err(floats(out[1]), mean),
+                       rel_err(floats(out[2]), invstd), rel_err(floats(rout[0]), m),
+                       rel_err(floats(rout[1]), v)});
+    };
+    cases.emplace_back("sums given", std::move(c));
   }
   return cases;
 }

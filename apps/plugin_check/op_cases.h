@@ -34,7 +34,7 @@ struct OpCase {
 bool make_case(const std::string& name, uint32_t seed, OpCase* c);
 
 // The op's optional operand forms (ops.h) beyond make_case's, each named: conv2d with its sums output,
-// batchnorm and batchnorm_add given the sums of x. Empty for other ops.
+// batchnorm and batchnorm_add given sums. Empty for other ops.
 std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string& name, uint32_t seed);
 
 }  // namespace fresco::check

@@ -336,11 +336,11 @@ const FrKernelDef* PluginRegistry::kernel(int32_t id, const std::string& dev, ui
   return nullptr;
 }
 
-std::string PluginRegistry::kernel_owner(int32_t id, const std::string& dev) const {
+std::string PluginRegistry::kernel_owner(int32_t id, const std::string& dev, uint32_t dtype) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (id < 0 || static_cast<size_t>(id) >= kernels_.size()) return {};
   for (const auto& e : kernels_[static_cast<size_t>(id)])
-    if (e.device == dev) return e.plugin_path;
+    if (e.device == dev && (e.def->dtype_mask & FR_DTYPE_BIT(dtype))) return e.plugin_path;
   return {};
 }
 

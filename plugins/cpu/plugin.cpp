@@ -69,12 +69,14 @@ namespace {
 constexpr uint32_t kF32 = FR_DTYPE_BIT(FR_F32);
 constexpr uint32_t kAny = 0x3Fu;
 constexpr uint32_t kFloats = FR_DTYPE_BIT(FR_F32) | FR_DTYPE_BIT(FR_F16) | FR_DTYPE_BIT(FR_BF16);
-#define FR_K(kind, op, mask, prep, run) \
-  { sizeof(FrKernelDef), kind, op, "cpu", mask, 0, prep, in_arena<run>, nullptr }
+#define FR_KF(kind, op, mask, flags, prep, run) \
+  { sizeof(FrKernelDef), kind, op, "cpu", mask, flags, prep, in_arena<run>, nullptr }
+#define FR_K(kind, op, mask, prep, run) FR_KF(kind, op, mask, 0, prep, run)
+constexpr uint32_t kSums = FR_KERNEL_SUMS_OPERANDS;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
-    FR_K(FR_COMPUTE, FR_OP_CONV2D, kF32, conv2d_prepare, conv2d_run),
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums, conv2d_prepare, conv2d_run),
     FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, conv2d_backward_prepare, conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),
     FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, nullptr, relu_backward_run),
@@ -82,10 +84,10 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run),
     FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run),
     FR_K(FR_COMPUTE, FR_OP_SOFTMAX_XENT, kF32, softmax_xent_prepare, softmax_xent_run),
-    FR_K(FR_COMPUTE, FR_OP_BATCHNORM, kF32, batchnorm_prepare, batchnorm_run),
+    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM, kF32, kSums, batchnorm_prepare, batchnorm_run),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, batchnorm_backward_prepare, batchnorm_backward_run),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run),
-    FR_K(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kF32, batchnorm_add_prepare, batchnorm_add_run),
+    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kF32, kSums, batchnorm_add_prepare, batchnorm_add_run),
     FR_K(FR_COMPUTE, FR_OP_CHANNEL_AFFINE, kF32, nullptr, channel_affine_run),
     FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D, kF32, nullptr, max_pool2d_run),
     FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D_BACKWARD, kF32, nullptr, max_pool2d_backward_run),
@@ -121,6 +123,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, nullptr, adam_update_run),
 };
 #undef FR_K
+#undef FR_KF
 }  // namespace
 
 }  // namespace fresco::cpu

@@ -65,7 +65,8 @@ struct Context {
   int conv_engine_candidates = 64;
   // A conv2d with the sums output (ops.h) on an engine (FRESCO_CUDNN_GENSTATS): 0 = always the convolution,
   // then a separate sums pass; 1 (default) = cuDNN's fused statistics (genstats) when they measured faster
-  // than that pair at prepare; 2 = genstats whenever an engine offers them.
+  // than that pair at prepare; 2 = genstats whenever an engine offers them. Only for a convolution whose
+  // forward runs on an engine (conv_engines).
   int conv_genstats = 1;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   std::map<std::string, ConvChoice> conv_choice;

@@ -218,8 +218,8 @@ TEST(CompilerResidual, BatchNormTakesItsStatisticsFromTheConvSums) {
         if (n.op == "conv2d" && n.label == in.name) {
           EXPECT_EQ(n.out.back(), l.sums);
         }
-        if (n.op == "batchnorm" && n.label == l.name) {
-          EXPECT_EQ(n.in.back(), l.sums);
+        if ((n.op == "batchnorm" || n.op == "batchnorm_add") && n.label == l.name) {
+          EXPECT_EQ(n.in.back(), l.sums) << n.op;
         }
       }
   }

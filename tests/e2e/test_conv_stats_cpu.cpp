@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "e2e/small_residual_task.h"
 #include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
 #include "fresco/core/plugin_loader.h"
+#include "fresco/core/task.h"
 
 using namespace fresco;
 
@@ -59,4 +62,41 @@ TEST(ConvStatsCpu, StatisticsFromConvSumsTrainLikeTheTwoPassStatistics) {
     EXPECT_LT(max_rel(sums.state[i].second, plain.state[i].second), 1e-4) << sums.state[i].first;
   }
   EXPECT_NE(sums.losses.front(), sums.losses.back());  // it really trained
+}
+
+// A kernel that does not declare the sums operands (FrKernelDef::flags, FR_KERNEL_SUMS_OPERANDS: a plugin
+// written before they existed) is refused with a clear error for a node that uses them, never handed operands
+// it would ignore; the same kernel still serves the plain form.
+TEST(ConvStatsCpu, AKernelWithoutTheSumsOperandsIsRefusedForThem) {
+  PluginRegistry& reg = PluginRegistry::instance();
+  reg.load_default({FRESCO_LIB_DIR});
+  ASSERT_TRUE(reg.load_file(std::string(FRESCO_TEST_PLUGIN_DIR) + "/libfresco-test-legacy_conv.so"));
+  auto conv_task = [](bool sums) {
+    auto t = std::make_unique<SimpleTask>("cpu");
+    const TensorId x = t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 8}, "x");
+    const TensorId w = t->tensor(Region::T_TEMP, DType::F16, Shape{8, 3, 3, 8}, "w");
+    const TensorId y = t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 8}, "y");
+    const TensorId s = t->tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 16}, "sums");
+    t->lock_memory();
+    GraphNode n;
+    n.op = FR_OP_CONV2D;
+    n.label = "conv";
+    n.in = {x, w};
+    n.out = {y};
+    if (sums) n.out.push_back(s);
+    n.with_params(FrConvParams{3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
+    t->add(GraphId::DEEP_FWD_BWD, n);
+    return t;
+  };
+  try {
+    conv_task(true)->compile();
+    ADD_FAILURE() << "a conv2d node with sums compiled on a kernel that does not declare them";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("FR_KERNEL_SUMS_OPERANDS"), std::string::npos) << m;
+    EXPECT_NE(m.find("legacy_conv"), std::string::npos) << m;  // names the plugin
+    EXPECT_NE(m.find("conv_stats"), std::string::npos) << m;   // and the way out
+  }
+  EXPECT_NO_THROW(conv_task(false)->compile());
 }

@@ -60,10 +60,10 @@ FR_CPU_KERNEL_PREPARE(batchnorm) {
 }
 
 FR_CPU_KERNEL_RUN(batchnorm) {
-  return sdk::guard([&] { batchnorm_forward(call, nullptr, 3); });
+  return sdk::guard([&] { batchnorm_forward(call, nullptr, 3, "batchnorm"); });
 }
 
-void batchnorm_forward(const FrCall* call, const float* residual, uint32_t sums_index) {
+void batchnorm_forward(const FrCall* call, const float* residual, uint32_t sums_index, const char* op) {
   const auto& p = sdk::params<FrBatchNormParams>(call);
   check_arity(call, p);
   const BnShape s = bn_shape(call->in[0], "batchnorm");
@@ -97,7 +97,7 @@ void batchnorm_forward(const FrCall* call, const float* residual, uint32_t sums_
     float* run_mean = sdk::data<float>(call->rout[0]);
     float* run_var = sdk::data<float>(call->rout[1]);
     const double n = static_cast<double>(rows);
-    const float* sums = sdk::bn_sums_input(call, sums_index, c, "batchnorm");
+    const float* sums = sdk::bn_sums_input(call, sums_index, c, op);
     double* var = part;  // the biased variance per channel, over the first C partials once they are summed
     if (sums) {
       for (int64_t k = 0; k < c; ++k) fr_bn_stats_from_sums(sums[k], sums[c + k], n, &save_mean[k], &var[k]);

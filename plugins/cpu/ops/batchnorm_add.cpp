@@ -17,7 +17,7 @@ FR_CPU_KERNEL_PREPARE(batchnorm_add) {
 FR_CPU_KERNEL_RUN(batchnorm_add) {
   return sdk::guard([&] {
     sdk::check_batchnorm_add(call);
-    batchnorm_forward(call, sdk::data<float>(call->in[3]), 4);
+    batchnorm_forward(call, sdk::data<float>(call->in[3]), 4, "batchnorm_add");
   });
 }
 

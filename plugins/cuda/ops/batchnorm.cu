@@ -1,6 +1,7 @@
 // CUDA batchnorm forward with the CPU kernel's semantics (plugins/cpu/ops/batchnorm.cpp, PyTorch
 // BatchNorm2d) on f32, f16 or bf16 maps (statistics, gamma, beta and running statistics stay f32).
-// Training: per-channel sums of x and x^2 in double (ops/channel_sums.cuh: coalesced, deterministic; or the
+// Training: per-channel sums of x and x^2 (ops/channel_moments.h: coalesced, deterministic, chunk sums in
+// double; or the
 // f32 sums of the conv that wrote x, a fourth input, batchnorm_add's fifth: ops.h), then
 // one block per channel turns them into the batch mean (kept in float, as the backward sees it), the biased
 // variance, save_mean/save_invstd, the running statistics (momentum, unbiased variance) and a scale/shift
@@ -151,10 +152,10 @@ FR_CUDA_KERNEL_PREPARE(batchnorm) {
 }
 
 FR_CUDA_KERNEL_RUN(batchnorm) {
-  return sdk::guard([&] { run_batchnorm(ctx, call, nullptr, 3); });
+  return sdk::guard([&] { run_batchnorm(ctx, call, nullptr, 3, "batchnorm"); });
 }
 
-void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t sums_index) {
+void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t sums_index, const char* op) {
   const auto& p = sdk::params<FrBatchNormParams>(call);
   const ChannelChunks k = geometry(call);
   const int64_t c = k.c, total = k.rows * k.c;
@@ -172,7 +173,7 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
                     "batchnorm: training needs more than one value per channel");
     FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= channel_workspace_bytes(k),
                     FR_ERR_INVALID_ARGUMENT, "batchnorm: run without the workspace asked by prepare");
-    const float* sums = sdk::bn_sums_input(call, sums_index, c, "batchnorm");
+    const float* sums = sdk::bn_sums_input(call, sums_index, c, op);
     double* part = partials_of(call->workspace);
     float* coef = coefficients_of(call->workspace, k);
     with_float_type(call->in[0].dtype, "batchnorm", [&](auto tag) {

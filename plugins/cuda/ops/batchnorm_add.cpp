@@ -19,7 +19,7 @@ FR_CUDA_KERNEL_PREPARE(batchnorm_add) {
 FR_CUDA_KERNEL_RUN(batchnorm_add) {
   return sdk::guard([&] {
     sdk::check_batchnorm_add(call);
-    run_batchnorm(ctx, call, call->in[3].data, 4);
+    run_batchnorm(ctx, call, call->in[3].data, 4, "batchnorm_add");
   });
 }
 

@@ -66,7 +66,8 @@ __global__ void bn_grad_sums_kernel(const T* dy, ReluMask<T> mask, const T* x, c
 }
 
 // At least 4 blocks per SM (at most 64 registers; the recomputed-mask form took 72, so 3 blocks): ncu on
-// ResNet-18 bf16, 536 -> 471 us per step, 2.35 -> 2.70 TB/s. The same bound on bn_dx_vec_kernel gained nothing.
+// ResNet-18 bf16, 536 -> 471 us per step, 2.35 -> 2.70 TB/s. The same bound on bn_dx_vec_kernel gained
+// nothing.
 template <class T, int M>
 __global__ void __launch_bounds__(kVecThreads, 4)
     bn_grad_sums_vec_kernel(const T* dy, ReluMask<T> mask, const T* x, const float* mean, ChannelChunks k,

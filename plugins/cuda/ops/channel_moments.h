@@ -13,8 +13,9 @@ namespace fresco::cuda {
 void launch_channel_moments(uint32_t dtype, const void* x, int64_t rows, int64_t c, double* part,
                             cudaStream_t s);
 
-// conv2d's sums output: sums[c] = sum of y[.., c], sums[C + c] = the sum of its squares, added in double in a
-// fixed order and rounded to f32 once; `ws` holds conv_sums_workspace(rows, c) bytes.
+// conv2d's sums output: sums[c] = sum of y[.., c], sums[C + c] = the sum of its squares (per-thread sums in
+// float for 16-bit maps, in double for f32; block and chunk sums in double in a fixed order), rounded to f32
+// once; `ws` holds conv_sums_workspace(rows, c) bytes.
 uint64_t conv_sums_workspace(int64_t rows, int64_t c);
 void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, void* ws, float* sums,
                       cudaStream_t s);

@@ -72,7 +72,7 @@ __device__ void channel_partials(const ChannelChunks k, double* part, F f) {
 // Vectorized partials: a block of kVecThreads threads owns one chunk of rows and all C channels; thread t
 // reads 16 bytes (V = 16 / sizeof(T) consecutive channels) of a row: vector column cv = t % (C / V), row lane
 // t / (C / V). Usable when C is a multiple of V and C / V <= kVecThreads (C <= 2048 in bf16). Each thread
-// keeps V pairs of double sums; the block adds its row lanes in order, so the result is deterministic.
+// keeps V pairs of sums (Acc, below); the block adds its row lanes in order, so the result is deterministic.
 constexpr int kVecThreads = 256;
 
 template <class T>
@@ -82,9 +82,11 @@ inline bool vector_partials_fit(const ChannelChunks& k, std::initializer_list<co
 }
 
 // F: (row, vector column, Acc (&a)[V], Acc (&b)[V]) adds one row's contributions. Acc is the per-thread
-// accumulator: double, or float where a thread's few terms (at most rows_per_chunk / lanes rows) carry far
-// fewer bits than float keeps (16-bit maps: any cancellation costs less than their own rounding); the block
-// and chunk sums are double either way.
+// accumulator: double, or float for 16-bit maps, whose values carry 8-11 significant bits. A thread adds
+// rows_per_chunk / lanes rows (lanes = kVecThreads / (C / V); rows_per_chunk = rows / 512): 32 on ResNet-18's
+// stage-1 maps, about 200 on ResNet-50's at 224x224 with C = 256, up to rows / 512 when C / V = kVecThreads.
+// Float rounding over n terms is at most ~n * 6e-8 of their magnitude (1e-4 at n = 1568), below the maps'
+// own rounding (2^-8 in bf16); the block and chunk sums are double either way.
 template <class T, class Acc, class F>
 __device__ void vector_channel_partials(const ChannelChunks k, double* part, F add_row) {
   constexpr int V = Vec16<T>::kN;

@@ -17,7 +17,7 @@ inline float* conv_sums_output(const FrCall* call, int64_t k) {
   const FrTensor& s = call->out[1];
   FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * k, FR_ERR_INVALID_ARGUMENT,
                   "conv2d: the sums output must be f32 with 2K = " + std::to_string(2 * k) +
-                      " elements, got " + std::to_string(numel(s)));
+                      " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
   FR_PLUGIN_CHECK(!params<FrConvParams>(call).has_bias, FR_ERR_UNSUPPORTED,
                   "conv2d: a sums output is supported without a bias only");
   return data<float>(s);
@@ -30,7 +30,7 @@ inline const float* bn_sums_input(const FrCall* call, uint32_t index, int64_t c,
   const FrTensor& s = call->in[index];
   FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * c, FR_ERR_INVALID_ARGUMENT,
                   std::string(op) + ": the sums input must be f32 with 2C = " + std::to_string(2 * c) +
-                      " elements, got " + std::to_string(numel(s)));
+                      " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
   return data<float>(s);
 }
 

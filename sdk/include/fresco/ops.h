@@ -142,9 +142,11 @@ typedef struct FrConvBackwardParams {
  * Training batchnorm may take a fourth input (batchnorm_add a fifth): sums (f32, 2C), the per-channel sum and
  * sum of squares of x that the conv2d writing x produced. It then skips its own pass over x: mean = (float)
  * (sum / n) and the biased variance max(sumsq / n - mean^2, 0), in double from those f32 sums, instead of
- * the two-pass statistics. */
+ * its own statistics. A kernel that implements these sums operands declares FR_KERNEL_SUMS_OPERANDS
+ * (plugin.h); the runtime refuses nodes that use them on other kernels. */
 /* batchnorm_add (training only): a batchnorm whose only reader is a residual join, computed by the join:
- * in {x, gamma, beta, r} (r: the join's other branch, x's shape and dtype); out {y, save_mean, save_invstd};
+ * in {x, gamma, beta, r} (r: the join's other branch, x's shape and dtype; a fifth input may be the sums of
+ * x, as for batchnorm); out {y, save_mean, save_invstd};
  * rout {running_mean, running_var}; y = bn(x) + r, then max(y, 0) with params.relu (the join's relu). The
  * statistics and running statistics are batchnorm's; the backward is batchnorm_backward without a relu input
  * (its dy is the join's masked gradient). The batchnorm's own output is never stored. */

@@ -104,13 +104,20 @@ typedef struct FrCall {
 
 /* ---- kernel table
  * ------------------------------------------------------------------------------------------ */
+/* FrKernelDef::flags: the kernel implements the per-channel sums operands of ops.h (conv2d's second output,
+ * a training batchnorm's fourth / batchnorm_add's fifth input). */
+#define FR_KERNEL_SUMS_OPERANDS (1u << 0)
+
 typedef struct FrKernelDef {
   uint32_t struct_size;
   uint32_t kind; /* FrOpKind */
   const char* op_name;
   const char* device;  /* "cpu", "cuda", ... */
   uint32_t dtype_mask; /* FR_DTYPE_BIT of every dtype the kernel accepts for its main tensors */
-  uint32_t pad_;
+  /* FR_KERNEL_* bits: optional operand forms of ops.h the kernel implements. The runtime refuses a node that
+   * uses a form its kernel does not declare (a clear error, never a silently ignored operand). Earlier
+   * headers named this field pad_ and always passed 0, so older plugins declare none. */
+  uint32_t flags;
   /* Called once per node before capture, with data pointers NULL. May set *state (owned by the plugin, freed
    * through destroy) and *workspace_bytes. May be NULL (no state, no workspace). */
   FrError* (*prepare)(void* device_ctx, const FrCall* call, void** state, uint64_t* workspace_bytes);

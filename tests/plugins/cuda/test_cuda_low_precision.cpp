@@ -358,14 +358,15 @@ TEST(CudaLowPrecision, Conv2dOnTensorCores) {
 
 // conv2d's sums output (ops.h) in f16 / bf16 is the per-channel sum and sum of squares of y as stored, on
 // cuDNN's fused statistics (FRESCO_CUDNN_GENSTATS=2, where an engine offers them) and on the separate pass
-// (=0); y itself stays the convolution's (close to f32).
+// (=0); y itself stays the convolution's (close to f32). The sums start random: they must be written, not
+// added to (a training step reuses the buffer).
 TEST(CudaLowPrecision, Conv2dSumsAreTheSumsOfTheStoredOutput) {
   FRESCO_REQUIRE_GPU();
   ScopedEnv engines("FRESCO_CUDNN_ENGINES", "2");
   const FrConvParams p{3, 3, 1, 1, 1, 1, 1, 1, 1, 0};
   const Shape xs{8, 16, 16, 64}, ws{64, 3, 3, 64}, ys{8, 16, 16, 64}, ss{1, 1, 1, 128};
   LowCase f{
-      {{xs, Fill::RANDOM, true}, {ws, Fill::RANDOM, true}, {ys, Fill::ZERO, true}, {ss, Fill::ZERO, false}},
+      {{xs, Fill::RANDOM, true}, {ws, Fill::RANDOM, true}, {ys, Fill::ZERO, true}, {ss, Fill::RANDOM, false}},
       node(FR_OP_CONV2D, {0, 1}, {2, 3}),
       {2, 3}};
   f.node.with_params(p);

@@ -279,7 +279,7 @@ TEST(CudaOps, Conv2dAndFlatten) {
     expect_same(f, 2e-6, what);
     if (!p.has_bias) {  // the sums output for a batchnorm (ops.h): f32 here, so the separate sums pass
       OpCase fs = f;
-      fs.tensors.push_back({DType::F32, Shape{1, 1, 1, 2 * geo.k}, Fill::ZERO});
+      fs.tensors.push_back({DType::F32, Shape{1, 1, 1, 2 * geo.k}, Fill::RANDOM});  // written, not added to
       fs.node = node(FR_OP_CONV2D, {0, 1}, {3, 4});
       fs.node.with_params(p);
       fs.outputs = {3, 4};

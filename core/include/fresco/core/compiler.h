@@ -51,9 +51,9 @@ struct LayerDescriptor {
   bool fused_into_prev = false;  // relu: done by the previous fc (no node, output aliases the fc's)
   bool fused_into_join = false;  // bn (training): computed by the residual join that reads it (join_bn)
   int32_t join_bn = -1;          // add (training): the batchnorm input it computes (batchnorm_add), or -1
-  // CompileOptions::conv_stats: a conv whose only reader is a batchnorm writes the per-channel sums of its
-  // output in training (writes_sums), and that batchnorm takes its batch statistics from them (reads_sums);
-  // `sums` is the f32 [2C] tensor on both.
+  // CompileOptions::conv_stats: a bias-free conv whose only reader is a batchnorm writes the per-channel sums
+  // of its output in training (writes_sums), and that batchnorm takes its batch statistics from them
+  // (reads_sums); `sums` is the f32 [2C] tensor on both.
   bool writes_sums = false, reads_sums = false;
   TensorId sums = kNoTensor;
   // Set by create_memory_plans:
@@ -104,8 +104,8 @@ struct CompileOptions {
   // A training batchnorm that reads a bias-free conv nothing else reads takes its batch mean and variance
   // from the per-channel sums of x and x^2 that the conv writes (conv2d's second output, ops.h: on the GPU
   // cuDNN's fused statistics where they measure faster), instead of its own pass over the map; the variance
-  // is then sumsq/n - mean^2 from f32 sums rather than two passes in double. AUTO: in mixed precision only
-  // (fp32 keeps the two-pass statistics, whose CPU/CUDA agreement is tighter).
+  // is then sumsq/n - mean^2 from f32 sums rather than the backend's own statistics in double. AUTO: in mixed
+  // precision only (fp32 keeps the backends' own statistics, whose CPU/CUDA agreement is tighter).
   enum class ConvStats { AUTO, ON, OFF };
   ConvStats conv_stats = ConvStats::AUTO;
   // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device

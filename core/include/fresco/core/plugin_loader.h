@@ -58,7 +58,8 @@ class PluginRegistry {
   int32_t op_id(const std::string& op) const;  // -1 when no plugin provides the op
   // The kernel of op on device accepting dtype (an FrDType), or nullptr.
   const FrKernelDef* kernel(int32_t op_id, const std::string& device, uint32_t dtype) const;
-  std::string kernel_owner(int32_t op_id, const std::string& device) const;
+  // The path of the plugin whose kernel kernel(op_id, device, dtype) returns; empty when none.
+  std::string kernel_owner(int32_t op_id, const std::string& device, uint32_t dtype) const;
   const FrHostApi* host_api() const;
   // The schema of a custom op some loaded op library declares, or nullptr.
   const FrOpSchema* schema(const std::string& op) const;
