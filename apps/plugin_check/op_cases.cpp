@@ -569,18 +569,6 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
   return false;
 }
 
-namespace {
-// sums[k] = sum over rows of v[., k], sums[C + k] = the sum of squares (double, as the reference).
-std::vector<double> channel_sums(const std::vector<double>& v, int64_t c) {
-  std::vector<double> s(static_cast<size_t>(2 * c), 0.0);
-  for (size_t i = 0; i < v.size(); ++i) {
-    s[i % static_cast<size_t>(c)] += v[i];
-    s[static_cast<size_t>(c) + i % static_cast<size_t>(c)] += v[i] * v[i];
-  }
-  return s;
-}
-}  // namespace
-
 std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string& op, uint32_t seed) {
   std::vector<std::pair<std::string, OpCase>> cases;
   std::mt19937 rng(seed + 1000u);
@@ -595,7 +583,7 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     c.params = params_of(cp);
     c.error = [=](const auto& out, const auto&) {
       const auto y = ref::conv2d_forward(widen(x), widen(w), std::vector<double>(sh.k, 0.0), sh);
-      return std::max(rel_err(floats(out[0]), y), rel_err(floats(out[1]), channel_sums(y, sh.k)));
+      return std::max(rel_err(floats(out[0]), y), rel_err(floats(out[1]), ref::channel_sums(y, sh.k)));
     };
     cases.emplace_back("sums output", std::move(c));
   }
@@ -616,28 +604,17 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     const auto rm = host_floats(c.rout[0]), rv = host_floats(c.rout[1]);
     std::vector<double> shifted(x.size());
     for (size_t i = 0; i < x.size(); ++i) shifted[i] = 1.5 * x[i] + 0.25;
-    const auto s = channel_sums(shifted, ch);
+    const auto s = ref::channel_sums(shifted, ch);
     const std::vector<float> sums(s.begin(), s.end());
     c.in.push_back(f32(sums, {1, 1, 1, 2 * ch}));
-    const double n = static_cast<double>(x.size() / static_cast<size_t>(ch));
+    const int64_t rows = static_cast<int64_t>(x.size()) / ch;
     c.error = [=](const auto& out, const auto& rout) {
-      std::vector<double> y(x.size()), mean(ch), invstd(ch), m(ch), v(ch);
-      for (int64_t k = 0; k < ch; ++k) {
-        const float mu = static_cast<float>(static_cast<double>(sums[k]) / n);
-        const double var =
-            std::max(static_cast<double>(sums[ch + k]) / n - static_cast<double>(mu) * mu, 0.0);
-        mean[k] = mu;
-        invstd[k] = 1.0 / std::sqrt(var + 1e-5);
-        m[k] = 0.9 * rm[k] + 0.1 * mu;
-        v[k] = 0.9 * rv[k] + 0.1 * var * n / (n - 1.0);
-      }
-      for (size_t i = 0; i < x.size(); ++i) {
-        const size_t k = i % static_cast<size_t>(ch);
-        y[i] = (x[i] - mean[k]) * invstd[k] * g[k] + b[k];
-        if (add) y[i] = std::max(0.0, y[i] + res[i]);
-      }
-      return std::max({rel_err(floats(out[0]), y), rel_err(floats(out[1]), mean),
-                       rel_err(floats(out[2]), invstd), rel_err(floats(rout[0]), m),
+      std::vector<double> m = widen(rm), v = widen(rv);
+      auto r =
+          ref::batchnorm_train_from_sums(widen(x), widen(g), widen(b), sums, rows, ch, 1e-5, 0.1, &m, &v);
+      for (size_t i = 0; i < res.size(); ++i) r.y[i] = std::max(0.0, r.y[i] + res[i]);
+      return std::max({rel_err(floats(out[0]), r.y), rel_err(floats(out[1]), r.mean),
+                       rel_err(floats(out[2]), r.invstd), rel_err(floats(rout[0]), m),
                        rel_err(floats(rout[1]), v)});
     };
     cases.emplace_back("sums given", std::move(c));

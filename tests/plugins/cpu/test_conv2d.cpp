@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "plugins/cpu/op_harness.h"
+#include "reference/batchnorm.h"
 #include "reference/conv2d.h"
 #include "reference/finite_difference.h"
 
@@ -267,15 +268,11 @@ TEST(CpuConv2d, SumsOutputAddsUpTheOutputPerChannel) {
     c.params(params_of(s, false));
     ASSERT_TRUE(c.run());
     EXPECT_TRUE(fresco::test::bitwise_equal(y, plain));
-    std::vector<double> sum(static_cast<size_t>(s.k), 0.0), sq_sum(static_cast<size_t>(s.k), 0.0);
-    for (size_t i = 0; i < y.size(); ++i) {
-      sum[i % static_cast<size_t>(s.k)] += y[i];
-      sq_sum[i % static_cast<size_t>(s.k)] += static_cast<double>(y[i]) * y[i];
-    }
+    const std::vector<double> want = fresco::ref::channel_sums(fresco::test::to_double(y), s.k);
     for (int64_t k = 0; k < s.k; ++k) {  // added in double, rounded once: within float rounding
-      const auto i = static_cast<size_t>(k);
-      EXPECT_NEAR(sums[i], sum[i], 1e-6 * std::fabs(sum[i]) + 1e-9) << "channel " << k;
-      EXPECT_NEAR(sums[i + static_cast<size_t>(s.k)], sq_sum[i], 1e-6 * sq_sum[i]) << "channel " << k;
+      const auto i = static_cast<size_t>(k), j = static_cast<size_t>(s.k + k);
+      EXPECT_NEAR(sums[i], want[i], 1e-6 * std::fabs(want[i]) + 1e-9) << "channel " << k;
+      EXPECT_NEAR(sums[j], want[j], 1e-6 * want[j]) << "channel " << k;
     }
   }
   const ConvShape s = sq(2, 6, 6, 4, 6, 3, 1, 1, 1, 1);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "plugins/cuda/gpu_fixture.h"
+#include "reference/batchnorm.h"
 
 using namespace fresco;
 using namespace fresco::gpu_test;
@@ -378,15 +379,12 @@ TEST(CudaLowPrecision, Conv2dSumsAreTheSumsOfTheStoredOutput) {
       const auto ref = run_low(f, DType::F32, v);
       const auto got = run_low(f, low, v);
       EXPECT_LE(max_rel(got[0], ref[0]), low == DType::BF16 ? 1.6e-2 : 2e-3) << dtype_name(low) << " y";
-      std::vector<double> sum(64, 0.0), sq(64, 0.0), mag(64, 0.0);
-      for (size_t i = 0; i < got[0].size(); ++i) {
-        sum[i % 64] += got[0][i];
-        sq[i % 64] += static_cast<double>(got[0][i]) * got[0][i];
-        mag[i % 64] += std::fabs(got[0][i]);
-      }
+      std::vector<double> y(got[0].begin(), got[0].end()), mag(y.size());
+      for (size_t i = 0; i < y.size(); ++i) mag[i] = std::fabs(y[i]);
+      const std::vector<double> want = ref::channel_sums(y, 64), abs_sums = ref::channel_sums(mag, 64);
       for (size_t k = 0; k < 64; ++k) {  // f32 accumulation of 2048 terms
-        EXPECT_NEAR(got[1][k], sum[k], 1e-5 * mag[k]) << dtype_name(low) << " channel " << k;
-        EXPECT_NEAR(got[1][64 + k], sq[k], 1e-5 * sq[k]) << dtype_name(low) << " channel " << k;
+        EXPECT_NEAR(got[1][k], want[k], 1e-5 * abs_sums[k]) << dtype_name(low) << " channel " << k;
+        EXPECT_NEAR(got[1][64 + k], want[64 + k], 1e-5 * want[64 + k]) << dtype_name(low) << " channel " << k;
       }
     }
   }
