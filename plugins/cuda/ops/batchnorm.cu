@@ -48,9 +48,9 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, BnOutput
   if (c >= k.c) return;
   const double2 t = channel_totals(k, part, c);
   if (threadIdx.x != 0) return;
-  const float mean = static_cast<float>(t.x / o.n);
-  double var = t.y / o.n - static_cast<double>(mean) * mean;
-  if (var < 0.0) var = 0.0;
+  float mean = 0.0f;
+  double var = 0.0;
+  fr_bn_stats_from_sums(t.x, t.y, o.n, &mean, &var);
   const float2 ss = bn_finalize_channel(c, mean, var, o);
   coef[c] = ss.x;
   coef[k.c + c] = ss.y;

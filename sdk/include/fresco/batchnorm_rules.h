@@ -24,11 +24,11 @@ FR_HD void fr_bn_fold(float gamma, float beta, float mean, float var, float eps,
 }
 
 /* A training batchnorm's batch mean and biased variance from the per-channel sum and sum of squares of x over
- * n values (the sums a conv2d writes, ops.h): mean = (float)(sum / n), var = max(sumsq / n - mean^2, 0) in
- * double, mean as rounded. */
-FR_HD void fr_bn_stats_from_sums(float sum, float sumsq, double n, float* mean, double* var) {
-  const float m = (float)((double)sum / n);
-  const double v = (double)sumsq / n - (double)m * (double)m;
+ * n values (the f32 sums a conv2d writes, ops.h, or a backend's own double sums): mean = (float)(sum / n),
+ * var = max(sumsq / n - mean^2, 0) in double, mean as rounded. */
+FR_HD void fr_bn_stats_from_sums(double sum, double sumsq, double n, float* mean, double* var) {
+  const float m = (float)(sum / n);
+  const double v = sumsq / n - (double)m * (double)m;
   *mean = m;
   *var = v > 0.0 ? v : 0.0;
 }
