@@ -20,8 +20,17 @@ __global__ void __launch_bounds__(kWarps * 32)
                    float* __restrict__ y, int64_t m, int n, int64_t k, bool relu, bool w_shared) {
   extern __shared__ float ws[];
   const float* wp = w;
-  if (w_shared) {
-    for (int64_t i = threadIdx.x; i < n * k; i += blockDim.x) ws[i] = w[i];
+  if (w_shared) {  // four loads in flight per thread (a load-store loop keeps one)
+    const int64_t total = n * k, step = blockDim.x;
+    int64_t i = threadIdx.x;
+    for (; i + 3 * step < total; i += 4 * step) {
+      float t[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) t[u] = __ldg(w + i + u * step);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) ws[i + u * step] = t[u];
+    }
+    for (; i < total; i += step) ws[i] = w[i];
     __syncthreads();
     wp = ws;
   }
