@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fresco/plugin.hpp"
+#include "ops/sgemm.h"
 
 struct cudnnContext;  // cudnnHandle_t, without pulling cudnn.h into every file
 
@@ -26,10 +27,12 @@ struct ConvChoice {
   uint64_t workspace;
 };
 
-// A cuBLASLt matmul configuration chosen for one problem (ops/matmul_search.cu).
+// A matmul configuration chosen for one problem (ops/matmul_search.cu): a cuBLASLt algorithm, or fresco's own
+// kernel (ops/sgemm.h) when own.tile >= 0.
 struct MatmulChoice {
   cublasLtMatmulAlgo_t algo{};
   uint64_t workspace = 0;
+  SgemmConfig own{};
 };
 
 struct Context {
@@ -42,6 +45,11 @@ struct Context {
   // fastest of the heuristic's candidates, 2 (default) = also every configuration cuBLASLt accepts.
   int autotune = 2;
   bool log_choices = false;  // FRESCO_CUBLAS_LOG=1: print each matmul choice to stderr
+  // fresco's own fp32 GEMM (ops/sgemm.h) in that search (FRESCO_CUDA_SGEMM): 0 (default) = never, 1 = as
+  // further candidates, timed with cuBLASLt's, 2 = only its configurations wherever it fits. Off by default:
+  // it measured within 10% of cuBLASLt on the MLP's problems, and its sliced-k summation order makes CUDA
+  // training drift from the CPU's where cuBLASLt's matches it (docs/decisions.md).
+  int own_sgemm = 0;
   // Algorithms chosen at prepare, by problem key, so every node of one shape uses the same algorithm.
   std::map<std::string, MatmulChoice> algo_cache;
   // fc layers with at most 32 outputs run on ops/small_fc.cu's kernels instead of cuBLASLt

@@ -34,6 +34,7 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   FR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
   FR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
   FR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, n, m, n));
+  p.problem = SgemmProblem{trans_a, trans_b, m, n, k, bias, relu};
   // One choice per problem per context: a shape seen before takes it without asking the heuristic again.
   const std::string key = std::to_string(trans_a) + std::to_string(trans_b) + "," + std::to_string(m) + "," +
                           std::to_string(n) + "," + std::to_string(k) + "," + std::to_string(bias) +
@@ -42,8 +43,15 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   if (cached != ctx->algo_cache.end()) {
     p.algo = cached->second.algo;
     p.workspace = cached->second.workspace;
+    p.own = cached->second.own;
     return;
   }
+  // The own kernel's configurations (FRESCO_CUDA_SGEMM=1: beside cuBLASLt's, 2: instead of them).
+  std::vector<MatmulChoice> own;
+  if (ctx->own_sgemm >= 1)
+    for (const SgemmConfig c : sgemm_configs(p.problem, ctx->sm_count, max_workspace))
+      own.push_back({cublasLtMatmulAlgo_t{}, sgemm_workspace(p.problem, c), c});
+  const bool only_own = ctx->own_sgemm == 2 && !own.empty();
   cublasLtMatmulPreference_t pref = nullptr;
   FR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   FR_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -54,28 +62,43 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.desc, p.a, p.b, p.c, p.c, pref, kCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  FR_PLUGIN_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, FR_ERR_UNSUPPORTED,
+  FR_PLUGIN_CHECK(only_own || (st == CUBLAS_STATUS_SUCCESS && found > 0), FR_ERR_UNSUPPORTED,
                   "cuBLASLt has no fp32 algorithm for " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                       std::to_string(k) + " (status " + std::to_string(st) + ")");
   {
     std::vector<MatmulChoice> cands;
-    for (int i = 0; i < found; ++i) cands.push_back({results[i].algo, results[i].workspaceSize});
-    // Problems this small run in a few microseconds whatever the configuration: not worth the search.
-    const bool worth = static_cast<double>(m) * n * k >= kSearchMinFma;
-    if (ctx->autotune >= 2 && worth) {
+    if (!only_own)
+      for (int i = 0; i < found; ++i) cands.push_back({results[i].algo, results[i].workspaceSize, {}});
+    // Problems this small run in a few microseconds whatever the configuration: not worth the search (unless
+    // only the own kernel is asked for: then its configurations are always timed).
+    const bool worth = static_cast<double>(m) * n * k >= kSearchMinFma || only_own;
+    if (ctx->autotune >= 2 && worth && !only_own) {
       const auto more = enumerate_matmul_configs(ctx, p, max_workspace, kSearchLimit);
       cands.insert(cands.end(), more.begin(), more.end());
     }
+    const size_t first_own = cands.size();
+    if (worth || only_own) cands.insert(cands.end(), own.begin(), own.end());
     int pick = 0;
-    float first_us = 0.0f, best_us = 0.0f;
-    if (ctx->autotune >= 1 && worth && cands.size() > 1)
-      pick = fastest_matmul(ctx, p, cands, m, n, k, &first_us, &best_us);
-    if (ctx->log_choices)
+    std::vector<float> us;
+    if ((ctx->autotune >= 1 || only_own) && worth && cands.size() > 1)
+      pick = fastest_matmul(ctx, p, cands, m, n, k, &us);
+    if (ctx->log_choices) {
+      float lt_best = -1.0f, own_best = -1.0f;
+      for (size_t i = 0; i < us.size(); ++i) {
+        float& best = i < first_own ? lt_best : own_best;
+        if (us[i] > 0.0f && (best < 0.0f || us[i] < best)) best = us[i];
+      }
+      const MatmulChoice& c = cands[static_cast<size_t>(pick)];
       std::fprintf(stderr,
-                   "[fresco-cuda] matmul %s: %zu candidates, heuristic's first %.2f us, chosen #%d %.2f us\n",
-                   key.c_str(), cands.size(), first_us, pick, best_us);
+                   "[fresco-cuda] matmul %s: %zu cuBLASLt + %zu own candidates, heuristic's first %.2f us, "
+                   "best cuBLASLt %.2f us, best own %.2f us, chosen #%d (%s) %.2f us\n",
+                   key.c_str(), first_own, cands.size() - first_own, us.empty() ? -1.0f : us[0], lt_best,
+                   own_best, pick, c.own.tile >= 0 ? sgemm_name(c.own).c_str() : "cuBLASLt",
+                   us.empty() ? -1.0f : us[static_cast<size_t>(pick)]);
+    }
     p.algo = cands[pick].algo;
     p.workspace = cands[pick].workspace;
+    p.own = cands[pick].own;
     ctx->algo_cache.emplace(key, cands[pick]);
   }
 }
@@ -83,6 +106,7 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
 void run_matmul(Context* ctx, const MatmulPlan& p, const float* a, const float* b, float* c,
                 const float* bias, void* workspace, uint64_t workspace_bytes, cudaStream_t s) {
   FR_PLUGIN_CHECK(workspace_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "matmul: workspace too small");
+  if (p.own.tile >= 0) return sgemm_run(p.problem, p.own, a, b, c, bias, workspace, workspace_bytes, s);
   if (p.bias)
     FR_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));

@@ -1,11 +1,12 @@
-// A cuBLASLt matmul planned once, before capture: row-major C[m,n] = op(A) op(B) (+ bias) (+ relu) in strict
-// fp32 (no TF32), expressed as the column-major product C^T = op(B)^T op(A)^T. At prepare time the
-// heuristic's 16 candidates and every other configuration cuBLASLt accepts (tiles, split-K;
-// ops/matmul_search.h) are timed on scratch buffers and the fastest is kept when it beats the heuristic's
-// first choice by 10% (a margin that keeps the choice stable across runs); one choice per shape per context.
-// cuBLAS is bit-reproducible for a given algorithm, architecture and SM count. FRESCO_CUBLAS_AUTOTUNE=0 keeps
-// the heuristic's first choice, 1 times only the heuristic's candidates; FRESCO_CUBLAS_LOG=1 prints each
-// choice.
+// A matmul planned once, before capture: row-major C[m,n] = op(A) op(B) (+ bias) (+ relu) in strict fp32 (no
+// TF32), on cuBLASLt as the column-major product C^T = op(B)^T op(A)^T, or on fresco's own kernel
+// (ops/sgemm.h). At prepare time the heuristic's 16 candidates, every other configuration cuBLASLt accepts
+// (tiles, split-K; ops/matmul_search.h) and the own kernel's configurations are timed on scratch buffers and
+// the fastest is kept when it beats the heuristic's first choice by 10% (a margin that keeps the choice
+// stable across runs); one choice per shape per context. Both are bit-reproducible for a given configuration
+// (cuBLAS for a given architecture and SM count). FRESCO_CUBLAS_AUTOTUNE=0 keeps the heuristic's first
+// choice, 1 times only the heuristic's candidates (and the own kernel's); FRESCO_CUDA_SGEMM=0 leaves the own
+// kernel out, 2 takes only its configurations; FRESCO_CUBLAS_LOG=1 prints each choice.
 #pragma once
 
 #include "cuda_common.h"
@@ -18,6 +19,8 @@ struct MatmulPlan {
   cublasLtMatmulAlgo_t algo{};
   uint64_t workspace = 0;
   bool bias = false;
+  SgemmProblem problem;  // the same product for the own kernel
+  SgemmConfig own;       // tile >= 0: the own kernel runs it, not cuBLASLt
 };
 
 // Row-major C[m,n] = op(A)[m,k] op(B)[k,n]; A is stored [m,k] (or [k,m] when trans_a), B [k,n] (or [n,k] when
@@ -28,8 +31,8 @@ void run_matmul(Context* ctx, const MatmulPlan& p, const float* a, const float* 
                 const float* bias, void* workspace, uint64_t workspace_bytes, cudaStream_t s);
 void destroy_matmul(MatmulPlan& p);
 
-// One thread per column, rows in fixed order (deterministic): when y is given, dy[r,j] = 0 where y[r,j] <= 0
-// (in place); when db is given, db[j] = sum over rows of the (masked) dy. Either may be null.
+// When y is given, dy[r,j] = 0 where y[r,j] <= 0 (in place, one element-wise pass); when db is given, db[j] =
+// sum over rows of the (masked) dy in a fixed order (deterministic; ops/column_sums.cu). Either may be null.
 void mask_and_column_sums(float* dy, const float* y, float* db, int64_t m, int64_t n, cudaStream_t s);
 
 }  // namespace fresco::cuda

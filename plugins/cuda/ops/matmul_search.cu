@@ -53,6 +53,7 @@ float time_candidate(Context* ctx, const MatmulPlan& p, const MatmulChoice& cand
   MatmulPlan trial = p;
   trial.algo = cand.algo;
   trial.workspace = cand.workspace;
+  trial.own = cand.own;
   FR_CUDA_CHECK(cudaStreamBeginCapture(x.s, cudaStreamCaptureModeThreadLocal));
   bool ok = true;
   try {
@@ -157,7 +158,7 @@ std::vector<MatmulChoice> enumerate_matmul_configs(Context* ctx, const MatmulPla
 }
 
 int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulChoice>& cands, int64_t m,
-                   int64_t n, int64_t k, float* first_us, float* best_us) {
+                   int64_t n, int64_t k, std::vector<float>* us) {
   uint64_t ws = 0;
   for (const auto& c : cands) ws = std::max(ws, c.workspace);
   Scratch x(m, n, k, ws);
@@ -175,8 +176,7 @@ int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulCh
       pick = static_cast<int>(i);
       break;
     }
-  if (first_us) *first_us = t.empty() ? -1.0f : t[0];
-  if (best_us) *best_us = t.empty() ? -1.0f : t[static_cast<size_t>(pick)];
+  if (us) *us = t;
   return pick;
 }
 

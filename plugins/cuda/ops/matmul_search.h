@@ -1,9 +1,10 @@
 // Algorithm search for the fp32 matmuls (ops/matmul_plan.cu), run at prepare time, before capture.
 // Candidates are the heuristic's list plus, at search level 2, every configuration cuBLASLt accepts for the
 // problem (each algorithm id's tiles, split-K counts and reduction schemes, checked with
-// cublasLtMatmulAlgoCheck). Each candidate is timed the way it will run: several back-to-back calls captured
-// in one CUDA graph and replayed. Every reduction scheme of cuBLASLt's split-K is deterministic (in-place
-// with ordering counters, or a separate reduction pass), so any choice keeps results bit-reproducible.
+// cublasLtMatmulAlgoCheck), and the own kernel's configurations (ops/sgemm.h). Each candidate is timed the
+// way it will run: several back-to-back calls captured in one CUDA graph and replayed. Every reduction scheme
+// of cuBLASLt's split-K is deterministic (in-place with ordering counters, or a separate reduction pass), and
+// the own kernel's split-K adds its partials in a fixed order, so any choice keeps results bit-reproducible.
 #pragma once
 
 #include <vector>
@@ -19,8 +20,9 @@ std::vector<MatmulChoice> enumerate_matmul_configs(Context* ctx, const MatmulPla
 
 // Index of the candidate to use (graph-replayed time per call): the first, in list order, whose time is
 // within 10% of the fastest, so candidate 0 (the heuristic's choice) stays unless beaten by 10% and near-ties
-// do not swap from run to run. *first_us / *best_us receive the times of candidate 0 and of the pick.
+// do not swap from run to run. *us (when given) receives each candidate's time per call, negative for one
+// that could not run.
 int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulChoice>& cands, int64_t m,
-                   int64_t n, int64_t k, float* first_us, float* best_us);
+                   int64_t n, int64_t k, std::vector<float>* us);
 
 }  // namespace fresco::cuda

@@ -484,6 +484,20 @@ TEST(CudaOps, FcOnTheMlpShapes) {
     expect_fc_matches_cpu(s.m, s.k, s.n, "chosen algorithm");
 }
 
+TEST(CudaOps, FcOnTheOwnGemm) {
+  FRESCO_REQUIRE_GPU();
+  // FRESCO_CUDA_SGEMM=2: every fc GEMM that fits runs on ops/sgemm.cu (its fastest configuration), forward
+  // with bias and relu, both gradients; a shape it does not take (n = 34, not a multiple of 4) stays on
+  // cuBLASLt. The variable is read when a context is created, i.e. by each case's task.
+  ASSERT_EQ(setenv("FRESCO_CUDA_SGEMM", "2", 1), 0);
+  struct S {
+    int64_t m, k, n;
+  };
+  for (const S s : {S{128, 784, 1024}, S{1024, 512, 256}, S{37, 52, 68}, S{40, 36, 34}})
+    expect_fc_matches_cpu(s.m, s.k, s.n, "own gemm");
+  unsetenv("FRESCO_CUDA_SGEMM");
+}
+
 TEST(CudaOps, FcWithFewOutputs) {
   FRESCO_REQUIRE_GPU();
   // ops/small_fc.cu takes n <= 32: each register width (8, 16, 32), its edges, odd k, one row, many rows; n =
