@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Stages a GPU build for the device tool (bench/device/check_h200.sh): copies build-gpu's programs, libraries
+# and test plugins into .devrun/stage (git-ignored), adds the Debian libraries the GPU machine lacks
+# (../shared/tools/device-bundle), Fashion-MNIST and a copy of ../shared/bench/pytorch_baseline.py. Carry
+# .devrun with the call. Build first: cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 &&
+# cmake --build build-gpu
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x build-gpu/bin/test_cuda ] || { echo "stage-device-run: build build-gpu first" >&2; exit 66; }
+rm -rf .devrun/stage && mkdir -p .devrun/stage
+cp -a build-gpu/bin build-gpu/lib build-gpu/testplugins .devrun/stage/
+# What the GPU run does not use (the device tool carries 64 MiB at most).
+rm -f .devrun/stage/lib/*.a .devrun/stage/bin/{test_cpu_gemm,bench_cpu_gemm,test_core,test_cpu_ops,test_e2e}
+../shared/tools/device-bundle .devrun/stage
+[ -d .devrun/fashion-mnist ] || cp -r /usr/share/datasets/fashion-mnist .devrun/fashion-mnist
+cp ../shared/bench/pytorch_baseline.py .devrun/
+du -sh .devrun
