@@ -77,7 +77,7 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
       cands.insert(cands.end(), more.begin(), more.end());
     }
     const size_t first_own = cands.size();
-    if (worth || only_own) cands.insert(cands.end(), own.begin(), own.end());
+    if (worth) cands.insert(cands.end(), own.begin(), own.end());
     int pick = 0;
     std::vector<float> us;
     if ((ctx->autotune >= 1 || only_own) && worth && cands.size() > 1)
