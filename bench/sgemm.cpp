@@ -2,10 +2,9 @@
 // (fc forward, input gradient, weight gradient at --batch), every configuration matmul_plan.cu would time.
 // Each configuration runs --reps back-to-back calls captured in one CUDA graph, best of 5 replays; prints one
 // JSON line per (problem, configuration) with us/call and TFLOP/s. cuBLASLt's times for the same problems are
-// printed by the plugin's own search (FRESCO_CUBLAS_LOG=1 on any fresco run). Usage: bench_sgemm [--batch
-// 1024]
-// [--reps 20] [--problem all|fc0-forward|...] [--config all|128x64k4/s1|...] (one problem and configuration:
-// for a profiler)
+// printed by the plugin's own search (FRESCO_CUBLAS_LOG=1 with FRESCO_CUDA_SGEMM=1 on any fresco run).
+// Usage: bench_sgemm [--batch 1024] [--reps 20] [--problem all|fc0-forward|...] [--config
+// all|128x64k4/s1|...] (one problem and configuration: for a profiler)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,6 +30,10 @@ int main(int argc, char** argv) {
   const std::string only_problem = args.str("problem"), only_config = args.str("config");
   const int64_t b = args.integer("batch");
   const int reps = static_cast<int>(args.integer("reps"));
+  if (b < 1 || b > 4096 || reps < 1) {
+    std::fprintf(stderr, "bench_sgemm: --batch must be 1..4096 and --reps at least 1\n");
+    return 64;
+  }
   int sms = 0;
   if (!ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "device")) return 69;
   struct Named {
@@ -51,7 +54,7 @@ int main(int argc, char** argv) {
   void* ws = nullptr;
   const size_t big = 1024 * 1024 * 4;  // elements: covers every operand at batch <= 4096
   const uint64_t ws_max = 32ull << 20;
-  if (b > 4096 || !ok(cudaMalloc(&a, big * 4), "alloc") || !ok(cudaMalloc(&bm, big * 4), "alloc") ||
+  if (!ok(cudaMalloc(&a, big * 4), "alloc") || !ok(cudaMalloc(&bm, big * 4), "alloc") ||
       !ok(cudaMalloc(&c, big * 4), "alloc") || !ok(cudaMalloc(&bias, 4096 * 4), "alloc") ||
       !ok(cudaMalloc(&ws, ws_max), "alloc"))
     return 69;

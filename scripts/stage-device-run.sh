@@ -6,7 +6,9 @@
 # cmake --build build-gpu
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x build-gpu/bin/test_cuda ] || { echo "stage-device-run: build build-gpu first" >&2; exit 66; }
+for f in test_cuda test_cuda_kernels bench_sgemm fresco-plugin-check; do
+  [ -x build-gpu/bin/$f ] || { echo "stage-device-run: build-gpu/bin/$f is missing: build build-gpu (with CUDA) first" >&2; exit 66; }
+done
 rm -rf .devrun/stage && mkdir -p .devrun/stage
 cp -a build-gpu/bin build-gpu/lib build-gpu/testplugins .devrun/stage/
 # What the GPU run does not use (the device tool carries 64 MiB at most).

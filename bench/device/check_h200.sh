@@ -14,10 +14,10 @@ source "$root/.devrun/stage/devenv.sh"; export LD_LIBRARY_PATH="$root/.devrun/st
 B=/work/main/build-gpu/bin
 L=$OUT/tests.log
 nvidia-smi --query-gpu=name --format=csv,noheader
-$B/test_cuda_kernels > $L 2>&1; echo "test_cuda_kernels rc=$?"
-$B/test_cuda >> $L 2>&1; echo "test_cuda rc=$?"
+timeout 120 $B/test_cuda_kernels > $L 2>&1; echo "test_cuda_kernels rc=$?"
+timeout 400 $B/test_cuda >> $L 2>&1; echo "test_cuda rc=$?"
 grep -E "^\[  (PASSED|FAILED)|Failure|differs|Expected|epoch 15" $L | head -30
-$B/fresco-plugin-check /work/main/build-gpu/lib/libfresco-cuda.so >> $L 2>&1
+timeout 200 $B/fresco-plugin-check /work/main/build-gpu/lib/libfresco-cuda.so >> $L 2>&1
 echo "plugin-check rc=$?"; grep -E "FAIL|passed" $L | grep -v '^\[' | head -5
 echo "tests done at ${SECONDS}s"
 run() { timeout 200 $B/bench_resnet_step "$@" 2>>$L | grep resnet_step | tee -a $OUT/fresco_resnet.json; }

@@ -47,8 +47,8 @@ struct Context {
   bool log_choices = false;  // FRESCO_CUBLAS_LOG=1: print each matmul choice to stderr
   // fresco's own fp32 GEMM (ops/sgemm.h) in that search (FRESCO_CUDA_SGEMM): 0 (default) = never, 1 = as
   // further candidates, timed with cuBLASLt's, 2 = only its configurations wherever it fits. Off by default:
-  // it measured within 10% of cuBLASLt on the MLP's problems, and its sliced-k summation order makes CUDA
-  // training drift from the CPU's where cuBLASLt's matches it (docs/decisions.md).
+  // it took 0.93-1.13x cuBLASLt's time on the MLP's problems (H200), and its sliced-k summation order makes
+  // CUDA training drift from the CPU's where cuBLASLt's matches it (docs/decisions.md).
   int own_sgemm = 0;
   // Algorithms chosen at prepare, by problem key, so every node of one shape uses the same algorithm.
   std::map<std::string, MatmulChoice> algo_cache;

@@ -76,12 +76,13 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
       const auto more = enumerate_matmul_configs(ctx, p, max_workspace, kSearchLimit);
       cands.insert(cands.end(), more.begin(), more.end());
     }
+    // The own configurations join only a search that times candidates (never untimed).
+    const bool timed = (ctx->autotune >= 1 || only_own) && worth;
     const size_t first_own = cands.size();
-    if (worth) cands.insert(cands.end(), own.begin(), own.end());
+    if (timed) cands.insert(cands.end(), own.begin(), own.end());
     int pick = 0;
     std::vector<float> us;
-    if ((ctx->autotune >= 1 || only_own) && worth && cands.size() > 1)
-      pick = fastest_matmul(ctx, p, cands, m, n, k, &us);
+    if (timed && cands.size() > 1) pick = fastest_matmul(ctx, p, cands, m, n, k, &us);
     if (ctx->log_choices) {
       float lt_best = -1.0f, own_best = -1.0f;
       for (size_t i = 0; i < us.size(); ++i) {
@@ -90,9 +91,10 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
       }
       const MatmulChoice& c = cands[static_cast<size_t>(pick)];
       std::fprintf(stderr,
-                   "[fresco-cuda] matmul %s: %zu cuBLASLt + %zu own candidates, heuristic's first %.2f us, "
+                   "[fresco-cuda] matmul %s: %zu cuBLASLt + %zu own candidates, %s %.2f us, "
                    "best cuBLASLt %.2f us, best own %.2f us, chosen #%d (%s) %.2f us\n",
-                   key.c_str(), first_own, cands.size() - first_own, us.empty() ? -1.0f : us[0], lt_best,
+                   key.c_str(), first_own, cands.size() - first_own,
+                   first_own ? "heuristic's first" : "first own", us.empty() ? -1.0f : us[0], lt_best,
                    own_best, pick, c.own.tile >= 0 ? sgemm_name(c.own).c_str() : "cuBLASLt",
                    us.empty() ? -1.0f : us[static_cast<size_t>(pick)]);
     }

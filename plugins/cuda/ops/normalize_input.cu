@@ -1,5 +1,6 @@
 // CUDA input normalisation: uint8 NHWC -> f32, f16 or bf16 (computed in float), y = (x / 255 - mean[c]) /
-// std[c]; optionally copies the batch's labels in the same kernel (one graph node instead of two). Test:
+// std[c]; optionally copies the batch's labels in the same kernel (one graph node instead of two). A batch
+// holds fewer than 2^31 values (32-bit indices; a larger one is refused with an error). Test:
 // tests/plugins/cuda.
 #include <algorithm>
 

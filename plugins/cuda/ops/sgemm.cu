@@ -310,7 +310,9 @@ std::vector<SgemmConfig> sgemm_configs(const SgemmProblem& p, int sm_count, uint
     if (blocks >= sms) continue;  // the grid fills the machine already
     for (int s : kSplits) {
       const SgemmConfig c{t, s};
-      if (p.k / s < kMinKPerSplit || blocks * s > 2 * sms || sgemm_workspace(p, c) > max_workspace) continue;
+      // Every split, the last one too (k_chunk is rounded up to whole steps), keeps at least kMinKPerSplit.
+      const int64_t last = p.k - (s - 1) * k_chunk_of(p.k, s);
+      if (last < kMinKPerSplit || blocks * s > 2 * sms || sgemm_workspace(p, c) > max_workspace) continue;
       out.push_back(c);
     }
   }

@@ -28,12 +28,14 @@ struct SgemmConfig {
   int splits = 1;
 };
 
-// Whether the kernels take the problem: every dimension in 1..2^31-1, n, k and (for a transposed A) m
-// multiples of 4 (16-byte loads and stores). Pointers must be 16-byte aligned (checked by sgemm_run).
+// Whether the kernels take the problem: every dimension in 1..2^31-1 and m at most 65535 * 64 (the grid's
+// y limit), n, k and (for a transposed A) m multiples of 4 (16-byte loads and stores). Pointers must be
+// 16-byte aligned (checked by sgemm_run).
 bool sgemm_fits(const SgemmProblem& p);
 // The configurations worth timing for the problem (empty when it does not fit): each tile shape without
-// split-K, and with the split counts that bring an under-filled grid nearer whole waves of `sm_count`
-// multiprocessors while each split keeps at least 32 values of k. None needs more than max_workspace.
+// split-K and, for a grid of fewer blocks than `sm_count` multiprocessors, with each split count (2, 3, 4, 6,
+// 8) whose grid stays within two blocks per multiprocessor and whose every split, the last included, keeps at
+// least 32 values of k. None needs more than max_workspace.
 std::vector<SgemmConfig> sgemm_configs(const SgemmProblem& p, int sm_count, uint64_t max_workspace);
 // Workspace bytes a configuration needs (split-K partials), 0 without split-K.
 uint64_t sgemm_workspace(const SgemmProblem& p, SgemmConfig c);

@@ -79,12 +79,21 @@ inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
   return bytes;
 }
 
-// Sets an environment variable for one scope; the CUDA context reads its tuning variables when a task
-// creates it.
+// Sets an environment variable for one scope and restores what was there (or its absence) on every exit;
+// the CUDA context reads its tuning variables when a task creates it.
 struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const std::string& n, const std::string& v) : name(n) { setenv(n.c_str(), v.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
+  std::string name, old;
+  bool had = false;
+  ScopedEnv(const std::string& n, const std::string& v) : name(n) {
+    if (const char* o = std::getenv(n.c_str())) old = o, had = true;
+    setenv(n.c_str(), v.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had)
+      setenv(name.c_str(), old.c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 };

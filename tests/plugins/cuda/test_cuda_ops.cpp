@@ -1,5 +1,9 @@
 // Every CUDA kernel against the CPU kernel on random data (forward, backward and range ops), run through the
 // same SimpleTask path (memory plan, capture as a CUDA Graph, replay). Skipped without a GPU.
+#include <cstdlib>
+#include <regex>
+#include <string>
+
 #include "plugins/cuda/gpu_fixture.h"
 
 using namespace fresco;
@@ -487,15 +491,26 @@ TEST(CudaOps, FcOnTheMlpShapes) {
 TEST(CudaOps, FcOnTheOwnGemm) {
   FRESCO_REQUIRE_GPU();
   // FRESCO_CUDA_SGEMM=2: every fc GEMM that fits runs on ops/sgemm.cu (its fastest configuration), forward
-  // with bias and relu, both gradients; a shape it does not take (n = 34, not a multiple of 4) stays on
-  // cuBLASLt. The variable is read when a context is created, i.e. by each case's task.
-  ASSERT_EQ(setenv("FRESCO_CUDA_SGEMM", "2", 1), 0);
+  // with bias and relu, both gradients; one it does not take stays on cuBLASLt (n = 34: no product fits; 37 x
+  // 52 -> 68: the weight gradient's k = 37 is not a multiple of 4). The variables are read when a context is
+  // created, i.e. by each case's task; the search's log (FRESCO_CUBLAS_LOG) says which kernel was chosen.
+  const ScopedEnv own("FRESCO_CUDA_SGEMM", "2"), log("FRESCO_CUBLAS_LOG", "1");
   struct S {
     int64_t m, k, n;
+    bool own, lt;  // some product chosen on the own kernel / on cuBLASLt
   };
-  for (const S s : {S{128, 784, 1024}, S{1024, 512, 256}, S{37, 52, 68}, S{40, 36, 34}})
+  for (const S s : {S{128, 784, 1024, true, false}, S{1024, 512, 256, true, false}, S{37, 52, 68, true, true},
+                    S{40, 36, 34, false, true}}) {
+    testing::internal::CaptureStderr();
     expect_fc_matches_cpu(s.m, s.k, s.n, "own gemm");
-  unsetenv("FRESCO_CUDA_SGEMM");
+    const std::string choices = testing::internal::GetCapturedStderr();
+    const std::string shape = std::to_string(s.m) + "x" + std::to_string(s.k) + "->" + std::to_string(s.n);
+    const bool own_chosen =
+        std::regex_search(choices, std::regex("chosen #[0-9]+ \\([0-9]+x[0-9]+k[0-9]+/s[0-9]+\\)"));
+    const bool lt_chosen = choices.find("(cuBLASLt)") != std::string::npos;
+    EXPECT_EQ(own_chosen, s.own) << shape << "\n" << choices;
+    EXPECT_EQ(lt_chosen, s.lt) << shape << "\n" << choices;
+  }
 }
 
 TEST(CudaOps, FcWithFewOutputs) {

@@ -28,9 +28,12 @@ bool have_gpu() {
     GTEST_SKIP() << "no CUDA device: skipped"; \
   }
 
-void check(cudaError_t e, const char* what) {
-  ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
-}
+// A failed CUDA call ends the calling function (and is reported with what was being done).
+#define CHECK_CUDA(expr, what)                                                                  \
+  do {                                                                                          \
+    const cudaError_t check_cuda_e = (expr);                                                    \
+    ASSERT_EQ(check_cuda_e, cudaSuccess) << (what) << ": " << cudaGetErrorString(check_cuda_e); \
+  } while (0)
 
 struct DeviceBuffer {
   void* p = nullptr;
@@ -84,9 +87,9 @@ void expect_configs_match(const SgemmProblem& p, const std::vector<SgemmConfig>&
   std::vector<double> ref, mag;
   reference(p, a, b, bias, ref, mag);
   DeviceBuffer da(a.size() * 4), db(b.size() * 4), dbias(bias.size() * 4), dc(ref.size() * 4);
-  check(cudaMemcpy(da.p, a.data(), a.size() * 4, cudaMemcpyHostToDevice), "copy a");
-  check(cudaMemcpy(db.p, b.data(), b.size() * 4, cudaMemcpyHostToDevice), "copy b");
-  check(cudaMemcpy(dbias.p, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice), "copy bias");
+  CHECK_CUDA(cudaMemcpy(da.p, a.data(), a.size() * 4, cudaMemcpyHostToDevice), "copy a");
+  CHECK_CUDA(cudaMemcpy(db.p, b.data(), b.size() * 4, cudaMemcpyHostToDevice), "copy b");
+  CHECK_CUDA(cudaMemcpy(dbias.p, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice), "copy bias");
   const std::string shape = std::string(p.trans_a ? "T" : "N") + (p.trans_b ? "T" : "N") + " " +
                             std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k) +
                             (p.bias ? " bias" : "") + (p.relu ? " relu" : "");
@@ -95,10 +98,10 @@ void expect_configs_match(const SgemmProblem& p, const std::vector<SgemmConfig>&
     DeviceBuffer ws(sgemm_workspace(p, cfg));
     std::vector<float> got(ref.size()), again(ref.size());
     for (auto* out : {&got, &again}) {
-      check(cudaMemset(dc.p, 0xff, ref.size() * 4), "poison");  // all-ones bits: NaN
+      CHECK_CUDA(cudaMemset(dc.p, 0xff, ref.size() * 4), "poison");  // all-ones bits: NaN
       sgemm_run(p, cfg, da.f(), db.f(), dc.f(), dbias.f(), ws.p, sgemm_workspace(p, cfg), nullptr);
-      check(cudaDeviceSynchronize(), what.c_str());
-      check(cudaMemcpy(out->data(), dc.p, ref.size() * 4, cudaMemcpyDeviceToHost), "copy c");
+      CHECK_CUDA(cudaDeviceSynchronize(), what);
+      CHECK_CUDA(cudaMemcpy(out->data(), dc.p, ref.size() * 4, cudaMemcpyDeviceToHost), "copy c");
     }
     size_t bad = 0;
     for (size_t i = 0; i < ref.size() && bad < 5; ++i)
@@ -145,7 +148,7 @@ TEST(CudaSgemm, BiasAndReluInBothEpilogues) {
 TEST(CudaSgemm, TheMlpProblemsWithTheirOfferedConfigurations) {
   REQUIRE_GPU();
   int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "sm count");
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "sm count");
   // fc forward (x w^T + b, relu), input gradient (dy w), weight gradient (dy^T x) of the 784-1024-512-256
   // layers at batches 128 and 1024: the configurations matmul_plan.cu times for them.
   const SgemmProblem problems[] = {
