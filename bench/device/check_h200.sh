@@ -5,13 +5,7 @@
 # Writes at most 8 files under $OUT (the device tool's limit): tests.log (the kernels' and the plugin's CUDA
 # tests, plugin-check, benchmark errors), fresco_resnet.json, fresco_mlp.json, parity_rn18.txt and PyTorch's
 # pytorch_*.json, all from the same card in the same call.
-set -u
-root=$PWD
-mkdir -p /work; [ -e /work/main ] || ln -s "$root" /work/main
-[ -e /work/main/build-gpu ] || ln -s "$root/.devrun/stage" /work/main/build-gpu
-mkdir -p /usr/share/datasets && { [ -e /usr/share/datasets/fashion-mnist ] || ln -s "$root/.devrun/fashion-mnist" /usr/share/datasets/fashion-mnist; }
-source "$root/.devrun/stage/devenv.sh"; export LD_LIBRARY_PATH="$root/.devrun/stage/lib:$LD_LIBRARY_PATH"
-B=/work/main/build-gpu/bin
+source bench/device/device_env.sh
 L=$OUT/tests.log
 nvidia-smi --query-gpu=name --format=csv,noheader
 timeout 120 $B/test_cuda_kernels > $L 2>&1; echo "test_cuda_kernels rc=$?"

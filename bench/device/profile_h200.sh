@@ -4,13 +4,7 @@
 # batchnorm kernels of about one ResNet-18 fp16 and bf16 step at batch 512: duration, DRAM bytes, TB/s each,
 # then totals per kernel name. Written for the sixth session, not yet run (no machine was lent for it); the
 # launch-skip counts aim past compilation and warm-up and may need adjusting.
-set -u
-root=$PWD
-mkdir -p /work; [ -e /work/main ] || ln -s "$root" /work/main
-[ -e /work/main/build-gpu ] || ln -s "$root/.devrun/stage" /work/main/build-gpu
-mkdir -p /usr/share/datasets && { [ -e /usr/share/datasets/fashion-mnist ] || ln -s "$root/.devrun/fashion-mnist" /usr/share/datasets/fashion-mnist; }
-source "$root/.devrun/stage/devenv.sh"; export LD_LIBRARY_PATH="$root/.devrun/stage/lib:$LD_LIBRARY_PATH"
-B=/work/main/build-gpu/bin
+source bench/device/device_env.sh
 summ() { grep '^"' "$1" | python3 -c "
 import csv,sys,collections
 rows=list(csv.reader(sys.stdin)); h=rows[0]; per=collections.OrderedDict()
