@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 
@@ -85,6 +86,13 @@ inline Context* ctx_of(void* p) {
 }
 inline cudaStream_t stream_of(const FrCall* c) {
   return static_cast<cudaStream_t>(c->stream);
+}
+
+// True when every pointer is 16-byte aligned (null pointers count as aligned): 16-byte vector loads qualify.
+inline bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* q : ptrs)
+    if ((reinterpret_cast<uintptr_t>(q) & 15u) != 0) return false;
+  return true;
 }
 
 // Blocks for a grid-stride loop over n items: enough to fill the device, never more than needed.

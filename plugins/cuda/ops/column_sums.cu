@@ -12,10 +12,6 @@ namespace fresco::cuda {
 namespace {
 constexpr int kCols = 32, kRowLanes = 16, kInFlight = 8;
 
-struct ReluMaskF {
-  __device__ float operator()(float dy, float y) const { return y > 0.0f ? dy : 0.0f; }
-};
-
 __global__ void __launch_bounds__(kCols* kRowLanes)
     column_sums_kernel(const float* __restrict__ dy, float* __restrict__ db, int64_t m, int64_t n) {
   __shared__ float part[kRowLanes][kCols];
@@ -43,16 +39,7 @@ __global__ void __launch_bounds__(kCols* kRowLanes)
 }  // namespace
 
 void mask_and_column_sums(float* dy, const float* y, float* db, int64_t m, int64_t n, cudaStream_t s) {
-  if (y) {
-    const int64_t count = m * n;
-    if (vectorizable<float>(count, {dy, y})) {
-      const int64_t nv = count / Vec16<float>::kN;
-      pointwise2_vec_kernel<<<grid_for(nv, 256, 0), 256, 0, s>>>(dy, y, dy, nv, ReluMaskF{});
-    } else {
-      pointwise2_kernel<<<grid_for(count, 256, 0), 256, 0, s>>>(dy, y, dy, count, ReluMaskF{});
-    }
-    FR_CUDA_LAUNCH_CHECK();
-  }
+  if (y) launch_pointwise2<float>(dy, y, dy, m * n, ReluBackwardF{}, 0, s);  // relu_backward, in place
   if (db) {
     column_sums_kernel<<<static_cast<unsigned>((n + kCols - 1) / kCols), dim3(kCols, kRowLanes), 0, s>>>(
         dy, db, m, n);

@@ -61,10 +61,7 @@ __device__ __forceinline__ void store16(T* p, int64_t i, const Vec16<T>& r) {
 // True when every pointer is 16-byte aligned and n fills whole vectors of T.
 template <class T>
 inline bool vectorizable(int64_t n, std::initializer_list<const void*> ptrs) {
-  if (n % Vec16<T>::kN) return false;
-  for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % 16) return false;
-  return true;
+  return n % Vec16<T>::kN == 0 && aligned16(ptrs);
 }
 
 // Calls f(T{}) with T the storage type of `dtype` (float, __half or __nv_bfloat16); throws for others.

@@ -79,11 +79,6 @@ __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float*
   for_each_element<VEC>(n, AdamStep{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->updates)});
 }
 
-bool aligned16(std::initializer_list<const void*> ptrs) {
-  for (const void* q : ptrs)
-    if (q && (reinterpret_cast<uintptr_t>(q) & 15u) != 0) return false;
-  return true;
-}
 }  // namespace
 
 FR_CUDA_KERNEL_RUN(sgd_update) {

@@ -9,6 +9,14 @@
 
 namespace fresco::cuda {
 
+// relu and its backward (as the CPU: NaN -> 0); also the fc backward's mask (ops/column_sums.cu).
+struct ReluF {
+  __device__ float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+};
+struct ReluBackwardF {
+  __device__ float operator()(float dy, float y) const { return y > 0.0f ? dy : 0.0f; }
+};
+
 template <class T, class F>
 __global__ void pointwise1_kernel(const T* x, T* y, int64_t n, F f) {
   FR_CUDA_GRID_LOOP(i, n)
@@ -85,6 +93,18 @@ FrError* run_pointwise1(void* ctx, const FrCall* call, const char* name, F f) no
   });
 }
 
+// y = f(a, b) element by element, 16 bytes per load when the sizes and pointers allow.
+template <class T, class F>
+void launch_pointwise2(const T* a, const T* b, T* y, int64_t n, F f, int sm, cudaStream_t s) {
+  if (vectorizable<T>(n, {a, b, y})) {
+    const int64_t nv = n / Vec16<T>::kN;
+    pointwise2_vec_kernel<<<grid_for(nv, 256, sm), 256, 0, s>>>(a, b, y, nv, f);
+  } else {
+    pointwise2_kernel<<<grid_for(n, 256, sm), 256, 0, s>>>(a, b, y, n, f);
+  }
+  FR_CUDA_LAUNCH_CHECK();
+}
+
 template <class F>
 FrError* run_pointwise2(void* ctx, const FrCall* call, const char* name, F f) noexcept {
   return sdk::guard([&] {
@@ -95,17 +115,9 @@ FrError* run_pointwise2(void* ctx, const FrCall* call, const char* name, F f) no
     expect_same_dtype(call, call->out[0].dtype, name);
     with_float_type(call->out[0].dtype, name, [&](auto tag) {
       using T = decltype(tag);
-      const T *a = sdk::data<T>(call->in[0]), *b = sdk::data<T>(call->in[1]);
-      T* y = sdk::data<T>(call->out[0]);
-      const int sm = ctx_of(ctx)->sm_count;
-      if (vectorizable<T>(n, {a, b, y})) {
-        const int64_t nv = n / Vec16<T>::kN;
-        pointwise2_vec_kernel<<<grid_for(nv, 256, sm), 256, 0, stream_of(call)>>>(a, b, y, nv, f);
-      } else {
-        pointwise2_kernel<<<grid_for(n, 256, sm), 256, 0, stream_of(call)>>>(a, b, y, n, f);
-      }
+      launch_pointwise2(sdk::data<T>(call->in[0]), sdk::data<T>(call->in[1]), sdk::data<T>(call->out[0]), n,
+                        f, ctx_of(ctx)->sm_count, stream_of(call));
     });
-    FR_CUDA_LAUNCH_CHECK();
   });
 }
 

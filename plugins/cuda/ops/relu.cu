@@ -4,13 +4,6 @@
 
 namespace fresco::cuda {
 
-struct ReluF {
-  __device__ float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
-};
-struct ReluBackwardF {
-  __device__ float operator()(float dy, float y) const { return y > 0.0f ? dy : 0.0f; }
-};
-
 FR_CUDA_KERNEL_RUN(relu) {
   return run_pointwise1(ctx, call, "relu", ReluF{});
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "cuda_common.h"
+#include "ops/pointwise.cuh"
 #include "ops/sgemm.h"
 
 namespace fresco::cuda {
@@ -89,10 +90,10 @@ struct SliceLoader {
   }
 };
 
-__device__ __forceinline__ float relu_of(float v) {
-  return v > 0.0f ? v : 0.0f;  // as the CPU kernel: NaN -> 0
+__device__ __forceinline__ float4 relu4(float4 v) {
+  const ReluF r;  // ops/pointwise.cuh, as the CPU kernel: NaN -> 0
+  return make_float4(r(v.x), r(v.y), r(v.z), r(v.w));
 }
-
 // partial == nullptr: C = acc (+ bias) (relu). Otherwise the split's raw sums go to partial[z][m][n].
 // S slices of (BM/16) x (BN/8) threads share the block's tiles, slice s taking k = s*(kBK/S) .. of each step
 // (sliced k: more warps per output tile, each with a 16 x 8 register tile); at the end the slices' sums are
@@ -220,7 +221,7 @@ __global__ void __launch_bounds__((BM / 16) * (BN / 8) * S)
           const float4 bb = __ldg(reinterpret_cast<const float4*>(bias + col));
           v.x += bb.x, v.y += bb.y, v.z += bb.z, v.w += bb.w;
         }
-        if (relu) v = make_float4(relu_of(v.x), relu_of(v.y), relu_of(v.z), relu_of(v.w));
+        if (relu) v = relu4(v);
       }
       *reinterpret_cast<float4*>(out + row * n + col) = v;
     }
@@ -240,7 +241,7 @@ __global__ void splitk_reduce_kernel(const float4* __restrict__ partial, int spl
       const float4 bb = bias[i % n4];
       s.x += bb.x, s.y += bb.y, s.z += bb.z, s.w += bb.w;
     }
-    if (relu) s = make_float4(relu_of(s.x), relu_of(s.y), relu_of(s.z), relu_of(s.w));
+    if (relu) s = relu4(s);
     c[i] = s;
   }
 }
@@ -273,9 +274,6 @@ int64_t k_chunk_of(int64_t k, int splits) {
   return (per + kBK - 1) / kBK * kBK;
 }
 
-bool aligned16(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
 }  // namespace
 
 bool sgemm_fits(const SgemmProblem& p) {
@@ -326,10 +324,10 @@ void sgemm_run(const SgemmProblem& p, SgemmConfig cfg, const float* a, const flo
                       std::to_string(p.k) + " does not fit the kernels");
   FR_PLUGIN_CHECK(cfg.tile >= 0 && cfg.tile < kTileCount && cfg.splits >= 1 && cfg.splits <= 64,
                   FR_ERR_INVALID_ARGUMENT, "sgemm: no configuration " + sgemm_name(cfg));
-  FR_PLUGIN_CHECK(aligned16(a) && aligned16(b) && aligned16(c) && (!p.bias || (bias && aligned16(bias))),
-                  FR_ERR_INVALID_ARGUMENT, "sgemm: operands must be 16-byte aligned (and the bias given)");
+  FR_PLUGIN_CHECK(aligned16({a, b, c}) && (!p.bias || (bias && aligned16({bias}))), FR_ERR_INVALID_ARGUMENT,
+                  "sgemm: operands must be 16-byte aligned (and the bias given)");
   const uint64_t need = sgemm_workspace(p, cfg);
-  FR_PLUGIN_CHECK(workspace_bytes >= need && (need == 0 || (workspace && aligned16(workspace))),
+  FR_PLUGIN_CHECK(workspace_bytes >= need && (need == 0 || (workspace && aligned16({workspace}))),
                   FR_ERR_INVALID_ARGUMENT,
                   "sgemm: " + sgemm_name(cfg) + " needs " + std::to_string(need) +
                       " workspace bytes, given " + std::to_string(workspace_bytes));
