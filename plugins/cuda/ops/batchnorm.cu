@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(kFixedThreads)
   constexpr int V = Vec16<T>::kN;
   const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
   float scale[V], shift[V];
-#pragma unroll
-  for (int j = 0; j < V; ++j) scale[j] = coef[ch + j], shift[j] = coef[c + ch + j];
+  load_channels(coef, ch, scale);
+  load_channels(coef, c + ch, shift);
 #pragma unroll 4
   for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride) {
     Vec16<T> a = load16(x, i);
@@ -190,7 +190,7 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       const T* x = sdk::data<T>(call->in[0]);
       const T* r = static_cast<const T*>(residual);
       T* y = sdk::data<T>(call->out[0]);
-      const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x});
+      const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x, coef});
       if (sums) {
         bn_finalize_sums_kernel<<<static_cast<unsigned>((c + 127) / 128), 128, 0, st>>>(c, sums, o, coef);
       } else {

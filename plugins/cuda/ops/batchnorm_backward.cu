@@ -26,9 +26,14 @@ struct ReluMask {
   // This thread's channels' scale and shift for the recomputed mask.
   template <int V>
   __device__ void coefficients(int64_t ch, float (&scale)[V], float (&shift)[V]) const {
+    float g[V], b[V], m[V], s[V];
+    load_channels(gamma, ch, g);
+    load_channels(beta, ch, b);
+    load_channels(mean, ch, m);
+    load_channels(invstd, ch, s);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float2 ss = bn_scale_shift(gamma[ch + j], beta[ch + j], mean[ch + j], invstd[ch + j]);
+      const float2 ss = bn_scale_shift(g[j], b[j], m[j], s[j]);
       scale[j] = ss.x, shift[j] = ss.y;
     }
   }
@@ -78,8 +83,10 @@ __global__ void __launch_bounds__(kVecThreads, 4)
   using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
   Acc mu[V];  // this thread's channels: vector column threadIdx.x % (C / V), as in vector_channel_partials
   const int cv0 = static_cast<int>(threadIdx.x % (k.c / V));
+  float mf[V];
+  load_channels(mean, static_cast<int64_t>(cv0) * V, mf);
 #pragma unroll
-  for (int j = 0; j < V; ++j) mu[j] = mean[cv0 * V + j];
+  for (int j = 0; j < V; ++j) mu[j] = mf[j];
   float scale[V], shift[V];
   if constexpr (M == kRecomputeMask) mask.coefficients(static_cast<int64_t>(cv0) * V, scale, shift);
   vector_channel_partials<T, Acc>(k, part, [&](int64_t r, int cv, Acc(&a)[V], Acc(&b)[V]) {
@@ -130,9 +137,10 @@ __global__ void __launch_bounds__(kFixedThreads)
   constexpr int V = Vec16<T>::kN;
   const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
   float ca[V], cb[V], ck[V], mu[V];
-#pragma unroll
-  for (int j = 0; j < V; ++j)
-    ca[j] = coef[ch + j], cb[j] = coef[c + ch + j], ck[j] = coef[2 * c + ch + j], mu[j] = mean[ch + j];
+  load_channels(coef, ch, ca);
+  load_channels(coef, c + ch, cb);
+  load_channels(coef, 2 * c + ch, ck);
+  load_channels(mean, ch, mu);
   float scale[V], shift[V];
   if constexpr (M == kRecomputeMask) mask.coefficients(ch, scale, shift);
 #pragma unroll 2
@@ -230,7 +238,8 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
       T* dx = sdk::data<T>(call->out[0]);
       with_mask_mode(mode, [&](auto m) {
         constexpr int M = decltype(m)::value;
-        if (vector_partials_fit<T>(k, {dy, x, relu_y ? relu_y : dy}))
+        if (vector_partials_fit<T>(k,
+                                   {dy, x, relu_y ? relu_y : dy, mean, mask.gamma, mask.beta, mask.invstd}))
           bn_grad_sums_vec_kernel<T, M>
               <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(dy, mask, x, mean, k, part);
         else
@@ -239,7 +248,8 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
         bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
             k, part, sdk::data<float>(call->in[2]), sdk::data<float>(call->in[4]),
             sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), coef);
-        if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy})) {
+        if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy, coef, mean,
+                                                                mask.gamma, mask.beta, mask.invstd})) {
           const int64_t nv = total / Vec16<T>::kN;
           bn_dx_vec_kernel<T, M>
               <<<grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count), kFixedThreads, 0, st>>>(

@@ -29,8 +29,8 @@ __global__ void __launch_bounds__(kFixedThreads)
   constexpr int V = Vec16<T>::kN;
   const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
   float s[V], b[V];
-#pragma unroll
-  for (int j = 0; j < V; ++j) s[j] = scale[ch + j], b[j] = shift[ch + j];
+  load_channels(scale, ch, s);
+  load_channels(shift, ch, b);
 #pragma unroll 4
   for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride) {
     Vec16<T> a = load16(x, i);
@@ -53,7 +53,7 @@ FR_CUDA_KERNEL_RUN(channel_affine) {
       const T* x = sdk::data<T>(call->in[0]);
       T* y = sdk::data<T>(call->out[0]);
       const float *scale = sdk::data<float>(call->in[1]), *shift = sdk::data<float>(call->in[2]);
-      if (fixed_channels_fit<T>(sh.c) && vectorizable<T>(total, {x, y})) {
+      if (fixed_channels_fit<T>(sh.c) && vectorizable<T>(total, {x, y, scale, shift})) {
         const int64_t nv = total / Vec16<T>::kN;
         affine_vec_kernel<T>
             <<<grid_for(nv, kFixedThreads, sm), kFixedThreads, 0, st>>>(x, scale, shift, y, nv, sh.c, relu);

@@ -155,6 +155,21 @@ __device__ __forceinline__ int64_t fixed_channel_base(int64_t c) {
   return (fixed_first_vector<T>() % (c / Vec16<T>::kN)) * Vec16<T>::kN;
 }
 
+// out[j] = p[ch + j] for a thread's V channels, as V / 4 16-byte loads (p + ch 16-byte aligned: ch is a
+// multiple of V and the launch checked p). Neighbouring threads hold neighbouring channel vectors, so one
+// warp-wide load spans 32 x 4V bytes whatever its width; scalar loads took V of those per array, which on
+// the small maps of a ResNet's last stages cost more than the pass itself (ncu, H200).
+template <int V>
+__device__ __forceinline__ void load_channels(const float* p, int64_t ch, float (&out)[V]) {
+  static_assert(V % 4 == 0, "channel vectors are whole float4s");
+  const float4* q = reinterpret_cast<const float4*>(p + ch);
+#pragma unroll
+  for (int j = 0; j < V / 4; ++j) {
+    const float4 v = q[j];
+    out[4 * j] = v.x, out[4 * j + 1] = v.y, out[4 * j + 2] = v.z, out[4 * j + 3] = v.w;
+  }
+}
+
 // Finalize kernels run one block per channel (channel_totals).
 inline unsigned finalize_blocks(int64_t c) {
   return static_cast<unsigned>(c);
