@@ -13,6 +13,7 @@
 
 #include "fresco/plugin.hpp"
 #include "ops/sgemm.h"
+#include "tuning/tuning_cache.h"
 
 struct cudnnContext;  // cudnnHandle_t, without pulling cudnn.h into every file
 
@@ -51,6 +52,10 @@ struct Context {
   // it took 0.93-1.13x cuBLASLt's time on the MLP's problems (H200), and its sliced-k summation order makes
   // CUDA training drift from the CPU's where cuBLASLt's matches it (docs/decisions.md).
   int own_sgemm = 0;
+  // Choices timed at prepare, kept across runs (tuning/tuning_cache.h; FRESCO_CUDA_TUNING_CACHE). `machine`
+  // (device, SM count, CUDA, cuBLASLt and cuDNN versions) begins every key.
+  std::unique_ptr<TuningCache> tuning;
+  std::string machine;
   // Algorithms chosen at prepare, by problem key, so every node of one shape uses the same algorithm.
   std::map<std::string, MatmulChoice> algo_cache;
   // fc layers with at most 32 outputs run on ops/small_fc.cu's kernels instead of cuBLASLt

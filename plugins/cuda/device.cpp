@@ -33,6 +33,21 @@ int env_int(const char* name, int fallback, int lo, int hi) {
                       " to " + std::to_string(hi) + ", found '" + v + "'");
   return static_cast<int>(n);
 }
+// What makes timed choices machine-specific: the device, its SM count and the CUDA, cuBLASLt and cuDNN
+// versions (the first words of every tuning-cache key).
+std::string machine_signature(int index, int sm_count) {
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, index);
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  std::string name = prop.name;
+  for (char& ch : name)
+    if (ch == ' ' || ch == '\t') ch = '_';
+  return name + "/sm" + std::to_string(prop.major) + std::to_string(prop.minor) + "x" +
+         std::to_string(sm_count) + "/cuda" + std::to_string(runtime) + "/cublasLt" +
+         std::to_string(cublasLtGetVersion()) + "/cudnn" + std::to_string(cudnnGetVersion());
+}
+
 bool env_switch(const char* name, bool fallback) {
   return env_int(name, fallback ? 1 : 0, 0, 1) != 0;
 }
@@ -62,6 +77,8 @@ FrError* context_create(int32_t index, void** out) noexcept {
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
       throw sdk::KernelError(FR_ERR_DEVICE, "cuda: cublasLtCreate failed");
     cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
+    c->machine = machine_signature(index, c->sm_count);
+    c->tuning = std::make_unique<TuningCache>(default_tuning_cache_path());
     *out = c.release();
   });
 }

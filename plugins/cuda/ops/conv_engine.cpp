@@ -1,5 +1,6 @@
 // cuDNN backend engines for fp16 / bf16 convolutions (conv_engine.h).
 #include "ops/conv_engine.h"
+#include "ops/scratch_fill.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -245,8 +246,47 @@ float time_sums_pass(Scratch& s, FrDType dtype, int64_t rows, int64_t k) {
   return best;
 }
 
-// Finalizes and times every qualifying configuration; keeps the first (heuristic order) unless a later one is
-// at least 10% faster, so the choice is stable from run to run (near-ties do not swap on timing noise).
+// An execution plan for cfg (owned by `keep`) and its workspace, or a null plan when the configuration does
+// not qualify (qualifies), does not finalize or needs more than ws_cap bytes.
+struct Finalized {
+  Desc plan = nullptr;
+  int64_t workspace = 0;
+};
+Finalized finalize_plan(std::vector<Desc>& keep, cudnnHandle_t h, Desc cfg, uint64_t ws_cap) {
+  Finalized f;
+  if (!qualifies(keep, cfg)) return f;
+  Desc plan = make(keep, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  int64_t ws = 0, n = 0;
+  if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) !=
+          CUDNN_STATUS_SUCCESS ||
+      cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                               1, &cfg) != CUDNN_STATUS_SUCCESS ||
+      cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
+      cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                               &ws) != CUDNN_STATUS_SUCCESS ||
+      ws < 0 || static_cast<uint64_t>(ws) > ws_cap)
+    return f;
+  f.plan = plan;
+  f.workspace = ws;
+  return f;
+}
+
+// "engine G (i of n)": the description a tuning-cache entry is checked against (G = cuDNN's global engine
+// index, i the configuration's place in the heuristic's list of n).
+std::string config_name(std::vector<Desc>& keep, Desc cfg, size_t i, size_t n) {
+  Desc engine = make(keep, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t count = 0, global = -1;
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
+                               &engine) != CUDNN_STATUS_SUCCESS ||
+      cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count,
+                               &global) != CUDNN_STATUS_SUCCESS)
+    global = -1;
+  return "engine " + std::to_string(global) + " (" + std::to_string(i) + " of " + std::to_string(n) + ")";
+}
+
+// The configuration to run: the one the tuning cache holds for this problem on this machine when it is still
+// offered, else the fastest qualifying one, each timed on scratch buffers of random values (timing on zeros
+// can rank kernels differently from real data), and recorded in the cache so later runs choose the same.
 std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
                                            bool stats, uint64_t max_workspace, const std::string& what) {
   cudnnHandle_t h = handle_of(ctx);
@@ -262,24 +302,40 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   const uint64_t elem = 2;  // fp16 / bf16
   const uint64_t ws_cap = max_workspace < (1ull << 30) ? max_workspace : (1ull << 30);
   const int64_t rows = g.n * g.p * g.q;  // of y, for the statistics
+  auto keep_plan = [&](Desc plan, int64_t ws, float ms) {
+    if (best->plan) scratch_keep.push_back(best->plan);  // the loser is freed with the scratch
+    scratch_keep.erase(std::find(scratch_keep.begin(), scratch_keep.end(), plan));
+    best->plan = plan;
+    best->workspace = static_cast<uint64_t>(ws);
+    best->ms = ms;
+  };
+  const std::string tkey = "conv " + ctx->machine + " " + what + (stats ? " stats" : "") + " candidates " +
+                           std::to_string(ctx->conv_engine_candidates) + " ws " + std::to_string(ws_cap);
+  if (const TunedChoice* hit = ctx->tuning ? ctx->tuning->find(tkey) : nullptr;
+      hit && hit->index < static_cast<int>(cfgs.size()) &&
+      hit->name == config_name(scratch_keep, cfgs[static_cast<size_t>(hit->index)],
+                               static_cast<size_t>(hit->index), cfgs.size())) {
+    const Finalized f = finalize_plan(scratch_keep, h, cfgs[static_cast<size_t>(hit->index)], ws_cap);
+    if (f.plan) {
+      keep_plan(f.plan, f.workspace, hit->ms.empty() ? 0.0f : hit->ms[0]);
+      best->sums_pass_ms = hit->ms.size() > 1 ? hit->ms[1] : 0.0f;
+      if (ctx->conv_log)
+        std::fprintf(stderr, "[fresco-cuda] conv engine %s%s: %s %.3f ms (tuning cache)\n", what.c_str(),
+                     stats ? " with statistics" : "", hit->name.c_str(), best->ms);
+      return best;
+    }
+  }
   Scratch s(elem * g.n * g.h * g.w * g.c, elem * g.k * g.r * g.s * g.cg, elem * rows * g.k, ws_cap,
             stats ? sums_scratch_offset(g.k) + conv_sums_workspace(rows, g.k) : 0);
+  fill_scratch_random(dtype, s.a, g.n * g.h * g.w * g.c, 1u, ctx->sm_count);
+  fill_scratch_random(dtype, s.b, g.k * g.r * g.s * g.cg, 2u, ctx->sm_count);
+  fill_scratch_random(dtype, s.c, rows * g.k, 3u, ctx->sm_count);
   FR_CUDNN_CHECK(cudnnSetStream(h, nullptr));
   int considered = 0;
-  for (Desc cfg : cfgs) {
-    if (!qualifies(scratch_keep, cfg)) continue;
-    Desc plan = make(scratch_keep, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);  // freed unless it wins
-    if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) !=
-            CUDNN_STATUS_SUCCESS ||
-        cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                 1, &cfg) != CUDNN_STATUS_SUCCESS ||
-        cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS)
-      continue;
-    int64_t ws = 0, n = 0;
-    if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                 &ws) != CUDNN_STATUS_SUCCESS ||
-        ws < 0 || static_cast<uint64_t>(ws) > ws_cap)
-      continue;
+  size_t best_index = 0;
+  for (size_t i = 0; i < cfgs.size(); ++i) {
+    const Finalized f = finalize_plan(scratch_keep, h, cfgs[i], ws_cap);
+    if (!f.plan) continue;
     std::vector<Desc> vk;
     struct VpGuard {
       std::vector<Desc>& k;
@@ -287,11 +343,11 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     } vguard{vk};
     Desc vp = variant_pack(vk, s.a, s.b, s.c, s.ws, s.sums, g.k);
     float ms = std::numeric_limits<float>::infinity();
-    bool ok = cudnnBackendExecute(h, plan, vp) == CUDNN_STATUS_SUCCESS &&
+    bool ok = cudnnBackendExecute(h, f.plan, vp) == CUDNN_STATUS_SUCCESS &&
               cudaDeviceSynchronize() == cudaSuccess;  // warm-up (and first-run setup)
     for (int r = 0; r < 3 && ok; ++r) {
       ok = cudaEventRecord(s.e0, nullptr) == cudaSuccess;
-      for (int k = 0; k < 3 && ok; ++k) ok = cudnnBackendExecute(h, plan, vp) == CUDNN_STATUS_SUCCESS;
+      for (int k = 0; k < 3 && ok; ++k) ok = cudnnBackendExecute(h, f.plan, vp) == CUDNN_STATUS_SUCCESS;
       ok = ok && cudaEventRecord(s.e1, nullptr) == cudaSuccess && cudaEventSynchronize(s.e1) == cudaSuccess;
       float t = 0.0f;
       if (ok && cudaEventElapsedTime(&t, s.e0, s.e1) == cudaSuccess) ms = std::min(ms, t / 3.0f);
@@ -301,15 +357,17 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       continue;
     }
     ++considered;
-    if (!best->plan || ms < 0.9f * best->ms) {             // the incumbent stays unless beaten by 10%
-      if (best->plan) scratch_keep.push_back(best->plan);  // the loser is freed with the scratch
-      scratch_keep.erase(std::find(scratch_keep.begin(), scratch_keep.end(), plan));
-      best->plan = plan;
-      best->workspace = static_cast<uint64_t>(ws);
-      best->ms = ms;
+    if (!best->plan || ms < best->ms) {  // the fastest (the first of equal times)
+      keep_plan(f.plan, f.workspace, ms);
+      best_index = i;
     }
   }
   if (stats && best->plan) best->sums_pass_ms = time_sums_pass(s, dtype, rows, g.k);
+  if (best->plan && ctx->tuning)
+    ctx->tuning->put(
+        tkey,
+        {static_cast<int>(best_index), config_name(scratch_keep, cfgs[best_index], best_index, cfgs.size()),
+         stats ? std::vector<float>{best->ms, best->sums_pass_ms} : std::vector<float>{best->ms}});
   if (ctx->conv_log)
     std::fprintf(
         stderr, "[fresco-cuda] conv engine %s%s: %zu configurations, %d qualifying, chosen %.3f ms%s\n",

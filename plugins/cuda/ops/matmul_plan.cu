@@ -1,5 +1,6 @@
 // cuBLASLt plan/run for the fc kernels (see matmul_plan.h for the layout algebra).
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "ops/matmul_plan.h"
@@ -10,6 +11,24 @@ namespace fresco::cuda {
 namespace {
 constexpr double kSearchMinFma = 1 << 22;  // smaller problems keep the heuristic's choice
 constexpr size_t kSearchLimit = 240;       // enumerated configurations timed per problem, at most
+
+// "cuBLASLt algo A tile T split S scheme R" for the search log.
+std::string algo_name(const cublasLtMatmulAlgo_t& a) {
+  int32_t id = -1, split = 1;
+  uint32_t tile = 0, scheme = 0;
+  size_t w = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split, &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme, &w);
+  return "cuBLASLt algo " + std::to_string(id) + " tile " + std::to_string(tile) + " split " +
+         std::to_string(split) + " scheme " + std::to_string(scheme);
+}
+
+// The description a tuning-cache entry is checked against.
+std::string candidate_name(const MatmulChoice& c) {
+  return (c.own.tile >= 0 ? sgemm_name(c.own) : algo_name(c.algo)) + " ws " + std::to_string(c.workspace);
+}
 }  // namespace
 
 void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
@@ -82,7 +101,23 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
     if (timed) cands.insert(cands.end(), own.begin(), own.end());
     int pick = 0;
     std::vector<float> us;
-    if (timed && cands.size() > 1) pick = fastest_matmul(ctx, p, cands, m, n, k, &us);
+    bool from_cache = false;
+    if (timed && cands.size() > 1) {
+      // The settings that shape the candidate list are part of the key (tuning/tuning_cache.h).
+      const std::string tkey = "matmul " + ctx->machine + " " + key + " autotune " +
+                               std::to_string(ctx->autotune) + " own " + std::to_string(ctx->own_sgemm) +
+                               " ws " + std::to_string(max_workspace);
+      const TunedChoice* hit = ctx->tuning ? ctx->tuning->find(tkey) : nullptr;
+      if (hit && hit->index < static_cast<int>(cands.size()) &&
+          hit->name == candidate_name(cands[static_cast<size_t>(hit->index)])) {
+        pick = hit->index;
+        us = hit->ms;
+        from_cache = true;
+      } else {
+        pick = fastest_matmul(ctx, p, cands, m, n, k, &us);
+        if (ctx->tuning) ctx->tuning->put(tkey, {pick, candidate_name(cands[static_cast<size_t>(pick)]), us});
+      }
+    }
     if (ctx->log_choices) {
       float lt_best = -1.0f, own_best = -1.0f;
       for (size_t i = 0; i < us.size(); ++i) {
@@ -92,11 +127,12 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
       const MatmulChoice& c = cands[static_cast<size_t>(pick)];
       std::fprintf(stderr,
                    "[fresco-cuda] matmul %s: %zu cuBLASLt + %zu own candidates, %s %.2f us, "
-                   "best cuBLASLt %.2f us, best own %.2f us, chosen #%d (%s) %.2f us\n",
+                   "best cuBLASLt %.2f us, best own %.2f us, chosen #%d (%s) %.2f us%s\n",
                    key.c_str(), first_own, cands.size() - first_own,
                    first_own ? "heuristic's first" : "first own", us.empty() ? -1.0f : us[0], lt_best,
-                   own_best, pick, c.own.tile >= 0 ? sgemm_name(c.own).c_str() : "cuBLASLt",
-                   us.empty() ? -1.0f : us[static_cast<size_t>(pick)]);
+                   own_best, pick, c.own.tile >= 0 ? sgemm_name(c.own).c_str() : algo_name(c.algo).c_str(),
+                   static_cast<size_t>(pick) < us.size() ? us[static_cast<size_t>(pick)] : -1.0f,
+                   from_cache ? " (tuning cache)" : "");
     }
     p.algo = cands[pick].algo;
     p.workspace = cands[pick].workspace;

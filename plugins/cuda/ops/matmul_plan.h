@@ -2,11 +2,12 @@
 // TF32), on cuBLASLt as the column-major product C^T = op(B)^T op(A)^T, or on fresco's own kernel
 // (ops/sgemm.h). At prepare time the heuristic's 16 candidates, every other configuration cuBLASLt accepts
 // (tiles, split-K; ops/matmul_search.h) and the own kernel's configurations are timed on scratch buffers and
-// the fastest is kept when it beats the heuristic's first choice by 10% (a margin that keeps the choice
-// stable across runs); one choice per shape per context. Both are bit-reproducible for a given configuration
-// (cuBLAS for a given architecture and SM count). FRESCO_CUBLAS_AUTOTUNE=0 keeps the heuristic's first
-// choice, 1 times only the heuristic's candidates (and the own kernel's); FRESCO_CUDA_SGEMM=0 leaves the own
-// kernel out, 2 takes only its configurations; FRESCO_CUBLAS_LOG=1 prints each choice.
+// the fastest is kept and recorded in the tuning cache (tuning/tuning_cache.h), from which later runs on the
+// machine take the same choice without timing; one choice per shape per context. Both are bit-reproducible
+// for a given configuration (cuBLAS for a given architecture and SM count). FRESCO_CUBLAS_AUTOTUNE=0 keeps
+// the heuristic's first choice, 1 times only the heuristic's candidates (and the own kernel's);
+// FRESCO_CUDA_SGEMM=0 leaves the own kernel out, 2 takes only its configurations; FRESCO_CUBLAS_LOG=1 prints
+// each choice.
 #pragma once
 
 #include "cuda_common.h"

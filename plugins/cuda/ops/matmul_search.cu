@@ -168,11 +168,11 @@ int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulCh
     t[i] = time_candidate(ctx, p, cands[i], x);
     if (t[i] > 0.0f) fastest = std::min(fastest, t[i]);
   }
-  // The first candidate (heuristic order, then enumeration order) within 10% of the fastest: near-ties do not
-  // swap between runs on timing noise, and the heuristic's choice stays unless beaten by 10%.
+  // The fastest measured (the first of equal times). Later runs on this machine take the same choice from
+  // the tuning cache (tuning/tuning_cache.h), so timing noise cannot swap it between runs.
   int pick = 0;
   for (size_t i = 0; i < cands.size(); ++i)
-    if (t[i] > 0.0f && 0.9f * t[i] <= fastest) {
+    if (t[i] > 0.0f && t[i] == fastest) {
       pick = static_cast<int>(i);
       break;
     }

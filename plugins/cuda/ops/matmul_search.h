@@ -18,10 +18,9 @@ namespace fresco::cuda {
 std::vector<MatmulChoice> enumerate_matmul_configs(Context* ctx, const MatmulPlan& p, uint64_t max_workspace,
                                                    size_t limit);
 
-// Index of the candidate to use (graph-replayed time per call): the first, in list order, whose time is
-// within 10% of the fastest, so candidate 0 (the heuristic's choice) stays unless beaten by 10% and near-ties
-// do not swap from run to run. *us (when given) receives each candidate's time per call, negative for one
-// that could not run.
+// Index of the candidate to use: the fastest by graph-replayed time per call (the first of equal times; the
+// caller keeps the choice in the tuning cache, so it does not swap between runs). *us (when given) receives
+// each candidate's time per call, negative for one that could not run.
 int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulChoice>& cands, int64_t m,
                    int64_t n, int64_t k, std::vector<float>* us);
 

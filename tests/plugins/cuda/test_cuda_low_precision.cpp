@@ -2,7 +2,10 @@
 // the CPU): every low-precision input is first rounded to the low dtype, the f32 run gets exactly those
 // values, and the outputs agree within the low dtype's rounding (plus accumulation). The casts are checked
 // bit for bit against host rounding. Skipped without a GPU.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "plugins/cuda/gpu_fixture.h"
@@ -355,6 +358,36 @@ TEST(CudaLowPrecision, Conv2dOnTensorCores) {
       expect_close_to_f32(b, 1.6e-2, 2e-3, what + " backward");
     }
   }
+}
+
+// cuDNN engine choices are kept in the tuning cache: the second run of the same f16 convolution takes the
+// engine from the file without timing, and computes the same bits.
+TEST(CudaLowPrecision, ConvEngineChoicesComeBackFromTheTuningCache) {
+  FRESCO_REQUIRE_GPU();
+  const std::string path = testing::TempDir() + "fresco_conv_tuning_" + std::to_string(getpid()) + ".tsv";
+  std::remove(path.c_str());
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", path), engines("FRESCO_CUDNN_ENGINES", "2"),
+      log("FRESCO_CUDNN_LOG", "1");
+  const FrConvParams p{3, 3, 1, 1, 1, 1, 1, 1, 1, 0};
+  const Shape xs{8, 16, 16, 32}, ws{32, 3, 3, 32}, ys{8, 16, 16, 32};
+  LowCase f{{{xs, Fill::RANDOM, true}, {ws, Fill::RANDOM, true}, {ys, Fill::ZERO, true}},
+            node(FR_OP_CONV2D, {0, 1}, {2}),
+            {2}};
+  f.node.with_params(p);
+  const auto v = values_of(f, DType::F16, 5);
+  std::vector<std::vector<float>> out[2];
+  for (int run = 0; run < 2; ++run) {
+    testing::internal::CaptureStderr();
+    out[run] = run_low(f, DType::F16, v);
+    const std::string err = testing::internal::GetCapturedStderr();
+    const bool timed = err.find(" configurations, ") != std::string::npos;  // a search that timed engines
+    EXPECT_EQ(timed, run == 0) << err;
+    if (run == 1) {
+      EXPECT_NE(err.find("(tuning cache)"), std::string::npos) << err;
+    }
+  }
+  EXPECT_EQ(out[0], out[1]);
+  std::remove(path.c_str());
 }
 
 // conv2d's sums output (ops.h) in f16 / bf16 is the per-channel sum and sum of squares of y as stored, on

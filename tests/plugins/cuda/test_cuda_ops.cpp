@@ -1,8 +1,16 @@
 // Every CUDA kernel against the CPU kernel on random data (forward, backward and range ops), run through the
 // same SimpleTask path (memory plan, capture as a CUDA Graph, replay). Skipped without a GPU.
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include "plugins/cuda/gpu_fixture.h"
 
@@ -507,10 +515,43 @@ TEST(CudaOps, FcOnTheOwnGemm) {
     const std::string shape = std::to_string(s.m) + "x" + std::to_string(s.k) + "->" + std::to_string(s.n);
     const bool own_chosen =
         std::regex_search(choices, std::regex("chosen #[0-9]+ \\([0-9]+x[0-9]+k[0-9]+/s[0-9]+\\)"));
-    const bool lt_chosen = choices.find("(cuBLASLt)") != std::string::npos;
+    const bool lt_chosen = choices.find("(cuBLASLt ") != std::string::npos;
     EXPECT_EQ(own_chosen, s.own) << shape << "\n" << choices;
     EXPECT_EQ(lt_chosen, s.lt) << shape << "\n" << choices;
   }
+}
+
+// Timed cuBLASLt choices are kept in the tuning cache (plugins/cuda/tuning/tuning_cache.h): the first run of
+// these problems times them (and its later contexts already reuse the file); a second run takes every choice
+// from the file, the same ones, without timing.
+TEST(CudaOps, TimedMatmulChoicesComeBackFromTheTuningCache) {
+  FRESCO_REQUIRE_GPU();
+  const std::string path = testing::TempDir() + "fresco_matmul_tuning_" + std::to_string(getpid()) + ".tsv";
+  std::remove(path.c_str());
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", path), log("FRESCO_CUBLAS_LOG", "1");
+  const std::regex line("\\[fresco-cuda\\] matmul ([^:]+):.*(chosen #[0-9]+ \\([^)]*\\)).*");
+  std::map<std::string, std::string> picks[2];  // problem -> choice
+  int timed[2] = {0, 0};
+  for (int run = 0; run < 2; ++run) {
+    testing::internal::CaptureStderr();
+    expect_fc_matches_cpu(1024, 784, 1024, run ? "second run" : "first run");
+    std::istringstream err(testing::internal::GetCapturedStderr());
+    for (std::string l; std::getline(err, l);) {
+      std::smatch m;
+      if (!std::regex_match(l, m, line)) continue;
+      if (l.find("(tuning cache)") == std::string::npos) ++timed[run];
+      const auto [it, fresh] = picks[run].emplace(m[1].str(), m[2].str());
+      EXPECT_TRUE(fresh || it->second == m[2].str()) << l;  // one choice per problem within a run too
+    }
+  }
+  EXPECT_GE(picks[0].size(), 3u);  // the forward, the backward's dX and dW
+  EXPECT_GE(timed[0], 3);
+  EXPECT_EQ(timed[1], 0);
+  EXPECT_EQ(picks[0], picks[1]);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("matmul "), std::string::npos) << text;
+  std::remove(path.c_str());
 }
 
 TEST(CudaOps, FcWithFewOutputs) {
