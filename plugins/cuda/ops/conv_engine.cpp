@@ -3,8 +3,10 @@
 #include "ops/scratch_fill.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "ops/channel_moments.h"
@@ -311,14 +313,20 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   };
   const std::string tkey = "conv " + ctx->machine + " " + what + (stats ? " stats" : "") + " candidates " +
                            std::to_string(ctx->conv_engine_candidates) + " ws " + std::to_string(ws_cap);
-  if (const TunedChoice* hit = ctx->tuning ? ctx->tuning->find(tkey) : nullptr;
-      hit && hit->index < static_cast<int>(cfgs.size()) &&
+  const std::optional<TunedChoice> hit = ctx->tuning ? ctx->tuning->find(tkey) : std::nullopt;
+  const auto valid_times = [&](const std::vector<float>& ms) {  // the plan's time (and the sums pass's)
+    if (ms.size() != (stats ? 2u : 1u)) return false;
+    for (float t : ms)
+      if (!std::isfinite(t) || t <= 0.0f) return false;
+    return true;
+  };
+  if (hit && valid_times(hit->ms) && hit->index < static_cast<int>(cfgs.size()) &&
       hit->name == config_name(scratch_keep, cfgs[static_cast<size_t>(hit->index)],
                                static_cast<size_t>(hit->index), cfgs.size())) {
     const Finalized f = finalize_plan(scratch_keep, h, cfgs[static_cast<size_t>(hit->index)], ws_cap);
     if (f.plan) {
-      keep_plan(f.plan, f.workspace, hit->ms.empty() ? 0.0f : hit->ms[0]);
-      best->sums_pass_ms = hit->ms.size() > 1 ? hit->ms[1] : 0.0f;
+      keep_plan(f.plan, f.workspace, hit->ms[0]);
+      best->sums_pass_ms = stats ? hit->ms[1] : 0.0f;
       if (ctx->conv_log)
         std::fprintf(stderr, "[fresco-cuda] conv engine %s%s: %s %.3f ms (tuning cache)\n", what.c_str(),
                      stats ? " with statistics" : "", hit->name.c_str(), best->ms);
@@ -363,7 +371,8 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     }
   }
   if (stats && best->plan) best->sums_pass_ms = time_sums_pass(s, dtype, rows, g.k);
-  if (best->plan && ctx->tuning)
+  if (best->plan && ctx->tuning &&
+      valid_times(stats ? std::vector<float>{best->ms, best->sums_pass_ms} : std::vector<float>{best->ms}))
     ctx->tuning->put(
         tkey,
         {static_cast<int>(best_index), config_name(scratch_keep, cfgs[best_index], best_index, cfgs.size()),

@@ -1,5 +1,7 @@
 // cuBLASLt plan/run for the fc kernels (see matmul_plan.h for the layout algebra).
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,15 +109,20 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
       const std::string tkey = "matmul " + ctx->machine + " " + key + " autotune " +
                                std::to_string(ctx->autotune) + " own " + std::to_string(ctx->own_sgemm) +
                                " ws " + std::to_string(max_workspace);
-      const TunedChoice* hit = ctx->tuning ? ctx->tuning->find(tkey) : nullptr;
-      if (hit && hit->index < static_cast<int>(cands.size()) &&
+      // A hit must name the candidate at its index and carry the timed pick's time (else: time again).
+      const std::optional<TunedChoice> hit = ctx->tuning ? ctx->tuning->find(tkey) : std::nullopt;
+      if (hit && hit->index < static_cast<int>(cands.size()) && hit->ms.size() == cands.size() &&
+          std::isfinite(hit->ms[static_cast<size_t>(hit->index)]) &&
+          hit->ms[static_cast<size_t>(hit->index)] > 0 &&
           hit->name == candidate_name(cands[static_cast<size_t>(hit->index)])) {
         pick = hit->index;
         us = hit->ms;
         from_cache = true;
       } else {
         pick = fastest_matmul(ctx, p, cands, m, n, k, &us);
-        if (ctx->tuning) ctx->tuning->put(tkey, {pick, candidate_name(cands[static_cast<size_t>(pick)]), us});
+        const bool measured = static_cast<size_t>(pick) < us.size() && us[static_cast<size_t>(pick)] > 0.0f;
+        if (ctx->tuning && measured)  // a pick no candidate's timing supports is not recorded
+          ctx->tuning->put(tkey, {pick, candidate_name(cands[static_cast<size_t>(pick)]), us});
       }
     }
     if (ctx->log_choices) {

@@ -5,13 +5,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <limits>
+#include <locale>
 #include <sstream>
 #include <utility>
 
 namespace fresco::cuda {
 
 namespace {
-constexpr const char* kHeader = "# fresco CUDA tuning cache v1: key, index, description, times (ms)";
+constexpr const char* kHeader = "# fresco CUDA tuning cache v1: key, index, description, times";
 
 bool clean(const std::string& s) {
   return s.find_first_of("\t\n\r") == std::string::npos;
@@ -32,11 +35,14 @@ bool parse_line(const std::string& line, std::string& key, TunedChoice& c) {
     if (used != f[1].size() || c.index < 0) return false;
     c.name = f[2];
     c.ms.clear();
-    std::stringstream ts(f[3]);
+    std::istringstream ts(f[3]);
     for (std::string t; std::getline(ts, t, ',');) {
       if (t.empty()) continue;
-      c.ms.push_back(std::stof(t, &used));
-      if (used != t.size()) return false;
+      std::istringstream v(t);
+      v.imbue(std::locale::classic());
+      float x = 0.0f;
+      if (!(v >> x) || !(v >> std::ws).eof()) return false;
+      c.ms.push_back(x);
     }
   } catch (const std::exception&) {
     return false;
@@ -53,6 +59,16 @@ TuningCache::TuningCache(std::string path) : path_(std::move(path)) {
   int lineno = 0, bad = 0;
   for (std::string line; std::getline(in, line);) {
     ++lineno;
+    if (lineno == 1 &&
+        line != kHeader) {  // not a tuning cache (or another version): neither read nor written
+      std::fprintf(
+          stderr,
+          "[fresco-cuda] %s is not a fresco tuning cache (its first line differs); it is left alone and "
+          "choices are kept for this run only\n",
+          path_.c_str());
+      write_failed_ = true;
+      return;
+    }
     if (line.empty() || line[0] == '#') continue;
     std::string key;
     TunedChoice c;
@@ -65,10 +81,16 @@ TuningCache::TuningCache(std::string path) : path_(std::move(path)) {
   }
 }
 
-const TunedChoice* TuningCache::find(const std::string& key) const {
+std::optional<TunedChoice> TuningCache::find(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(key);
-  return it == entries_.end() ? nullptr : &it->second;
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t TuningCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return entries_.size();
 }
 
 void TuningCache::put(const std::string& key, const TunedChoice& choice) {
@@ -79,11 +101,22 @@ void TuningCache::put(const std::string& key, const TunedChoice& choice) {
   std::error_code ec;
   const std::filesystem::path p(path_);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  const bool fresh = !std::filesystem::exists(p, ec);
+  const bool fresh = !std::filesystem::exists(p, ec) || std::filesystem::file_size(p, ec) == 0;
+  bool torn = false;  // a last line without its newline
+  if (!fresh) {
+    std::ifstream last(path_, std::ios::binary | std::ios::ate);
+    if (last && last.tellg() > 0) {
+      last.seekg(-1, std::ios::end);
+      torn = last.get() != '\n';
+    }
+  }
   std::ofstream out(path_, std::ios::app);
   if (out) {
     std::ostringstream line;
+    line.imbue(std::locale::classic());
+    line << std::setprecision(std::numeric_limits<float>::max_digits10);  // times read back exactly
     if (fresh) line << kHeader << '\n';
+    if (torn) line << '\n';
     line << key << '\t' << choice.index << '\t' << choice.name << '\t';
     for (size_t i = 0; i < choice.ms.size(); ++i) line << (i ? "," : "") << choice.ms[i];
     line << '\n';

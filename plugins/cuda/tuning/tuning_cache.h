@@ -8,12 +8,15 @@
 // that shape the candidate list, so one file serves several machines, versions and settings. A later line
 // for a key replaces an earlier one. An entry is used only while the candidate at its index still has the
 // recorded description; otherwise the caller times again and records anew. Lines that do not parse are
-// skipped with a warning, so a damaged file costs a re-tune, never a failure. Pure C++: no CUDA here.
+// skipped with a warning, so a damaged file costs a re-tune, never a failure. Several processes tuning the
+// same problem at once each time it and append their own line; the last line wins for later runs (a process
+// keeps what it chose). Pure C++: no CUDA here.
 // Test: tests/plugins/cuda/tuning/test_tuning_cache.cpp.
 #pragma once
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +25,7 @@ namespace fresco::cuda {
 struct TunedChoice {
   int index = -1;
   std::string name;       // the chosen candidate's description, checked on use
-  std::vector<float> ms;  // measured times (milliseconds) the caller wants back on a hit
+  std::vector<float> ms;  // measured times the caller wants back on a hit (its unit; written exactly)
 };
 
 class TuningCache {
@@ -30,14 +33,15 @@ class TuningCache {
   // path "" = no file: nothing is read or written (every run times afresh).
   explicit TuningCache(std::string path);
 
-  // The entry for key, or null.
-  const TunedChoice* find(const std::string& key) const;
-  // Records the entry and appends it to the file. A file that cannot be written is reported once on stderr
-  // and the cache goes on in memory only.
+  // The entry for key, if any (a copy: a later put may replace it).
+  std::optional<TunedChoice> find(const std::string& key) const;
+  // Records the entry and appends it to the file. A file that cannot be written, or an existing file that
+  // is not a tuning cache (no header line: a mistyped path), is reported once on stderr and the cache goes
+  // on in memory only. A last line left without its newline (a writer that died) is closed first.
   void put(const std::string& key, const TunedChoice& choice);
 
   const std::string& path() const { return path_; }
-  size_t size() const { return entries_.size(); }
+  size_t size() const;
 
  private:
   std::string path_;

@@ -81,6 +81,13 @@ inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
 
 // Sets an environment variable for one scope and restores what was there (or its absence) on every exit;
 // the CUDA context reads its tuning variables when a task creates it.
+// The CUDA plugin's tuning cache (plugins/cuda/tuning) is off in the tests unless the environment or a test
+// names a file: results must not depend on choices an earlier run or another build left in ~/.cache.
+inline const bool kTuningCacheOffInTests = [] {
+  setenv("FRESCO_CUDA_TUNING_CACHE", "off", 0);  // 0: an explicit setting stays
+  return true;
+}();
+
 struct ScopedEnv {
   std::string name, old;
   bool had = false;

@@ -528,7 +528,8 @@ TEST(CudaOps, TimedMatmulChoicesComeBackFromTheTuningCache) {
   FRESCO_REQUIRE_GPU();
   const std::string path = testing::TempDir() + "fresco_matmul_tuning_" + std::to_string(getpid()) + ".tsv";
   std::remove(path.c_str());
-  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", path), log("FRESCO_CUBLAS_LOG", "1");
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", path), log("FRESCO_CUBLAS_LOG", "1"),
+      autotune("FRESCO_CUBLAS_AUTOTUNE", "2"), own("FRESCO_CUDA_SGEMM", "0");
   const std::regex line("\\[fresco-cuda\\] matmul ([^:]+):.*(chosen #[0-9]+ \\([^)]*\\)).*");
   std::map<std::string, std::string> picks[2];  // problem -> choice
   int timed[2] = {0, 0};

@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 using fresco::cuda::TunedChoice;
@@ -52,15 +54,15 @@ TEST(TuningCache, EntriesSurviveToTheNextRun) {
   const std::string path = (dir / "sub" / "cache.tsv").string();  // directories are created
   {
     TuningCache c(path);
-    EXPECT_EQ(c.find("k1"), nullptr);
+    EXPECT_FALSE(c.find("k1"));
     c.put("k1", {3, "algo 55 tile 18 split 2", {0.031f, 0.0325f}});
     c.put("k2", {0, "engine 7 (0 of 12)", {0.089f}});
-    ASSERT_NE(c.find("k1"), nullptr);
+    ASSERT_TRUE(c.find("k1"));
   }
   TuningCache again(path);
   ASSERT_EQ(again.size(), 2u);
-  const TunedChoice* k1 = again.find("k1");
-  ASSERT_NE(k1, nullptr);
+  const std::optional<TunedChoice> k1 = again.find("k1");
+  ASSERT_TRUE(k1);
   EXPECT_EQ(k1->index, 3);
   EXPECT_EQ(k1->name, "algo 55 tile 18 split 2");
   ASSERT_EQ(k1->ms.size(), 2u);
@@ -81,7 +83,7 @@ TEST(TuningCache, ALaterLineReplacesAnEarlierOne) {
     EXPECT_EQ(c.find("k")->index, 4);
   }
   TuningCache again(path);
-  ASSERT_NE(again.find("k"), nullptr);
+  ASSERT_TRUE(again.find("k"));
   EXPECT_EQ(again.find("k")->index, 4);
   EXPECT_EQ(again.find("k")->name, "second");
   fs::remove_all(dir);
@@ -93,7 +95,7 @@ TEST(TuningCache, DamagedLinesAreSkippedNotFatal) {
   const std::string path = (dir / "cache.tsv").string();
   {
     std::ofstream out(path);
-    out << "# header\n"
+    out << "# fresco CUDA tuning cache v1: key, index, description, times\n"
         << "good\t2\tname\t0.1,0.2\n"
         << "no tabs here\n"
         << "bad index\tx2\tname\t0.1\n"
@@ -108,13 +110,13 @@ TEST(TuningCache, DamagedLinesAreSkippedNotFatal) {
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("does not parse"), std::string::npos) << err;
   EXPECT_EQ(c.size(), 2u);
-  ASSERT_NE(c.find("good"), nullptr);
+  ASSERT_TRUE(c.find("good"));
   EXPECT_EQ(c.find("good")->index, 2);
-  ASSERT_NE(c.find("no times"), nullptr);
+  ASSERT_TRUE(c.find("no times"));
   EXPECT_TRUE(c.find("no times")->ms.empty());
-  EXPECT_EQ(c.find("bad index"), nullptr);
-  EXPECT_EQ(c.find("negative"), nullptr);
-  EXPECT_EQ(c.find("bad time"), nullptr);
+  EXPECT_FALSE(c.find("bad index"));
+  EXPECT_FALSE(c.find("negative"));
+  EXPECT_FALSE(c.find("bad time"));
   fs::remove_all(dir);
 }
 
@@ -170,4 +172,52 @@ TEST(TuningCache, DefaultPathFollowsTheEnvironment) {
     const Env e("FRESCO_CUDA_TUNING_CACHE", nullptr), x("XDG_CACHE_HOME", nullptr), h("HOME", "/home/u");
     EXPECT_EQ(fresco::cuda::default_tuning_cache_path(), "/home/u/.cache/fresco/cuda-tuning.tsv");
   }
+}
+
+TEST(TuningCache, TimesReadBackExactly) {
+  const fs::path dir = fresh_dir("exact");
+  const std::string path = (dir / "cache.tsv").string();
+  const std::vector<float> ms = {0.123456789f, 12345678.0f, 1.0e-7f, 33.679993f};
+  TuningCache(path).put("k", {0, "n", ms});
+  const std::optional<TunedChoice> got = TuningCache(path).find("k");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->ms, ms);  // bit for bit: decisions compare these times
+  fs::remove_all(dir);
+}
+
+TEST(TuningCache, ATornLastLineDoesNotSwallowTheNextEntry) {
+  const fs::path dir = fresh_dir("torn");
+  const std::string path = (dir / "cache.tsv").string();
+  TuningCache(path).put("k1", {1, "n", {0.5f}});
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "k2\t2\tna";  // a writer that died mid-line
+  }
+  TuningCache c(path);
+  EXPECT_FALSE(c.find("k2"));
+  c.put("k3", {3, "n", {0.25f}});
+  TuningCache again(path);
+  EXPECT_TRUE(again.find("k1"));
+  ASSERT_TRUE(again.find("k3"));
+  EXPECT_EQ(again.find("k3")->index, 3);
+  fs::remove_all(dir);
+}
+
+TEST(TuningCache, AFileThatIsNotATuningCacheIsLeftAlone) {
+  const fs::path dir = fresh_dir("foreign");
+  fs::create_directories(dir);
+  const std::string path = (dir / "notes.txt").string();
+  {
+    std::ofstream out(path);
+    out << "my notes\nk\t1\tn\t0.5\n";
+  }
+  testing::internal::CaptureStderr();
+  TuningCache c(path);
+  c.put("k2", {2, "n", {}});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("is not a fresco tuning cache"), std::string::npos) << err;
+  EXPECT_FALSE(c.find("k"));                              // not read
+  EXPECT_EQ(c.find("k2")->index, 2);                      // kept for this run
+  EXPECT_EQ(read_all(path), "my notes\nk\t1\tn\t0.5\n");  // not written
+  fs::remove_all(dir);
 }
