@@ -176,20 +176,22 @@ bool qualifies(std::vector<Desc>& keep, Desc cfg) {
   return true;
 }
 
-// Scratch operands for timing, freed on every path.
+// Scratch operands for timing (na, nb, nc elements of dtype, filled with non-zero values:
+// ops/scratch_fill.h), freed on every path.
 struct Scratch {
   void *a = nullptr, *b = nullptr, *c = nullptr, *ws = nullptr;
   float* sums = nullptr;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
-  Scratch(uint64_t ab, uint64_t bb, uint64_t cb, uint64_t wb, uint64_t sums_bytes) {
-    FR_CUDA_CHECK(cudaMalloc(&a, ab));
-    FR_CUDA_CHECK(cudaMalloc(&b, bb));
-    FR_CUDA_CHECK(cudaMalloc(&c, cb));
+  Scratch(FrDType dtype, int64_t na, int64_t nb, int64_t nc, uint64_t wb, uint64_t sums_bytes) {
+    const uint64_t elem = 2;  // fp16 / bf16
+    FR_CUDA_CHECK(cudaMalloc(&a, elem * na));
+    FR_CUDA_CHECK(cudaMalloc(&b, elem * nb));
+    FR_CUDA_CHECK(cudaMalloc(&c, elem * nc));
     if (wb) FR_CUDA_CHECK(cudaMalloc(&ws, wb));
     if (sums_bytes) FR_CUDA_CHECK(cudaMalloc(&sums, sums_bytes));
-    FR_CUDA_CHECK(cudaMemset(a, 0, ab));  // zeros: finite inputs for every direction
-    FR_CUDA_CHECK(cudaMemset(b, 0, bb));
-    FR_CUDA_CHECK(cudaMemset(c, 0, cb));
+    fill_scratch(dtype, a, na, 1.0f, nullptr);
+    fill_scratch(dtype, b, nb, 1.0f, nullptr);
+    fill_scratch(dtype, c, nc, 1.0f, nullptr);
     FR_CUDA_CHECK(cudaEventCreate(&e0));
     FR_CUDA_CHECK(cudaEventCreate(&e1));
   }
@@ -287,7 +289,7 @@ std::string config_name(std::vector<Desc>& keep, Desc cfg, size_t i, size_t n) {
 }
 
 // The configuration to run: the one the tuning cache holds for this problem on this machine when it is still
-// offered, else the fastest qualifying one, each timed on scratch buffers of random values (timing on zeros
+// offered, else the fastest qualifying one, each timed on scratch buffers of non-zero values (timing on zeros
 // can rank kernels differently from real data), and recorded in the cache so later runs choose the same.
 std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
                                            bool stats, uint64_t max_workspace, const std::string& what) {
@@ -301,7 +303,6 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     ~Guard() { destroy_all(k); }
   } guard{scratch_keep};
   const std::vector<Desc> cfgs = engine_configs(scratch_keep, graph, ctx->conv_engine_candidates);
-  const uint64_t elem = 2;  // fp16 / bf16
   const uint64_t ws_cap = max_workspace < (1ull << 30) ? max_workspace : (1ull << 30);
   const int64_t rows = g.n * g.p * g.q;  // of y, for the statistics
   auto keep_plan = [&](Desc plan, int64_t ws, float ms) {
@@ -333,11 +334,8 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       return best;
     }
   }
-  Scratch s(elem * g.n * g.h * g.w * g.c, elem * g.k * g.r * g.s * g.cg, elem * rows * g.k, ws_cap,
+  Scratch s(dtype, g.n * g.h * g.w * g.c, g.k * g.r * g.s * g.cg, rows * g.k, ws_cap,
             stats ? sums_scratch_offset(g.k) + conv_sums_workspace(rows, g.k) : 0);
-  fill_scratch_random(dtype, s.a, g.n * g.h * g.w * g.c, 1u, ctx->sm_count);
-  fill_scratch_random(dtype, s.b, g.k * g.r * g.s * g.cg, 2u, ctx->sm_count);
-  fill_scratch_random(dtype, s.c, rows * g.k, 3u, ctx->sm_count);
   FR_CUDNN_CHECK(cudnnSetStream(h, nullptr));
   int considered = 0;
   size_t best_index = 0;
@@ -371,12 +369,11 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     }
   }
   if (stats && best->plan) best->sums_pass_ms = time_sums_pass(s, dtype, rows, g.k);
-  if (best->plan && ctx->tuning &&
-      valid_times(stats ? std::vector<float>{best->ms, best->sums_pass_ms} : std::vector<float>{best->ms}))
-    ctx->tuning->put(
-        tkey,
-        {static_cast<int>(best_index), config_name(scratch_keep, cfgs[best_index], best_index, cfgs.size()),
-         stats ? std::vector<float>{best->ms, best->sums_pass_ms} : std::vector<float>{best->ms}});
+  const std::vector<float> times =
+      stats ? std::vector<float>{best->ms, best->sums_pass_ms} : std::vector<float>{best->ms};
+  if (best->plan && ctx->tuning && valid_times(times))
+    ctx->tuning->put(tkey, {static_cast<int>(best_index),
+                            config_name(scratch_keep, cfgs[best_index], best_index, cfgs.size()), times});
   if (ctx->conv_log)
     std::fprintf(
         stderr, "[fresco-cuda] conv engine %s%s: %zu configurations, %d qualifying, chosen %.3f ms%s\n",

@@ -1,11 +1,11 @@
 // cuDNN's backend (graph) API for one convolution direction on fp16 / bf16 NHWC maps: the operation graph,
 // the engine configurations cuDNN's heuristics rank first (mode A), each finalized and timed on scratch
-// buffers of random values at prepare time; the fastest deterministic one is kept, and recorded in the tuning
-// cache (tuning/tuning_cache.h) so later runs on the machine take the same one without timing. Any failure
-// while searching falls back to the legacy API. On the
-// H200 these engines run ResNet's 3x3 convolutions 2-5x faster than the best algorithm of the legacy API
-// (docs/performance.md). Engines whose numerical notes say non-deterministic or reduced-precision reduction
-// are never used; fp32 stays on the legacy API (conv_plan.cpp), where FMA math keeps it strict.
+// buffers of non-zero values at prepare time; the fastest deterministic one is kept, and recorded in the
+// tuning cache (tuning/tuning_cache.h) so later runs on the machine take the same one without timing. Any
+// failure while searching falls back to the legacy API. On the H200 these engines run ResNet's 3x3
+// convolutions 2-5x faster than the best algorithm of the legacy API (docs/performance.md). Engines whose
+// numerical notes say non-deterministic or reduced-precision reduction are never used; fp32 stays on the
+// legacy API (conv_plan.cpp), where FMA math keeps it strict.
 #pragma once
 
 #include <cudnn.h>

@@ -4,17 +4,13 @@
 #include <limits>
 
 #include "ops/matmul_search.h"
+#include "ops/scratch_fill.h"
 
 namespace fresco::cuda {
 
 namespace {
 constexpr int kRepsPerGraph = 8;  // back-to-back calls per captured graph: hides the graph launch itself
 constexpr int kSplits[] = {1, 2, 3, 4, 6, 8, 12, 16};
-
-__global__ void fill_kernel(float* x, int64_t n, float scale) {
-  FR_CUDA_GRID_LOOP(i, n)
-  x[i] = scale * static_cast<float>((i * 2654435761u) % 2001u) / 1000.0f - scale;  // deterministic, not zero
-}
 
 // Scratch operands and timing objects for one search, freed on every path.
 struct Scratch {
@@ -32,10 +28,9 @@ struct Scratch {
     FR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     FR_CUDA_CHECK(cudaEventCreate(&e0));
     FR_CUDA_CHECK(cudaEventCreate(&e1));
-    fill_kernel<<<256, 256, 0, s>>>(a, m * k, 0.5f);
-    fill_kernel<<<256, 256, 0, s>>>(b, k * n, 0.5f);
-    fill_kernel<<<256, 256, 0, s>>>(bias, n, 0.5f);
-    FR_CUDA_LAUNCH_CHECK();
+    fill_scratch(FR_F32, a, m * k, 0.5f, s);  // deterministic, not zero
+    fill_scratch(FR_F32, b, k * n, 0.5f, s);
+    fill_scratch(FR_F32, bias, n, 0.5f, s);
   }
   ~Scratch() {
     cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(bias), cudaFree(w);

@@ -1,4 +1,4 @@
-// Random f16 / bf16 / f32 contents for timing scratch (ops/scratch_fill.cu), on the default stream.
+// Non-zero f32 / f16 / bf16 contents for timing scratch (ops/scratch_fill.cu).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 
 namespace fresco::cuda {
 
-void fill_scratch_random(FrDType dtype, void* p, int64_t n, uint32_t seed, int sm_count);
+// n values of dtype at p, in [-scale, scale], written on stream s.
+void fill_scratch(FrDType dtype, void* p, int64_t n, float scale, cudaStream_t s);
 
 }  // namespace fresco::cuda

@@ -98,12 +98,16 @@ void TuningCache::put(const std::string& key, const TunedChoice& choice) {
   if (key.empty() || !clean(key) || !clean(choice.name) || choice.index < 0) return;  // not representable
   entries_[key] = choice;
   if (path_.empty() || write_failed_) return;
-  std::error_code ec;
-  const std::filesystem::path p(path_);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  const bool fresh = !std::filesystem::exists(p, ec) || std::filesystem::file_size(p, ec) == 0;
-  bool torn = false;  // a last line without its newline
-  if (!fresh) {
+  // The file's state is looked at before this run's first write only: after it, the file ends with a whole
+  // line (other writers append whole lines too).
+  bool fresh = false, torn = false;  // no file (or empty) / a last line without its newline
+  if (!appended_) {
+    std::error_code ec;
+    const std::filesystem::path p(path_);
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+    fresh = !std::filesystem::exists(p, ec) || std::filesystem::file_size(p, ec) == 0;
+  }
+  if (!appended_ && !fresh) {
     std::ifstream last(path_, std::ios::binary | std::ios::ate);
     if (last && last.tellg() > 0) {
       last.seekg(-1, std::ios::end);
@@ -122,6 +126,7 @@ void TuningCache::put(const std::string& key, const TunedChoice& choice) {
     line << '\n';
     out << line.str();  // one write per entry (O_APPEND keeps concurrent writers' lines whole)
     out.flush();
+    appended_ = static_cast<bool>(out);
   }
   if (!out) {
     write_failed_ = true;

@@ -48,6 +48,7 @@ class TuningCache {
   std::map<std::string, TunedChoice> entries_;
   mutable std::mutex mutex_;
   bool write_failed_ = false;
+  bool appended_ = false;  // this run has written a line (the file then ends with a whole one)
 };
 
 // The default file: $FRESCO_CUDA_TUNING_CACHE if set ("" or "off" = none), else
