@@ -64,6 +64,9 @@ struct Context {
   // batchnorm_backward given beta recomputes its fused relu's mask from x instead of reading y
   // (FRESCO_CUDA_BN_RECOMPUTE_MASK=0 reads y).
   bool bn_recompute_mask = true;
+  // Small memset nodes of captured graphs become kernel nodes (graph/memset_nodes.h;
+  // FRESCO_CUDA_GRAPH_MEMSETS=0 keeps them as memset nodes).
+  bool replace_memsets = true;
   bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
   // FRESCO_CUDNN_DETERMINISTIC=0 also admits cuDNN's non-deterministic algorithms (results then vary from
   // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times.

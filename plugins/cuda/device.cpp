@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cuda_common.h"
+#include "graph/memset_nodes.h"
 
 namespace fresco::cuda {
 
@@ -74,6 +75,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->conv_log = env_switch("FRESCO_CUDNN_LOG", false);
     c->small_fc = env_switch("FRESCO_CUDA_SMALL_FC", true);
     c->bn_recompute_mask = env_switch("FRESCO_CUDA_BN_RECOMPUTE_MASK", true);
+    c->replace_memsets = env_switch("FRESCO_CUDA_GRAPH_MEMSETS", true);
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
       throw sdk::KernelError(FR_ERR_DEVICE, "cuda: cublasLtCreate failed");
     cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
@@ -159,14 +161,14 @@ FrError* capture_begin(void*, void* stream) noexcept {
   });
 }
 
-FrError* capture_end(void*, void* stream, void** graph) noexcept {
+FrError* capture_end(void* p, void* stream, void** graph) noexcept {
   return sdk::guard([&] {
     cudaGraph_t g = nullptr;
     FR_CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &g));
+    const std::unique_ptr<CUgraph_st, decltype(&cudaGraphDestroy)> owned(g, &cudaGraphDestroy);
+    if (!ctx_of(p) || ctx_of(p)->replace_memsets) replace_small_memsets(g);
     cudaGraphExec_t exec = nullptr;
-    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
-    cudaGraphDestroy(g);
-    FR_CUDA_CHECK(e);
+    FR_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
     *graph = exec;
   });
 }
