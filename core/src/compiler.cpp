@@ -2,6 +2,7 @@
 #include "fresco/core/compiler.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 
 #include "fresco/core/error.h"
@@ -104,6 +105,8 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   FRESCO_CHECK(o.precision == DType::F32 || o.precision == DType::BF16 || o.precision == DType::F16,
                ErrorCode::kBadConfig,
                std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(o.precision));
+  FRESCO_CHECK(o.defer_fc_min_macs >= 0, ErrorCode::kBadConfig,
+               "defer_fc_min_macs must be 0 or more, found " + std::to_string(o.defer_fc_min_macs));
   ArchPlan a;
   a.input_sample = o.input_sample;
   a.num_classes = o.num_classes;
@@ -711,6 +714,50 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
 }
 }  // namespace
 
+// CompileOptions::defer_fc_weight_gradients: an fc weight-gradient node on the side stream moves after the
+// next main-stream node when that node is an fc input gradient of at least `min_macs` multiply-adds (`macs`
+// gives a node's), so the fork that precedes it waits for that input gradient too. Never past a node that
+// joins the side stream; other nodes keep their order. Memory is unaffected: a side node's operands stay
+// allocated until the next join (fit_feature_lifetimes), and it does not move past one.
+static void defer_fc_weight_gradients(std::vector<GraphNode>& nodes,
+                                      const std::function<int64_t(const GraphNode&)>& macs,
+                                      int64_t min_macs) {
+  auto fc_part = [](const GraphNode& n) {
+    if (n.op != FR_OP_FC_BACKWARD || n.params.size() != sizeof(FrFcBackwardParams)) return -1;
+    FrFcBackwardParams p;
+    std::memcpy(&p, n.params.data(), sizeof p);
+    return static_cast<int>(p.part);
+  };
+  auto shares = [](const std::vector<TensorId>& a, const std::vector<TensorId>& b) {
+    for (TensorId x : a)
+      if (x >= 0 && std::find(b.begin(), b.end(), x) != b.end()) return true;
+    return false;
+  };
+  // Whether `held` may run after `n` instead of before: neither writes what the other reads or writes.
+  auto independent = [&](const GraphNode& held, const GraphNode& n) {
+    return !shares(n.out, held.in) && !shares(n.out, held.out) && !shares(held.out, n.in);
+  };
+  std::vector<GraphNode> out, held;
+  out.reserve(nodes.size());
+  auto flush = [&] {
+    for (GraphNode& h : held) out.push_back(std::move(h));
+    held.clear();
+  };
+  for (GraphNode& n : nodes) {
+    if (n.side_stream && fc_part(n) == 2) {
+      held.push_back(std::move(n));
+      continue;
+    }
+    bool passes = !n.side_stream && !n.join_side && fc_part(n) == 1 && macs(n) >= min_macs;
+    for (const GraphNode& h : held) passes = passes && independent(h, n);
+    if (!passes) flush();
+    out.push_back(std::move(n));
+    if (passes) flush();
+  }
+  flush();
+  nodes = std::move(out);
+}
+
 void Compiler::build_computation_graph(CompiledModel& m) {
   const ArchPlan& a = m.arch;
   const int L = static_cast<int>(a.layers.size());
@@ -730,6 +777,15 @@ void Compiler::build_computation_graph(CompiledModel& m) {
   for (int i = fp + 1; i < L; ++i) emit_forward(dx, m, i);
   emit_loss(dx, m, true);
   for (int i = L - 1; i > fp; --i) emit_backward(dx, m, i, a.layers[static_cast<size_t>(i)].grad_in);
+  if (m.options.overlap_weight_gradients && m.options.defer_fc_weight_gradients) {
+    auto macs = [&](const GraphNode& n) -> int64_t {  // an fc backward node's layer, found by its weight
+      for (const auto& l : a.layers)
+        if (l.weight != kNoTensor && n.in.size() > 2 && n.in[2] == l.weight)
+          return m.options.batch * l.in_sample.per_sample() * l.out_sample.per_sample();
+      return 0;
+    };
+    defer_fc_weight_gradients(tr.mutable_nodes(GraphId::DEEP_FWD_BWD), macs, m.options.defer_fc_min_macs);
+  }
   // The first layer's output gradient, when two layers contribute, is summed in DEEP_FWD_BWD too.
   const auto& first = a.layers[static_cast<size_t>(fp)];
   if (first.grad_sum_a != kNoTensor)

@@ -54,6 +54,8 @@ FRESCO_SETTER(scheduler(Scheduler s), sched_ = std::move(s))
 FRESCO_SETTER(device(std::string d), device_ = std::move(d))
 FRESCO_SETTER(precision(DType p), precision_ = p)
 FRESCO_SETTER(early_update(bool on), early_update_ = on)
+FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_weight_gradients_ = on;
+              defer_fc_min_macs_ = min_macs)
 FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
 FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), conv_stats_ = mode)
 FRESCO_SETTER(augment(data::Augmentation a), augment_ = a)
@@ -107,6 +109,8 @@ void DeepLearningTask::plan() {
   o.seed = seed_;
   o.precision = precision_;
   o.early_update = early_update_;
+  o.defer_fc_weight_gradients = defer_fc_weight_gradients_;
+  o.defer_fc_min_macs = defer_fc_min_macs_;
   o.fuse_joins = fuse_joins_;
   o.conv_stats = conv_stats_;
   Compiler compiler;

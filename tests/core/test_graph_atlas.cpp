@@ -3,9 +3,11 @@
 // the validation variants use the inference graph.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
-#include "fresco/core/compiler.h"
+#include <sstream>
 
+#include "fresco/core/compiler.h"
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
 
@@ -160,6 +162,62 @@ TEST(Compiler, NoEarlyUpdateWhenOffOrInMixedPrecision) {
   o.overlap_weight_gradients = false;  // no side stream to run it on
   CompiledModel n = c.compile(seq({fc(32), relu(), fc(10)}), o);
   for (const auto& node : n.train->nodes(GraphId::DEEP_FWD_BWD)) EXPECT_NE(node.op, "adam_update");
+}
+
+// CompileOptions::defer_fc_weight_gradients: each fc weight gradient (side stream) moves after the next fc
+// input gradient on the main stream; the nodes themselves are unchanged.
+TEST(Compiler, DeferredFcWeightGradientsForkAfterTheNextInputGradient) {
+  Compiler c;
+  CompileOptions o = mlp_options(256, 0);
+  auto parts = [](const std::vector<GraphNode>& nodes) {
+    std::string s;
+    for (const GraphNode& n : nodes) {
+      if (n.op != "fc_backward") continue;
+      FrFcBackwardParams p{};
+      std::memcpy(&p, n.params.data(), sizeof p);
+      s += n.label + (p.part == 1 ? ":dx " : ":dw ");
+    }
+    return s;
+  };
+  const auto model = seq({fc(64), relu(), fc(48), relu(), fc(32), relu(), fc(10)});
+  o.defer_fc_weight_gradients = false;
+  CompiledModel plain = c.compile(model, o);
+  o.defer_fc_weight_gradients = true;
+  o.defer_fc_min_macs = 0;  // these layers are small: defer whatever the size
+  CompiledModel deferred = c.compile(model, o);
+  // By default only input gradients of 1e8 multiply-adds or more are waited for: none here.
+  o.defer_fc_min_macs = 100'000'000;
+  CompiledModel by_size = c.compile(model, o);
+  ASSERT_EQ(parts(by_size.train->nodes(GraphId::DEEP_FWD_BWD)),
+            parts(plain.train->nodes(GraphId::DEEP_FWD_BWD)));
+  const auto& a = plain.train->nodes(GraphId::DEEP_FWD_BWD);
+  const auto& b = deferred.train->nodes(GraphId::DEEP_FWD_BWD);
+  ASSERT_EQ(a.size(), b.size());
+  // Deep backward of fc3, fc2, fc1 (fc0's is the first layer's graph): dx, dw pairs, then deferred.
+  const std::string names = parts(a);
+  EXPECT_EQ(std::count(names.begin(), names.end(), ':'), 6);
+  std::vector<std::string> tok_a, tok_b;
+  for (std::istringstream in(parts(a)); in;) {
+    std::string t;
+    if (in >> t) tok_a.push_back(t);
+  }
+  for (std::istringstream in(parts(b)); in;) {
+    std::string t;
+    if (in >> t) tok_b.push_back(t);
+  }
+  ASSERT_EQ(tok_a.size(), 6u);
+  ASSERT_EQ(tok_b.size(), 6u);
+  // plain: L3:dx L3:dw L2:dx L2:dw L1:dx L1:dw; deferred: L3:dx L2:dx L3:dw L1:dx L2:dw L1:dw
+  EXPECT_EQ(tok_b[0], tok_a[0]);
+  EXPECT_EQ(tok_b[1], tok_a[2]);
+  EXPECT_EQ(tok_b[2], tok_a[1]);
+  EXPECT_EQ(tok_b[3], tok_a[4]);
+  EXPECT_EQ(tok_b[4], tok_a[3]);
+  EXPECT_EQ(tok_b[5], tok_a[5]);
+  // Without the side stream there is nothing to defer.
+  o.overlap_weight_gradients = false;
+  CompiledModel serial = c.compile(model, o);
+  for (const auto& n : serial.train->nodes(GraphId::DEEP_FWD_BWD)) EXPECT_FALSE(n.side_stream);
 }
 
 TEST(Compiler, UnfusedGraphKeepsSeparateReluNodes) {

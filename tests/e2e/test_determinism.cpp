@@ -14,7 +14,8 @@ using namespace fresco;
 
 namespace {
 std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed, size_t threads,
-                                                                   bool early_update = false) {
+                                                                   bool early_update = false,
+                                                                   bool defer_wgrad = false) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
   static const data::Dataset train =
       e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
@@ -31,6 +32,7 @@ std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed
       .loss(CrossEntropyLoss().label_smoothing(0.1f))
       .device("cpu")
       .early_update(early_update)
+      .defer_fc_weight_gradients(defer_wgrad, 0)  // these layers are small: defer whatever the size
       .seed(seed);
   t.compile();
   t.run();
@@ -71,6 +73,21 @@ TEST(Determinism, EarlyUpdateGivesTheSameBits) {
     ASSERT_EQ(a[i].second.size(), b[i].second.size());
     EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
         << a[i].first << " differs with the early update";
+  }
+}
+
+// Deferring the fc weight gradients reorders independent nodes only: the same bits.
+TEST(Determinism, DeferredFcWeightGradientsGiveTheSameBits) {
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  e2e::load_plugins();
+  const auto a = train_once(7, 2, false, true);
+  const auto b = train_once(7, 2, false, false);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].second.size(), b[i].second.size());
+    EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
+        << a[i].first << " differs with deferred weight gradients";
   }
 }
 

@@ -119,6 +119,15 @@ struct CompileOptions {
   // H200 it made the MLP step slower at batch 128 (0.1248 vs 0.1206 ms) and 1% faster at batch 1024
   // (docs/performance.md).
   bool early_update = false;
+  // With overlap_weight_gradients: an fc layer's weight gradient forks onto the side stream after the next
+  // fc input gradient on the main stream instead of after its own, when that input gradient has at least
+  // defer_fc_min_macs multiply-adds (batch x in x out): one that large fills a big GPU alone, and sharing it
+  // with a weight gradient only slows the critical path (the MLP's fc2 weight gradient, split-K over 256
+  // blocks, had slowed fc1's input gradient from 29 to 48 us at batch 1024 on the H200; at batch 128 the
+  // small GEMMs gain from running side by side: docs/performance.md). The same nodes, the same numbers;
+  // never past a join. 0 defers whatever the size.
+  bool defer_fc_weight_gradients = true;
+  int64_t defer_fc_min_macs = 100'000'000;
   // Compute precision of the maps: F32, or BF16 / F16 for mixed precision (DESIGN §3, §7): convolutions,
   // batchnorm, activations, pools and residual adds run on low-precision maps with low-precision copies of
   // the conv weights (A) and low-precision conv weight gradients (G16); fc layers, the loss, the optimizer

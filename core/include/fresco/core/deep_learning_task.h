@@ -83,6 +83,9 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::early_update (default off): updates every parameter but the first layer's on the side
   // stream beside the first layer's backward. The same numbers either way.
   DeepLearningTask& early_update(bool on);
+  // CompileOptions::defer_fc_weight_gradients / defer_fc_min_macs (default on, for fc input gradients of
+  // 1e8 multiply-adds or more): the same numbers either way.
+  DeepLearningTask& defer_fc_weight_gradients(bool on, int64_t min_macs = 100'000'000);
   // CompileOptions::fuse_joins (default on): a batchnorm that only a residual join reads is computed by the
   // join (batchnorm_add). Off keeps batchnorm and add as two nodes (for comparison): the same numbers in
   // fp32; in bf16 / fp16 the fused form rounds bn(x) + shortcut once instead of twice.
@@ -154,6 +157,8 @@ class DeepLearningTask : public TaskBase {
   uint64_t seed_ = 0;
   DType precision_ = DType::F32;
   bool early_update_ = false;
+  bool defer_fc_weight_gradients_ = true;
+  int64_t defer_fc_min_macs_ = 100'000'000;
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   data::Augmentation augment_;

@@ -115,6 +115,8 @@ class ComputationGraph {
   Kind kind() const noexcept { return kind_; }
   GraphNode& add(GraphId g, GraphNode n);
   const std::vector<GraphNode>& nodes(GraphId g) const noexcept { return parts_[static_cast<int>(g)]; }
+  // For the compiler's passes that reorder a graph's nodes.
+  std::vector<GraphNode>& mutable_nodes(GraphId g) noexcept { return parts_[static_cast<int>(g)]; }
   bool empty(GraphId g) const noexcept { return parts_[static_cast<int>(g)].empty(); }
   size_t node_count() const noexcept;
 
