@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
                           {"data", "/usr/share/datasets/fashion-mnist"},
                           {"peak-tflops", "67"},
                           {"peak-tbs", "4.23"},
-                          {"early-update", "0"},
+                          {"early-update", "auto"},
                           {"defer-fc-wgrad", "1"}});
   const std::string device = args.str("device"), dir = args.str("data");
   const int64_t batch = args.integer("batch");
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     const std::vector<int64_t> widths = {784, 1024, 512, 256, 10};
     DeepLearningTask task;
     bench::configure_mlp(task, dir, batch, device).epochs(epochs).seed(1);
-    task.early_update(args.integer("early-update") != 0);
+    if (args.str("early-update") != "auto") task.early_update(args.integer("early-update") != 0);
     task.defer_fc_weight_gradients(args.integer("defer-fc-wgrad") != 0);
     const int64_t steps_per_epoch = (60000 + batch - 1) / batch;
     task.on_epoch([&](const EpochReport& r) {

@@ -663,8 +663,13 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
   }
   const MemoryPlan& p = m.base_plan();
   const CompileOptions& co = m.options;
-  const bool early = co.early_update && co.overlap_weight_gradients && co.precision == DType::F32;
   const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
+  const bool large_first_fc =
+      first.kind == LayerKind::FC &&
+      co.batch * first.in_sample.per_sample() * first.out_sample.per_sample() >= co.early_update_min_macs;
+  const bool early = co.overlap_weight_gradients && co.precision == DType::F32 &&
+                     (co.early_update == CompileOptions::EarlyUpdate::ON ||
+                      (co.early_update == CompileOptions::EarlyUpdate::AUTO && large_first_fc));
   for (const Group& gr : groups) {
     const RegionSpan span =
         p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));

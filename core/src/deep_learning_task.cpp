@@ -53,7 +53,8 @@ FRESCO_SETTER(optimizer(Optimizer o), opt_ = o)
 FRESCO_SETTER(scheduler(Scheduler s), sched_ = std::move(s))
 FRESCO_SETTER(device(std::string d), device_ = std::move(d))
 FRESCO_SETTER(precision(DType p), precision_ = p)
-FRESCO_SETTER(early_update(bool on), early_update_ = on)
+FRESCO_SETTER(early_update(bool on),
+              early_update_ = on ? CompileOptions::EarlyUpdate::ON : CompileOptions::EarlyUpdate::OFF)
 FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_weight_gradients_ = on;
               defer_fc_min_macs_ = min_macs)
 FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)

@@ -96,7 +96,7 @@ TEST(GraphAtlas, VariantPlansShareOffsetsAndDifferInBatch) {
 TEST(Compiler, GraphNodesAreSplitByGraphId) {
   Compiler c;
   CompileOptions opt = mlp_options(256, 0);
-  opt.early_update = true;
+  opt.early_update = CompileOptions::EarlyUpdate::ON;
   CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), opt);
   const ComputationGraph& g = *m.train;
   // First layer fwd: normalise (+ labels copy), fc0 with the relu fused. Deep: fc2, loss, fc2's input
@@ -150,7 +150,7 @@ TEST(Compiler, GraphNodesAreSplitByGraphId) {
 TEST(Compiler, NoEarlyUpdateWhenOffOrInMixedPrecision) {
   Compiler c;
   CompileOptions o = mlp_options(256, 0);
-  o.early_update = false;
+  o.early_update = CompileOptions::EarlyUpdate::OFF;
   CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), o);
   EXPECT_EQ(m.train->nodes(GraphId::DEEP_FWD_BWD).size(), 4u);
   ASSERT_EQ(m.train->nodes(GraphId::OPTIMIZER).size(), 2u);
@@ -158,7 +158,20 @@ TEST(Compiler, NoEarlyUpdateWhenOffOrInMixedPrecision) {
     EXPECT_EQ(r.skip, 0u);
     EXPECT_EQ(r.take, -1);
   }
-  o.early_update = true;
+  // AUTO: only when the first fc's weight gradient is large (batch 128 x 784 x 32 = 3211264 multiply-adds).
+  o.early_update = CompileOptions::EarlyUpdate::AUTO;
+  auto has_early = [&](const CompileOptions& opts) {
+    CompiledModel k = c.compile(seq({fc(32), relu(), fc(10)}), opts);
+    for (const auto& node : k.train->nodes(GraphId::DEEP_FWD_BWD))
+      if (node.op == "adam_update") return true;
+    return false;
+  };
+  EXPECT_FALSE(has_early(o));
+  o.early_update_min_macs = 3'211'264;
+  EXPECT_TRUE(has_early(o));
+  o.early_update_min_macs = 3'211'265;
+  EXPECT_FALSE(has_early(o));
+  o.early_update = CompileOptions::EarlyUpdate::ON;
   o.overlap_weight_gradients = false;  // no side stream to run it on
   CompiledModel n = c.compile(seq({fc(32), relu(), fc(10)}), o);
   for (const auto& node : n.train->nodes(GraphId::DEEP_FWD_BWD)) EXPECT_NE(node.op, "adam_update");

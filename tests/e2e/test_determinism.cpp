@@ -31,7 +31,7 @@ std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed
       .scheduler(CosineAnnealingLR().warmup(1))
       .loss(CrossEntropyLoss().label_smoothing(0.1f))
       .device("cpu")
-      .early_update(early_update)
+      .early_update(early_update)  // forced on or off (AUTO would leave these small layers off)
       .defer_fc_weight_gradients(defer_wgrad, 0)  // these layers are small: defer whatever the size
       .seed(seed);
   t.compile();

@@ -115,10 +115,13 @@ struct CompileOptions {
   // With overlap_weight_gradients, in fp32: the optimizer update of every parameter stored after the first
   // layer's (in each parameter group) runs at the end of DEEP_FWD_BWD on the side stream, beside the first
   // layer's backward, instead of in OPTIMIZER. Same arithmetic, same order per parameter; off in mixed
-  // precision, where gradients are cast and unscaled as a whole before any update. Off by default: on the
-  // H200 it made the MLP step slower at batch 128 (0.1248 vs 0.1206 ms) and 1% faster at batch 1024
-  // (docs/performance.md).
-  bool early_update = false;
+  // precision, where gradients are cast and unscaled as a whole before any update. AUTO: when the first
+  // layer is an fc whose weight gradient has at least early_update_min_macs multiply-adds (batch x in x
+  // out), long enough to hide the other updates. On the H200 the MLP step at batch 1024 (8.2e8) went from
+  // 0.2726 to 0.2666 ms with it, at batch 128 (1.0e8) from 0.104 to 0.112 (docs/performance.md).
+  enum class EarlyUpdate { AUTO, ON, OFF };
+  EarlyUpdate early_update = EarlyUpdate::AUTO;
+  int64_t early_update_min_macs = 400'000'000;
   // With overlap_weight_gradients: an fc layer's weight gradient forks onto the side stream after the next
   // fc input gradient on the main stream instead of after its own, when that input gradient has at least
   // defer_fc_min_macs multiply-adds (batch x in x out): one that large fills a big GPU alone, and sharing it

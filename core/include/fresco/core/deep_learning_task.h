@@ -80,8 +80,9 @@ class DeepLearningTask : public TaskBase {
   // initial 2^16, x2 after 2000 clean steps, x0.5 and a skipped update on inf/NaN). The CPU backend computes
   // in fp32 only.
   DeepLearningTask& precision(DType p);
-  // CompileOptions::early_update (default off): updates every parameter but the first layer's on the side
-  // stream beside the first layer's backward. The same numbers either way.
+  // CompileOptions::early_update (default AUTO: for a first fc layer whose weight gradient is large):
+  // updates every parameter but the first layer's on the side stream beside the first layer's backward. The
+  // same numbers either way. true / false force it on / off.
   DeepLearningTask& early_update(bool on);
   // CompileOptions::defer_fc_weight_gradients / defer_fc_min_macs (default on, for fc input gradients of
   // 1e8 multiply-adds or more): the same numbers either way.
@@ -156,7 +157,7 @@ class DeepLearningTask : public TaskBase {
   std::string device_ = "auto";
   uint64_t seed_ = 0;
   DType precision_ = DType::F32;
-  bool early_update_ = false;
+  CompileOptions::EarlyUpdate early_update_ = CompileOptions::EarlyUpdate::AUTO;
   bool defer_fc_weight_gradients_ = true;
   int64_t defer_fc_min_macs_ = 100'000'000;
   bool fuse_joins_ = true;
