@@ -27,6 +27,16 @@ __global__ void busy_kernel(float* p, int n, int iters) {
   p[i] = v;
 }
 
+// Ends the capture on s and instantiates what it recorded.
+cudaGraphExec_t end_capture(cudaStream_t s) {
+  cudaGraph_t g;
+  check(cudaStreamEndCapture(s, &g), "end capture");
+  cudaGraphExec_t exec;
+  check(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+  cudaGraphDestroy(g);
+  return exec;
+}
+
 // `copies` chains of 27 kernels on s, the 14th forking a 1-kernel branch onto `side` that joins at the end.
 cudaGraphExec_t capture_step(cudaStream_t s, cudaStream_t side, float* buf, int copies) {
   cudaEvent_t fork, join;
@@ -44,23 +54,13 @@ cudaGraphExec_t capture_step(cudaStream_t s, cudaStream_t side, float* buf, int 
       }
       if (k == 26) check(cudaStreamWaitEvent(s, join, 0), "join wait");
     }
-  cudaGraph_t g;
-  check(cudaStreamEndCapture(s, &g), "end capture");
-  cudaGraphExec_t exec;
-  check(cudaGraphInstantiate(&exec, g, 0), "instantiate");
-  cudaGraphDestroy(g);
-  return exec;
+  return end_capture(s);
 }
 
 cudaGraphExec_t capture_copy(cudaStream_t t, float* dst, const float* host, size_t bytes) {
   check(cudaStreamBeginCapture(t, cudaStreamCaptureModeThreadLocal), "begin capture");
   check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, t), "memcpy");
-  cudaGraph_t g;
-  check(cudaStreamEndCapture(t, &g), "end capture");
-  cudaGraphExec_t exec;
-  check(cudaGraphInstantiate(&exec, g, 0), "instantiate");
-  cudaGraphDestroy(g);
-  return exec;
+  return end_capture(t);
 }
 
 }  // namespace

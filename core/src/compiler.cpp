@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
@@ -727,11 +728,23 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
 static void defer_fc_weight_gradients(std::vector<GraphNode>& nodes,
                                       const std::function<int64_t(const GraphNode&)>& macs,
                                       int64_t min_macs) {
-  auto fc_part = [](const GraphNode& n) {
-    if (n.op != FR_OP_FC_BACKWARD || n.params.size() != sizeof(FrFcBackwardParams)) return -1;
+  auto fc_params = [](const GraphNode& n) -> std::optional<FrFcBackwardParams> {
+    if (n.op != FR_OP_FC_BACKWARD || n.params.size() != sizeof(FrFcBackwardParams)) return std::nullopt;
     FrFcBackwardParams p;
     std::memcpy(&p, n.params.data(), sizeof p);
-    return static_cast<int>(p.part);
+    return p;
+  };
+  auto fc_part = [&](const GraphNode& n) {
+    const auto p = fc_params(n);
+    return p ? static_cast<int>(p->part) : -1;
+  };
+  // What a node writes: its outputs, and dy (its first input) for an fc backward that masks dy in place with
+  // its fused relu (ops.h).
+  auto writes = [&](const GraphNode& n) {
+    std::vector<TensorId> w = n.out;
+    const auto p = fc_params(n);
+    if (p && p->relu_mask && p->part != 2 && !n.in.empty()) w.push_back(n.in[0]);
+    return w;
   };
   auto shares = [](const std::vector<TensorId>& a, const std::vector<TensorId>& b) {
     for (TensorId x : a)
@@ -740,7 +753,8 @@ static void defer_fc_weight_gradients(std::vector<GraphNode>& nodes,
   };
   // Whether `held` may run after `n` instead of before: neither writes what the other reads or writes.
   auto independent = [&](const GraphNode& held, const GraphNode& n) {
-    return !shares(n.out, held.in) && !shares(n.out, held.out) && !shares(held.out, n.in);
+    const std::vector<TensorId> wn = writes(n), wh = writes(held);
+    return !shares(wn, held.in) && !shares(wn, wh) && !shares(wh, n.in);
   };
   std::vector<GraphNode> out, held;
   out.reserve(nodes.size());

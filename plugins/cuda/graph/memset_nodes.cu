@@ -61,28 +61,24 @@ struct Edges {
   }
 };
 
-Edges dependencies(cudaGraphNode_t n) {
+// A node's incoming (cudaGraphNodeGetDependencies) or outgoing (cudaGraphNodeGetDependentNodes) edges.
+using EdgeQuery = cudaError_t (*)(cudaGraphNode_t, cudaGraphNode_t*, cudaGraphEdgeData*, size_t*);
+Edges edges(cudaGraphNode_t n, EdgeQuery query, const char* what) {
   Edges e;
   size_t count = 0;
-  check(cudaGraphNodeGetDependencies(n, nullptr, nullptr, &count), "cudaGraphNodeGetDependencies");
+  check(query(n, nullptr, nullptr, &count), what);
   e.nodes.resize(count);
   e.data.resize(count);
-  if (count)
-    check(cudaGraphNodeGetDependencies(n, e.nodes.data(), e.data.data(), &count),
-          "cudaGraphNodeGetDependencies");
+  if (count) check(query(n, e.nodes.data(), e.data.data(), &count), what);
+  e.nodes.resize(count);
+  e.data.resize(count);
   return e;
 }
-
+Edges dependencies(cudaGraphNode_t n) {
+  return edges(n, cudaGraphNodeGetDependencies, "cudaGraphNodeGetDependencies");
+}
 Edges dependents(cudaGraphNode_t n) {
-  Edges e;
-  size_t count = 0;
-  check(cudaGraphNodeGetDependentNodes(n, nullptr, nullptr, &count), "cudaGraphNodeGetDependentNodes");
-  e.nodes.resize(count);
-  e.data.resize(count);
-  if (count)
-    check(cudaGraphNodeGetDependentNodes(n, e.nodes.data(), e.data.data(), &count),
-          "cudaGraphNodeGetDependentNodes");
-  return e;
+  return edges(n, cudaGraphNodeGetDependentNodes, "cudaGraphNodeGetDependentNodes");
 }
 
 // A memset node the pass may replace: small, 1/2/4-byte elements, only plain edges.

@@ -13,25 +13,10 @@
 #include <cuda_runtime.h>
 
 #include "graph/memset_nodes.h"
+#include "plugins/cuda/cuda_device_test.h"
 
 namespace fresco::cuda {
 namespace {
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define REQUIRE_GPU()                          \
-  if (!have_gpu()) {                           \
-    GTEST_SKIP() << "no CUDA device: skipped"; \
-  }
-
-#define CHECK_CUDA(expr)                                                      \
-  do {                                                                        \
-    const cudaError_t check_cuda_e = (expr);                                  \
-    ASSERT_EQ(check_cuda_e, cudaSuccess) << cudaGetErrorString(check_cuda_e); \
-  } while (0)
 
 std::map<cudaGraphNodeType, int> node_types(cudaGraph_t g) {
   size_t n = 0;
@@ -77,14 +62,14 @@ cudaGraphNode_t add_memset(cudaGraph_t g, std::vector<cudaGraphNode_t> deps, Exp
 void replay_and_check(cudaGraphExec_t exec, cudaStream_t s, uint8_t* buf, size_t bytes, uint8_t* copy,
                       size_t copy_bytes, const Expected& want) {
   for (int replay = 0; replay < 2; ++replay) {
-    CHECK_CUDA(cudaMemset(buf, 0xA5, bytes));
-    CHECK_CUDA(cudaMemset(copy, 0xEE, copy_bytes));
-    CHECK_CUDA(cudaDeviceSynchronize());
-    CHECK_CUDA(cudaGraphLaunch(exec, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
+    CUDA_OK(cudaMemset(buf, 0xA5, bytes));
+    CUDA_OK(cudaMemset(copy, 0xEE, copy_bytes));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaStreamSynchronize(s));
     std::vector<uint8_t> got(bytes), got_copy(copy_bytes);
-    CHECK_CUDA(cudaMemcpy(got.data(), buf, bytes, cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(got_copy.data(), copy, copy_bytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got.data(), buf, bytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got_copy.data(), copy, copy_bytes, cudaMemcpyDeviceToHost));
     size_t wrong = 0, first = 0;
     for (size_t i = 0; i < bytes; ++i)
       if (got[i] != want.bytes[i] && wrong++ == 0) first = i;
@@ -98,13 +83,13 @@ TEST(CudaGraphMemsets, SmallMemsetsBecomeKernelsWithTheSameResult) {
   REQUIRE_GPU();
   constexpr size_t kBytes = 1 << 20, kLarge = 256 * 1024, kCopy = 4096;
   uint8_t *buf = nullptr, *copy = nullptr;
-  CHECK_CUDA(cudaMalloc(&buf, kBytes));
-  CHECK_CUDA(cudaMalloc(&copy, kCopy));
+  CUDA_OK(cudaMalloc(&buf, kBytes));
+  CUDA_OK(cudaMalloc(&copy, kCopy));
   cudaStream_t s = nullptr;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   Expected want{std::vector<uint8_t>(kBytes, 0xA5)};
   cudaGraph_t g = nullptr;
-  CHECK_CUDA(cudaGraphCreate(&g, 0));
+  CUDA_OK(cudaGraphCreate(&g, 0));
   // m1 -> m2 -> m3 -> m4 -> large -> copy, and m4 -> m5 -> m6 -> large. m4 rewrites bytes m1 wrote, so it
   // must not share m1's kernel; m4 has two dependents, so the chain ends there; m5 -> m6 is a chain.
   cudaGraphNode_t m1 = add_memset(g, {}, want, buf, 0, 0, 100, 1, 0x01020304u, 4);
@@ -115,7 +100,7 @@ TEST(CudaGraphMemsets, SmallMemsetsBecomeKernelsWithTheSameResult) {
   cudaGraphNode_t m6 = add_memset(g, {m5}, want, buf, 3000, 256, 7, 3, 0x1234, 2);
   cudaGraphNode_t large = add_memset(g, {m4, m6}, want, buf, kBytes - kLarge, 0, kLarge, 1, 0x66, 1);
   cudaGraphNode_t cp = nullptr;
-  CHECK_CUDA(cudaGraphAddMemcpyNode1D(&cp, g, &large, 1, copy, buf, kCopy, cudaMemcpyDeviceToDevice));
+  CUDA_OK(cudaGraphAddMemcpyNode1D(&cp, g, &large, 1, copy, buf, kCopy, cudaMemcpyDeviceToDevice));
 
   ASSERT_EQ(node_types(g).at(cudaGraphNodeTypeMemset), 7);
   const MemsetPassResult r = replace_small_memsets(g);
@@ -127,11 +112,11 @@ TEST(CudaGraphMemsets, SmallMemsetsBecomeKernelsWithTheSameResult) {
   EXPECT_EQ(after.at(cudaGraphNodeTypeMemcpy), 1);
   // The large memset still waits for both branches.
   size_t deps = 0;
-  CHECK_CUDA(cudaGraphNodeGetDependencies(large, nullptr, nullptr, &deps));
+  CUDA_OK(cudaGraphNodeGetDependencies(large, nullptr, nullptr, &deps));
   EXPECT_EQ(deps, 2u);
 
   cudaGraphExec_t exec = nullptr;
-  CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+  CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
   replay_and_check(exec, s, buf, kBytes, copy, kCopy, want);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(g);
@@ -144,36 +129,36 @@ TEST(CudaGraphMemsets, CapturedMemsetsOnForkedStreams) {
   REQUIRE_GPU();
   constexpr size_t kBytes = 64 * 1024, kCopy = 32 * 1024;
   uint8_t *buf = nullptr, *copy = nullptr;
-  CHECK_CUDA(cudaMalloc(&buf, kBytes));
-  CHECK_CUDA(cudaMalloc(&copy, kCopy));
+  CUDA_OK(cudaMalloc(&buf, kBytes));
+  CUDA_OK(cudaMalloc(&copy, kCopy));
   cudaStream_t s = nullptr, side = nullptr;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CHECK_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
   cudaEvent_t fork = nullptr, join = nullptr;
-  CHECK_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  CHECK_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CUDA_OK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
   Expected want{std::vector<uint8_t>(kBytes, 0xA5)};
-  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  CHECK_CUDA(cudaMemsetAsync(buf, 0x01, 256, s));
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CUDA_OK(cudaMemsetAsync(buf, 0x01, 256, s));
   want.fill(0, 0, 256, 1, 0x01, 1);
-  CHECK_CUDA(cudaEventRecord(fork, s));
-  CHECK_CUDA(cudaStreamWaitEvent(side, fork, 0));
-  CHECK_CUDA(cudaMemsetAsync(buf + 4096, 0x3c, 4096, side));
+  CUDA_OK(cudaEventRecord(fork, s));
+  CUDA_OK(cudaStreamWaitEvent(side, fork, 0));
+  CUDA_OK(cudaMemsetAsync(buf + 4096, 0x3c, 4096, side));
   want.fill(4096, 0, 4096, 1, 0x3c, 1);
-  CHECK_CUDA(cudaMemsetAsync(buf + 100, 0x5a, 17, side));  // over bytes the first memset wrote
+  CUDA_OK(cudaMemsetAsync(buf + 100, 0x5a, 17, side));  // over bytes the first memset wrote
   want.fill(100, 0, 17, 1, 0x5a, 1);
-  CHECK_CUDA(cudaMemsetAsync(buf + 20000, 0x77, 999, s));
+  CUDA_OK(cudaMemsetAsync(buf + 20000, 0x77, 999, s));
   want.fill(20000, 0, 999, 1, 0x77, 1);
-  CHECK_CUDA(cudaEventRecord(join, side));
-  CHECK_CUDA(cudaStreamWaitEvent(s, join, 0));
-  CHECK_CUDA(cudaMemcpyAsync(copy, buf, kCopy, cudaMemcpyDeviceToDevice, s));
+  CUDA_OK(cudaEventRecord(join, side));
+  CUDA_OK(cudaStreamWaitEvent(s, join, 0));
+  CUDA_OK(cudaMemcpyAsync(copy, buf, kCopy, cudaMemcpyDeviceToDevice, s));
   cudaGraph_t g = nullptr;
-  CHECK_CUDA(cudaStreamEndCapture(s, &g));
+  CUDA_OK(cudaStreamEndCapture(s, &g));
   const MemsetPassResult r = replace_small_memsets(g);
   EXPECT_EQ(r.memsets_replaced, 4);
   EXPECT_EQ(node_types(g).count(cudaGraphNodeTypeMemset), 0u);
   cudaGraphExec_t exec = nullptr;
-  CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+  CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
   replay_and_check(exec, s, buf, kBytes, copy, kCopy, want);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(g);
@@ -188,14 +173,14 @@ TEST(CudaGraphMemsets, CapturedMemsetsOnForkedStreams) {
 TEST(CudaGraphMemsets, AGraphWithoutMemsetsIsLeftAlone) {
   REQUIRE_GPU();
   void *a = nullptr, *b = nullptr;
-  CHECK_CUDA(cudaMalloc(&a, 1024));
-  CHECK_CUDA(cudaMalloc(&b, 1024));
+  CUDA_OK(cudaMalloc(&a, 1024));
+  CUDA_OK(cudaMalloc(&b, 1024));
   cudaStream_t s = nullptr;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  CHECK_CUDA(cudaMemcpyAsync(b, a, 1024, cudaMemcpyDeviceToDevice, s));
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CUDA_OK(cudaMemcpyAsync(b, a, 1024, cudaMemcpyDeviceToDevice, s));
   cudaGraph_t g = nullptr;
-  CHECK_CUDA(cudaStreamEndCapture(s, &g));
+  CUDA_OK(cudaStreamEndCapture(s, &g));
   const MemsetPassResult r = replace_small_memsets(g);
   EXPECT_EQ(r.memsets_replaced, 0);
   EXPECT_EQ(r.kernels_added, 0);

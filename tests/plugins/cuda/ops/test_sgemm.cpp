@@ -14,26 +14,10 @@
 
 #include "fresco/plugin.hpp"
 #include "ops/sgemm.h"
+#include "plugins/cuda/cuda_device_test.h"
 
 namespace fresco::cuda {
 namespace {
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define REQUIRE_GPU()                          \
-  if (!have_gpu()) {                           \
-    GTEST_SKIP() << "no CUDA device: skipped"; \
-  }
-
-// A failed CUDA call ends the calling function (and is reported with what was being done).
-#define CHECK_CUDA(expr, what)                                                                  \
-  do {                                                                                          \
-    const cudaError_t check_cuda_e = (expr);                                                    \
-    ASSERT_EQ(check_cuda_e, cudaSuccess) << (what) << ": " << cudaGetErrorString(check_cuda_e); \
-  } while (0)
 
 struct DeviceBuffer {
   void* p = nullptr;
