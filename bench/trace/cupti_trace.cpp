@@ -8,6 +8,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,9 +27,11 @@ struct Record {
   int grid, block;
 };
 
-std::mutex records_mutex;
-std::deque<Record> records;
+// On the heap and never freed: CUPTI may deliver buffers while the process exits, after write_records.
+std::mutex& records_mutex = *new std::mutex;
+std::deque<Record>& records = *new std::deque<Record>;
 size_t keep = 200000;
+bool closed = false;  // under records_mutex: set once the file is written; later records are dropped
 
 constexpr size_t kBufferBytes = 8u << 20;
 
@@ -54,6 +57,7 @@ std::string short_name(const char* mangled) {
 
 void push(Record r) {
   std::lock_guard<std::mutex> lock(records_mutex);
+  if (closed) return;
   records.push_back(std::move(r));
   while (records.size() > keep) records.pop_front();
 }
@@ -71,8 +75,9 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
       case CUPTI_ACTIVITY_KIND_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(a);
+        const long long grid = static_cast<long long>(k->gridX) * k->gridY * k->gridZ;
         push({"kernel", short_name(k->name), k->start, k->end, k->streamId, k->correlationId, k->graphNodeId,
-              k->gridX * k->gridY * k->gridZ, k->blockX * k->blockY * k->blockZ});
+              static_cast<int>(std::min<long long>(grid, INT32_MAX)), k->blockX * k->blockY * k->blockZ});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -105,6 +110,10 @@ void write_records() {
   }
   std::fprintf(f, "kind,name,start_ns,end_ns,stream,correlation,graph_node,grid,block\n");
   std::lock_guard<std::mutex> lock(records_mutex);
+  closed = true;
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped)
+    std::fprintf(stderr, "cupti_trace: CUPTI dropped %zu records\n", dropped);
   for (const Record& r : records)
     std::fprintf(f, "%s,%s,%llu,%llu,%u,%u,%llu,%d,%d\n", r.kind, r.name.c_str(),
                  static_cast<unsigned long long>(r.start), static_cast<unsigned long long>(r.end), r.stream,

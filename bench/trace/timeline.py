@@ -29,6 +29,8 @@ def main():
     def signature(rs):
         return tuple(r["name"] for r in sorted(rs, key=lambda r: int(r["graph_node"])))
 
+    if not launches:
+        sys.exit(f"{path}: no records from replayed graphs")
     sig = {c: signature(rs) for c, rs in launches.items()}
     count = collections.Counter(sig.values())
     main_sig = max(count, key=lambda k: (count[k] >= last, len(k), count[k]))

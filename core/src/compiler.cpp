@@ -108,6 +108,8 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
                std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(o.precision));
   FRESCO_CHECK(o.defer_fc_min_macs >= 0, ErrorCode::kBadConfig,
                "defer_fc_min_macs must be 0 or more, found " + std::to_string(o.defer_fc_min_macs));
+  FRESCO_CHECK(o.early_update_min_macs >= 0, ErrorCode::kBadConfig,
+               "early_update_min_macs must be 0 or more, found " + std::to_string(o.early_update_min_macs));
   ArchPlan a;
   a.input_sample = o.input_sample;
   a.num_classes = o.num_classes;

@@ -4,6 +4,7 @@
 // a GPU).
 #include <cudnn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -165,10 +166,23 @@ FrError* capture_end(void* p, void* stream, void** graph) noexcept {
   return sdk::guard([&] {
     cudaGraph_t g = nullptr;
     FR_CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &g));
-    const std::unique_ptr<CUgraph_st, decltype(&cudaGraphDestroy)> owned(g, &cudaGraphDestroy);
-    if (!ctx_of(p) || ctx_of(p)->replace_memsets) replace_small_memsets(g);
+    std::unique_ptr<CUgraph_st, decltype(&cudaGraphDestroy)> owned(g, &cudaGraphDestroy);
+    if (ctx_of(p)) FR_CUDA_CHECK(cudaSetDevice(ctx_of(p)->device));  // where the pass adds its kernel nodes
+    if (!ctx_of(p) || ctx_of(p)->replace_memsets) {
+      // The pass rewrites a copy: if it fails, the graph as captured is instantiated instead.
+      cudaGraph_t copy = nullptr;
+      FR_CUDA_CHECK(cudaGraphClone(&copy, g));
+      std::unique_ptr<CUgraph_st, decltype(&cudaGraphDestroy)> rewritten(copy, &cudaGraphDestroy);
+      try {
+        replace_small_memsets(copy);
+        owned.swap(rewritten);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "[fresco-cuda] warning: memset nodes kept as captured: %s\n", e.what());
+        (void)cudaGetLastError();
+      }
+    }
     cudaGraphExec_t exec = nullptr;
-    FR_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    FR_CUDA_CHECK(cudaGraphInstantiate(&exec, owned.get(), 0));
     *graph = exec;
   });
 }
