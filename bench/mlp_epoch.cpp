@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
                           {"peak-tflops", "67"},
                           {"peak-tbs", "4.23"},
                           {"early-update", "auto"},
-                          {"defer-fc-wgrad", "1"}});
+                          {"defer-fc-wgrad", "1"},
+                          {"fuse-head", "0"}});
   const std::string device = args.str("device"), dir = args.str("data");
   const int64_t batch = args.integer("batch");
   const int epochs = static_cast<int>(args.integer("epochs")),
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     bench::configure_mlp(task, dir, batch, device).epochs(epochs).seed(1);
     if (args.str("early-update") != "auto") task.early_update(args.integer("early-update") != 0);
     task.defer_fc_weight_gradients(args.integer("defer-fc-wgrad") != 0);
+    task.fuse_head(args.integer("fuse-head") != 0);
     const int64_t steps_per_epoch = (60000 + batch - 1) / batch;
     task.on_epoch([&](const EpochReport& r) {
       std::printf(

@@ -233,6 +233,36 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
     };
     return true;
   }
+  // the fused training head: logits, dlogits, the masked input gradient and the batch results
+  if (op == FR_OP_FC_SOFTMAX_XENT) {
+    const int64_t C = 10;
+    auto x = random(rng, M * K);
+    for (float& v : x) v = v > 0.0f ? v : 0.0f;  // a relu's output: the mask matters
+    const auto w = random(rng, C * K), b = random(rng, C);
+    std::uniform_int_distribution<int32_t> d(0, C - 1);
+    std::vector<int32_t> y(M);
+    for (auto& v : y) v = d(rng);
+    c->in = {f32(x, {M, 1, 1, K}), f32(w, {C, 1, 1, K}), raw(y, FR_I32, {M, 1, 1, 1}), f32(b, {1, 1, 1, C})};
+    c->out = {f32(std::vector<float>(M * C, NAN), {M, 1, 1, C}),
+              f32(std::vector<float>(M * C, NAN), {M, 1, 1, C}),
+              f32(std::vector<float>(M * K, NAN), {M, 1, 1, K})};
+    c->rout = {pod(FrBatchResults{})};
+    c->params = params_of(FrFcSoftmaxXentParams{1, 1, 0.1f, 0});
+    c->error = [=](const auto& out, const auto& rout) {
+      const auto z = ref::fc_forward(widen(x), widen(w), widen(b), M, K, C);
+      const auto dz = ref::softmax_xent_grad(z, y, M, C, 0.1);
+      auto dx = ref::fc_backward(dz, widen(x), widen(w), M, K, C).dx;
+      for (size_t i = 0; i < dx.size(); ++i)
+        if (x[i] <= 0.0f) dx[i] = 0.0;
+      FrBatchResults r;
+      std::memcpy(&r, rout[0].data(), sizeof r);
+      const double loss = ref::softmax_xent_loss(z, y, M, C, 0.1);
+      return std::max({rel_err(floats(out[0]), z), rel_err(floats(out[1]), dz), rel_err(floats(out[2]), dx),
+                       std::fabs(r.loss - loss) / std::fabs(loss),
+                       std::fabs(r.samples - static_cast<double>(M))});
+    };
+    return true;
+  }
   // batchnorm, training mode: y, save_mean, save_invstd and the running statistics; batchnorm_add: the same
   // with y = relu(bn(x) + r)
   if (op == FR_OP_BATCHNORM || op == FR_OP_BATCHNORM_ADD) {

@@ -268,6 +268,18 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
           l.spec.out * l.spec.k * l.spec.k * (l.in_sample.c / l.spec.groups) + (l.spec.bias ? l.spec.out : 0);
     if (l.kind == LayerKind::BN) a.parameter_count += 2 * l.in_sample.c;
   }
+  // CompileOptions::fuse_head: the last fc, with the previous fc's fused relu mask when that fc feeds it.
+  auto& head = a.layers.back();
+  if (o.fuse_head && head.kind == LayerKind::FC && !head.fused_relu && head.index != fp &&
+      head.out_dtype == DType::F32 && head.out_sample.per_sample() <= FR_FC_SOFTMAX_XENT_MAX_CLASSES) {
+    a.fused_head = true;
+    int32_t j = head.input;
+    while (j >= 0 && a.layers[static_cast<size_t>(j)].fused_into_prev)
+      j = a.layers[static_cast<size_t>(j)].input;
+    if (j >= 0 && a.layers[static_cast<size_t>(j)].kind == LayerKind::FC &&
+        a.layers[static_cast<size_t>(j)].fused_relu)
+      a.layers[static_cast<size_t>(j)].grad_premasked = true;
+  }
   return a;
 }
 
@@ -507,7 +519,8 @@ GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label,
 // Forward of layer i in training (views emit nothing; residual joins emit their add).
 void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
-  if (l.fused_into_join) return;                     // a batchnorm the join below computes
+  if (l.fused_into_join) return;  // a batchnorm the join below computes
+  if (m.arch.fused_head && i + 1 == static_cast<int>(m.arch.layers.size())) return;  // in fc_softmax_xent
   if (l.kind == LayerKind::ADD && l.join_bn >= 0) {  // batchnorm_add: bn(x) + the other branch
     const auto& bn = m.arch.layers[static_cast<size_t>(l.join_bn)];
     const int32_t other = l.join_bn == l.input ? l.input2 : l.input;
@@ -520,8 +533,34 @@ void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
 }
 
 // Backward of layer i: first the sum of its two output-gradient contributions, then its own node(s).
+// CompileOptions::fuse_head: the head's forward, the loss and the head's input gradient (with the previous
+// fc's relu mask) as one node at the head's backward, then its weight gradient (side stream when split).
+void emit_fused_head(EmitContext& cx, const CompiledModel& m) {
+  const int i = static_cast<int>(m.arch.layers.size()) - 1;
+  const auto& l = m.arch.layers[static_cast<size_t>(i)];
+  const TensorId x = layer_input(m, i);
+  bool mask = false;
+  for (const auto& p : m.arch.layers) mask = mask || p.grad_premasked;
+  GraphNode n = compute_node(FR_OP_FC_SOFTMAX_XENT, l.name, {x, l.weight, m.t.labels},
+                             {m.t.logits, m.t.grad_logits, l.grad_in});
+  if (l.spec.bias) n.in.push_back(l.bias);
+  if (m.options.precision == DType::F16) n.rin = {RangeRef::of(m.t.step_scalars, DType::U8)};
+  n.rout = {RangeRef::of(m.t.batch_train, DType::U8)};
+  cx.add(std::move(n))
+      .with_params(FrFcSoftmaxXentParams{l.spec.bias ? 1 : 0, mask ? 1 : 0, m.options.loss.smoothing, 0});
+  std::vector<TensorId> grads = {l.grad_weight};
+  if (l.spec.bias) grads.push_back(l.grad_bias);
+  GraphNode w = compute_node(FR_OP_FC_BACKWARD, l.name, {m.t.grad_logits, x, l.weight}, grads);
+  w.side_stream = m.options.overlap_weight_gradients;
+  cx.add(std::move(w)).with_params(FrFcBackwardParams{l.spec.bias ? 1 : 0, 0, 0, 2});
+}
+
 void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
+  if (m.arch.fused_head && i + 1 == static_cast<int>(m.arch.layers.size())) {
+    emit_fused_head(cx, m);
+    return;
+  }
   if (l.kind == LayerKind::ADD && l.fused_relu && l.grad_sum_a != kNoTensor) {  // sum and mask in one pass
     cx.add(compute_node(FR_OP_ADD_RELU_BACKWARD, l.name, {l.grad_sum_a, l.grad_sum_b, l.out}, {l.grad_in}));
     return;
@@ -542,6 +581,7 @@ void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) 
 }
 
 void emit_loss(EmitContext& cx, const CompiledModel& m, bool training) {
+  if (training && m.arch.fused_head) return;  // in fc_softmax_xent (emit_fused_head)
   GraphNode n;
   n.op = FR_OP_SOFTMAX_XENT;
   n.label = "loss";

@@ -55,6 +55,7 @@ FRESCO_SETTER(device(std::string d), device_ = std::move(d))
 FRESCO_SETTER(precision(DType p), precision_ = p)
 FRESCO_SETTER(early_update(bool on),
               early_update_ = on ? CompileOptions::EarlyUpdate::ON : CompileOptions::EarlyUpdate::OFF)
+FRESCO_SETTER(fuse_head(bool on), fuse_head_ = on)
 FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_weight_gradients_ = on;
               defer_fc_min_macs_ = min_macs)
 FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
@@ -111,6 +112,7 @@ void DeepLearningTask::plan() {
   o.precision = precision_;
   o.early_update = early_update_;
   o.defer_fc_weight_gradients = defer_fc_weight_gradients_;
+  o.fuse_head = fuse_head_;
   o.defer_fc_min_macs = defer_fc_min_macs_;
   o.fuse_joins = fuse_joins_;
   o.conv_stats = conv_stats_;

@@ -24,6 +24,8 @@ FR_DECLARE_RUN(dropout_backward)
 FR_DECLARE_RUN(normalize_input)
 FR_DECLARE_PREPARE(softmax_xent)
 FR_DECLARE_RUN(softmax_xent)
+FR_DECLARE_PREPARE(fc_softmax_xent)
+FR_DECLARE_RUN(fc_softmax_xent)
 FR_DECLARE_PREPARE(batchnorm)
 FR_DECLARE_RUN(batchnorm)
 FR_DECLARE_PREPARE(batchnorm_backward)
@@ -84,6 +86,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run),
     FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run),
     FR_K(FR_COMPUTE, FR_OP_SOFTMAX_XENT, kF32, softmax_xent_prepare, softmax_xent_run),
+    FR_K(FR_COMPUTE, FR_OP_FC_SOFTMAX_XENT, kF32, fc_softmax_xent_prepare, fc_softmax_xent_run),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM, kF32, kSums, batchnorm_prepare, batchnorm_run),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, batchnorm_backward_prepare, batchnorm_backward_run),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run),

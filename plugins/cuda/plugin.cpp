@@ -55,6 +55,8 @@ FR_CUDA_KERNEL_RUN(dropout_backward);
 FR_CUDA_KERNEL_RUN(normalize_input);
 FR_CUDA_KERNEL_PREPARE(softmax_xent);
 FR_CUDA_KERNEL_RUN(softmax_xent);
+FR_CUDA_KERNEL_PREPARE(fc_softmax_xent);
+FR_CUDA_KERNEL_RUN(fc_softmax_xent);
 FR_CUDA_KERNEL_RUN(clear);
 FR_CUDA_KERNEL_RUN(copy);
 FR_CUDA_KERNEL_RUN(accumulate_metrics);
@@ -114,6 +116,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kFloats, nullptr, normalize_input_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_SOFTMAX_XENT, kF32, softmax_xent_prepare, softmax_xent_run, nullptr),
+    FR_K(FR_COMPUTE, FR_OP_FC_SOFTMAX_XENT, kF32, fc_softmax_xent_prepare, fc_softmax_xent_run, nullptr),
     FR_K(FR_RANGE, FR_OP_CLEAR, kAny, nullptr, clear_run, nullptr),
     FR_K(FR_RANGE, FR_OP_COPY, kAny, nullptr, copy_run, nullptr),
     FR_K(FR_RANGE, FR_OP_ACCUMULATE_METRICS, kAny, nullptr, accumulate_metrics_run, nullptr),

@@ -233,6 +233,51 @@ TEST(Compiler, DeferredFcWeightGradientsForkAfterTheNextInputGradient) {
   for (const auto& n : serial.train->nodes(GraphId::DEEP_FWD_BWD)) EXPECT_FALSE(n.side_stream);
 }
 
+// CompileOptions::fuse_head: the head's forward, the loss and its input gradient are one node, which masks
+// with the previous fc's fused relu (that fc's backward then does not); inference keeps the separate nodes.
+TEST(Compiler, FusedHeadIsOneNodeAndTakesThePreviousMask) {
+  Compiler c;
+  CompileOptions o = mlp_options(256, 0);
+  o.fuse_head = true;
+  CompiledModel m = c.compile(seq({fc(64), relu(), fc(32), relu(), fc(10)}), o);
+  ASSERT_TRUE(m.arch.fused_head);
+  const auto& deep = m.train->nodes(GraphId::DEEP_FWD_BWD);
+  int fused = 0, losses = 0, forwards = 0;
+  for (const auto& n : deep) {
+    fused += n.op == "fc_softmax_xent";
+    losses += n.op == "softmax_xent";
+    forwards += n.op == "fc";
+  }
+  EXPECT_EQ(fused, 1);
+  EXPECT_EQ(losses, 0);
+  EXPECT_EQ(forwards, 1);  // fc2 only (fc0 is the first layer's graph)
+  // fused node, the head's weight gradient (side stream), then fc2's input gradient without a mask
+  ASSERT_GE(deep.size(), 4u);
+  EXPECT_EQ(deep[1].op, "fc_softmax_xent");
+  FrFcSoftmaxXentParams fp{};
+  std::memcpy(&fp, deep[1].params.data(), sizeof fp);
+  EXPECT_EQ(fp.mask_input, 1);
+  EXPECT_EQ(fp.has_bias, 1);
+  EXPECT_EQ(deep[1].in.size(), 4u);   // x, w, labels, b
+  EXPECT_EQ(deep[1].out.size(), 3u);  // logits, dlogits, dx
+  EXPECT_EQ(deep[2].op, "fc_backward");
+  EXPECT_TRUE(deep[2].side_stream);
+  FrFcBackwardParams bp{};
+  std::memcpy(&bp, deep[3].params.data(), sizeof bp);
+  EXPECT_EQ(deep[3].op, "fc_backward");
+  EXPECT_EQ(bp.part, 1);
+  EXPECT_EQ(bp.relu_mask, 0);
+  EXPECT_EQ(deep[3].in.size(), 3u);
+  bool inference_loss = false;
+  for (const auto& n : m.inference->nodes(GraphId::INF_MAIN_A)) inference_loss |= n.op == "softmax_xent";
+  EXPECT_TRUE(inference_loss);
+  // Not fused: a head over 32 classes, or a head that is the only trainable layer.
+  CompileOptions wide = o;
+  wide.num_classes = 40;
+  EXPECT_FALSE(c.compile(seq({fc(64), relu(), fc(40)}), wide).arch.fused_head);
+  EXPECT_FALSE(c.compile(seq({fc(10)}), o).arch.fused_head);
+}
+
 TEST(Compiler, UnfusedGraphKeepsSeparateReluNodes) {
   Compiler c;
   CompileOptions o = mlp_options(256, 0);

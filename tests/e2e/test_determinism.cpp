@@ -15,7 +15,8 @@ using namespace fresco;
 namespace {
 std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed, size_t threads,
                                                                    bool early_update = false,
-                                                                   bool defer_wgrad = false) {
+                                                                   bool defer_wgrad = false,
+                                                                   bool fuse_head = false) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
   static const data::Dataset train =
       e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
@@ -33,6 +34,7 @@ std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed
       .device("cpu")
       .early_update(early_update)  // forced on or off (AUTO would leave these small layers off)
       .defer_fc_weight_gradients(defer_wgrad, 0)  // these layers are small: defer whatever the size
+      .fuse_head(fuse_head)
       .seed(seed);
   t.compile();
   t.run();
@@ -88,6 +90,24 @@ TEST(Determinism, DeferredFcWeightGradientsGiveTheSameBits) {
     ASSERT_EQ(a[i].second.size(), b[i].second.size());
     EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
         << a[i].first << " differs with deferred weight gradients";
+  }
+}
+
+// The fused head (fc + loss + input gradient + the previous relu mask in one node) computes the same bits as
+// the separate nodes, over whole epochs (memory plan and node order included).
+TEST(Determinism, FusedHeadGivesTheSameBits) {
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  e2e::load_plugins();
+  for (bool defer : {false, true}) {
+    const auto a = train_once(7, 2, false, defer, true);
+    const auto b = train_once(7, 2, false, defer, false);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].second.size(), b[i].second.size());
+      EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
+          << a[i].first << " differs with the fused head (defer " << defer << ")";
+    }
   }
 }
 

@@ -26,9 +26,10 @@ class FcRule final : public LayerRule {
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
-    const int bias = l.spec.bias ? 1 : 0, mask = l.fused_relu ? 1 : 0;
+    // dy is w.r.t. the fused relu's output: the kernel masks it with y, unless the fused head did already
+    const int bias = l.spec.bias ? 1 : 0, mask = l.fused_relu && !l.grad_premasked ? 1 : 0;
     std::vector<TensorId> in = {dy, x, l.weight};
-    if (l.fused_relu) in.push_back(y);  // dy is w.r.t. the relu output; the kernel masks it with y
+    if (mask) in.push_back(y);
     std::vector<TensorId> grads = {l.grad_weight};
     if (l.spec.bias) grads.push_back(l.grad_bias);
     if (splits_weight_gradient(cx, dx)) {

@@ -2,8 +2,38 @@
 // Test: tests/plugins/cpu/test_fc.cpp (reference + finite differences).
 #include "cpu_common.h"
 #include "gemm.h"
+#include "ops/dense_math.h"
 
 namespace fresco::cpu {
+
+void fc_forward_f32(const float* x, const float* w, const float* b, float* yd, int64_t m, int64_t n,
+                    int64_t k, bool relu, void* workspace, uint64_t workspace_bytes) {
+  float beta = 0.0f;
+  if (b) {
+    parallel_chunks(m, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < n; ++j) yd[r * n + j] = b[j];
+    });
+    beta = 1.0f;
+  }
+  GemmArgs g;
+  g.trans_b = true;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = x;
+  g.lda = k;
+  g.b = w;
+  g.ldb = k;
+  g.beta = beta;
+  g.c = yd;
+  g.ldc = n;
+  sgemm(g, workspace, workspace_bytes);
+  if (relu)
+    parallel_chunks(m * n, 1 << 14, [&](int64_t a, int64_t c) {
+      for (int64_t i = a; i < c; ++i) yd[i] = yd[i] > 0.0f ? yd[i] : 0.0f;
+    });
+}
 
 FR_CPU_KERNEL_PREPARE(fc) {
   return sdk::guard([&] {
@@ -27,34 +57,11 @@ FR_CPU_KERNEL_RUN(fc) {
     const auto& w = call->in[1];
     const auto& y = call->out[0];
     const int64_t m = sdk::rows(x), k = sdk::cols(x), n = sdk::rows(w);
-    float* yd = sdk::data<float>(y);
-    float beta = 0.0f;
-    if (p.has_bias) {
-      FR_PLUGIN_CHECK(call->n_in >= 3, FR_ERR_INVALID_ARGUMENT, "fc: has_bias but no bias tensor");
-      const float* b = sdk::data<float>(call->in[2]);
-      parallel_chunks(m, 16, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t j = 0; j < n; ++j) yd[r * n + j] = b[j];
-      });
-      beta = 1.0f;
-    }
-    GemmArgs g;
-    g.trans_b = true;
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.a = sdk::data<float>(x);
-    g.lda = k;
-    g.b = sdk::data<float>(w);
-    g.ldb = k;
-    g.beta = beta;
-    g.c = yd;
-    g.ldc = n;
-    sgemm(g, call->workspace, call->workspace_bytes);
-    if (p.fused_relu)
-      parallel_chunks(m * n, 1 << 14, [&](int64_t a, int64_t b) {
-        for (int64_t i = a; i < b; ++i) yd[i] = yd[i] > 0.0f ? yd[i] : 0.0f;
-      });
+    FR_PLUGIN_CHECK(!p.has_bias || call->n_in >= 3, FR_ERR_INVALID_ARGUMENT,
+                    "fc: has_bias but no bias tensor");
+    fc_forward_f32(sdk::data<float>(x), sdk::data<float>(w),
+                   p.has_bias ? sdk::data<float>(call->in[2]) : nullptr, sdk::data<float>(y), m, n, k,
+                   p.fused_relu != 0, call->workspace, call->workspace_bytes);
   });
 }
 

@@ -6,8 +6,30 @@
 
 #include "cpu_common.h"
 #include "gemm.h"
+#include "ops/dense_math.h"
 
 namespace fresco::cpu {
+
+void fc_input_grad_f32(const float* dy, const float* w, float* dx, int64_t m, int64_t n, int64_t k,
+                       void* workspace, uint64_t workspace_bytes) {
+  GemmArgs gx;  // dx = dy w
+  gx.m = m;
+  gx.n = k;
+  gx.k = n;
+  gx.a = dy;
+  gx.lda = n;
+  gx.b = w;
+  gx.ldb = k;
+  gx.c = dx;
+  gx.ldc = k;
+  sgemm(gx, workspace, workspace_bytes);
+}
+
+void relu_mask_f32(float* g, const float* y, int64_t n) {
+  parallel_chunks(n, 1 << 15, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
+  });
+}
 
 FR_CPU_KERNEL_PREPARE(fc_backward) {
   return sdk::guard([&] {
@@ -35,10 +57,7 @@ FR_CPU_KERNEL_RUN(fc_backward) {
     if (p.relu_mask && p.part != 2) {
       FR_PLUGIN_CHECK(call->n_in >= 4 && sdk::numel(call->in[3]) == m * n, FR_ERR_INVALID_ARGUMENT,
                       "fc_backward: relu_mask needs the relu output y [M,N] as 4th input");
-      const float* y = sdk::data<float>(call->in[3]);
-      parallel_chunks(m * n, 1 << 15, [&](int64_t a, int64_t b) {
-        for (int64_t i = a; i < b; ++i) dyd[i] = y[i] > 0.0f ? dyd[i] : 0.0f;
-      });
+      relu_mask_f32(dyd, sdk::data<float>(call->in[3]), m * n);
     }
     uint32_t o = 0;
     if (want_w) {
@@ -66,17 +85,8 @@ FR_CPU_KERNEL_RUN(fc_backward) {
     }
     if (want_x) {
       FR_PLUGIN_CHECK(call->n_out > o, FR_ERR_INVALID_ARGUMENT, "fc_backward: need_dx but no dx output");
-      GemmArgs gx;  // dx = dy w
-      gx.m = m;
-      gx.n = k;
-      gx.k = n;
-      gx.a = dyd;
-      gx.lda = n;
-      gx.b = sdk::data<float>(w);
-      gx.ldb = k;
-      gx.c = sdk::data<float>(call->out[o]);
-      gx.ldc = k;
-      sgemm(gx, call->workspace, call->workspace_bytes);
+      fc_input_grad_f32(dyd, sdk::data<float>(w), sdk::data<float>(call->out[o]), m, n, k, call->workspace,
+                        call->workspace_bytes);
     }
   });
 }

@@ -88,6 +88,20 @@ typedef struct FrSoftmaxXentParams {
   int32_t write_grad;
 } FrSoftmaxXentParams;
 
+/* fc_softmax_xent (the training head in one node: CompileOptions::fuse_head): in {x [M,K], w [N,K], labels
+ * [M] i32, b [N] (if has_bias)}; out {logits [M,N], dlogits [M,N], dx [M,K]}; rin {step scalars} (optional:
+ * the loss scale, as softmax_xent); rout {batch results}. logits = x w^T + b; loss, hits and dlogits as
+ * softmax_xent with write_grad; dx = dlogits w, then zeroed where x <= 0 when mask_input (x is the output of
+ * the previous layer's fused relu, whose backward then leaves dy as it is). N <= 32. The numbers are those of
+ * the nodes it replaces: fc, softmax_xent, fc_backward part 1, the previous fc_backward's relu mask. */
+typedef struct FrFcSoftmaxXentParams {
+  int32_t has_bias;
+  int32_t mask_input;
+  float label_smoothing;
+  int32_t pad_;
+} FrFcSoftmaxXentParams;
+#define FR_FC_SOFTMAX_XENT_MAX_CLASSES 32
+
 /* Per-batch results written by the loss kernel (R region). */
 typedef struct FrBatchResults {
   float loss;    /* mean loss of the batch */
@@ -243,6 +257,7 @@ typedef struct FrAdamParams {
 #define FR_OP_DROPOUT_BACKWARD "dropout_backward"
 #define FR_OP_NORMALIZE_INPUT "normalize_input"
 #define FR_OP_SOFTMAX_XENT "softmax_xent"
+#define FR_OP_FC_SOFTMAX_XENT "fc_softmax_xent"
 #define FR_OP_CLEAR "clear"
 #define FR_OP_COPY "copy"
 #define FR_OP_ACCUMULATE_METRICS "accumulate_metrics"

@@ -39,4 +39,45 @@ inline XentShape xent_shape(const FrCall* call) {
   return s;
 }
 
+// fc_softmax_xent (ops.h): the shapes, dtypes and ranges every backend checks before running it.
+struct FcXentShape {
+  int64_t m, n, k;          // rows, classes, input features
+  const FrStepScalars* ls;  // step scalars when the loss is scaled, else null
+};
+
+// Workspace fc_softmax_xent kernels need besides their GEMMs': a loss and a hit per row.
+inline uint64_t fc_xent_row_bytes(const FrCall* call) {
+  return static_cast<uint64_t>(rows(call->in[0])) * 2 * sizeof(float);
+}
+
+inline FcXentShape fc_xent_shape(const FrCall* call) {
+  expect_arity(call, 3, 3, 0, 1, "fc_softmax_xent");
+  const auto& p = params<FrFcSoftmaxXentParams>(call);
+  const FrTensor &x = call->in[0], &w = call->in[1], &labels = call->in[2];
+  const FcXentShape s{rows(x), rows(w), cols(x),
+                      call->n_rin >= 1 ? step_scalars(call->rin[0], "fc_softmax_xent") : nullptr};
+  FR_PLUGIN_CHECK(x.dtype == FR_F32 && w.dtype == FR_F32, FR_ERR_INVALID_ARGUMENT,
+                  "fc_softmax_xent: x and w must be f32");
+  FR_PLUGIN_CHECK(
+      cols(w) == s.k, FR_ERR_INVALID_ARGUMENT,
+      "fc_softmax_xent: w has " + std::to_string(cols(w)) + " inputs, x has " + std::to_string(s.k));
+  FR_PLUGIN_CHECK(s.n >= 1 && s.n <= FR_FC_SOFTMAX_XENT_MAX_CLASSES, FR_ERR_INVALID_ARGUMENT,
+                  "fc_softmax_xent: 1 to " + std::to_string(FR_FC_SOFTMAX_XENT_MAX_CLASSES) +
+                      " classes, found " + std::to_string(s.n));
+  FR_PLUGIN_CHECK(labels.dtype == FR_I32 && numel(labels) >= s.m, FR_ERR_INVALID_ARGUMENT,
+                  "fc_softmax_xent: labels must be i32, one per row");
+  FR_PLUGIN_CHECK(!p.has_bias || (call->n_in >= 4 && numel(call->in[3]) == s.n), FR_ERR_INVALID_ARGUMENT,
+                  "fc_softmax_xent: has_bias but no bias of one value per class");
+  for (uint32_t o = 0; o < 2; ++o)
+    FR_PLUGIN_CHECK(rows(call->out[o]) == s.m && cols(call->out[o]) == s.n, FR_ERR_INVALID_ARGUMENT,
+                    "fc_softmax_xent: logits and dlogits must be [M,N]");
+  FR_PLUGIN_CHECK(numel(call->out[2]) == s.m * s.k, FR_ERR_INVALID_ARGUMENT,
+                  "fc_softmax_xent: dx must be [M,K]");
+  FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrBatchResults), FR_ERR_INVALID_ARGUMENT,
+                  "fc_softmax_xent: results range too small");
+  FR_PLUGIN_CHECK(call->workspace_bytes >= fc_xent_row_bytes(call), FR_ERR_INVALID_ARGUMENT,
+                  "fc_softmax_xent: workspace too small");
+  return s;
+}
+
 }  // namespace fresco::sdk

@@ -387,6 +387,35 @@ TEST(CudaOps, SoftmaxCrossEntropy) {
   }
 }
 
+// The fused training head (fc_softmax_xent) against the CPU kernel: logits, dlogits, dx (masked or not) and
+// the batch results.
+TEST(CudaOps, FcSoftmaxXentHead) {
+  FRESCO_REQUIRE_GPU();
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 10, 256},
+                         {37, 10, 256},
+                         {1024, 10, 256},
+                         {65, 32, 33},
+                         {9, 3, 5000}})
+    for (int mask = 0; mask < 2; ++mask) {
+      OpCase c;
+      c.tensors = {{DType::F32, {m, 1, 1, k}, Fill::RELU},
+                   {DType::F32, {n, 1, 1, k}, Fill::RANDOM},
+                   {DType::I32, {m, 1, 1, 1}, Fill::LABELS, static_cast<int>(n)},
+                   {DType::F32, {1, 1, 1, n}, Fill::RANDOM},
+                   {DType::F32, {m, 1, 1, n}, Fill::ZERO},
+                   {DType::F32, {m, 1, 1, n}, Fill::ZERO},
+                   {DType::F32, {m, 1, 1, k}, Fill::ZERO},
+                   {DType::F32, {1, 1, 1, 4}, Fill::ZERO}};
+      c.node = node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2, 3}, {4, 5, 6});
+      c.node.rout = {bytes(7)};
+      c.node.with_params(FrFcSoftmaxXentParams{1, mask, 0.1f, 0});
+      c.outputs = {4, 5, 6, 7};
+      expect_same(c, 1e-5,
+                  "fc_softmax_xent m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                      " k=" + std::to_string(k) + " mask=" + std::to_string(mask));
+    }
+}
+
 TEST(CudaOps, RangeOps) {
   FRESCO_REQUIRE_GPU();
   OpCase clear;

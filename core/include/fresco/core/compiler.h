@@ -50,7 +50,10 @@ struct LayerDescriptor {
   bool fused_relu = false;       // fc, bn, add: a following relu is computed in this layer's kernels
   bool fused_into_prev = false;  // relu: done by the previous fc (no node, output aliases the fc's)
   bool fused_into_join = false;  // bn (training): computed by the residual join that reads it (join_bn)
-  int32_t join_bn = -1;          // add (training): the batchnorm input it computes (batchnorm_add), or -1
+  // fc with fused_relu: its output gradient arrives already masked (the fused head masks it:
+  // CompileOptions::fuse_head), so its backward does not mask it again.
+  bool grad_premasked = false;
+  int32_t join_bn = -1;  // add (training): the batchnorm input it computes (batchnorm_add), or -1
   // CompileOptions::conv_stats: a bias-free conv whose only reader is a batchnorm writes the per-channel sums
   // of its output in training (writes_sums), and that batchnorm takes its batch statistics from them
   // (reads_sums); `sums` is the f32 [2C] tensor on both.
@@ -81,6 +84,9 @@ struct ArchPlan {
   DType input_dtype = DType::F32;  // of the normalised input map
   int32_t num_classes = 0;
   int64_t parameter_count = 0;
+  // CompileOptions::fuse_head took effect: the last layer's training forward, the loss and the last layer's
+  // input gradient are one fc_softmax_xent node.
+  bool fused_head = false;
 };
 
 struct CompileOptions {
@@ -98,6 +104,12 @@ struct CompileOptions {
   Scheduler scheduler;
   uint64_t seed = 0;
   bool fuse_activations = true;  // fc followed by relu -> one fc with a relu epilogue and a masked backward
+  // Training: the last layer, when it is an fc with at most 32 fp32 outputs that is not the first trainable
+  // layer, runs its forward, the softmax cross-entropy and its input gradient as one fc_softmax_xent node,
+  // which also applies the previous fc's fused relu mask (ops.h); its weight gradient stays a node of its
+  // own. The same numbers (tests: CPU node and training bits). Off by default: built in the eighth session
+  // without a GPU to measure it on (docs/performance.md).
+  bool fuse_head = false;
   // A batchnorm whose only reader is a residual join is computed by the join in training (batchnorm_add: one
   // element-wise pass writes bn(x) + shortcut, then the join's relu; the batchnorm's output is not stored).
   bool fuse_joins = true;

@@ -1,0 +1,142 @@
+// CUDA fc_softmax_xent (ops.h): the training head in one kernel plus the loss sum. One warp per row computes
+// the row's logits as small_fc's forward does (lanes stride over k, butterflies), its loss, hit and gradient
+// by the loss kernel's own row function (ops/softmax_xent_rows.cuh), then its input gradient as small_fc's
+// input gradient does (columns over lanes, classes in order), masked where x <= 0 when asked: the same
+// arithmetic in the same order as the nodes it replaces, so the same bits. w sits in shared memory when it
+// fits. softmax_xent_sum adds the rows' losses and hits. Test: tests/plugins/cuda (against the CPU kernel).
+#include "fresco/softmax_xent_geometry.hpp"
+#include "ops/softmax_xent_rows.cuh"
+
+namespace fresco::cuda {
+
+namespace {
+constexpr int kHeadWarps = 8;                   // rows per block
+constexpr uint64_t kMaxSharedHeadW = 48 << 10;  // w in shared memory up to this size
+
+template <int NMAX>
+__global__ void __launch_bounds__(kHeadWarps * 32)
+    fc_softmax_xent_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                           const float* __restrict__ b, const int32_t* __restrict__ labels,
+                           float* __restrict__ logits, float* __restrict__ dlogits, float* __restrict__ dx,
+                           int64_t m, int n, int64_t k, float eps, const FrStepScalars* scalars,
+                           float* __restrict__ row_loss, float* __restrict__ row_hit, bool mask,
+                           bool w_shared) {
+  extern __shared__ float ws[];
+  const float* wp = w;
+  if (w_shared) {
+    const int64_t total = n * k, step = blockDim.x;
+    int64_t i = threadIdx.x;
+    for (; i + 3 * step < total; i += 4 * step) {
+      float t[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) t[u] = __ldg(w + i + u * step);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) ws[i + u * step] = t[u];
+    }
+    for (; i < total; i += step) ws[i] = w[i];
+    __syncthreads();
+    wp = ws;
+  }
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadWarps + (threadIdx.x >> 5);
+  if (row >= m) return;  // the whole warp: row is warp-uniform
+  // Logits (small_fc forward_kernel's order).
+  float acc[NMAX];
+#pragma unroll
+  for (int j = 0; j < NMAX; ++j) acc[j] = 0.0f;
+  const float* xr = x + row * k;
+  for (int64_t c0 = lane; c0 < k; c0 += 4 * 32) {
+    float xv[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) xv[u] = c0 + 32 * u < k ? xr[c0 + 32 * u] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t c = c0 + 32 * u;
+      if (c < k) {
+#pragma unroll
+        for (int j = 0; j < NMAX; ++j)
+          if (j < n) acc[j] = fmaf(xv[u], wp[j * k + c], acc[j]);
+      }
+    }
+  }
+  float out = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NMAX; ++j) {
+    if (j < n) {
+      float v = acc[j];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == j) out = v;
+    }
+  }
+  if (lane < n) logits[row * n + lane] = b ? out + b[lane] : out;
+  __syncwarp();  // the row's logits, written by its lanes, are read by all of them
+  // Loss, hit and gradient row (the loss kernel's function).
+  float l, h;
+  softmax_xent_row(logits, labels, dlogits, row, m, n, eps, scalars, &l, &h);
+  if (lane == 0) row_loss[row] = l, row_hit[row] = h;
+  __syncwarp();
+  // Input gradient (small_fc input_grad_kernel's order), then the previous layer's relu mask.
+  const float* d = dlogits + row * n;
+  for (int64_t c = lane; c < k; c += 32) {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NMAX; ++j)
+      if (j < n) s = fmaf(d[j], wp[j * k + c], s);
+    if (mask) s = xr[c] > 0.0f ? s : 0.0f;
+    dx[row * k + c] = s;
+  }
+}
+
+template <int NMAX>
+void launch_head(const float* x, const float* w, const float* b, const int32_t* labels, float* logits,
+                 float* dlogits, float* dx, int64_t m, int n, int64_t k, float eps,
+                 const FrStepScalars* scalars, float* row_loss, float* row_hit, bool mask, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((m + kHeadWarps - 1) / kHeadWarps);
+  const uint64_t w_bytes = static_cast<uint64_t>(n) * k * sizeof(float);
+  const bool shared = w_bytes <= kMaxSharedHeadW;
+  fc_softmax_xent_kernel<NMAX><<<blocks, kHeadWarps * 32, shared ? w_bytes : 0, s>>>(
+      x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, shared);
+}
+}  // namespace
+
+FR_CUDA_KERNEL_PREPARE(fc_softmax_xent) {
+  return sdk::guard([&] {
+    (void)ctx;
+    sdk::expect_arity(call, 3, 3, 0, 1, "fc_softmax_xent");
+    *state = nullptr;
+    *workspace_bytes = sdk::fc_xent_row_bytes(call);
+  });
+}
+
+FR_CUDA_KERNEL_RUN(fc_softmax_xent) {
+  return sdk::guard([&] {
+    (void)ctx;
+    const auto& p = sdk::params<FrFcSoftmaxXentParams>(call);
+    const sdk::FcXentShape sh = sdk::fc_xent_shape(call);
+    float* row_loss = static_cast<float*>(call->workspace);
+    float* row_hit = row_loss + sh.m;
+    const int n = static_cast<int>(sh.n);
+    const float* b = p.has_bias ? sdk::data<float>(call->in[3]) : nullptr;
+    cudaStream_t s = stream_of(call);
+    auto run = [&](auto nmax) {
+      launch_head<decltype(nmax)::value>(
+          sdk::data<float>(call->in[0]), sdk::data<float>(call->in[1]), b, sdk::data<int32_t>(call->in[2]),
+          sdk::data<float>(call->out[0]), sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]),
+          sh.m, n, sh.k, p.label_smoothing, sh.ls, row_loss, row_hit, p.mask_input != 0, s);
+    };
+    // The register widths small_fc uses, so the sums run in its order.
+    if (n <= 8)
+      run(std::integral_constant<int, 8>{});
+    else if (n <= 16)
+      run(std::integral_constant<int, 16>{});
+    else
+      run(std::integral_constant<int, 32>{});
+    FR_CUDA_LAUNCH_CHECK();
+    softmax_xent_sum<<<1, kSumThreads, 0, s>>>(row_loss, row_hit, sh.m,
+                                               static_cast<FrBatchResults*>(call->rout[0].data));
+    FR_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace fresco::cuda

@@ -1,0 +1,81 @@
+// The per-row softmax cross-entropy of the CUDA loss kernels (ops/softmax_xent.cu, ops/fc_softmax_xent.cu):
+// one warp computes a row's loss, top-1 hit and gradient; softmax_xent_sum adds the rows' values in a fixed
+// order (deterministic). One definition, so the fused head computes the loss node's bits.
+#pragma once
+
+#include <cfloat>
+
+#include "cuda_common.h"
+
+namespace fresco::cuda {
+namespace {
+constexpr int kRowThreads = 256;  // 8 rows (warps) per block
+constexpr int kSumThreads = 512;
+
+// One warp computes row r: max/argmax, log-sum-exp (double), smoothed loss, top-1 hit and the gradient row.
+// Lane 0 returns the loss (NaN for a label outside [0, C)) and the hit.
+__device__ void softmax_xent_row(const float* __restrict__ z, const int32_t* __restrict__ y,
+                                 float* __restrict__ dz, int64_t r, int64_t m, int64_t c, float eps,
+                                 const FrStepScalars* scalars, float* loss, float* hit) {
+  const int lane = threadIdx.x & 31;
+  const float* zr = z + r * c;
+  const int32_t label = y[r];
+  if (label < 0 || label >= c) {
+    *loss = __int_as_float(0x7fc00000), *hit = 0.0f;  // NaN marks a bad label
+    return;
+  }
+  float mx = -FLT_MAX;
+  int64_t arg = c;
+  for (int64_t j = lane; j < c; j += 32)
+    if (zr[j] > mx || (zr[j] == mx && j < arg)) mx = zr[j], arg = j;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+    const int64_t oa = __shfl_xor_sync(0xffffffffu, arg, o);
+    if (om > mx || (om == mx && oa < arg)) mx = om, arg = oa;
+  }
+  double sum = 0.0, zsum = 0.0;
+  for (int64_t j = lane; j < c; j += 32) sum += exp(static_cast<double>(zr[j] - mx)), zsum += zr[j];
+  for (int o = 16; o > 0; o >>= 1) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    zsum += __shfl_xor_sync(0xffffffffu, zsum, o);
+  }
+  const double lse = log(sum) + mx;
+  *loss = static_cast<float>((1.0 - eps) * (lse - zr[label]) + eps * (lse - zsum / static_cast<double>(c)));
+  *hit = arg == label ? 1.0f : 0.0f;
+  if (dz) {
+    const float off = eps / static_cast<float>(c);
+    const float inv_m = (scalars ? scalars->loss_scale : 1.0f) / static_cast<float>(m);  // loss scaling
+    for (int64_t j = lane; j < c; j += 32) {
+      const float prob = static_cast<float>(exp(static_cast<double>(zr[j]) - lse));
+      dz[r * c + j] = (prob - off - (j == label ? 1.0f - eps : 0.0f)) * inv_m;
+    }
+  }
+}
+
+// Fixed-order sum of the per-row values: strided partial sums, then a tree (deterministic for a given m).
+__global__ void __launch_bounds__(kSumThreads)
+    softmax_xent_sum(const float* __restrict__ row_loss, const float* __restrict__ row_hit, int64_t m,
+                     FrBatchResults* __restrict__ out) {
+  __shared__ double loss_part[kSumThreads];
+  __shared__ float hit_part[kSumThreads];
+  double l = 0.0;
+  float h = 0.0f;
+  for (int64_t r = threadIdx.x; r < m; r += kSumThreads) l += row_loss[r], h += row_hit[r];
+  loss_part[threadIdx.x] = l;
+  hit_part[threadIdx.x] = h;
+  __syncthreads();
+  for (int s = kSumThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      loss_part[threadIdx.x] += loss_part[threadIdx.x + s];
+      hit_part[threadIdx.x] += hit_part[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    out->loss = static_cast<float>(loss_part[0] / static_cast<double>(m));
+    out->correct = hit_part[0];
+    out->samples = static_cast<float>(m);
+  }
+}
+}  // namespace
+}  // namespace fresco::cuda
