@@ -257,8 +257,9 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
       FrBatchResults r;
       std::memcpy(&r, rout[0].data(), sizeof r);
       const double loss = ref::softmax_xent_loss(z, y, M, C, 0.1);
+      const double hits = static_cast<double>(ref::top1_hits(z, y, M, C));
       return std::max({rel_err(floats(out[0]), z), rel_err(floats(out[1]), dz), rel_err(floats(out[2]), dx),
-                       std::fabs(r.loss - loss) / std::fabs(loss),
+                       std::fabs(r.loss - loss) / std::fabs(loss), std::fabs(r.correct - hits),
                        std::fabs(r.samples - static_cast<double>(M))});
     };
     return true;

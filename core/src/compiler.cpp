@@ -273,10 +273,14 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   if (o.fuse_head && head.kind == LayerKind::FC && !head.fused_relu && head.index != fp &&
       head.out_dtype == DType::F32 && head.out_sample.per_sample() <= FR_FC_SOFTMAX_XENT_MAX_CLASSES) {
     a.fused_head = true;
+    // (each layer on the way read by the next one only, so the head's input gradient is all their gradient)
     int32_t j = head.input;
-    while (j >= 0 && a.layers[static_cast<size_t>(j)].fused_into_prev)
+    bool single = j >= 0 && consumers[static_cast<size_t>(j)] == 1;
+    while (single && a.layers[static_cast<size_t>(j)].fused_into_prev) {
       j = a.layers[static_cast<size_t>(j)].input;
-    if (j >= 0 && a.layers[static_cast<size_t>(j)].kind == LayerKind::FC &&
+      single = j >= 0 && consumers[static_cast<size_t>(j)] == 1;
+    }
+    if (single && a.layers[static_cast<size_t>(j)].kind == LayerKind::FC &&
         a.layers[static_cast<size_t>(j)].fused_relu)
       a.layers[static_cast<size_t>(j)].grad_premasked = true;
   }

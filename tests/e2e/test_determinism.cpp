@@ -37,6 +37,7 @@ std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed
       .fuse_head(fuse_head)
       .seed(seed);
   t.compile();
+  EXPECT_EQ(t.compiled().arch.fused_head, fuse_head);
   t.run();
   return t.snapshot();
 }

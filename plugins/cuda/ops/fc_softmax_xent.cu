@@ -5,6 +5,7 @@
 // arithmetic in the same order as the nodes it replaces, so the same bits. w sits in shared memory when it
 // fits. softmax_xent_sum adds the rows' losses and hits. Test: tests/plugins/cuda (against the CPU kernel).
 #include "fresco/softmax_xent_geometry.hpp"
+#include "ops/small_fc.h"
 #include "ops/softmax_xent_rows.cuh"
 
 namespace fresco::cuda {
@@ -102,8 +103,11 @@ void launch_head(const float* x, const float* w, const float* b, const int32_t* 
 
 FR_CUDA_KERNEL_PREPARE(fc_softmax_xent) {
   return sdk::guard([&] {
-    (void)ctx;
     sdk::expect_arity(call, 3, 3, 0, 1, "fc_softmax_xent");
+    // Its sums run in small_fc's order; with small_fc off the separate head would round differently.
+    FR_PLUGIN_CHECK(small_fc_fits(ctx_of(ctx), sdk::rows(call->in[1])), FR_ERR_UNSUPPORTED,
+                    "cuda fc_softmax_xent: needs the small-fc kernels (FRESCO_CUDA_SMALL_FC=1, at most 32 "
+                    "classes); compile with fuse_head off instead");
     *state = nullptr;
     *workspace_bytes = sdk::fc_xent_row_bytes(call);
   });

@@ -22,6 +22,8 @@ __device__ void softmax_xent_row(const float* __restrict__ z, const int32_t* __r
   const int32_t label = y[r];
   if (label < 0 || label >= c) {
     *loss = __int_as_float(0x7fc00000), *hit = 0.0f;  // NaN marks a bad label
+    if (dz)  // and the row adds nothing to the gradients (not stale values)
+      for (int64_t j = lane; j < c; j += 32) dz[r * c + j] = 0.0f;
     return;
   }
   float mx = -FLT_MAX;

@@ -1,9 +1,12 @@
 // CUDA capture: graphs are native CUDA Graphs; replay equals eager execution of the same calls; dedup counts
 // of a compiled MLP with a partial last batch; parity of 20 AdamW steps CPU vs CUDA; the golden MLP cases on
 // CUDA, the CNN golden cases on CUDA; the README's main job on the GPU. All skipped without a GPU.
+#include <unistd.h>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <optional>
+#include <string>
 
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/golden.h"
@@ -105,6 +108,10 @@ TEST(CudaCapture, ParityOf20AdamWStepsCpuVsCuda) {
 // separate nodes gives the same bits (the fused kernel sums in small_fc's and the loss kernel's order).
 TEST(CudaCapture, FusedHeadGivesTheSameBitsOnCuda) {
   FRESCO_REQUIRE_GPU();
+  // Both tasks take the same timed GEMM choices (the first writes them, the second reads them back).
+  const std::string path = testing::TempDir() + "fresco_fused_head_" + std::to_string(getpid()) + ".tsv";
+  std::remove(path.c_str());
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", path);
   const JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
   data::Dataset train = data::load_mnist_dir(job.data.path, "train", job.data.kind);
   const data::Dataset test = data::load_mnist_dir(job.data.path, "test", job.data.kind);
@@ -128,6 +135,7 @@ TEST(CudaCapture, FusedHeadGivesTheSameBitsOnCuda) {
                              snaps[0][i].second.size() * sizeof(float)))
         << snaps[0][i].first << " differs with the fused head";
   }
+  std::remove(path.c_str());
 }
 
 TEST(CudaCapture, NodeByNodeParityCpuVsCuda) {

@@ -397,6 +397,7 @@ TEST(CudaOps, FcSoftmaxXentHead) {
                          {65, 32, 33},
                          {9, 3, 5000}})
     for (int mask = 0; mask < 2; ++mask) {
+      const int bias = mask;  // bias with the mask, none without: both paths of each
       OpCase c;
       c.tensors = {{DType::F32, {m, 1, 1, k}, Fill::RELU},
                    {DType::F32, {n, 1, 1, k}, Fill::RANDOM},
@@ -406,9 +407,10 @@ TEST(CudaOps, FcSoftmaxXentHead) {
                    {DType::F32, {m, 1, 1, n}, Fill::ZERO},
                    {DType::F32, {m, 1, 1, k}, Fill::ZERO},
                    {DType::F32, {1, 1, 1, 4}, Fill::ZERO}};
-      c.node = node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2, 3}, {4, 5, 6});
+      c.node = bias ? node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2, 3}, {4, 5, 6})
+                    : node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2}, {4, 5, 6});
       c.node.rout = {bytes(7)};
-      c.node.with_params(FrFcSoftmaxXentParams{1, mask, 0.1f, 0});
+      c.node.with_params(FrFcSoftmaxXentParams{bias, mask, 0.1f, 0});
       c.outputs = {4, 5, 6, 7};
       expect_same(c, 1e-5,
                   "fc_softmax_xent m=" + std::to_string(m) + " n=" + std::to_string(n) +
