@@ -6,6 +6,7 @@
 // fits. softmax_xent_sum adds the rows' losses and hits. Test: tests/plugins/cuda (against the CPU kernel).
 #include "fresco/softmax_xent_geometry.hpp"
 #include "ops/small_fc.h"
+#include "ops/small_fc_rows.cuh"
 #include "ops/softmax_xent_rows.cuh"
 
 namespace fresco::cuda {
@@ -25,51 +26,14 @@ __global__ void __launch_bounds__(kHeadWarps * 32)
   extern __shared__ float ws[];
   const float* wp = w;
   if (w_shared) {
-    const int64_t total = n * k, step = blockDim.x;
-    int64_t i = threadIdx.x;
-    for (; i + 3 * step < total; i += 4 * step) {
-      float t[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) t[u] = __ldg(w + i + u * step);
-#pragma unroll
-      for (int u = 0; u < 4; ++u) ws[i + u * step] = t[u];
-    }
-    for (; i < total; i += step) ws[i] = w[i];
-    __syncthreads();
+    stage_weights(w, ws, n * k);
     wp = ws;
   }
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadWarps + (threadIdx.x >> 5);
   if (row >= m) return;  // the whole warp: row is warp-uniform
-  // Logits (small_fc forward_kernel's order).
-  float acc[NMAX];
-#pragma unroll
-  for (int j = 0; j < NMAX; ++j) acc[j] = 0.0f;
   const float* xr = x + row * k;
-  for (int64_t c0 = lane; c0 < k; c0 += 4 * 32) {
-    float xv[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) xv[u] = c0 + 32 * u < k ? xr[c0 + 32 * u] : 0.0f;
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int64_t c = c0 + 32 * u;
-      if (c < k) {
-#pragma unroll
-        for (int j = 0; j < NMAX; ++j)
-          if (j < n) acc[j] = fmaf(xv[u], wp[j * k + c], acc[j]);
-      }
-    }
-  }
-  float out = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NMAX; ++j) {
-    if (j < n) {
-      float v = acc[j];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == j) out = v;
-    }
-  }
+  const float out = row_dots<NMAX>(xr, wp, n, k, lane);  // the logits, as small_fc's forward
   if (lane < n) logits[row * n + lane] = b ? out + b[lane] : out;
   __syncwarp();  // the row's logits, written by its lanes, are read by all of them
   // Loss, hit and gradient row (the loss kernel's function).
@@ -80,10 +44,7 @@ __global__ void __launch_bounds__(kHeadWarps * 32)
   // Input gradient (small_fc input_grad_kernel's order), then the previous layer's relu mask.
   const float* d = dlogits + row * n;
   for (int64_t c = lane; c < k; c += 32) {
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < NMAX; ++j)
-      if (j < n) s = fmaf(d[j], wp[j * k + c], s);
+    float s = column_dot<NMAX>(d, wp, n, k, c);
     if (mask) s = xr[c] > 0.0f ? s : 0.0f;
     dx[row * k + c] = s;
   }

@@ -1,6 +1,7 @@
 // Kernels of ops/small_fc.h: fc layers with at most 32 outputs in strict fp32. Every sum runs in an order
 // fixed by the shapes (warp butterflies, rows in order, row chunks in order), so replays are bitwise equal.
 #include "ops/small_fc.h"
+#include "ops/small_fc_rows.cuh"
 
 namespace fresco::cuda {
 
@@ -20,51 +21,14 @@ __global__ void __launch_bounds__(kWarps * 32)
                    float* __restrict__ y, int64_t m, int n, int64_t k, bool relu, bool w_shared) {
   extern __shared__ float ws[];
   const float* wp = w;
-  if (w_shared) {  // four loads in flight per thread (a load-store loop keeps one)
-    const int64_t total = n * k, step = blockDim.x;
-    int64_t i = threadIdx.x;
-    for (; i + 3 * step < total; i += 4 * step) {
-      float t[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) t[u] = __ldg(w + i + u * step);
-#pragma unroll
-      for (int u = 0; u < 4; ++u) ws[i + u * step] = t[u];
-    }
-    for (; i < total; i += step) ws[i] = w[i];
-    __syncthreads();
+  if (w_shared) {
+    stage_weights(w, ws, n * k);
     wp = ws;
   }
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (row >= m) return;  // the whole warp: row is warp-uniform
-  float acc[NMAX];
-#pragma unroll
-  for (int j = 0; j < NMAX; ++j) acc[j] = 0.0f;
-  const float* xr = x + row * k;
-  for (int64_t c0 = lane; c0 < k; c0 += 4 * 32) {
-    float xv[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) xv[u] = c0 + 32 * u < k ? xr[c0 + 32 * u] : 0.0f;
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int64_t c = c0 + 32 * u;
-      if (c < k) {
-#pragma unroll
-        for (int j = 0; j < NMAX; ++j)
-          if (j < n) acc[j] = fmaf(xv[u], wp[j * k + c], acc[j]);
-      }
-    }
-  }
-  float out = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NMAX; ++j) {
-    if (j < n) {  // n is uniform: every lane takes part in the shuffles
-      float v = acc[j];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == j) out = v;
-    }
-  }
+  float out = row_dots<NMAX>(x + row * k, wp, n, k, lane);
   if (lane < n) {
     if (b) out += b[lane];
     if (relu) out = out > 0.0f ? out : 0.0f;  // as the CPU: NaN -> 0
@@ -81,12 +45,7 @@ __global__ void __launch_bounds__(256)
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / k, c = i - r * k;
-    const float* d = dy + r * n;
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < NMAX; ++j)
-      if (j < n) s = fmaf(d[j], __ldg(w + j * k + c), s);
-    dx[i] = s;
+    dx[i] = column_dot<NMAX>(dy + r * n, w, n, k, c);
   }
 }
 

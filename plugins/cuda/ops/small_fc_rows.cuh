@@ -1,0 +1,73 @@
+// The per-row loops of the small-fc kernels (ops/small_fc.cu), shared with the fused training head
+// (ops/fc_softmax_xent.cu) so both sum in one order and give the same bits.
+#pragma once
+
+#include <cstdint>
+
+namespace fresco::cuda {
+namespace {
+
+// Copies w (n*k floats) into shared memory `ws` with four loads in flight per thread (a load-store loop keeps
+// one), then waits for the whole block.
+__device__ __forceinline__ void stage_weights(const float* __restrict__ w, float* ws, int64_t total) {
+  const int64_t step = blockDim.x;
+  int64_t i = threadIdx.x;
+  for (; i + 3 * step < total; i += 4 * step) {
+    float t[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) t[u] = __ldg(w + i + u * step);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) ws[i + u * step] = t[u];
+  }
+  for (; i < total; i += step) ws[i] = w[i];
+  __syncthreads();
+}
+
+// One warp, one row: lanes stride over k four loads at a time, each lane keeps n partial dot products, and
+// butterflies sum them. Returns x_row . w_lane on lanes below n (0 elsewhere). Every lane must call it.
+template <int NMAX>
+__device__ __forceinline__ float row_dots(const float* __restrict__ xr, const float* wp, int n, int64_t k,
+                                          int lane) {
+  float acc[NMAX];
+#pragma unroll
+  for (int j = 0; j < NMAX; ++j) acc[j] = 0.0f;
+  for (int64_t c0 = lane; c0 < k; c0 += 4 * 32) {
+    float xv[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) xv[u] = c0 + 32 * u < k ? xr[c0 + 32 * u] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t c = c0 + 32 * u;
+      if (c < k) {
+#pragma unroll
+        for (int j = 0; j < NMAX; ++j)
+          if (j < n) acc[j] = fmaf(xv[u], wp[j * k + c], acc[j]);
+      }
+    }
+  }
+  float out = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NMAX; ++j) {
+    if (j < n) {  // n is uniform: every lane takes part in the shuffles
+      float v = acc[j];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == j) out = v;
+    }
+  }
+  return out;
+}
+
+// One element of an input gradient: sum over the n classes of d[j] * w[j, c], classes in order.
+template <int NMAX>
+__device__ __forceinline__ float column_dot(const float* d, const float* __restrict__ w, int n, int64_t k,
+                                            int64_t c) {
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NMAX; ++j)
+    if (j < n) s = fmaf(d[j], w[j * k + c], s);
+  return s;
+}
+
+}  // namespace
+}  // namespace fresco::cuda
