@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
                           {"peak-tbs", "4.23"},
                           {"early-update", "auto"},
                           {"defer-fc-wgrad", "1"},
-                          {"fuse-head", "0"}});
+                          {"fuse-head", "1"}});
   const std::string device = args.str("device"), dir = args.str("data");
   const int64_t batch = args.integer("batch");
   const int epochs = static_cast<int>(args.integer("epochs")),

@@ -10,7 +10,7 @@
 // Usage: bench_resnet_step [--device cuda] [--model resnet18|resnet34|resnet50] [--batch 512] [--image 32]
 //                          [--stem cifar|imagenet] [--classes 10] [--steps 60] [--warm 10] [--peak-tflops
 //                          auto]
-//                          [--profile 0|1] [--precision fp32|bf16|fp16] [--fuse-joins 1|0]
+//                          [--profile 0|1] [--precision fp32|bf16|fp16] [--fuse-joins 1|0] [--fuse-head 1|0]
 //                          [--conv-stats auto|on|off]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
 // --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
                           {"warm", "10"},
                           {"peak-tflops", "auto"},
                           {"profile", "0"},
+                          {"fuse-head", "1"},
                           {"precision", "fp32"},
                           {"fuse-joins", "1"},
                           {"conv-stats", "auto"}});
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
         .precision(precision)
         .seed(1)
         .fuse_joins(args.integer("fuse-joins") != 0)
+        .fuse_head(args.integer("fuse-head") != 0)
         .conv_stats(parse_conv_stats(args.str("conv-stats")));
     task.compile();
     task.time_steps(warm);

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# The fused training head (CompileOptions::fuse_head, built in the eighth session without a GPU) on the GPU
-# machine: its CUDA tests, plugin-check, then the MLP benchmark with the head fused and not, two rounds at
-# batch 1024 and 128 on one tuning file. Stage with scripts/stage-device-run.sh, carry .devrun, run
-# `bash bench/device/fused_head_ab.sh`. If the tests pass and the step is faster, fuse_head can become the
-# default (docs/performance.md, eighth session).
+# The fused training head (CompileOptions::fuse_head) on the GPU machine: its CUDA tests, plugin-check, then
+# the MLP benchmark with the head fused and not, two rounds at batch 1024 and 128 on one tuning file (the first
+# run of each batch tunes afresh). Stage with scripts/stage-device-run.sh, carry .devrun, run
+# `bash bench/device/fused_head_ab.sh` (eighth session, call 11: docs/performance.md).
 source bench/device/device_env.sh
 timeout 300 $B/test_cuda --gtest_filter='*FcSoftmaxXent*:*FusedHead*:*SoftmaxCrossEntropy*:*Parity*:*Golden*' \
   > $OUT/fused_head_tests.log 2>&1

@@ -97,6 +97,7 @@ TEST(Compiler, GraphNodesAreSplitByGraphId) {
   Compiler c;
   CompileOptions opt = mlp_options(256, 0);
   opt.early_update = CompileOptions::EarlyUpdate::ON;
+  opt.fuse_head = false;  // the separate head nodes (the fused head: FusedHeadIsOneNodeAndTakesThePreviousMask)
   CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), opt);
   const ComputationGraph& g = *m.train;
   // First layer fwd: normalise (+ labels copy), fc0 with the relu fused. Deep: fc2, loss, fc2's input
@@ -151,6 +152,7 @@ TEST(Compiler, NoEarlyUpdateWhenOffOrInMixedPrecision) {
   Compiler c;
   CompileOptions o = mlp_options(256, 0);
   o.early_update = CompileOptions::EarlyUpdate::OFF;
+  o.fuse_head = false;
   CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), o);
   EXPECT_EQ(m.train->nodes(GraphId::DEEP_FWD_BWD).size(), 4u);
   ASSERT_EQ(m.train->nodes(GraphId::OPTIMIZER).size(), 2u);
@@ -182,6 +184,7 @@ TEST(Compiler, NoEarlyUpdateWhenOffOrInMixedPrecision) {
 TEST(Compiler, DeferredFcWeightGradientsForkAfterTheNextInputGradient) {
   Compiler c;
   CompileOptions o = mlp_options(256, 0);
+  o.fuse_head = false;  // three separate dx / dw pairs
   auto parts = [](const std::vector<GraphNode>& nodes) {
     std::string s;
     for (const GraphNode& n : nodes) {
@@ -283,6 +286,7 @@ TEST(Compiler, UnfusedGraphKeepsSeparateReluNodes) {
   CompileOptions o = mlp_options(256, 0);
   o.fuse_activations = false;
   o.overlap_weight_gradients = false;
+  o.fuse_head = false;
   CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), o);
   const ComputationGraph& g = *m.train;
   // Deep: relu, fc2, loss, fc2 backward (whole), relu backward.

@@ -150,9 +150,10 @@ TEST(MixedPrecisionPlan, RefusalsAreClearErrors) {
 
 TEST(MixedPrecisionPlan, Fp16ScalesTheLossUnscalesEveryGradientAndUpdatesTheScale) {
   const CompiledModel m = compile(DType::F16);
-  const auto loss = nodes_of(m, "softmax_xent");
+  const auto loss = nodes_of(m, "fc_softmax_xent");  // the fused head (CompileOptions::fuse_head)
   ASSERT_EQ(loss.size(), 1u);
   ASSERT_EQ(loss[0]->rin.size(), 1u);  // the step scalars: the gradient leaves the loss scaled
+  EXPECT_TRUE(nodes_of(m, "softmax_xent").empty());
   ASSERT_EQ(m.train->nodes(GraphId::NAN_CHECK_AND_GRAD_SCALING).size(), 1u);
   const GraphNode& u = m.train->nodes(GraphId::NAN_CHECK_AND_GRAD_SCALING)[0];
   EXPECT_EQ(u.op, "unscale_grads");
@@ -165,5 +166,6 @@ TEST(MixedPrecisionPlan, Fp16ScalesTheLossUnscalesEveryGradientAndUpdatesTheScal
   // bf16 has none of this
   const CompiledModel b = compile(DType::BF16);
   EXPECT_TRUE(b.train->empty(GraphId::NAN_CHECK_AND_GRAD_SCALING));
-  EXPECT_TRUE(nodes_of(b, "softmax_xent")[0]->rin.empty());
+  ASSERT_EQ(nodes_of(b, "fc_softmax_xent").size(), 1u);
+  EXPECT_TRUE(nodes_of(b, "fc_softmax_xent")[0]->rin.empty());
 }

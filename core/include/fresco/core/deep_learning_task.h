@@ -87,7 +87,7 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::defer_fc_weight_gradients / defer_fc_min_macs (default on, for fc input gradients of
   // 1e8 multiply-adds or more): the same numbers either way.
   DeepLearningTask& defer_fc_weight_gradients(bool on, int64_t min_macs = 100'000'000);
-  // CompileOptions::fuse_head (default off): the training head (last fc, softmax cross-entropy, its input
+  // CompileOptions::fuse_head (default on): the training head (last fc, softmax cross-entropy, its input
   // gradient) as one node. The same numbers either way.
   DeepLearningTask& fuse_head(bool on);
   // CompileOptions::fuse_joins (default on): a batchnorm that only a residual join reads is computed by the
@@ -162,7 +162,7 @@ class DeepLearningTask : public TaskBase {
   DType precision_ = DType::F32;
   CompileOptions::EarlyUpdate early_update_ = CompileOptions::EarlyUpdate::AUTO;
   bool defer_fc_weight_gradients_ = true;
-  bool fuse_head_ = false;
+  bool fuse_head_ = true;
   int64_t defer_fc_min_macs_ = 100'000'000;
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
