@@ -15,6 +15,7 @@ namespace fresco {
 using layers::batchnorm_add_node;
 using layers::compute_node;
 using layers::EmitContext;
+using layers::fc_weight_gradient_node;
 using layers::rule_for;
 
 namespace {
@@ -96,6 +97,16 @@ int first_param_index(const ArchPlan& a) {
   for (const auto& l : a.layers)
     if (rule_for(l.kind).has_params()) return l.index;
   return -1;
+}
+
+// Multiply-adds of fc layer l's forward (and of each of its gradients) at the training batch.
+int64_t fc_macs(const CompileOptions& o, const LayerDescriptor& l) {
+  return o.batch * l.in_sample.per_sample() * l.out_sample.per_sample();
+}
+
+// Layer i is the head that CompileOptions::fuse_head runs as one fc_softmax_xent node in training.
+bool is_fused_head(const CompiledModel& m, int i) {
+  return m.arch.fused_head && i + 1 == static_cast<int>(m.arch.layers.size());
 }
 }  // namespace
 
@@ -523,8 +534,8 @@ GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label,
 // Forward of layer i in training (views emit nothing; residual joins emit their add).
 void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
-  if (l.fused_into_join) return;  // a batchnorm the join below computes
-  if (m.arch.fused_head && i + 1 == static_cast<int>(m.arch.layers.size())) return;  // in fc_softmax_xent
+  if (l.fused_into_join) return;                     // a batchnorm the join below computes
+  if (is_fused_head(m, i)) return;                   // in fc_softmax_xent (emit_fused_head)
   if (l.kind == LayerKind::ADD && l.join_bn >= 0) {  // batchnorm_add: bn(x) + the other branch
     const auto& bn = m.arch.layers[static_cast<size_t>(l.join_bn)];
     const int32_t other = l.join_bn == l.input ? l.input2 : l.input;
@@ -552,16 +563,12 @@ void emit_fused_head(EmitContext& cx, const CompiledModel& m) {
   n.rout = {RangeRef::of(m.t.batch_train, DType::U8)};
   cx.add(std::move(n))
       .with_params(FrFcSoftmaxXentParams{l.spec.bias ? 1 : 0, mask ? 1 : 0, m.options.loss.smoothing, 0});
-  std::vector<TensorId> grads = {l.grad_weight};
-  if (l.spec.bias) grads.push_back(l.grad_bias);
-  GraphNode w = compute_node(FR_OP_FC_BACKWARD, l.name, {m.t.grad_logits, x, l.weight}, grads);
-  w.side_stream = m.options.overlap_weight_gradients;
-  cx.add(std::move(w)).with_params(FrFcBackwardParams{l.spec.bias ? 1 : 0, 0, 0, 2});
+  cx.add(fc_weight_gradient_node(l, x, m.t.grad_logits, m.options.overlap_weight_gradients));
 }
 
 void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
-  if (m.arch.fused_head && i + 1 == static_cast<int>(m.arch.layers.size())) {
+  if (is_fused_head(m, i)) {
     emit_fused_head(cx, m);
     return;
   }
@@ -711,9 +718,7 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
   const MemoryPlan& p = m.base_plan();
   const CompileOptions& co = m.options;
   const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
-  const bool large_first_fc =
-      first.kind == LayerKind::FC &&
-      co.batch * first.in_sample.per_sample() * first.out_sample.per_sample() >= co.early_update_min_macs;
+  const bool large_first_fc = first.kind == LayerKind::FC && fc_macs(co, first) >= co.early_update_min_macs;
   const bool early = co.overlap_weight_gradients && co.precision == DType::F32 &&
                      (co.early_update == CompileOptions::EarlyUpdate::ON ||
                       (co.early_update == CompileOptions::EarlyUpdate::AUTO && large_first_fc));
@@ -845,8 +850,7 @@ void Compiler::build_computation_graph(CompiledModel& m) {
   if (m.options.overlap_weight_gradients && m.options.defer_fc_weight_gradients) {
     auto macs = [&](const GraphNode& n) -> int64_t {  // an fc backward node's layer, found by its weight
       for (const auto& l : a.layers)
-        if (l.weight != kNoTensor && n.in.size() > 2 && n.in[2] == l.weight)
-          return m.options.batch * l.in_sample.per_sample() * l.out_sample.per_sample();
+        if (l.weight != kNoTensor && n.in.size() > 2 && n.in[2] == l.weight) return fc_macs(m.options, l);
       return 0;
     };
     defer_fc_weight_gradients(tr.mutable_nodes(GraphId::DEEP_FWD_BWD), macs, m.options.defer_fc_min_macs);

@@ -30,23 +30,30 @@ class FcRule final : public LayerRule {
     const int bias = l.spec.bias ? 1 : 0, mask = l.fused_relu && !l.grad_premasked ? 1 : 0;
     std::vector<TensorId> in = {dy, x, l.weight};
     if (mask) in.push_back(y);
-    std::vector<TensorId> grads = {l.grad_weight};
-    if (l.spec.bias) grads.push_back(l.grad_bias);
     if (splits_weight_gradient(cx, dx)) {
       // masks dy, then dx = dy w on the main stream; dw, db from the masked dy beside the next layers' input
       // gradients
       GraphNode input = compute_node(FR_OP_FC_BACKWARD, l.name, in, {dx});
       input.with_params(FrFcBackwardParams{bias, 1, mask, 1});
-      GraphNode weight = compute_node(FR_OP_FC_BACKWARD, l.name, {dy, x, l.weight}, grads);
-      weight.with_params(FrFcBackwardParams{bias, 0, 0, 2});
-      add_split_backward(cx, std::move(input), std::move(weight), false);
+      add_split_backward(cx, std::move(input), fc_weight_gradient_node(l, x, dy, true), false);
       return;
     }
+    std::vector<TensorId> grads = {l.grad_weight};
+    if (l.spec.bias) grads.push_back(l.grad_bias);
     GraphNode n = compute_node(FR_OP_FC_BACKWARD, l.name, in, grads);
     if (dx != kNoTensor) n.out.push_back(dx);
     cx.add(std::move(n)).with_params(FrFcBackwardParams{bias, dx != kNoTensor ? 1 : 0, mask, 0});
   }
 };
+
+GraphNode fc_weight_gradient_node(const LayerDescriptor& l, TensorId x, TensorId dy, bool side) {
+  std::vector<TensorId> grads = {l.grad_weight};
+  if (l.spec.bias) grads.push_back(l.grad_bias);
+  GraphNode w = compute_node(FR_OP_FC_BACKWARD, l.name, {dy, x, l.weight}, grads);
+  w.with_params(FrFcBackwardParams{l.spec.bias ? 1 : 0, 0, 0, 2});
+  w.side_stream = side;
+  return w;
+}
 
 const LayerRule& fc_rule() {
   static const FcRule r;

@@ -23,6 +23,10 @@ inline GraphNode compute_node(std::string op, std::string label, std::vector<Ten
 // then the join's relu when `relu` (layers/batchnorm.cpp).
 GraphNode batchnorm_add_node(const LayerDescriptor& bn, TensorId x, TensorId residual, TensorId y, bool relu);
 
+// The weight gradient of fc `l` as a node of its own (fc_backward part 2: dw, db from dy and x), on the side
+// stream when `side` (layers/fc.cpp).
+GraphNode fc_weight_gradient_node(const LayerDescriptor& l, TensorId x, TensorId dy, bool side);
+
 struct EmitContext {
   ComputationGraph* graph;
   GraphId gid;
