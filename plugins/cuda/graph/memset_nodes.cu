@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace fresco::cuda {
@@ -123,13 +124,13 @@ MemsetPassResult replace_small_memsets(cudaGraph_t graph) {
   // `next` links a small memset to the small memset that is its only dependent, when it is that one's only
   // dependency: such pairs run back to back and can share one kernel.
   std::unordered_map<cudaGraphNode_t, cudaGraphNode_t> next;
-  std::unordered_map<cudaGraphNode_t, bool> has_prev;
+  std::unordered_set<cudaGraphNode_t> has_prev;
   for (const auto& [n, p] : small) {
     const Edges out = dependents(n);
     if (out.nodes.size() != 1 || !small.count(out.nodes[0])) continue;
     if (dependencies(out.nodes[0]).nodes.size() != 1) continue;
     next[n] = out.nodes[0];
-    has_prev[out.nodes[0]] = true;
+    has_prev.insert(out.nodes[0]);
   }
   // Chains in node order (deterministic), each cut into kernels of at most kMaxJobs disjoint memsets.
   for (cudaGraphNode_t head : nodes) {

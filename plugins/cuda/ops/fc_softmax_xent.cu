@@ -12,8 +12,7 @@
 namespace fresco::cuda {
 
 namespace {
-constexpr int kHeadWarps = 8;                   // rows per block
-constexpr uint64_t kMaxSharedHeadW = 48 << 10;  // w in shared memory up to this size
+constexpr int kHeadWarps = 8;  // rows per block
 
 template <int NMAX>
 __global__ void __launch_bounds__(kHeadWarps * 32)
@@ -23,12 +22,7 @@ __global__ void __launch_bounds__(kHeadWarps * 32)
                            int64_t m, int n, int64_t k, float eps, const FrStepScalars* scalars,
                            float* __restrict__ row_loss, float* __restrict__ row_hit, bool mask,
                            bool w_shared) {
-  extern __shared__ float ws[];
-  const float* wp = w;
-  if (w_shared) {
-    stage_weights(w, ws, n * k);
-    wp = ws;
-  }
+  const float* wp = block_weights(w, n * k, w_shared);
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadWarps + (threadIdx.x >> 5);
   if (row >= m) return;  // the whole warp: row is warp-uniform
@@ -50,16 +44,18 @@ __global__ void __launch_bounds__(kHeadWarps * 32)
   }
 }
 
+// Launched through small_fc's dispatch, so the register width (and with it the sums' order) is small_fc's.
 template <int NMAX>
-void launch_head(const float* x, const float* w, const float* b, const int32_t* labels, float* logits,
-                 float* dlogits, float* dx, int64_t m, int n, int64_t k, float eps,
-                 const FrStepScalars* scalars, float* row_loss, float* row_hit, bool mask, cudaStream_t s) {
-  const unsigned blocks = static_cast<unsigned>((m + kHeadWarps - 1) / kHeadWarps);
-  const uint64_t w_bytes = static_cast<uint64_t>(n) * k * sizeof(float);
-  const bool shared = w_bytes <= kMaxSharedHeadW;
-  fc_softmax_xent_kernel<NMAX><<<blocks, kHeadWarps * 32, shared ? w_bytes : 0, s>>>(
-      x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, shared);
-}
+struct LaunchHead {
+  static void run(const float* x, const float* w, const float* b, const int32_t* labels, float* logits,
+                  float* dlogits, float* dx, int64_t m, int n, int64_t k, float eps,
+                  const FrStepScalars* scalars, float* row_loss, float* row_hit, bool mask, cudaStream_t s) {
+    const unsigned blocks = static_cast<unsigned>((m + kHeadWarps - 1) / kHeadWarps);
+    const uint64_t shared = shared_weight_bytes(n, k);
+    fc_softmax_xent_kernel<NMAX><<<blocks, kHeadWarps * 32, shared, s>>>(
+        x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, shared > 0);
+  }
+};
 }  // namespace
 
 FR_CUDA_KERNEL_PREPARE(fc_softmax_xent) {
@@ -70,7 +66,7 @@ FR_CUDA_KERNEL_PREPARE(fc_softmax_xent) {
                     "cuda fc_softmax_xent: needs the small-fc kernels (FRESCO_CUDA_SMALL_FC=1, at most 32 "
                     "classes); compile with fuse_head off instead");
     *state = nullptr;
-    *workspace_bytes = sdk::fc_xent_row_bytes(call);
+    *workspace_bytes = sdk::xent_workspace_bytes(call);
   });
 }
 
@@ -84,19 +80,10 @@ FR_CUDA_KERNEL_RUN(fc_softmax_xent) {
     const int n = static_cast<int>(sh.n);
     const float* b = p.has_bias ? sdk::data<float>(call->in[3]) : nullptr;
     cudaStream_t s = stream_of(call);
-    auto run = [&](auto nmax) {
-      launch_head<decltype(nmax)::value>(
-          sdk::data<float>(call->in[0]), sdk::data<float>(call->in[1]), b, sdk::data<int32_t>(call->in[2]),
-          sdk::data<float>(call->out[0]), sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]),
-          sh.m, n, sh.k, p.label_smoothing, sh.ls, row_loss, row_hit, p.mask_input != 0, s);
-    };
-    // The register widths small_fc uses, so the sums run in its order.
-    if (n <= 8)
-      run(std::integral_constant<int, 8>{});
-    else if (n <= 16)
-      run(std::integral_constant<int, 16>{});
-    else
-      run(std::integral_constant<int, 32>{});
+    dispatch<LaunchHead>(n, sdk::data<float>(call->in[0]), sdk::data<float>(call->in[1]), b,
+                         sdk::data<int32_t>(call->in[2]), sdk::data<float>(call->out[0]),
+                         sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sh.m, n, sh.k,
+                         p.label_smoothing, sh.ls, row_loss, row_hit, p.mask_input != 0, s);
     FR_CUDA_LAUNCH_CHECK();
     softmax_xent_sum<<<1, kSumThreads, 0, s>>>(row_loss, row_hit, sh.m,
                                                static_cast<FrBatchResults*>(call->rout[0].data));

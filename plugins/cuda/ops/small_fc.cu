@@ -6,12 +6,11 @@
 namespace fresco::cuda {
 
 namespace {
-constexpr int kWarps = 8;                   // forward rows per block
-constexpr uint64_t kMaxSharedW = 48 << 10;  // forward: w in shared memory up to this size
-constexpr int kGradCols = 32;               // weight gradient: columns per block
-constexpr int kRowLanes = 8;                // weight gradient: row lanes per block
-constexpr int64_t kChunkRows = 128;         // weight gradient: rows per chunk (16 per row lane) ...
-constexpr int64_t kMaxChunks = 1024;        // ... up to this many chunks
+constexpr int kWarps = 8;             // forward rows per block
+constexpr int kGradCols = 32;         // weight gradient: columns per block
+constexpr int kRowLanes = 8;          // weight gradient: row lanes per block
+constexpr int64_t kChunkRows = 128;   // weight gradient: rows per chunk (16 per row lane) ...
+constexpr int64_t kMaxChunks = 1024;  // ... up to this many chunks
 
 // One warp per row: lanes stride over k four loads at a time, each lane keeps n partial dot products, and
 // butterflies sum them. w is first copied to shared memory when it fits (w_shared).
@@ -19,12 +18,7 @@ template <int NMAX>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
                    float* __restrict__ y, int64_t m, int n, int64_t k, bool relu, bool w_shared) {
-  extern __shared__ float ws[];
-  const float* wp = w;
-  if (w_shared) {
-    stage_weights(w, ws, n * k);
-    wp = ws;
-  }
+  const float* wp = block_weights(w, n * k, w_shared);
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (row >= m) return;  // the whole warp: row is warp-uniform
@@ -123,25 +117,13 @@ unsigned blocks_for(int64_t items, int threads) {
   return grid_for(items, threads, 0);
 }
 
-// Launch<NMAX>::run with the smallest register width NMAX that holds n outputs.
-template <template <int> class Launch, class... A>
-void dispatch(int n, A&&... a) {
-  if (n <= 8)
-    Launch<8>::run(a...);
-  else if (n <= 16)
-    Launch<16>::run(a...);
-  else
-    Launch<32>::run(a...);
-}
-
 template <int NMAX>
 struct LaunchForward {
   static void run(const float* x, const float* w, const float* b, float* y, int64_t m, int n, int64_t k,
                   bool relu, cudaStream_t s) {
     const unsigned blocks = static_cast<unsigned>((m + kWarps - 1) / kWarps);
-    const uint64_t w_bytes = static_cast<uint64_t>(n) * k * sizeof(float);
-    const bool shared = w_bytes <= kMaxSharedW;
-    forward_kernel<NMAX><<<blocks, kWarps * 32, shared ? w_bytes : 0, s>>>(x, w, b, y, m, n, k, relu, shared);
+    const uint64_t shared = shared_weight_bytes(n, k);
+    forward_kernel<NMAX><<<blocks, kWarps * 32, shared, s>>>(x, w, b, y, m, n, k, relu, shared > 0);
   }
 };
 template <int NMAX>

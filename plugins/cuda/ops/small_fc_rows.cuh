@@ -7,6 +7,25 @@
 namespace fresco::cuda {
 namespace {
 
+constexpr uint64_t kMaxSharedWeightBytes = 48 << 10;  // w goes to shared memory up to this size
+
+// Bytes of shared memory a row kernel launches with for an [n, k] w: all of w when it fits, else none.
+inline uint64_t shared_weight_bytes(int n, int64_t k) {
+  const uint64_t bytes = static_cast<uint64_t>(n) * k * sizeof(float);
+  return bytes <= kMaxSharedWeightBytes ? bytes : 0;
+}
+
+// Launch<NMAX>::run with the smallest register width NMAX that holds n outputs.
+template <template <int> class Launch, class... A>
+void dispatch(int n, A&&... a) {
+  if (n <= 8)
+    Launch<8>::run(a...);
+  else if (n <= 16)
+    Launch<16>::run(a...);
+  else
+    Launch<32>::run(a...);
+}
+
 // Copies w (n*k floats) into shared memory `ws` with four loads in flight per thread (a load-store loop keeps
 // one), then waits for the whole block.
 __device__ __forceinline__ void stage_weights(const float* __restrict__ w, float* ws, int64_t total) {
@@ -21,6 +40,16 @@ __device__ __forceinline__ void stage_weights(const float* __restrict__ w, float
   }
   for (; i < total; i += step) ws[i] = w[i];
   __syncthreads();
+}
+
+// Where the block reads w from: its copy in dynamic shared memory when the launch gave it one (`shared`,
+// uniform over the block), else w itself.
+__device__ __forceinline__ const float* block_weights(const float* __restrict__ w, int64_t total,
+                                                      bool shared) {
+  extern __shared__ float ws[];
+  if (!shared) return w;
+  stage_weights(w, ws, total);
+  return ws;
 }
 
 // One warp, one row: lanes stride over k four loads at a time, each lane keeps n partial dot products, and
