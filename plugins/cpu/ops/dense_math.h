@@ -16,6 +16,9 @@ void fc_input_grad_f32(const float* dy, const float* w, float* dx, int64_t m, in
                        void* workspace, uint64_t workspace_bytes);
 // Zeroes g where y <= 0 (a fused relu's backward, in place).
 void relu_mask_f32(float* g, const float* y, int64_t n);
+// Throws (an FR_ERR_INVALID_ARGUMENT error naming `op` and the row) unless every y[r] of the m rows lies in
+// [0, c) (softmax_xent.cpp).
+void check_labels(const int32_t* y, int64_t m, int64_t c, const char* op);
 // Softmax cross-entropy over rows of z[M,C] with labels y (each already checked to lie in [0, C)): the loss
 // and top-1 hits summed in row order into *out, dz = (softmax - target) * scale / M when dz is given; row_ws
 // holds 2M floats (softmax_xent.cpp).

@@ -16,7 +16,7 @@ uint64_t gemm_bytes(int64_t m, int64_t n, int64_t k) {
   return std::max(gemm_workspace_bytes(m, n, k, max_threads()), gemm_workspace_bytes(m, k, n, max_threads()));
 }
 uint64_t gemm_offset(const FrCall* call) {
-  return (sdk::fc_xent_row_bytes(call) + 63) & ~uint64_t{63};
+  return (sdk::xent_workspace_bytes(call) + 63) & ~uint64_t{63};
 }
 }  // namespace
 
@@ -40,10 +40,7 @@ FR_CPU_KERNEL_RUN(fc_softmax_xent) {
     float* logits = sdk::data<float>(call->out[0]);
     float* dlogits = sdk::data<float>(call->out[1]);
     float* dx = sdk::data<float>(call->out[2]);
-    for (int64_t r = 0; r < m; ++r)
-      FR_PLUGIN_CHECK(
-          labels[r] >= 0 && labels[r] < n, FR_ERR_INVALID_ARGUMENT,
-          "fc_softmax_xent: label of row " + std::to_string(r) + " outside [0, " + std::to_string(n) + ")");
+    check_labels(labels, m, n, "fc_softmax_xent");
     auto* row_ws = static_cast<float*>(call->workspace);
     FR_PLUGIN_CHECK(call->workspace_bytes >= gemm_offset(call) + gemm_bytes(m, n, k), FR_ERR_INVALID_ARGUMENT,
                     "fc_softmax_xent: workspace too small");

@@ -10,6 +10,13 @@
 
 namespace fresco::cpu {
 
+void check_labels(const int32_t* y, int64_t m, int64_t c, const char* op) {
+  for (int64_t r = 0; r < m; ++r)
+    FR_PLUGIN_CHECK(
+        y[r] >= 0 && y[r] < c, FR_ERR_INVALID_ARGUMENT,
+        std::string(op) + ": label of row " + std::to_string(r) + " outside [0, " + std::to_string(c) + ")");
+}
+
 void softmax_xent_f32(const float* z, const int32_t* y, float* dz, int64_t m, int64_t c, float eps,
                       float scale, float* row_ws, FrBatchResults* out) {
   float* row_loss = row_ws;
@@ -66,10 +73,7 @@ FR_CPU_KERNEL_RUN(softmax_xent) {
     float* dz = p.write_grad ? sdk::data<float>(call->out[0]) : nullptr;
     // With the step scalars as rin (dynamic loss scaling) the gradient is multiplied by the loss scale.
     const float scale = xs.ls ? xs.ls->loss_scale : 1.0f;
-    for (int64_t r = 0; r < m; ++r)
-      FR_PLUGIN_CHECK(
-          y[r] >= 0 && y[r] < c, FR_ERR_INVALID_ARGUMENT,
-          "softmax_xent: label of row " + std::to_string(r) + " outside [0, " + std::to_string(c) + ")");
+    check_labels(y, m, c, "softmax_xent");
     softmax_xent_f32(z, y, dz, m, c, p.label_smoothing, scale, static_cast<float*>(call->workspace),
                      static_cast<FrBatchResults*>(call->rout[0].data));
   });

@@ -17,9 +17,18 @@ struct XentShape {
   const FrStepScalars* ls;  // step scalars when the loss is scaled (fp16), else null
 };
 
-// Workspace softmax_xent kernels ask for: a loss and a hit per row.
+// Workspace the loss kernels (softmax_xent, fc_softmax_xent) need for their rows: a loss and a hit per row
+// of the first input.
 inline uint64_t xent_workspace_bytes(const FrCall* call) {
   return static_cast<uint64_t>(rows(call->in[0])) * 2 * sizeof(float);
+}
+
+// The batch results range and the rows' workspace, checked the same way for both loss ops.
+inline void check_xent_results(const FrCall* call, const char* op) {
+  FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrBatchResults), FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": results range too small");
+  FR_PLUGIN_CHECK(call->workspace_bytes >= xent_workspace_bytes(call), FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": workspace too small");
 }
 
 inline XentShape xent_shape(const FrCall* call) {
@@ -32,10 +41,7 @@ inline XentShape xent_shape(const FrCall* call) {
   FR_PLUGIN_CHECK(numel(call->in[1]) >= s.m, FR_ERR_INVALID_ARGUMENT, "softmax_xent: fewer labels than rows");
   FR_PLUGIN_CHECK(!p.write_grad || call->n_out >= 1, FR_ERR_INVALID_ARGUMENT,
                   "softmax_xent: no gradient output");
-  FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrBatchResults), FR_ERR_INVALID_ARGUMENT,
-                  "softmax_xent: results range too small");
-  FR_PLUGIN_CHECK(call->workspace_bytes >= xent_workspace_bytes(call), FR_ERR_INVALID_ARGUMENT,
-                  "softmax_xent: workspace too small");
+  check_xent_results(call, "softmax_xent");
   return s;
 }
 
@@ -44,11 +50,6 @@ struct FcXentShape {
   int64_t m, n, k;          // rows, classes, input features
   const FrStepScalars* ls;  // step scalars when the loss is scaled, else null
 };
-
-// Workspace fc_softmax_xent kernels need besides their GEMMs': a loss and a hit per row.
-inline uint64_t fc_xent_row_bytes(const FrCall* call) {
-  return static_cast<uint64_t>(rows(call->in[0])) * 2 * sizeof(float);
-}
 
 inline FcXentShape fc_xent_shape(const FrCall* call) {
   expect_arity(call, 3, 3, 0, 1, "fc_softmax_xent");
@@ -73,10 +74,7 @@ inline FcXentShape fc_xent_shape(const FrCall* call) {
                     "fc_softmax_xent: logits and dlogits must be [M,N]");
   FR_PLUGIN_CHECK(numel(call->out[2]) == s.m * s.k, FR_ERR_INVALID_ARGUMENT,
                   "fc_softmax_xent: dx must be [M,K]");
-  FR_PLUGIN_CHECK(call->rout[0].bytes >= sizeof(FrBatchResults), FR_ERR_INVALID_ARGUMENT,
-                  "fc_softmax_xent: results range too small");
-  FR_PLUGIN_CHECK(call->workspace_bytes >= fc_xent_row_bytes(call), FR_ERR_INVALID_ARGUMENT,
-                  "fc_softmax_xent: workspace too small");
+  check_xent_results(call, "fc_softmax_xent");
   return s;
 }
 
