@@ -4,6 +4,9 @@
 #include <tbb/global_control.h>
 
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "e2e/fashion_mnist_fixture.h"
 #include "fresco/core/deep_learning_task.h"
@@ -41,6 +44,18 @@ std::vector<std::pair<std::string, std::vector<float>>> train_once(uint64_t seed
   t.run();
   return t.snapshot();
 }
+// Every tensor of two snapshots has the same bits; `what` names the difference in a failure.
+void expect_same_bits(const std::vector<std::pair<std::string, std::vector<float>>>& a,
+                      const std::vector<std::pair<std::string, std::vector<float>>>& b,
+                      const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].second.size(), b[i].second.size());
+    EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
+        << a[i].first << " differs " << what;
+  }
+}
 }  // namespace
 
 TEST(Determinism, SameSeedSameBitsAcrossThreadCounts) {
@@ -68,30 +83,15 @@ TEST(Determinism, SameSeedSameBitsAcrossThreadCounts) {
 TEST(Determinism, EarlyUpdateGivesTheSameBits) {
   if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   e2e::load_plugins();
-  const auto a = train_once(7, 2, true);
-  const auto b = train_once(7, 2, false);
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].second.size(), b[i].second.size());
-    EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
-        << a[i].first << " differs with the early update";
-  }
+  expect_same_bits(train_once(7, 2, true), train_once(7, 2, false), "with the early update");
 }
 
 // Deferring the fc weight gradients reorders independent nodes only: the same bits.
 TEST(Determinism, DeferredFcWeightGradientsGiveTheSameBits) {
   if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   e2e::load_plugins();
-  const auto a = train_once(7, 2, false, true);
-  const auto b = train_once(7, 2, false, false);
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].second.size(), b[i].second.size());
-    EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
-        << a[i].first << " differs with deferred weight gradients";
-  }
+  expect_same_bits(train_once(7, 2, false, true), train_once(7, 2, false, false),
+                   "with deferred weight gradients");
 }
 
 // The fused head (fc + loss + input gradient + the previous relu mask in one node) computes the same bits as
@@ -99,17 +99,9 @@ TEST(Determinism, DeferredFcWeightGradientsGiveTheSameBits) {
 TEST(Determinism, FusedHeadGivesTheSameBits) {
   if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   e2e::load_plugins();
-  for (bool defer : {false, true}) {
-    const auto a = train_once(7, 2, false, defer, true);
-    const auto b = train_once(7, 2, false, defer, false);
-    ASSERT_EQ(a.size(), b.size());
-    ASSERT_FALSE(a.empty());
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_EQ(a[i].second.size(), b[i].second.size());
-      EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
-          << a[i].first << " differs with the fused head (defer " << defer << ")";
-    }
-  }
+  for (bool defer : {false, true})
+    expect_same_bits(train_once(7, 2, false, defer, true), train_once(7, 2, false, defer, false),
+                     std::string("with the fused head (defer ") + (defer ? "1)" : "0)"));
 }
 
 TEST(NodeParity, SameDeviceAgreesNodeByNode) {

@@ -6,8 +6,8 @@
 
 #include <cstring>
 #include <random>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "plugins/cpu/op_harness.h"
@@ -36,16 +36,18 @@ struct Head {
   }
 };
 
+// Outputs for head h, poisoned so an element left unwritten shows.
 struct HeadOut {
   std::vector<float> logits, dlogits, dx;
   FrBatchResults results{kPoison, kPoison, kPoison, 0.0f};
+  explicit HeadOut(const Head& h)
+      : logits(static_cast<size_t>(h.m * h.n), kPoison),
+        dlogits(logits.size(), kPoison),
+        dx(static_cast<size_t>(h.m * h.k), kPoison) {}
 };
 
 HeadOut fused(Head& h, bool bias, bool mask, float eps) {
-  HeadOut o;
-  o.logits.assign(static_cast<size_t>(h.m * h.n), kPoison);
-  o.dlogits.assign(o.logits.size(), kPoison);
-  o.dx.assign(static_cast<size_t>(h.m * h.k), kPoison);
+  HeadOut o(h);
   OpCall c(FR_OP_FC_SOFTMAX_XENT);
   c.in(tensor(h.x, {h.m, 1, 1, h.k})).in(tensor(h.w, {h.n, 1, 1, h.k})).in(tensor(h.labels, {h.m, 1, 1, 1}));
   if (bias) c.in(tensor(h.b, {1, 1, 1, h.n}));
@@ -59,10 +61,7 @@ HeadOut fused(Head& h, bool bias, bool mask, float eps) {
 
 // The same through the separate nodes.
 HeadOut separate(Head& h, bool bias, bool mask, float eps) {
-  HeadOut o;
-  o.logits.assign(static_cast<size_t>(h.m * h.n), kPoison);
-  o.dlogits.assign(o.logits.size(), kPoison);
-  o.dx.assign(static_cast<size_t>(h.m * h.k), kPoison);
+  HeadOut o(h);
   {
     OpCall c(FR_OP_FC);
     c.in(tensor(h.x, {h.m, 1, 1, h.k})).in(tensor(h.w, {h.n, 1, 1, h.k}));
