@@ -9,16 +9,26 @@
 namespace fresco::cuda {
 
 namespace {
+constexpr int kThreads = 256;
+
 // Four consecutive elements per thread (one 4-byte load of x), 32-bit indices: the channel is found once per
-// four elements. The arithmetic per element is the one the CPU does (two IEEE divisions), so the bits agree.
+// four elements. Each block first tabulates the 256 x channels possible outputs in shared memory with the
+// arithmetic the CPU does per element (two IEEE divisions), so the bits agree and no element divides.
 template <class T>
-__global__ void normalize_kernel(const uint8_t* __restrict__ x, T* __restrict__ y, uint32_t n,
-                                 FrNormalizeParams p, const int32_t* __restrict__ labels_in,
-                                 int32_t* __restrict__ labels_out, uint32_t n_labels, bool x_aligned4) {
-  const uint32_t stride = gridDim.x * blockDim.x;
-  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
-  for (uint32_t i = first; i < n_labels; i += stride) labels_out[i] = labels_in[i];
+__global__ void __launch_bounds__(kThreads)
+    normalize_kernel(const uint8_t* __restrict__ x, T* __restrict__ y, uint32_t n, FrNormalizeParams p,
+                     const int32_t* __restrict__ labels_in, int32_t* __restrict__ labels_out,
+                     uint32_t n_labels, bool x_aligned4) {
+  __shared__ float table[FR_MAX_NORM_CHANNELS][256];
   const uint32_t channels = static_cast<uint32_t>(p.channels);
+  for (uint32_t i = threadIdx.x; i < 256 * channels; i += kThreads) {
+    const uint32_t c = i >> 8, v = i & 255;
+    table[c][v] = (static_cast<float>(v) / 255.0f - p.mean[c]) / p.std[c];
+  }
+  const uint32_t stride = gridDim.x * kThreads;
+  const uint32_t first = blockIdx.x * kThreads + threadIdx.x;
+  for (uint32_t i = first; i < n_labels; i += stride) labels_out[i] = labels_in[i];
+  __syncthreads();
   for (uint32_t q = first; q < (n + 3) / 4; q += stride) {
     const uint32_t i0 = 4 * q;
     uint8_t v[4];
@@ -31,7 +41,7 @@ __global__ void normalize_kernel(const uint8_t* __restrict__ x, T* __restrict__ 
     uint32_t c = i0 % channels;
 #pragma unroll
     for (uint32_t j = 0; j < 4; ++j) {
-      if (i0 + j < n) y[i0 + j] = from_f<T>((static_cast<float>(v[j]) / 255.0f - p.mean[c]) / p.std[c]);
+      if (i0 + j < n) y[i0 + j] = from_f<T>(table[c][v[j]]);
       c = c + 1 == channels ? 0 : c + 1;
     }
   }
@@ -65,7 +75,7 @@ FR_CUDA_KERNEL_RUN(normalize_input) {
     with_float_type(call->out[0].dtype, "normalize_input", [&](auto tag) {
       using T = decltype(tag);
       const int64_t work = std::max<int64_t>((n + 3) / 4, n_labels);
-      normalize_kernel<T><<<grid_for(work, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
+      normalize_kernel<T><<<grid_for(work, kThreads, ctx_of(ctx)->sm_count), kThreads, 0, stream_of(call)>>>(
           sdk::data<uint8_t>(xt), sdk::data<T>(call->out[0]), static_cast<uint32_t>(n), p, labels_in,
           labels_out, static_cast<uint32_t>(n_labels), (reinterpret_cast<uintptr_t>(xt.data) & 3u) == 0);
     });
