@@ -527,6 +527,26 @@ TEST(CudaOps, FcOnTheMlpShapes) {
     expect_fc_matches_cpu(s.m, s.k, s.n, "chosen algorithm");
 }
 
+// The bias gradient's column sums (ops/column_sums.cu) over batches of the sizes training uses and ragged
+// ones, with the relu mask (the full backward) and without it (dw, db from dy as given).
+TEST(CudaOps, FcBiasGradientOnManyRows) {
+  FRESCO_REQUIRE_GPU();
+  for (const int64_t m : {256, 700, 1030}) {
+    expect_fc_matches_cpu(m, 53, 40, "many rows");
+    OpCase weight;
+    weight.tensors = {{DType::F32, {m, 1, 1, 40}, Fill::RANDOM},
+                      {DType::F32, {m, 1, 1, 53}, Fill::RANDOM},
+                      {DType::F32, {40, 1, 1, 53}, Fill::RANDOM},
+                      {DType::F32, {40, 1, 1, 53}, Fill::ZERO},
+                      {DType::F32, {1, 1, 1, 40}, Fill::ZERO}};
+    weight.node = node(FR_OP_FC_BACKWARD, {0, 1, 2}, {3, 4});
+    weight.node.with_params(FrFcBackwardParams{1, 0, 0, 2});
+    weight.outputs = {0, 3, 4};
+    weight.runs = 2;
+    expect_same(weight, 2e-6, "fc_backward part 2, rows " + std::to_string(m));
+  }
+}
+
 TEST(CudaOps, FcOnTheOwnGemm) {
   FRESCO_REQUIRE_GPU();
   // FRESCO_CUDA_SGEMM=2: every fc GEMM that fits runs on ops/sgemm.cu (its fastest configuration), forward
