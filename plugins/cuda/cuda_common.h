@@ -46,7 +46,9 @@ struct Context {
   // cuBLASLt algorithm search at prepare (FRESCO_CUBLAS_AUTOTUNE): 0 = the heuristic's first choice, 1 = the
   // fastest of the heuristic's candidates, 2 (default) = also every configuration cuBLASLt accepts.
   int autotune = 2;
-  bool log_choices = false;  // FRESCO_CUBLAS_LOG=1: print each matmul choice to stderr
+  // FRESCO_CUBLAS_LOG=1: print each matmul choice to stderr; 2: also every timed candidate (index,
+  // description as the tuning cache records it, time).
+  int log_choices = 0;
   // fresco's own fp32 GEMM (ops/sgemm.h) in that search (FRESCO_CUDA_SGEMM): 0 (default) = never, 1 = as
   // further candidates, timed with cuBLASLt's, 2 = only its configurations wherever it fits. Off by default:
   // it took 0.93-1.13x cuBLASLt's time on the MLP's problems (H200), and its sliced-k summation order makes

@@ -66,7 +66,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->device = index;
     // Tuning from the environment (README "CUDA tuning"), before any handle exists.
     c->autotune = env_int("FRESCO_CUBLAS_AUTOTUNE", 2, 0, 2);
-    c->log_choices = env_switch("FRESCO_CUBLAS_LOG", false);
+    c->log_choices = env_int("FRESCO_CUBLAS_LOG", 0, 0, 2);
     c->own_sgemm = env_int("FRESCO_CUDA_SGEMM", 0, 0, 2);
     c->conv_engines = env_int("FRESCO_CUDNN_ENGINES", 1, 0, 2);
     c->conv_engine_candidates = env_int("FRESCO_CUDNN_ENGINE_CANDIDATES", 64, 1, 1000);

@@ -108,7 +108,7 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
       // The settings that shape the candidate list are part of the key (tuning/tuning_cache.h).
       const std::string tkey = "matmul " + ctx->machine + " " + key + " autotune " +
                                std::to_string(ctx->autotune) + " own " + std::to_string(ctx->own_sgemm) +
-                               " ws " + std::to_string(max_workspace);
+                               " ws " + std::to_string(max_workspace) + " ties splits";
       // A hit must name the candidate at its index and carry the timed pick's time (else: time again).
       const std::optional<TunedChoice> hit = ctx->tuning ? ctx->tuning->find(tkey) : std::nullopt;
       if (hit && hit->index < static_cast<int>(cands.size()) && hit->ms.size() == cands.size() &&
@@ -140,6 +140,10 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
                    own_best, pick, c.own.tile >= 0 ? sgemm_name(c.own).c_str() : algo_name(c.algo).c_str(),
                    static_cast<size_t>(pick) < us.size() ? us[static_cast<size_t>(pick)] : -1.0f,
                    from_cache ? " (tuning cache)" : "");
+      if (ctx->log_choices >= 2)
+        for (size_t i = 0; i < us.size() && i < cands.size(); ++i)
+          std::fprintf(stderr, "[fresco-cuda]   candidate %s #%zu\t%s\t%.2f us\n", key.c_str(), i,
+                       candidate_name(cands[i]).c_str(), us[i]);
     }
     p.algo = cands[pick].algo;
     p.workspace = cands[pick].workspace;

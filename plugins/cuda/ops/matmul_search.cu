@@ -5,12 +5,26 @@
 
 #include "ops/matmul_search.h"
 #include "ops/scratch_fill.h"
+#include "tuning/tied_choice.h"
 
 namespace fresco::cuda {
 
 namespace {
 constexpr int kRepsPerGraph = 8;  // back-to-back calls per captured graph: hides the graph launch itself
 constexpr int kSplits[] = {1, 2, 3, 4, 6, 8, 12, 16};
+// Candidates within this fraction of the fastest time count as tied: timing them again moves their order.
+constexpr float kTie = 0.005f;
+
+// The split-K slices of a configuration (1 without split-K).
+int splits_of(const MatmulChoice& c) {
+  if (c.own.tile >= 0) return c.own.splits;
+  int32_t split = 1;
+  size_t w = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split,
+                                           &w) != CUBLAS_STATUS_SUCCESS)
+    return 1;
+  return split > 0 ? split : 1;
+}
 
 // Scratch operands and timing objects for one search, freed on every path.
 struct Scratch {
@@ -158,19 +172,17 @@ int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulCh
   for (const auto& c : cands) ws = std::max(ws, c.workspace);
   Scratch x(m, n, k, ws);
   std::vector<float> t(cands.size());
-  float fastest = std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < cands.size(); ++i) {
-    t[i] = time_candidate(ctx, p, cands[i], x);
-    if (t[i] > 0.0f) fastest = std::min(fastest, t[i]);
-  }
-  // The fastest measured (the first of equal times). Later runs on this machine take the same choice from
-  // the tuning cache (tuning/tuning_cache.h), so timing noise cannot swap it between runs.
-  int pick = 0;
-  for (size_t i = 0; i < cands.size(); ++i)
-    if (t[i] > 0.0f && t[i] == fastest) {
-      pick = static_cast<int>(i);
-      break;
-    }
+  for (size_t i = 0; i < cands.size(); ++i) t[i] = time_candidate(ctx, p, cands[i], x);
+  // Among the candidates within kTie of the fastest, the one with the fewest split-K slices, then the
+  // fastest, then the first (tuning/tied_choice.h). Inside a training step GEMMs run beside each other, and
+  // there a split-K configuration (more blocks, a reduction through the workspace) costs more than alone: on
+  // the H200 the MLP's fc0 weight gradient took a split-4 configuration 0.2% faster alone than the unsplit
+  // one, and the step ran at 0.2897 ms against 0.2642 (docs/performance.md). Later runs on this machine take
+  // the same choice from the tuning cache (tuning/tuning_cache.h), so timing noise cannot swap it between
+  // runs.
+  std::vector<int> splits(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) splits[i] = splits_of(cands[i]);
+  const int pick = std::max(tied_choice(t, splits, kTie), 0);
   if (us) *us = t;
   return pick;
 }

@@ -18,8 +18,9 @@ namespace fresco::cuda {
 std::vector<MatmulChoice> enumerate_matmul_configs(Context* ctx, const MatmulPlan& p, uint64_t max_workspace,
                                                    size_t limit);
 
-// Index of the candidate to use: the fastest by graph-replayed time per call (the first of equal times; the
-// caller keeps the choice in the tuning cache, so it does not swap between runs). *us (when given) receives
+// Index of the candidate to use: by graph-replayed time per call, among those within 0.5% of the fastest the
+// one with the fewest split-K slices, then the fastest, then the first (the caller keeps the choice in the
+// tuning cache, so it does not swap between runs). *us (when given) receives
 // each candidate's time per call, negative for one that could not run.
 int fastest_matmul(Context* ctx, const MatmulPlan& p, const std::vector<MatmulChoice>& cands, int64_t m,
                    int64_t n, int64_t k, std::vector<float>* us);
