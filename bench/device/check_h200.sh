@@ -21,6 +21,11 @@ run --model resnet18 --batch 512 --precision fp32 --steps 20
 run --model resnet50 --batch 256 --image 224 --stem imagenet --precision bf16 --steps 20
 echo "fresco ResNet done at ${SECONDS}s"
 for b in 128 1024; do $B/bench_mlp_epoch --device cuda --batch $b --epochs 2 --steps 3000 2>>$L | grep mlp_; done | tee $OUT/fresco_mlp.json
+# Then the batch-1024 step with its GEMMs chosen by the step's time (scripts/tune_step.py, on the same cache).
+export FRESCO_CUDA_TUNING_CACHE=${FRESCO_CUDA_TUNING_CACHE:-$HOME/.cache/fresco/cuda-tuning.tsv}
+timeout 200 python3 scripts/tune_step.py --cache "$FRESCO_CUDA_TUNING_CACHE" --batch 1024 -- \
+  $B/bench_mlp_epoch --device cuda --batch 1024 --epochs 1 --steps 3000 2>&1 | tail -1
+$B/bench_mlp_epoch --device cuda --batch 1024 --epochs 1 --steps 3000 2>>$L | grep mlp_step | tee -a $OUT/fresco_mlp.json
 echo "fresco MLP done at ${SECONDS}s"
 MODES=eager,graph DTYPES=bfloat16,float16 OUT=$OUT timeout 150 python3 .devrun/pytorch_baseline.py rn18 2>&1 | grep -v Warn | tail -4
 OUT=$OUT timeout 100 python3 bench/device/pytorch_rn50.py 256 2>&1 | grep -v Warn | tail -1

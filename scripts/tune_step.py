@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Choose the CUDA plugin's fc GEMM configurations by the time of the whole training step.
+
+The plugin picks each cuBLASLt configuration by timing the GEMM alone (ops/matmul_plan.cu) and keeps the pick
+in its tuning cache (plugins/cuda/tuning/tuning_cache.h). Inside a step the GEMMs overlap each other on
+several streams, and configurations that tie alone can differ by 10% of the step there (docs/performance.md).
+This tool runs a benchmark command that prints a JSON line with "ms_step" (bench_mlp_epoch,
+bench_resnet_step), reads every timed candidate from its log (FRESCO_CUBLAS_LOG=2), and for each fc GEMM of
+the training batch, largest first, tries the next-fastest candidates in the whole step by rewriting that
+problem's cache entry (a later line for a key replaces an earlier one). A candidate is kept when the step
+gets faster by more than --keep percent. Every later run on the machine reads the file and so uses the
+step-tuned choices.
+
+Usage: scripts/tune_step.py --cache FILE --batch N [--passes 2] [--top 4] -- COMMAND [ARGS...]
+  e.g. scripts/tune_step.py --cache ~/.cache/fresco/cuda-tuning.tsv --batch 1024 -- \\
+       build/bin/bench_mlp_epoch --device cuda --batch 1024 --epochs 1 --steps 3000
+--batch selects the problems of the training batch: a forward or input gradient (layouts 01, 00) whose m is
+N, a weight gradient (layout 10) whose k is N. Only the Python standard library is used.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+CANDIDATE = re.compile(r"\[fresco-cuda\]   candidate (\S+) #(\d+)\t(.*)\t([-0-9.naif]+) us")
+
+
+def run_step(cmd, cache, log, timeout):
+    env = dict(os.environ, FRESCO_CUDA_TUNING_CACHE=cache, FRESCO_CUBLAS_LOG=str(log))
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        sys.exit(f"tune_step: {' '.join(cmd)} exited with {r.returncode}:\n{r.stderr[-2000:]}")
+    ms = None
+    for line in r.stdout.splitlines():  # the last JSON line of a *_step benchmark with ms_step
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(j, dict) and "ms_step" in j and str(j.get("bench", "")).endswith("_step"):
+            ms = float(j["ms_step"])
+    if ms is None:
+        sys.exit(f"tune_step: {' '.join(cmd)} printed no JSON line with ms_step")
+    return ms, r.stderr
+
+
+def cache_entries(path):
+    """The last line of each key: key -> [key, index, description, times]."""
+    last = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) == 4:
+                last[fields[0]] = fields
+    return last
+
+
+def problem_of(key):
+    """'matmul MACHINE 10,512,1024,1024,00 autotune ...' -> '10,512,1024,1024,00' (None for other keys)."""
+    parts = key.split(" ")
+    return parts[2] if len(parts) > 2 and parts[0] == "matmul" else None
+
+
+def in_batch(problem, batch):
+    layout, m, n, k = problem.split(",")[:4]
+    return int(k) == batch if layout.startswith("1") else int(m) == batch
+
+
+def macs(problem):
+    _, m, n, k = problem.split(",")[:4]
+    return int(m) * int(n) * int(k)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cache", required=True, help="tuning cache file (created when missing)")
+    ap.add_argument("--batch", type=int, required=True, help="training batch of the step")
+    ap.add_argument("--passes", type=int, default=2, help="sweeps over the problems (default 2)")
+    ap.add_argument("--top", type=int, default=4, help="candidates tried per problem and pass (default 4)")
+    ap.add_argument("--keep", type=float, default=0.3, help="percent the step must gain (default 0.3)")
+    ap.add_argument("--min-macs", type=float, default=2**26, help="smallest problem tried (default 2^26)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per benchmark run (default 300)")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- benchmark command")
+    a = ap.parse_args()
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        ap.error("give the benchmark command after --")
+    if a.passes < 1 or a.top < 1:
+        ap.error("--passes and --top must be at least 1")
+
+    first, log = run_step(cmd, a.cache, 2, a.timeout)  # tunes alone where the cache has no entry yet
+    cands = {}
+    for line in log.splitlines():
+        m = CANDIDATE.match(line)
+        if m:
+            cands.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), float(m.group(4)))
+    if not os.path.exists(a.cache):
+        sys.exit(f"tune_step: {a.cache} was not written (is the CUDA plugin loaded, the cache writable?)")
+    entries = {problem_of(k): v for k, v in cache_entries(a.cache).items() if problem_of(k)}
+    problems = sorted((p for p in cands if p in entries and in_batch(p, a.batch) and macs(p) >= a.min_macs),
+                      key=macs, reverse=True)
+    if not problems:
+        sys.exit("tune_step: no timed fc GEMM of that batch in the log (FRESCO_CUBLAS_LOG=2)")
+    best, _ = run_step(cmd, a.cache, 0, a.timeout)
+    start = best
+    print(f"tune_step: {len(problems)} problems; step {first:.5f} ms on the first run, {best:.5f} ms cached",
+          flush=True)
+
+    def write(entry, index):
+        name = cands[problem_of(entry[0])][index][0]
+        with open(a.cache, "a") as f:
+            f.write("\t".join([entry[0], str(index), name, entry[3]]) + "\n")
+
+    for sweep in range(a.passes):
+        changed = False
+        for p in problems:
+            entry = cache_entries(a.cache)[entries[p][0]]
+            current, c = int(entry[1]), cands[p]
+            order = sorted((i for i in c if c[i][1] > 0 and i != current), key=lambda i: c[i][1])[: a.top]
+            tried = []
+            keep = current
+            for i in order:
+                write(entry, i)
+                t, _ = run_step(cmd, a.cache, 0, a.timeout)
+                tried.append(f"#{i} ({c[i][1]:.2f} us alone) {t:.5f}")
+                if t < best * (1 - a.keep / 100):
+                    best, keep = t, i
+            write(entry, keep)
+            changed |= keep != current
+            print(f"pass {sweep + 1} {p}: was #{current} ({c[current][1]:.2f} us alone); tried "
+                  + ", ".join(tried) + f"; keeps #{keep}; step {best:.5f} ms", flush=True)
+        if not changed:
+            break
+    print(f"tune_step: step {start:.5f} -> {best:.5f} ms; choices in {a.cache}")
+
+
+if __name__ == "__main__":
+    main()
