@@ -21,15 +21,21 @@ import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 
+HEADER = "# fresco CUDA tuning cache v1"
 CANDIDATE = re.compile(r"\[fresco-cuda\]   candidate (\S+) #(\d+)\t(.*)\t([-0-9.naif]+) us")
 
 
 def run_step(cmd, cache, log, timeout):
     env = dict(os.environ, FRESCO_CUDA_TUNING_CACHE=cache, FRESCO_CUBLAS_LOG=str(log))
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"tune_step: {' '.join(cmd)} ran past --timeout {timeout:g} s")
     if r.returncode != 0:
         sys.exit(f"tune_step: {' '.join(cmd)} exited with {r.returncode}:\n{r.stderr[-2000:]}")
     ms = None
@@ -56,6 +62,18 @@ def cache_entries(path):
             if len(fields) == 4:
                 last[fields[0]] = fields
     return last
+
+
+def entry_for(problem, cands, entries):
+    """The cache entry this machine's run uses for the problem: the one whose times cover exactly the logged
+    candidates and whose chosen description is the logged one (a file may also hold other machines' or
+    settings' entries for the same problem)."""
+    fits = [e for k, e in entries.items() if problem_of(k) == problem and len(e[3].split(",")) == len(cands)
+            and e[1].isdigit() and int(e[1]) in cands and cands[int(e[1])][0] == e[2]]
+    if len(fits) > 1:
+        sys.exit(f"tune_step: {len(fits)} cache entries fit {problem} (other machines or settings with the same "
+                 "candidates); tune with a cache file of this machine and settings only")
+    return fits[0] if fits else None
 
 
 def problem_of(key):
@@ -90,6 +108,11 @@ def main():
         ap.error("give the benchmark command after --")
     if a.passes < 1 or a.top < 1:
         ap.error("--passes and --top must be at least 1")
+    if a.keep < 0 or a.timeout <= 0:
+        ap.error("--keep must be 0 or more and --timeout positive")
+    # SIGTERM (a timeout around this tool) ends it like Ctrl-C: the trial file is removed, the cache keeps
+    # only decided choices.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("tune_step: terminated"))
 
     first, log = run_step(cmd, a.cache, 2, a.timeout)  # tunes alone where the cache has no entry yet
     cands = {}
@@ -99,41 +122,54 @@ def main():
             cands.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), float(m.group(4)))
     if not os.path.exists(a.cache):
         sys.exit(f"tune_step: {a.cache} was not written (is the CUDA plugin loaded, the cache writable?)")
-    entries = {problem_of(k): v for k, v in cache_entries(a.cache).items() if problem_of(k)}
-    problems = sorted((p for p in cands if p in entries and in_batch(p, a.batch) and macs(p) >= a.min_macs),
-                      key=macs, reverse=True)
+    with open(a.cache) as f:
+        if not f.readline().startswith(HEADER):
+            sys.exit(f"tune_step: {a.cache} is not a fresco CUDA tuning cache (no header line)")
+    entries = cache_entries(a.cache)
+    keys = {p: e[0] for p in cands if (e := entry_for(p, cands[p], entries))}
+    problems = sorted((p for p in keys if in_batch(p, a.batch) and macs(p) >= a.min_macs), key=macs,
+                      reverse=True)
     if not problems:
         sys.exit("tune_step: no timed fc GEMM of that batch in the log (FRESCO_CUBLAS_LOG=2)")
-    best, _ = run_step(cmd, a.cache, 0, a.timeout)
-    start = best
-    print(f"tune_step: {len(problems)} problems; step {first:.5f} ms on the first run, {best:.5f} ms cached",
-          flush=True)
+    # Trials go to a copy; the cache itself gets only decided choices, so it is valid whenever the tool stops.
+    trial = a.cache + ".tune_step"
+    shutil.copy(a.cache, trial)
+    try:
+        best, _ = run_step(cmd, trial, 0, a.timeout)
+        start = best
+        print(f"tune_step: {len(problems)} problems; step {first:.5f} ms on the first run, {best:.5f} ms "
+              "cached", flush=True)
 
-    def write(entry, index):
-        name = cands[problem_of(entry[0])][index][0]
-        with open(a.cache, "a") as f:
-            f.write("\t".join([entry[0], str(index), name, entry[3]]) + "\n")
+        def write(path, entry, index):
+            name = cands[problem_of(entry[0])][index][0]
+            with open(path, "a") as f:
+                f.write("\t".join([entry[0], str(index), name, entry[3]]) + "\n")
 
-    for sweep in range(a.passes):
-        changed = False
-        for p in problems:
-            entry = cache_entries(a.cache)[entries[p][0]]
-            current, c = int(entry[1]), cands[p]
-            order = sorted((i for i in c if c[i][1] > 0 and i != current), key=lambda i: c[i][1])[: a.top]
-            tried = []
-            keep = current
-            for i in order:
-                write(entry, i)
-                t, _ = run_step(cmd, a.cache, 0, a.timeout)
-                tried.append(f"#{i} ({c[i][1]:.2f} us alone) {t:.5f}")
-                if t < best * (1 - a.keep / 100):
-                    best, keep = t, i
-            write(entry, keep)
-            changed |= keep != current
-            print(f"pass {sweep + 1} {p}: was #{current} ({c[current][1]:.2f} us alone); tried "
-                  + ", ".join(tried) + f"; keeps #{keep}; step {best:.5f} ms", flush=True)
-        if not changed:
-            break
+        for sweep in range(a.passes):
+            changed = False
+            for p in problems:
+                entry = cache_entries(trial)[keys[p]]
+                current, c = int(entry[1]), cands[p]
+                order = sorted((i for i in c if c[i][1] > 0 and i != current), key=lambda i: c[i][1])[: a.top]
+                tried = []
+                keep = current
+                for i in order:
+                    write(trial, entry, i)
+                    t, _ = run_step(cmd, trial, 0, a.timeout)
+                    tried.append(f"#{i} ({c[i][1]:.2f} us alone) {t:.5f}")
+                    if t < best * (1 - a.keep / 100):
+                        best, keep = t, i
+                write(trial, entry, keep)
+                if keep != current:
+                    write(a.cache, entry, keep)
+                    changed = True
+                print(f"pass {sweep + 1} {p}: was #{current} ({c[current][1]:.2f} us alone); tried "
+                      + ", ".join(tried) + f"; keeps #{keep}; step {best:.5f} ms", flush=True)
+            if not changed:
+                break
+    finally:
+        if os.path.exists(trial):
+            os.remove(trial)
     print(f"tune_step: step {start:.5f} -> {best:.5f} ms; choices in {a.cache}")
 
 

@@ -24,7 +24,7 @@ for b in 128 1024; do $B/bench_mlp_epoch --device cuda --batch $b --epochs 2 --s
 # Then the batch-1024 step with its GEMMs chosen by the step's time (scripts/tune_step.py, on the same cache).
 export FRESCO_CUDA_TUNING_CACHE=${FRESCO_CUDA_TUNING_CACHE:-$HOME/.cache/fresco/cuda-tuning.tsv}
 timeout 200 python3 scripts/tune_step.py --cache "$FRESCO_CUDA_TUNING_CACHE" --batch 1024 -- \
-  $B/bench_mlp_epoch --device cuda --batch 1024 --epochs 1 --steps 3000 2>&1 | tail -1
+  $B/bench_mlp_epoch --device cuda --batch 1024 --epochs 1 --steps 3000 2>&1 | tail -3
 $B/bench_mlp_epoch --device cuda --batch 1024 --epochs 1 --steps 3000 2>>$L | grep mlp_step | tee -a $OUT/fresco_mlp.json
 echo "fresco MLP done at ${SECONDS}s"
 MODES=eager,graph DTYPES=bfloat16,float16 OUT=$OUT timeout 150 python3 .devrun/pytorch_baseline.py rn18 2>&1 | grep -v Warn | tail -4

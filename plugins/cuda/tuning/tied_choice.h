@@ -9,8 +9,8 @@
 
 namespace fresco::cuda {
 
-// us[i]: candidate i's time (<= 0 or NaN: it could not run); splits[i]: its split-K slices (1: none; same
-// size as us). Returns -1 when no candidate was measured.
+// us[i]: candidate i's time (<= 0, NaN or infinite: it was not measured); splits[i]: its split-K slices (1:
+// none; same size as us). A negative tie counts as 0. Returns -1 when no candidate was measured.
 int tied_choice(const std::vector<float>& us, const std::vector<int>& splits, float tie);
 
 }  // namespace fresco::cuda

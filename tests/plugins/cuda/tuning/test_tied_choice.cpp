@@ -23,10 +23,13 @@ TEST(TiedChoice, FewerSplitsWinAmongTies) {
 
 TEST(TiedChoice, TieZeroIsTheFastestFirst) {
   EXPECT_EQ(tied_choice({2.0f, 2.0f, 1.999f}, {1, 1, 8}, 0.0f), 2);
+  EXPECT_EQ(tied_choice({2.0f, 1.999f}, {1, 8}, -0.5f), 1);  // a negative tie is 0
 }
 
 TEST(TiedChoice, CandidatesThatDidNotRunAreSkipped) {
   EXPECT_EQ(tied_choice({-1.0f, NAN, 5.0f}, {1, 1, 4}, 0.005f), 2);
   EXPECT_EQ(tied_choice({-1.0f, 0.0f, NAN}, {1, 1, 1}, 0.005f), -1);
+  EXPECT_EQ(tied_choice({INFINITY, 7.0f}, {1, 4}, 0.005f), 1);
+  EXPECT_EQ(tied_choice({INFINITY, INFINITY}, {1, 1}, 0.005f), -1);
   EXPECT_EQ(tied_choice({}, {}, 0.005f), -1);
 }
