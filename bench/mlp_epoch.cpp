@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
                           {"peak-tbs", "4.23"},
                           {"early-update", "auto"},
                           {"defer-fc-wgrad", "1"},
-                          {"fuse-head", "1"}});
+                          {"fuse-head", "1"},
+                          {"windows", "1"}});
   const std::string device = args.str("device"), dir = args.str("data");
   const int64_t batch = args.integer("batch");
   const int epochs = static_cast<int>(args.integer("epochs")),
@@ -35,6 +36,10 @@ int main(int argc, char** argv) {
   // Defaults: H200 datasheet fp32 (non-tensor) rate and the copy bandwidth measured on it (NOTES.md).
   const double peak_tflops = args.real("peak-tflops"), peak_tbs = args.real("peak-tbs");
   try {
+    // --windows N: N timed windows of --steps steps one after another, one line each (the last is the one
+    // tools read), to see whether the step time drifts while the GPU keeps running.
+    const int windows = static_cast<int>(args.integer("windows"));
+    if (windows < 1) throw Error(ErrorCode::kBadConfig, "--windows must be at least 1");
     const std::vector<int64_t> widths = {784, 1024, 512, 256, 10};
     DeepLearningTask task;
     bench::configure_mlp(task, dir, batch, device).epochs(epochs).seed(1);
@@ -53,7 +58,6 @@ int main(int argc, char** argv) {
     task.compile();
     task.run();
     task.time_steps(20);  // warm-up
-    const double s = task.time_steps(steps);
     // FLOPs per step: forward and weight gradient for every layer, input gradient for all but the first.
     double params = 0, first = 0;
     for (size_t i = 0; i + 1 < widths.size(); ++i) {
@@ -64,15 +68,18 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * static_cast<double>(batch) * (3.0 * params - first);
     // Bytes per step at least: AdamW reads w, g, m, v and writes w, m, v (fp32), weights read by the GEMMs.
     const double bytes = 4.0 * params * (7.0 + 2.0);
-    const double ms = 1000.0 * s / steps;
-    std::printf(
-        "{\"bench\":\"mlp_step\",\"backend\":\"%s\",\"batch\":%lld,\"dtype\":\"f32\",\"steps\":%d,\"ms_"
-        "step\":%.5f,"
-        "\"samples_per_s\":%.1f,\"device_mib\":%.1f,\"gflop_step\":%.4f,\"mb_step\":%.2f,"
-        "\"floor_flops_ms\":%.5f,\"floor_bytes_ms\":%.5f}\n",
-        task.device_name().c_str(), static_cast<long long>(batch), steps, ms, batch * 1000.0 / ms,
-        task.device_memory_bytes() / 1048576.0, flops / 1e9, bytes / 1e6, flops / (peak_tflops * 1e12) * 1e3,
-        bytes / (peak_tbs * 1e12) * 1e3);
+    for (int w = 0; w < windows; ++w) {
+      const double ms = 1000.0 * task.time_steps(steps) / steps;
+      std::printf(
+          "{\"bench\":\"mlp_step\",\"backend\":\"%s\",\"batch\":%lld,\"dtype\":\"f32\",\"steps\":%d,"
+          "\"window\":%d,\"ms_step\":%.5f,"
+          "\"samples_per_s\":%.1f,\"device_mib\":%.1f,\"gflop_step\":%.4f,\"mb_step\":%.2f,"
+          "\"floor_flops_ms\":%.5f,\"floor_bytes_ms\":%.5f}\n",
+          task.device_name().c_str(), static_cast<long long>(batch), steps, w, ms, batch * 1000.0 / ms,
+          task.device_memory_bytes() / 1048576.0, flops / 1e9, bytes / 1e6,
+          flops / (peak_tflops * 1e12) * 1e3, bytes / (peak_tbs * 1e12) * 1e3);
+      std::fflush(stdout);
+    }
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
