@@ -24,6 +24,20 @@ struct GemmArgs {
   int64_t ldc = 0;
 };
 
+// C[m,n] = beta C + op(A) op(B) on dense row-major operands, each leading dimension its stored row length:
+// A stored [m,k] ([k,m] when trans_a), B stored [k,n] ([n,k] when trans_b), C [m,n].
+inline GemmArgs dense_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                           const float* b, float* c, float beta = 0.0f) {
+  GemmArgs g;
+  g.trans_a = trans_a, g.trans_b = trans_b;
+  g.m = m, g.n = n, g.k = k;
+  g.a = a, g.lda = trans_a ? m : k;
+  g.b = b, g.ldb = trans_b ? k : n;
+  g.beta = beta;
+  g.c = c, g.ldc = n;
+  return g;
+}
+
 // Bytes of scratch sgemm needs for these sizes, for up to `max_threads` concurrent workers
 // (pass tbb::this_task_arena::max_concurrency()). Depends only on (m, n, k, max_threads).
 uint64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int max_threads);

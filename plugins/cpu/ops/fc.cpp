@@ -16,19 +16,7 @@ void fc_forward_f32(const float* x, const float* w, const float* b, float* yd, i
     });
     beta = 1.0f;
   }
-  GemmArgs g;
-  g.trans_b = true;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.a = x;
-  g.lda = k;
-  g.b = w;
-  g.ldb = k;
-  g.beta = beta;
-  g.c = yd;
-  g.ldc = n;
-  sgemm(g, workspace, workspace_bytes);
+  sgemm(dense_gemm(false, true, m, n, k, x, w, yd, beta), workspace, workspace_bytes);
   if (relu)
     parallel_chunks(m * n, 1 << 14, [&](int64_t a, int64_t c) {
       for (int64_t i = a; i < c; ++i) yd[i] = yd[i] > 0.0f ? yd[i] : 0.0f;

@@ -12,17 +12,7 @@ namespace fresco::cpu {
 
 void fc_input_grad_f32(const float* dy, const float* w, float* dx, int64_t m, int64_t n, int64_t k,
                        void* workspace, uint64_t workspace_bytes) {
-  GemmArgs gx;  // dx = dy w
-  gx.m = m;
-  gx.n = k;
-  gx.k = n;
-  gx.a = dy;
-  gx.lda = n;
-  gx.b = w;
-  gx.ldb = k;
-  gx.c = dx;
-  gx.ldc = k;
-  sgemm(gx, workspace, workspace_bytes);
+  sgemm(dense_gemm(false, false, m, k, n, dy, w, dx), workspace, workspace_bytes);  // dx = dy w
 }
 
 void relu_mask_f32(float* g, const float* y, int64_t n) {
@@ -61,18 +51,8 @@ FR_CPU_KERNEL_RUN(fc_backward) {
     }
     uint32_t o = 0;
     if (want_w) {
-      GemmArgs gw;  // dw = dy^T x
-      gw.trans_a = true;
-      gw.m = n;
-      gw.n = k;
-      gw.k = m;
-      gw.a = dyd;
-      gw.lda = n;
-      gw.b = sdk::data<float>(x);
-      gw.ldb = k;
-      gw.c = sdk::data<float>(call->out[o++]);
-      gw.ldc = k;
-      sgemm(gw, call->workspace, call->workspace_bytes);
+      sgemm(dense_gemm(true, false, n, k, m, dyd, sdk::data<float>(x), sdk::data<float>(call->out[o++])),
+            call->workspace, call->workspace_bytes);  // dw = dy^T x
       if (p.has_bias) {
         FR_PLUGIN_CHECK(call->n_out > o, FR_ERR_INVALID_ARGUMENT, "fc_backward: has_bias but no db output");
         float* db = sdk::data<float>(call->out[o++]);
