@@ -126,8 +126,8 @@ def main():
         if not f.readline().startswith(HEADER):
             sys.exit(f"tune_step: {a.cache} is not a fresco CUDA tuning cache (no header line)")
     entries = cache_entries(a.cache)
-    keys = {p: e[0] for p in cands if (e := entry_for(p, cands[p], entries))}
-    problems = sorted((p for p in keys if in_batch(p, a.batch) and macs(p) >= a.min_macs), key=macs,
+    chosen = {p: e for p in cands if (e := entry_for(p, cands[p], entries))}  # problem -> its current entry
+    problems = sorted((p for p in chosen if in_batch(p, a.batch) and macs(p) >= a.min_macs), key=macs,
                       reverse=True)
     if not problems:
         sys.exit("tune_step: no timed fc GEMM of that batch in the log (FRESCO_CUBLAS_LOG=2)")
@@ -140,28 +140,28 @@ def main():
         print(f"tune_step: {len(problems)} problems; step {first:.5f} ms on the first run, {best:.5f} ms "
               "cached", flush=True)
 
-        def write(path, entry, index):
-            name = cands[problem_of(entry[0])][index][0]
+        def write(path, p, index):
+            entry = chosen[p]
             with open(path, "a") as f:
-                f.write("\t".join([entry[0], str(index), name, entry[3]]) + "\n")
+                f.write("\t".join([entry[0], str(index), cands[p][index][0], entry[3]]) + "\n")
 
         for sweep in range(a.passes):
             changed = False
             for p in problems:
-                entry = cache_entries(trial)[keys[p]]
-                current, c = int(entry[1]), cands[p]
+                current, c = int(chosen[p][1]), cands[p]
                 order = sorted((i for i in c if c[i][1] > 0 and i != current), key=lambda i: c[i][1])[: a.top]
                 tried = []
                 keep = current
                 for i in order:
-                    write(trial, entry, i)
+                    write(trial, p, i)
                     t, _ = run_step(cmd, trial, 0, a.timeout)
                     tried.append(f"#{i} ({c[i][1]:.2f} us alone) {t:.5f}")
                     if t < best * (1 - a.keep / 100):
                         best, keep = t, i
-                write(trial, entry, keep)
+                write(trial, p, keep)
                 if keep != current:
-                    write(a.cache, entry, keep)
+                    write(a.cache, p, keep)
+                    chosen[p][1] = str(keep)
                     changed = True
                 print(f"pass {sweep + 1} {p}: was #{current} ({c[current][1]:.2f} us alone); tried "
                       + ", ".join(tried) + f"; keeps #{keep}; step {best:.5f} ms", flush=True)
