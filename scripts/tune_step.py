@@ -11,7 +11,7 @@ problem's cache entry (a later line for a key replaces an earlier one). A candid
 gets faster by more than --keep percent. Every later run on the machine reads the file and so uses the
 step-tuned choices.
 
-Usage: scripts/tune_step.py --cache FILE --batch N [--passes 2] [--top 4] -- COMMAND [ARGS...]
+Usage: scripts/tune_step.py --cache FILE --batch N [--passes 2] [--top 4] [--layouts 10,00] -- COMMAND [ARGS...]
   e.g. scripts/tune_step.py --cache ~/.cache/fresco/cuda-tuning.tsv --batch 1024 -- \\
        build/bin/bench_mlp_epoch --device cuda --batch 1024 --epochs 1 --steps 3000
 --batch selects the problems of the training batch: a forward or input gradient (layouts 01, 00) whose m is
@@ -100,6 +100,8 @@ def main():
     ap.add_argument("--top", type=int, default=4, help="candidates tried per problem and pass (default 4)")
     ap.add_argument("--keep", type=float, default=0.3, help="percent the step must gain (default 0.3)")
     ap.add_argument("--min-macs", type=float, default=2**26, help="smallest problem tried (default 2^26)")
+    ap.add_argument("--layouts", default="", help="only these GEMM layouts, e.g. 10,00 (10: weight "
+                    "gradients, 00: input gradients, 01: forwards; default all)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per benchmark run (default 300)")
     ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- benchmark command")
     a = ap.parse_args()
@@ -127,8 +129,11 @@ def main():
             sys.exit(f"tune_step: {a.cache} is not a fresco CUDA tuning cache (no header line)")
     entries = cache_entries(a.cache)
     chosen = {p: e for p in cands if (e := entry_for(p, cands[p], entries))}  # problem -> its current entry
-    problems = sorted((p for p in chosen if in_batch(p, a.batch) and macs(p) >= a.min_macs), key=macs,
-                      reverse=True)
+    layouts = [x for x in a.layouts.split(",") if x]
+    if any(x not in ("00", "01", "10", "11") for x in layouts):
+        ap.error(f"--layouts takes 00, 01, 10 or 11 separated by commas, found {a.layouts!r}")
+    problems = sorted((p for p in chosen if in_batch(p, a.batch) and macs(p) >= a.min_macs
+                       and (not layouts or p.split(",")[0] in layouts)), key=macs, reverse=True)
     if not problems:
         sys.exit("tune_step: no timed fc GEMM of that batch in the log (FRESCO_CUBLAS_LOG=2)")
     # Trials go to a copy; the cache itself gets only decided choices, so it is valid whenever the tool stops.

@@ -44,6 +44,17 @@ class TuneStep(unittest.TestCase):
         return subprocess.run([sys.executable, TOOL, "--cache", self.cache, "--batch", "1024", *extra, "--", *cmd],
                               capture_output=True, text=True, timeout=120, env=env)
 
+    def test_layouts_limit_the_problems(self):
+        r = self.run_tool("--layouts", "01")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        c = last_choices(self.cache)
+        self.assertEqual(c[FWD], 0)  # a forward: tried and changed
+        self.assertEqual(c[WGRAD], 3)  # a weight gradient: left as tuned alone (the split-4 tie)
+        self.assertEqual(c[WGRAD_SMALL_M], 1)
+        r = self.run_tool("--layouts", "10,x")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--layouts takes", r.stderr)
+
     def test_finds_the_step_choices(self):
         r = self.run_tool()
         self.assertEqual(r.returncode, 0, r.stderr)
