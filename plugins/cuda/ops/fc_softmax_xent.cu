@@ -3,7 +3,9 @@
 // by the loss kernel's own row function (ops/softmax_xent_rows.cuh), then its input gradient as small_fc's
 // input gradient does (columns over lanes, classes in order), masked where x <= 0 when asked: the same
 // arithmetic in the same order as the nodes it replaces, so the same bits. w sits in shared memory when it
-// fits. softmax_xent_sum adds the rows' losses and hits. Test: tests/plugins/cuda (against the CPU kernel).
+// fits. Rows of up to 1024 inputs run a variant that keeps the row, the logits and the gradient in registers
+// (fc_softmax_xent_regs_kernel). softmax_xent_sum adds the rows' losses and hits. Test: tests/plugins/cuda
+// (against the CPU kernel).
 #include "fresco/softmax_xent_geometry.hpp"
 #include "ops/small_fc.h"
 #include "ops/small_fc_rows.cuh"
@@ -44,6 +46,52 @@ __global__ void __launch_bounds__(kHeadWarps * 32)
   }
 }
 
+// The kernel above for rows of k <= 32 * KV: each lane loads its columns x[lane + 32 i] into registers first
+// (in flight while the block stages w), keeps the logit, the gradient and the relu mask in registers and
+// passes the gradient row between lanes by shuffles, instead of writing each to memory and reading it back.
+// The same arithmetic on the same values in the same order, so the same bits.
+template <int NMAX, int KV>
+__global__ void __launch_bounds__(kHeadWarps * 32)
+    fc_softmax_xent_regs_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                const float* __restrict__ b, const int32_t* __restrict__ labels,
+                                float* __restrict__ logits, float* __restrict__ dlogits,
+                                float* __restrict__ dx, int64_t m, int n, int64_t k, float eps,
+                                const FrStepScalars* scalars, float* __restrict__ row_loss,
+                                float* __restrict__ row_hit, bool mask, bool w_shared) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadWarps + (threadIdx.x >> 5);
+  const bool live = row < m;  // warp-uniform; every thread reaches the block's staging barrier
+  const float* xr = x + row * k;
+  float xv[KV];
+#pragma unroll
+  for (int i = 0; i < KV; ++i) {
+    const int64_t c = lane + 32 * i;
+    xv[i] = live && c < k ? xr[c] : 0.0f;
+  }
+  const int32_t label = live ? labels[row] : 0;
+  const float* wp = block_weights(w, n * k, w_shared);
+  if (!live) return;
+  const float out = row_dots_regs<NMAX, KV>(xv, wp, n, k, lane);
+  const float z = lane < n ? (b ? out + b[lane] : out) : 0.0f;
+  if (lane < n) logits[row * n + lane] = z;
+  float l, h, d;
+  softmax_xent_lanes(z, label, n, eps, xent_inv_m(scalars, m), &l, &h, &d);
+  if (lane < n) dlogits[row * n + lane] = d;
+  if (lane == 0) row_loss[row] = l, row_hit[row] = h;
+  float dr[NMAX];  // the row's gradient on every lane
+#pragma unroll
+  for (int j = 0; j < NMAX; ++j) dr[j] = __shfl_sync(0xffffffffu, d, j);
+#pragma unroll
+  for (int i = 0; i < KV; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < k) {
+      float s = column_dot<NMAX>(dr, wp, n, k, c);
+      if (mask) s = xv[i] > 0.0f ? s : 0.0f;
+      dx[row * k + c] = s;
+    }
+  }
+}
+
 // Launched through small_fc's dispatch, so the register width (and with it the sums' order) is small_fc's.
 template <int NMAX>
 struct LaunchHead {
@@ -52,8 +100,16 @@ struct LaunchHead {
                   const FrStepScalars* scalars, float* row_loss, float* row_hit, bool mask, cudaStream_t s) {
     const unsigned blocks = static_cast<unsigned>((m + kHeadWarps - 1) / kHeadWarps);
     const uint64_t shared = shared_weight_bytes(n, k);
-    fc_softmax_xent_kernel<NMAX><<<blocks, kHeadWarps * 32, shared, s>>>(
-        x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, shared > 0);
+    const bool sh = shared > 0;
+    if (k <= 32 * 8)
+      fc_softmax_xent_regs_kernel<NMAX, 8><<<blocks, kHeadWarps * 32, shared, s>>>(
+          x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, sh);
+    else if (k <= 32 * 16)
+      fc_softmax_xent_regs_kernel<NMAX, 16><<<blocks, kHeadWarps * 32, shared, s>>>(
+          x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, sh);
+    else
+      fc_softmax_xent_kernel<NMAX><<<blocks, kHeadWarps * 32, shared, s>>>(
+          x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, sh);
   }
 };
 }  // namespace

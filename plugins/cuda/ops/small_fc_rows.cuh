@@ -52,6 +52,43 @@ __device__ __forceinline__ const float* block_weights(const float* __restrict__ 
   return ws;
 }
 
+// Butterflies sum each lane's n partial dot products over the warp; returns sum j on lane j (0 on lanes >=
+// n). Every lane must call it (n is uniform).
+template <int NMAX>
+__device__ __forceinline__ float lanes_sum_to_lane(const float (&acc)[NMAX], int n, int lane) {
+  float out = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NMAX; ++j) {
+    if (j < n) {
+      float v = acc[j];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == j) out = v;
+    }
+  }
+  return out;
+}
+
+// row_dots for a row already in registers: xv[i] holds x[lane + 32 i] (k <= 32 * KV). Each lane adds its
+// columns in the same increasing order as row_dots, so the same bits.
+template <int NMAX, int KV>
+__device__ __forceinline__ float row_dots_regs(const float (&xv)[KV], const float* wp, int n, int64_t k,
+                                               int lane) {
+  float acc[NMAX];
+#pragma unroll
+  for (int j = 0; j < NMAX; ++j) acc[j] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < KV; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < k) {
+#pragma unroll
+      for (int j = 0; j < NMAX; ++j)
+        if (j < n) acc[j] = fmaf(xv[i], wp[j * k + c], acc[j]);
+    }
+  }
+  return lanes_sum_to_lane<NMAX>(acc, n, lane);
+}
+
 // One warp, one row: lanes stride over k four loads at a time, each lane keeps n partial dot products, and
 // butterflies sum them. Returns x_row . w_lane on lanes below n (0 elsewhere). Every lane must call it.
 template <int NMAX>
@@ -74,17 +111,7 @@ __device__ __forceinline__ float row_dots(const float* __restrict__ xr, const fl
       }
     }
   }
-  float out = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NMAX; ++j) {
-    if (j < n) {  // n is uniform: every lane takes part in the shuffles
-      float v = acc[j];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == j) out = v;
-    }
-  }
-  return out;
+  return lanes_sum_to_lane<NMAX>(acc, n, lane);
 }
 
 // One element of an input gradient: sum over the n classes of d[j] * w[j, c], classes in order.
