@@ -650,6 +650,35 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     };
     cases.emplace_back("sums given", std::move(c));
   }
+  if (op == FR_OP_NORMALIZE_INPUT) {
+    OpCase c;
+    if (!make_case(op, seed, &c)) return cases;
+    // The batch's labels copied in the same call (how the compiler emits it).
+    OpCase l = c;
+    std::uniform_int_distribution<int32_t> d(0, 9);
+    std::vector<int32_t> labels(5);
+    for (auto& v : labels) v = d(rng);
+    Operand in_labels;
+    in_labels.host.resize(labels.size() * sizeof(int32_t));
+    std::memcpy(in_labels.host.data(), labels.data(), in_labels.host.size());
+    in_labels.dtype = FR_I32;
+    in_labels.dims[0] = 5;
+    Operand out_labels = in_labels;
+    std::fill(out_labels.host.begin(), out_labels.host.end(), uint8_t{0xff});
+    l.in.push_back(in_labels);
+    l.out.push_back(out_labels);
+    const auto base_error = c.error;
+    l.error = [=](const auto& out, const auto& rout) {
+      const bool same = out[1].size() == labels.size() * sizeof(int32_t) &&
+                        std::memcmp(out[1].data(), labels.data(), out[1].size()) == 0;
+      return same ? base_error(out, rout) : 1.0;
+    };
+    cases.emplace_back("labels copied", std::move(l));
+    // x one byte and y four bytes past an aligned address (735 values: not a multiple of any vector width).
+    c.in[0].offset = 1;
+    c.out[0].offset = 4;
+    cases.emplace_back("unaligned operands", std::move(c));
+  }
   return cases;
 }
 

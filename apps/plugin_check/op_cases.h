@@ -17,6 +17,9 @@ struct Operand {
   std::vector<uint8_t> host;  // initial contents (also the size)
   uint32_t dtype = FR_F32;
   int64_t dims[4] = {1, 1, 1, 1};
+  // The operand starts this many bytes past an aligned allocation: a kernel's vector paths must check their
+  // pointers (the SDK promises no alignment) and fall back.
+  uint32_t offset = 0;
 };
 
 struct OpCase {
@@ -34,7 +37,8 @@ struct OpCase {
 bool make_case(const std::string& name, uint32_t seed, OpCase* c);
 
 // The op's optional operand forms (ops.h) beyond make_case's, each named: conv2d with its sums output,
-// batchnorm and batchnorm_add given sums. Empty for other ops.
+// batchnorm and batchnorm_add given sums, normalize_input with the labels and with unaligned operands. Empty
+// for other ops.
 std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string& name, uint32_t seed);
 
 }  // namespace fresco::check

@@ -56,7 +56,7 @@ Results run_raw(const FrKernelDef& k, const FrDeviceApi* api, const check::OpCas
   check::DeviceBuffers dev(api);
   auto place = [&](const std::vector<check::Operand>& ops, std::vector<void*>& ptrs) {
     for (const auto& o : ops) {
-      void* p = dev.alloc(o.host.size());
+      void* p = static_cast<uint8_t*>(dev.alloc(o.host.size() + o.offset)) + o.offset;
       dev.upload(p, o.host);
       ptrs.push_back(p);
     }

@@ -359,14 +359,25 @@ TEST(CudaOps, DropoutSameMaskAsCpu) {
   }
 }
 
+// The same bits as the CPU (both compute the two divisions per value): small, the MLP's batch of 1024
+// Fashion-MNIST images (sixteen values per thread, no remainder) and CIFAR-shaped with labels (a remainder
+// of 7 values past the 16-wide chunks). Unaligned operands: fresco-plugin-check's variant cases.
 TEST(CudaOps, NormalizeInput) {
   FRESCO_REQUIRE_GPU();
-  OpCase c;
-  c.tensors = {{DType::U8, {5, 7, 7, 3}, Fill::BYTES}, {DType::F32, {5, 7, 7, 3}, Fill::ZERO}};
-  c.node = node(FR_OP_NORMALIZE_INPUT, {0}, {1});
-  c.node.with_params(FrNormalizeParams{3, {0.49f, 0.48f, 0.45f, 0}, {0.25f, 0.24f, 0.26f, 1}});
-  c.outputs = {1};
-  expect_same(c, 1e-7, "normalize_input");
+  for (auto [n, hw, ch] : {std::tuple<int64_t, int64_t, int>{5, 7, 3}, {1024, 28, 1}, {17, 31, 3}}) {
+    OpCase c;
+    const Shape x{n, hw, hw, ch};
+    c.tensors = {{DType::U8, x, Fill::BYTES},
+                 {DType::F32, x, Fill::ZERO},
+                 {DType::I32, {n, 1, 1, 1}, Fill::LABELS},
+                 {DType::I32, {n, 1, 1, 1}, Fill::ZERO}};
+    const bool labels = n == 17;
+    c.node = labels ? node(FR_OP_NORMALIZE_INPUT, {0, 2}, {1, 3}) : node(FR_OP_NORMALIZE_INPUT, {0}, {1});
+    c.node.with_params(ch == 3 ? FrNormalizeParams{3, {0.49f, 0.48f, 0.45f, 0}, {0.25f, 0.24f, 0.26f, 1}}
+                               : FrNormalizeParams{1, {0.286f, 0, 0, 0}, {0.353f, 1, 1, 1}});
+    c.outputs = labels ? std::vector<TensorId>{1, 3} : std::vector<TensorId>{1};
+    expect_same(c, 0.0, "normalize_input n=" + std::to_string(n));
+  }
 }
 
 TEST(CudaOps, SoftmaxCrossEntropy) {
@@ -395,6 +406,8 @@ TEST(CudaOps, FcSoftmaxXentHead) {
                          {37, 10, 256},
                          {1024, 10, 256},
                          {65, 32, 33},
+                         {100, 10, 300},  // the register kernels' three widths (k <= 256, 512, 1024) and
+                         {70, 16, 1024},  // the general one; w in shared memory and not (16 x 1024)
                          {9, 3, 5000}})
     for (int mask = 0; mask < 2; ++mask) {
       const int bias = mask;  // bias with the mask, none without: both paths of each
