@@ -63,6 +63,9 @@ struct Context {
   // fc layers with at most 32 outputs run on ops/small_fc.cu's kernels instead of cuBLASLt
   // (FRESCO_CUDA_SMALL_FC=0 turns it off).
   bool small_fc = true;
+  // An fc weight gradient's GEMM also writes the bias gradient (cuBLASLt's BGRADB epilogue) where cuBLASLt
+  // offers it, instead of a separate column-sum pass (FRESCO_CUBLAS_BGRAD=0 keeps the pass).
+  bool fused_bias_grad = true;
   // batchnorm_backward given beta recomputes its fused relu's mask from x instead of reading y
   // (FRESCO_CUDA_BN_RECOMPUTE_MASK=0 reads y).
   bool bn_recompute_mask = true;

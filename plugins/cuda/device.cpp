@@ -75,6 +75,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->conv_deterministic = env_switch("FRESCO_CUDNN_DETERMINISTIC", true);
     c->conv_log = env_switch("FRESCO_CUDNN_LOG", false);
     c->small_fc = env_switch("FRESCO_CUDA_SMALL_FC", true);
+    c->fused_bias_grad = env_switch("FRESCO_CUBLAS_BGRAD", true);
     c->bn_recompute_mask = env_switch("FRESCO_CUDA_BN_RECOMPUTE_MASK", true);
     c->replace_memsets = env_switch("FRESCO_CUDA_GRAPH_MEMSETS", true);
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)

@@ -1,9 +1,10 @@
 // CUDA fc backward: dw[N,K] = dy^T x and dx[M,K] = dy w through two cuBLASLt matmuls (fp32, no TF32), db[N]
-// by a deterministic column-sum kernel, which first masks dy in place with the fused relu's output
-// (relu_mask). Part 1 computes only dx, part 2 only dw and db. Gradients are written, not accumulated.
-// Layers with at most 32 outputs run ops/small_fc.cu's kernels instead of the GEMMs and the column sums.
-// Test: tests/plugins/cuda.
+// by the dw GEMM's bias-gradient epilogue where cuBLASLt offers one (FRESCO_CUBLAS_BGRAD=0: never), else by a
+// deterministic column-sum kernel; dy is first masked in place with the fused relu's output (relu_mask). Part
+// 1 computes only dx, part 2 only dw and db. Gradients are written, not accumulated. Layers with at most 32
+// outputs run ops/small_fc.cu's kernels instead of the GEMMs and the column sums. Test: tests/plugins/cuda.
 #include <algorithm>
+#include <cstdio>
 
 #include "ops/matmul_plan.h"
 #include "ops/small_fc.h"
@@ -42,7 +43,25 @@ FR_CUDA_KERNEL_PREPARE(fc_backward) {
       return;
     }
     try {
-      if (p.part != 1) plan_matmul(ctx_of(ctx), plan->dw, true, false, n, k, m, false, false, kMaxWorkspace);
+      if (p.part != 1) {
+        // The bias gradient from the weight gradient's GEMM where cuBLASLt offers that (else a column sum).
+        bool fused = false;
+        // (not with FRESCO_CUDA_SGEMM=2, which asks for the own kernel only: it has no such epilogue)
+        if (p.has_bias && ctx_of(ctx)->fused_bias_grad && ctx_of(ctx)->own_sgemm != 2) {
+          try {
+            plan_matmul(ctx_of(ctx), plan->dw, true, false, n, k, m, false, false, kMaxWorkspace, true);
+            fused = true;
+          } catch (const sdk::KernelError& e) {  // no such configuration (or the epilogue refused): sum apart
+            if (ctx_of(ctx)->log_choices)
+              std::fprintf(
+                  stderr, "[fresco-cuda] fc weight gradient %lldx%lldx%lld: no bias-gradient epilogue (%s)\n",
+                  static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(m),
+                  e.message.c_str());
+            destroy_matmul(plan->dw);
+          }
+        }
+        if (!fused) plan_matmul(ctx_of(ctx), plan->dw, true, false, n, k, m, false, false, kMaxWorkspace);
+      }
       if (p.part == 1 || (p.part == 0 && p.need_dx))
         plan_matmul(ctx_of(ctx), plan->dx, false, false, m, k, n, false, false, kMaxWorkspace);
     } catch (...) {
@@ -83,10 +102,12 @@ FR_CUDA_KERNEL_RUN(fc_backward) {
       if (want_x) small_fc_input_grad(dy, w, sdk::data<float>(call->out[outs - 1]), m, n, k, s);
       return;
     }
-    if (y || db) mask_and_column_sums(dy, y, db, m, n, s);  // before the GEMMs read dy
+    const bool db_by_gemm = db && plan->dw.bias_grad;  // the weight gradient's GEMM writes db
+    if (y || (db && !db_by_gemm))
+      mask_and_column_sums(dy, y, db_by_gemm ? nullptr : db, m, n, s);  // before the GEMMs read dy
     if (want_w)
-      run_matmul(ctx_of(ctx), plan->dw, dy, x, sdk::data<float>(call->out[0]), nullptr, call->workspace,
-                 call->workspace_bytes, s);
+      run_matmul(ctx_of(ctx), plan->dw, dy, x, sdk::data<float>(call->out[0]), db_by_gemm ? db : nullptr,
+                 call->workspace, call->workspace_bytes, s);
     if (want_x)
       run_matmul(ctx_of(ctx), plan->dx, dy, w, sdk::data<float>(call->out[outs - 1]), nullptr,
                  call->workspace, call->workspace_bytes, s);

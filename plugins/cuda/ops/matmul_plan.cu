@@ -34,7 +34,9 @@ std::string candidate_name(const MatmulChoice& c) {
 }  // namespace
 
 void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                 bool bias, bool relu, uint64_t max_workspace) {
+                 bool bias, bool relu, uint64_t max_workspace, bool bias_grad) {
+  FR_PLUGIN_CHECK(!bias_grad || (!bias && !relu), FR_ERR_INVALID_ARGUMENT,
+                  "matmul: a bias gradient epilogue takes no bias or relu");
   // Column-major view: C^T[n,m] = op(B)^T[n,k] op(A)^T[k,m]. Row-major B stored [k,n] is column-major [n,k] =
   // B^T, so the first operand is B with transa = trans_b; likewise the second is A with transb = trans_a.
   FR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -43,10 +45,13 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   FR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   FR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   p.bias = bias;
-  if (bias || relu) {
-    const cublasLtEpilogue_t epi = bias && relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                   : bias       ? CUBLASLT_EPILOGUE_BIAS
-                                                : CUBLASLT_EPILOGUE_RELU;
+  p.bias_grad = bias_grad;
+  if (bias || relu || bias_grad) {
+    // In the column-major view op(A) is the second operand: its sums over k are BGRADB's.
+    const cublasLtEpilogue_t epi = bias_grad      ? CUBLASLT_EPILOGUE_BGRADB
+                                   : bias && relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                   : bias         ? CUBLASLT_EPILOGUE_BIAS
+                                                  : CUBLASLT_EPILOGUE_RELU;
     FR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   }
   // Stored shapes (column-major rows x cols, leading dimension = rows).
@@ -58,8 +63,8 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   p.problem = SgemmProblem{trans_a, trans_b, m, n, k, bias, relu};
   // One choice per problem per context: a shape seen before takes it without asking the heuristic again.
   const std::string key = std::to_string(trans_a) + std::to_string(trans_b) + "," + std::to_string(m) + "," +
-                          std::to_string(n) + "," + std::to_string(k) + "," + std::to_string(bias) +
-                          std::to_string(relu);
+                          std::to_string(n) + "," + std::to_string(k) + "," +
+                          std::to_string(bias_grad ? 2 : static_cast<int>(bias)) + std::to_string(relu);
   auto cached = ctx->algo_cache.find(key);
   if (cached != ctx->algo_cache.end()) {
     p.algo = cached->second.algo;
@@ -69,7 +74,7 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   }
   // The own kernel's configurations (FRESCO_CUDA_SGEMM=1: beside cuBLASLt's, 2: instead of them).
   std::vector<MatmulChoice> own;
-  if (ctx->own_sgemm >= 1)
+  if (ctx->own_sgemm >= 1 && !bias_grad)  // the own kernel has no bias-gradient epilogue
     for (const SgemmConfig c : sgemm_configs(p.problem, ctx->sm_count, max_workspace))
       own.push_back({cublasLtMatmulAlgo_t{}, sgemm_workspace(p.problem, c), c});
   const bool only_own = ctx->own_sgemm == 2 && !own.empty();
@@ -85,7 +90,8 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   cublasLtMatmulPreferenceDestroy(pref);
   FR_PLUGIN_CHECK(only_own || (st == CUBLAS_STATUS_SUCCESS && found > 0), FR_ERR_UNSUPPORTED,
                   "cuBLASLt has no fp32 algorithm for " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                      std::to_string(k) + " (status " + std::to_string(st) + ")");
+                      std::to_string(k) + (bias_grad ? " with a bias gradient" : "") + " (status " +
+                      std::to_string(st) + ")");
   {
     std::vector<MatmulChoice> cands;
     if (!only_own)
@@ -156,7 +162,7 @@ void run_matmul(Context* ctx, const MatmulPlan& p, const float* a, const float* 
                 const float* bias, void* workspace, uint64_t workspace_bytes, cudaStream_t s) {
   FR_PLUGIN_CHECK(workspace_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "matmul: workspace too small");
   if (p.own.tile >= 0) return sgemm_run(p.problem, p.own, a, b, c, bias, workspace, workspace_bytes, s);
-  if (p.bias)
+  if (p.bias || p.bias_grad)  // the bias read, or the bias gradient written
     FR_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   const float one = 1.0f, zero = 0.0f;

@@ -20,14 +20,19 @@ struct MatmulPlan {
   cublasLtMatmulAlgo_t algo{};
   uint64_t workspace = 0;
   bool bias = false;
-  SgemmProblem problem;  // the same product for the own kernel
-  SgemmConfig own;       // tile >= 0: the own kernel runs it, not cuBLASLt
+  bool bias_grad = false;  // cuBLASLt also writes the sums over k of op(A)'s rows (BGRADB), through `bias`
+  SgemmProblem problem;    // the same product for the own kernel
+  SgemmConfig own;         // tile >= 0: the own kernel runs it, not cuBLASLt
 };
 
 // Row-major C[m,n] = op(A)[m,k] op(B)[k,n]; A is stored [m,k] (or [k,m] when trans_a), B [k,n] (or [n,k] when
 // trans_b), all densely packed. bias (per column of C, length n) when `bias`; relu applied last when `relu`.
+// With `bias_grad` (not with bias or relu) the same call also writes bias[i] = sum over l of op(A)[i,l]
+// (length m: an fc weight gradient dy^T x gives its bias gradient), in cuBLASLt's order; throws
+// FR_ERR_UNSUPPORTED when cuBLASLt has no such configuration (the caller then sums separately).
 void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                 bool bias, bool relu, uint64_t max_workspace);
+                 bool bias, bool relu, uint64_t max_workspace, bool bias_grad = false);
+// `bias` is read (bias) or written (bias_grad: cuBLASLt writes through the pointer it is given).
 void run_matmul(Context* ctx, const MatmulPlan& p, const float* a, const float* b, float* c,
                 const float* bias, void* workspace, uint64_t workspace_bytes, cudaStream_t s);
 void destroy_matmul(MatmulPlan& p);

@@ -37,14 +37,14 @@ struct Scratch {
     FR_CUDA_CHECK(cudaMalloc(&a, sizeof(float) * m * k));
     FR_CUDA_CHECK(cudaMalloc(&b, sizeof(float) * k * n));
     FR_CUDA_CHECK(cudaMalloc(&c, sizeof(float) * m * n));
-    FR_CUDA_CHECK(cudaMalloc(&bias, sizeof(float) * n));
+    FR_CUDA_CHECK(cudaMalloc(&bias, sizeof(float) * std::max(m, n)));  // a bias gradient has m values
     if (ws) FR_CUDA_CHECK(cudaMalloc(&w, ws));
     FR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     FR_CUDA_CHECK(cudaEventCreate(&e0));
     FR_CUDA_CHECK(cudaEventCreate(&e1));
     fill_scratch(FR_F32, a, m * k, 0.5f, s);  // deterministic, not zero
     fill_scratch(FR_F32, b, k * n, 0.5f, s);
-    fill_scratch(FR_F32, bias, n, 0.5f, s);
+    fill_scratch(FR_F32, bias, std::max(m, n), 0.5f, s);
   }
   ~Scratch() {
     cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(bias), cudaFree(w);

@@ -540,24 +540,43 @@ TEST(CudaOps, FcOnTheMlpShapes) {
     expect_fc_matches_cpu(s.m, s.k, s.n, "chosen algorithm");
 }
 
-// The bias gradient's column sums (ops/column_sums.cu) over batches of the sizes training uses and ragged
-// ones, with the relu mask (the full backward) and without it (dw, db from dy as given).
+// The bias gradient over batches of the sizes training uses and ragged ones, with the relu mask (the full
+// backward) and without it (dw, db from dy as given).
+void expect_fc_bias_gradient(int64_t m) {
+  expect_fc_matches_cpu(m, 53, 40, "many rows");
+  OpCase weight;
+  weight.tensors = {{DType::F32, {m, 1, 1, 40}, Fill::RANDOM},
+                    {DType::F32, {m, 1, 1, 53}, Fill::RANDOM},
+                    {DType::F32, {40, 1, 1, 53}, Fill::RANDOM},
+                    {DType::F32, {40, 1, 1, 53}, Fill::ZERO},
+                    {DType::F32, {1, 1, 1, 40}, Fill::ZERO}};
+  weight.node = node(FR_OP_FC_BACKWARD, {0, 1, 2}, {3, 4});
+  weight.node.with_params(FrFcBackwardParams{1, 0, 0, 2});
+  weight.outputs = {0, 3, 4};
+  weight.runs = 2;
+  expect_same(weight, 2e-6, "fc_backward part 2, rows " + std::to_string(m));
+}
+
+// Both ways to the bias gradient: the weight gradient's GEMM (cuBLASLt's BGRADB epilogue, the default where
+// cuBLASLt offers it: its search key then ends in ",20") and the column-sum pass (ops/column_sums.cu,
+// FRESCO_CUBLAS_BGRAD=0).
 TEST(CudaOps, FcBiasGradientOnManyRows) {
   FRESCO_REQUIRE_GPU();
-  for (const int64_t m : {256, 700, 1030}) {
-    expect_fc_matches_cpu(m, 53, 40, "many rows");
-    OpCase weight;
-    weight.tensors = {{DType::F32, {m, 1, 1, 40}, Fill::RANDOM},
-                      {DType::F32, {m, 1, 1, 53}, Fill::RANDOM},
-                      {DType::F32, {40, 1, 1, 53}, Fill::RANDOM},
-                      {DType::F32, {40, 1, 1, 53}, Fill::ZERO},
-                      {DType::F32, {1, 1, 1, 40}, Fill::ZERO}};
-    weight.node = node(FR_OP_FC_BACKWARD, {0, 1, 2}, {3, 4});
-    weight.node.with_params(FrFcBackwardParams{1, 0, 0, 2});
-    weight.outputs = {0, 3, 4};
-    weight.runs = 2;
-    expect_same(weight, 2e-6, "fc_backward part 2, rows " + std::to_string(m));
-  }
+  for (const char* fused : {"1", "0"})
+    for (const int64_t m : {256, 700, 1030}) {
+      const ScopedEnv bgrad("FRESCO_CUBLAS_BGRAD", fused), log("FRESCO_CUBLAS_LOG", "1");
+      testing::internal::CaptureStderr();
+      expect_fc_bias_gradient(m);
+      const std::string choices = testing::internal::GetCapturedStderr();
+      const bool epilogue = choices.find("matmul 10,40,53," + std::to_string(m) + ",20") != std::string::npos;
+      if (fused[0] == '0') {
+        EXPECT_FALSE(epilogue) << choices;
+      } else {  // the epilogue, or the log says why not
+        EXPECT_TRUE(epilogue || choices.find("no bias-gradient epilogue") != std::string::npos) << choices;
+        std::printf("rows %lld: bias gradient %s\n", static_cast<long long>(m),
+                    epilogue ? "by the GEMM's epilogue" : "by the column sums (no epilogue offered)");
+      }
+    }
 }
 
 TEST(CudaOps, FcOnTheOwnGemm) {
