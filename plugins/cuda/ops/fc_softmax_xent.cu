@@ -3,7 +3,7 @@
 // by the loss kernel's own row function (ops/softmax_xent_rows.cuh), then its input gradient as small_fc's
 // input gradient does (columns over lanes, classes in order), masked where x <= 0 when asked: the same
 // arithmetic in the same order as the nodes it replaces, so the same bits. w sits in shared memory when it
-// fits. Rows of up to 1024 inputs run a variant that keeps the row, the logits and the gradient in registers
+// fits. Rows of up to 512 inputs run a variant that keeps the row, the logits and the gradient in registers
 // (fc_softmax_xent_regs_kernel). softmax_xent_sum adds the rows' losses and hits. Test: tests/plugins/cuda
 // (against the CPU kernel).
 #include "fresco/softmax_xent_geometry.hpp"

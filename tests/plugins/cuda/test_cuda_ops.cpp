@@ -406,8 +406,8 @@ TEST(CudaOps, FcSoftmaxXentHead) {
                          {37, 10, 256},
                          {1024, 10, 256},
                          {65, 32, 33},
-                         {100, 10, 300},  // the register kernels' three widths (k <= 256, 512, 1024) and
-                         {70, 16, 1024},  // the general one; w in shared memory and not (16 x 1024)
+                         {100, 10, 300},  // the register kernels' two widths (k <= 256, 512), then the
+                         {70, 16, 1024},  // general kernel; w in shared memory and not (16 x 1024)
                          {9, 3, 5000}})
     for (int mask = 0; mask < 2; ++mask) {
       const int bias = mask;  // bias with the mask, none without: both paths of each
