@@ -46,18 +46,34 @@ __global__ void __launch_bounds__(kHeadWarps * 32)
   }
 }
 
-// The kernel above for rows of k <= 32 * KV: each lane loads its columns x[lane + 32 i] into registers first
-// (in flight while the block stages w), keeps the logit, the gradient and the relu mask in registers and
-// passes the gradient row between lanes by shuffles, instead of writing each to memory and reading it back.
-// The same arithmetic on the same values in the same order, so the same bits.
+// Stages w [n, k] into shared memory as ws [NMAX, KP]: row j at j * KP, zeros past column k and from row n
+// on, so the row kernel's loops need no bounds tests. Every thread of the block takes part; waits for all.
+template <int NMAX, int KP>
+__device__ __forceinline__ void stage_padded_weights(const float* __restrict__ w, float* ws, int n, int k) {
+  for (int i = threadIdx.x; i < NMAX * KP; i += blockDim.x) {
+    const int j = i / KP, c = i % KP;
+    ws[i] = j < n && c < k ? __ldg(w + static_cast<int64_t>(j) * k + c) : 0.0f;
+  }
+  __syncthreads();
+}
+
+// fc_softmax_xent_kernel for rows of k <= 32 * KV inputs and n <= NMAX classes whose padded w (NMAX x 32 KV
+// floats) fits in shared memory. Each lane loads its columns x[lane + 32 i] into registers first (in flight
+// while the block stages w), keeps the logit, the gradient and the relu mask in registers and passes the
+// gradient row between lanes by shuffles, instead of writing each to memory and reading it back. The padded
+// w lets every load be unconditional at a fixed offset; a term past k or n is not added (a select, not an
+// addition of zero, which could turn a -0 sum into +0). So the same arithmetic on the same values in the same
+// order as fc_softmax_xent_kernel: the same bits.
 template <int NMAX, int KV>
 __global__ void __launch_bounds__(kHeadWarps * 32)
     fc_softmax_xent_regs_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                 const float* __restrict__ b, const int32_t* __restrict__ labels,
                                 float* __restrict__ logits, float* __restrict__ dlogits,
-                                float* __restrict__ dx, int64_t m, int n, int64_t k, float eps,
+                                float* __restrict__ dx, int64_t m, int n, int k, float eps,
                                 const FrStepScalars* scalars, float* __restrict__ row_loss,
-                                float* __restrict__ row_hit, bool mask, bool w_shared) {
+                                float* __restrict__ row_hit, bool mask) {
+  constexpr int KP = 32 * KV;
+  __shared__ float ws[NMAX * KP];
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadWarps + (threadIdx.x >> 5);
   const bool live = row < m;  // warp-uniform; every thread reaches the block's staging barrier
@@ -65,53 +81,85 @@ __global__ void __launch_bounds__(kHeadWarps * 32)
   float xv[KV];
 #pragma unroll
   for (int i = 0; i < KV; ++i) {
-    const int64_t c = lane + 32 * i;
+    const int c = lane + 32 * i;
     xv[i] = live && c < k ? xr[c] : 0.0f;
   }
   const int32_t label = live ? labels[row] : 0;
-  const float* wp = block_weights(w, n * k, w_shared);
+  stage_padded_weights<NMAX, KP>(w, ws, n, k);
   if (!live) return;
-  const float out = row_dots_regs<NMAX, KV>(xv, wp, n, k, lane);
+  // The logits: each lane's partial sums over its columns in increasing order (as row_dots), then
+  // butterflies.
+  float acc[NMAX];
+#pragma unroll
+  for (int j = 0; j < NMAX; ++j) acc[j] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < KV; ++i) {
+    const bool in = lane + 32 * i < k;
+#pragma unroll
+    for (int j = 0; j < NMAX; ++j) acc[j] = in ? fmaf(xv[i], ws[j * KP + lane + 32 * i], acc[j]) : acc[j];
+  }
+  const float out = lanes_sum_to_lane<NMAX>(acc, n, lane);
   const float z = lane < n ? (b ? out + b[lane] : out) : 0.0f;
   if (lane < n) logits[row * n + lane] = z;
   float l, h, d;
   softmax_xent_lanes(z, label, n, eps, xent_inv_m(scalars, m), &l, &h, &d);
   if (lane < n) dlogits[row * n + lane] = d;
   if (lane == 0) row_loss[row] = l, row_hit[row] = h;
-  float dr[NMAX];  // the row's gradient on every lane
+  // The input gradient from the row's gradient on every lane: classes in order (as column_dot), then the
+  // previous layer's relu mask.
+  float dr[NMAX];
 #pragma unroll
   for (int j = 0; j < NMAX; ++j) dr[j] = __shfl_sync(0xffffffffu, d, j);
 #pragma unroll
   for (int i = 0; i < KV; ++i) {
-    const int64_t c = lane + 32 * i;
-    if (c < k) {
-      float s = column_dot<NMAX>(dr, wp, n, k, c);
-      if (mask) s = xv[i] > 0.0f ? s : 0.0f;
-      dx[row * k + c] = s;
-    }
+    const int c = lane + 32 * i;
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NMAX; ++j) s = j < n ? fmaf(dr[j], ws[j * KP + c], s) : s;
+    if (mask) s = xv[i] > 0.0f ? s : 0.0f;
+    if (c < k) dx[row * k + c] = s;
   }
 }
 
-// Launched through small_fc's dispatch, so the register width (and with it the sums' order) is small_fc's.
+template <int NMAX, int KV>
+void launch_regs(unsigned blocks, cudaStream_t s, const float* x, const float* w, const float* b,
+                 const int32_t* labels, float* logits, float* dlogits, float* dx, int64_t m, int n, int64_t k,
+                 float eps, const FrStepScalars* scalars, float* row_loss, float* row_hit, bool mask) {
+  static_assert(NMAX * 32 * KV * sizeof(float) <= (48u << 10), "padded w must fit the default shared memory");
+  fc_softmax_xent_regs_kernel<NMAX, KV><<<blocks, kHeadWarps * 32, 0, s>>>(
+      x, w, b, labels, logits, dlogits, dx, m, n, static_cast<int>(k), eps, scalars, row_loss, row_hit, mask);
+}
+
+// The general kernel, launched through small_fc's dispatch of register widths.
 template <int NMAX>
 struct LaunchHead {
-  static void run(const float* x, const float* w, const float* b, const int32_t* labels, float* logits,
-                  float* dlogits, float* dx, int64_t m, int n, int64_t k, float eps,
-                  const FrStepScalars* scalars, float* row_loss, float* row_hit, bool mask, cudaStream_t s) {
-    const unsigned blocks = static_cast<unsigned>((m + kHeadWarps - 1) / kHeadWarps);
+  static void run(unsigned blocks, cudaStream_t s, const float* x, const float* w, const float* b,
+                  const int32_t* labels, float* logits, float* dlogits, float* dx, int64_t m, int n,
+                  int64_t k, float eps, const FrStepScalars* scalars, float* row_loss, float* row_hit,
+                  bool mask) {
     const uint64_t shared = shared_weight_bytes(n, k);
-    const bool sh = shared > 0;
-    if (k <= 32 * 8)
-      fc_softmax_xent_regs_kernel<NMAX, 8><<<blocks, kHeadWarps * 32, shared, s>>>(
-          x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, sh);
-    else if (k <= 32 * 16)
-      fc_softmax_xent_regs_kernel<NMAX, 16><<<blocks, kHeadWarps * 32, shared, s>>>(
-          x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, sh);
-    else
-      fc_softmax_xent_kernel<NMAX><<<blocks, kHeadWarps * 32, shared, s>>>(
-          x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, sh);
+    fc_softmax_xent_kernel<NMAX><<<blocks, kHeadWarps * 32, shared, s>>>(
+        x, w, b, labels, logits, dlogits, dx, m, n, k, eps, scalars, row_loss, row_hit, mask, shared > 0);
   }
 };
+
+// The register kernel where its padded w fits (k <= 512; up to 16 classes, or 32 for k <= 256), else the
+// general one. Both give the same bits.
+template <class... A>
+void launch_head(int n, int64_t k, A... a) {
+  if (k <= 256) {
+    if (n <= 8) return launch_regs<8, 8>(a...);
+    if (n <= 12) return launch_regs<12, 8>(a...);
+    if (n <= 16) return launch_regs<16, 8>(a...);
+    return launch_regs<32, 8>(a...);
+  }
+  if (k <= 512) {
+    if (n <= 8) return launch_regs<8, 16>(a...);
+    if (n <= 12) return launch_regs<12, 16>(a...);
+    if (n <= 16) return launch_regs<16, 16>(a...);
+  }
+  dispatch<LaunchHead>(n, a...);
+}
 }  // namespace
 
 FR_CUDA_KERNEL_PREPARE(fc_softmax_xent) {
@@ -136,10 +184,11 @@ FR_CUDA_KERNEL_RUN(fc_softmax_xent) {
     const int n = static_cast<int>(sh.n);
     const float* b = p.has_bias ? sdk::data<float>(call->in[3]) : nullptr;
     cudaStream_t s = stream_of(call);
-    dispatch<LaunchHead>(n, sdk::data<float>(call->in[0]), sdk::data<float>(call->in[1]), b,
-                         sdk::data<int32_t>(call->in[2]), sdk::data<float>(call->out[0]),
-                         sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sh.m, n, sh.k,
-                         p.label_smoothing, sh.ls, row_loss, row_hit, p.mask_input != 0, s);
+    const unsigned blocks = static_cast<unsigned>((sh.m + kHeadWarps - 1) / kHeadWarps);
+    launch_head(n, sh.k, blocks, s, sdk::data<float>(call->in[0]), sdk::data<float>(call->in[1]), b,
+                sdk::data<int32_t>(call->in[2]), sdk::data<float>(call->out[0]),
+                sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sh.m, n, sh.k,
+                p.label_smoothing, sh.ls, row_loss, row_hit, p.mask_input != 0);
     FR_CUDA_LAUNCH_CHECK();
     softmax_xent_sum<<<1, kSumThreads, 0, s>>>(row_loss, row_hit, sh.m,
                                                static_cast<FrBatchResults*>(call->rout[0].data));

@@ -69,26 +69,6 @@ __device__ __forceinline__ float lanes_sum_to_lane(const float (&acc)[NMAX], int
   return out;
 }
 
-// row_dots for a row already in registers: xv[i] holds x[lane + 32 i] (k <= 32 * KV). Each lane adds its
-// columns in the same increasing order as row_dots, so the same bits.
-template <int NMAX, int KV>
-__device__ __forceinline__ float row_dots_regs(const float (&xv)[KV], const float* wp, int n, int64_t k,
-                                               int lane) {
-  float acc[NMAX];
-#pragma unroll
-  for (int j = 0; j < NMAX; ++j) acc[j] = 0.0f;
-#pragma unroll
-  for (int i = 0; i < KV; ++i) {
-    const int64_t c = lane + 32 * i;
-    if (c < k) {
-#pragma unroll
-      for (int j = 0; j < NMAX; ++j)
-        if (j < n) acc[j] = fmaf(xv[i], wp[j * k + c], acc[j]);
-    }
-  }
-  return lanes_sum_to_lane<NMAX>(acc, n, lane);
-}
-
 // One warp, one row: lanes stride over k four loads at a time, each lane keeps n partial dot products, and
 // butterflies sum them. Returns x_row . w_lane on lanes below n (0 elsewhere). Every lane must call it.
 template <int NMAX>
