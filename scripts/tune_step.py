@@ -112,6 +112,9 @@ def main():
         ap.error("--passes and --top must be at least 1")
     if a.keep < 0 or a.timeout <= 0:
         ap.error("--keep must be 0 or more and --timeout positive")
+    layouts = [x for x in a.layouts.split(",") if x]
+    if any(x not in ("00", "01", "10", "11") for x in layouts):
+        ap.error(f"--layouts takes 00, 01, 10 or 11 separated by commas, found {a.layouts!r}")
     # SIGTERM (a timeout around this tool) ends it like Ctrl-C: the trial file is removed, the cache keeps
     # only decided choices.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("tune_step: terminated"))
@@ -129,9 +132,6 @@ def main():
             sys.exit(f"tune_step: {a.cache} is not a fresco CUDA tuning cache (no header line)")
     entries = cache_entries(a.cache)
     chosen = {p: e for p in cands if (e := entry_for(p, cands[p], entries))}  # problem -> its current entry
-    layouts = [x for x in a.layouts.split(",") if x]
-    if any(x not in ("00", "01", "10", "11") for x in layouts):
-        ap.error(f"--layouts takes 00, 01, 10 or 11 separated by commas, found {a.layouts!r}")
     problems = sorted((p for p in chosen if in_batch(p, a.batch) and macs(p) >= a.min_macs
                        and (not layouts or p.split(",")[0] in layouts)), key=macs, reverse=True)
     if not problems:

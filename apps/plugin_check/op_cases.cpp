@@ -674,7 +674,12 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
       return same ? base_error(out, rout) : 1.0;
     };
     cases.emplace_back("labels copied", std::move(l));
-    // x one byte and y four bytes past an aligned address (735 values: not a multiple of any vector width).
+    // x four bytes past an aligned address (word loads, but not 16-byte ones), then one byte; y four bytes
+    // (735 values: not a multiple of any vector width).
+    OpCase words = c;
+    words.in[0].offset = 4;
+    words.out[0].offset = 4;
+    cases.emplace_back("4-byte aligned operands", std::move(words));
     c.in[0].offset = 1;
     c.out[0].offset = 4;
     cases.emplace_back("unaligned operands", std::move(c));

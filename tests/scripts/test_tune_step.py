@@ -51,9 +51,18 @@ class TuneStep(unittest.TestCase):
         self.assertEqual(c[FWD], 0)  # a forward: tried and changed
         self.assertEqual(c[WGRAD], 3)  # a weight gradient: left as tuned alone (the split-4 tie)
         self.assertEqual(c[WGRAD_SMALL_M], 1)
+        os.remove(self.cache)
+        r = self.run_tool("--layouts", "10")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        c = last_choices(self.cache)
+        self.assertEqual(c[WGRAD], 0)  # a weight gradient: tried and changed
+        self.assertEqual(c[FWD], 3)  # a forward: left as tuned alone
+        # A bad value is refused before any benchmark runs (nothing is written).
+        os.remove(self.cache)
         r = self.run_tool("--layouts", "10,x")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("--layouts takes", r.stderr)
+        self.assertFalse(os.path.exists(self.cache))
 
     def test_finds_the_step_choices(self):
         r = self.run_tool()

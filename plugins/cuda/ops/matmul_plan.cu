@@ -151,6 +151,17 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
           std::fprintf(stderr, "[fresco-cuda]   candidate %s #%zu\t%s\t%.2f us\n", key.c_str(), i,
                        candidate_name(cands[i]).c_str(), us[i]);
     }
+    // A bias-gradient configuration must have run here (its caller falls back to a separate sum when not):
+    // one that was not timed (a small problem, FRESCO_CUBLAS_AUTOTUNE=0) or whose timing failed runs once.
+    if (bias_grad) {
+      const bool ran = static_cast<size_t>(pick) < us.size() &&
+                       std::isfinite(us[static_cast<size_t>(pick)]) && us[static_cast<size_t>(pick)] > 0.0f;
+      std::vector<float> once;
+      if (!ran) fastest_matmul(ctx, p, {cands[static_cast<size_t>(pick)]}, m, n, k, &once);
+      FR_PLUGIN_CHECK(ran || (!once.empty() && std::isfinite(once[0]) && once[0] > 0.0f), FR_ERR_UNSUPPORTED,
+                      "cuBLASLt's bias-gradient configuration for " + std::to_string(m) + "x" +
+                          std::to_string(n) + "x" + std::to_string(k) + " did not run");
+    }
     p.algo = cands[pick].algo;
     p.workspace = cands[pick].workspace;
     p.own = cands[pick].own;
