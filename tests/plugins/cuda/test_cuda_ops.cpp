@@ -431,6 +431,69 @@ TEST(CudaOps, FcSoftmaxXentHead) {
     }
 }
 
+// The fused head against the separate nodes it replaces, both on CUDA (small-fc forward, the loss, the
+// small-fc input gradient, relu_backward as the previous layer's mask), bit for bit: shapes that reach every
+// kernel of the node (the register kernel's widths 8 / 12 / 16 / 32 classes at k <= 256 and 8 / 12 / 16 at k
+// <= 512, then the general kernel with w in shared memory and not), and labels that include an invalid one
+// (the class count n: its loss is NaN and its gradient row 0).
+TEST(CudaOps, FcSoftmaxXentHeadSameBitsAsTheSeparateNodes) {
+  FRESCO_REQUIRE_GPU();
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 5, 100},
+                         {64, 10, 256},
+                         {50, 14, 256},
+                         {33, 20, 200},
+                         {40, 3, 400},
+                         {100, 10, 300},
+                         {30, 16, 512},
+                         {20, 16, 1024},
+                         {9, 20, 600}})
+    for (int mask = 0; mask < 2; ++mask) {
+      const int bias = 1 - mask;  // each shape with and without bias, without and with the mask
+      const std::vector<TensorSpec> tensors = {{DType::F32, {m, 1, 1, k}, Fill::RELU},                // 0 x
+                                               {DType::F32, {n, 1, 1, k}, Fill::RANDOM},              // 1 w
+                                               {DType::I32, {m, 1, 1, 1}, Fill::LABELS, int(n) + 1},  // 2
+                                               {DType::F32, {1, 1, 1, n}, Fill::RANDOM},              // 3 b
+                                               {DType::F32, {m, 1, 1, n}, Fill::ZERO},   // 4 logits
+                                               {DType::F32, {m, 1, 1, n}, Fill::ZERO},   // 5 dlogits
+                                               {DType::F32, {m, 1, 1, k}, Fill::ZERO},   // 6 dx
+                                               {DType::F32, {1, 1, 1, 4}, Fill::ZERO},   // 7 results
+                                               {DType::F32, {m, 1, 1, k}, Fill::ZERO}};  // 8 dx masked
+      OpCase fused;
+      fused.tensors = tensors;
+      fused.node = bias ? node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2, 3}, {4, 5, 6})
+                        : node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2}, {4, 5, 6});
+      fused.node.rout = {bytes(7)};
+      fused.node.with_params(FrFcSoftmaxXentParams{bias, mask, 0.1f, 0});
+      fused.outputs = {4, 5, 6, 7};
+      OpCase apart;
+      apart.tensors = tensors;
+      GraphNode fc = bias ? node(FR_OP_FC, {0, 1, 3}, {4}) : node(FR_OP_FC, {0, 1}, {4});
+      fc.with_params(FrFcParams{bias, 0});
+      GraphNode loss = node(FR_OP_SOFTMAX_XENT, {4, 2}, {5});
+      loss.rout = {bytes(7)};
+      loss.with_params(FrSoftmaxXentParams{0.1f, 1});
+      GraphNode input_grad = node(FR_OP_FC_BACKWARD, {5, 0, 1}, {6});
+      input_grad.with_params(FrFcBackwardParams{bias, 1, 0, 1});
+      apart.before = {fc, loss};
+      if (mask) {
+        apart.before.push_back(input_grad);
+        apart.node = node(FR_OP_RELU_BACKWARD, {6, 0}, {8});
+        apart.outputs = {4, 5, 8, 7};
+      } else {
+        apart.node = input_grad;
+        apart.outputs = {4, 5, 6, 7};
+      }
+      for (uint32_t seed : {1u, 2u}) {
+        const auto a = run_case("cuda", fused, seed), b = run_case("cuda", apart, seed);
+        ASSERT_EQ(a.size(), b.size());
+        const char* names[] = {"logits", "dlogits", "dx", "batch results"};
+        for (size_t i = 0; i < a.size(); ++i)
+          EXPECT_TRUE(a[i] == b[i]) << names[i] << " differ: m=" << m << " n=" << n << " k=" << k
+                                    << " mask=" << mask << " seed " << seed;
+      }
+    }
+}
+
 TEST(CudaOps, RangeOps) {
   FRESCO_REQUIRE_GPU();
   OpCase clear;
