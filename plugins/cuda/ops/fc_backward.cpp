@@ -46,8 +46,7 @@ FR_CUDA_KERNEL_PREPARE(fc_backward) {
       if (p.part != 1) {
         // The bias gradient from the weight gradient's GEMM where cuBLASLt offers that (else a column sum).
         bool fused = false;
-        // (not with FRESCO_CUDA_SGEMM=2, which asks for the own kernel only: it has no such epilogue)
-        if (p.has_bias && ctx_of(ctx)->fused_bias_grad && ctx_of(ctx)->own_sgemm != 2) {
+        if (p.has_bias && ctx_of(ctx)->fused_bias_grad) {
           try {
             plan_matmul(ctx_of(ctx), plan->dw, true, false, n, k, m, false, false, kMaxWorkspace, true);
             fused = true;

@@ -37,6 +37,9 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
                  bool bias, bool relu, uint64_t max_workspace, bool bias_grad) {
   FR_PLUGIN_CHECK(!bias_grad || (!bias && !relu), FR_ERR_INVALID_ARGUMENT,
                   "matmul: a bias gradient epilogue takes no bias or relu");
+  FR_PLUGIN_CHECK(
+      !bias_grad || ctx->own_sgemm != 2, FR_ERR_UNSUPPORTED,
+      "matmul: FRESCO_CUDA_SGEMM=2 asks for the own kernel only, which has no bias-gradient epilogue");
   // Column-major view: C^T[n,m] = op(B)^T[n,k] op(A)^T[k,m]. Row-major B stored [k,n] is column-major [n,k] =
   // B^T, so the first operand is B with transa = trans_b; likewise the second is A with transb = trans_a.
   FR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));

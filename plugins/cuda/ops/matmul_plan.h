@@ -29,7 +29,8 @@ struct MatmulPlan {
 // trans_b), all densely packed. bias (per column of C, length n) when `bias`; relu applied last when `relu`.
 // With `bias_grad` (not with bias or relu) the same call also writes bias[i] = sum over l of op(A)[i,l]
 // (length m: an fc weight gradient dy^T x gives its bias gradient), in cuBLASLt's order; throws
-// FR_ERR_UNSUPPORTED when cuBLASLt has no such configuration (the caller then sums separately).
+// FR_ERR_UNSUPPORTED when cuBLASLt has no such configuration, when the chosen one did not run at prepare, or
+// with FRESCO_CUDA_SGEMM=2 (the own kernel has none), and the caller then sums separately.
 void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                  bool bias, bool relu, uint64_t max_workspace, bool bias_grad = false);
 // `bias` is read (bias) or written (bias_grad: cuBLASLt writes through the pointer it is given).

@@ -11,9 +11,24 @@ namespace fresco::cuda {
 namespace {
 constexpr int kThreads = 256;
 
+// Both kernels' prologue: the block tabulates the 256 x channels possible outputs in `table` with the
+// arithmetic the CPU does per element (two IEEE divisions, so the bits agree and no element divides), and the
+// grid copies the batch's labels. The caller waits for the block before reading the table.
+__device__ __forceinline__ void build_table_copy_labels(float (&table)[FR_MAX_NORM_CHANNELS][256],
+                                                        const FrNormalizeParams& p,
+                                                        const int32_t* __restrict__ labels_in,
+                                                        int32_t* __restrict__ labels_out, uint32_t n_labels) {
+  for (uint32_t i = threadIdx.x; i < 256 * static_cast<uint32_t>(p.channels); i += kThreads) {
+    const uint32_t c = i >> 8, v = i & 255;
+    table[c][v] = (static_cast<float>(v) / 255.0f - p.mean[c]) / p.std[c];
+  }
+  const uint32_t stride = gridDim.x * kThreads;
+  for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < n_labels; i += stride)
+    labels_out[i] = labels_in[i];
+}
+
 // Four consecutive elements per thread (one 4-byte load of x), 32-bit indices: the channel is found once per
-// four elements. Each block first tabulates the 256 x channels possible outputs in shared memory with the
-// arithmetic the CPU does per element (two IEEE divisions), so the bits agree and no element divides.
+// four elements, the value from the block's table.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     normalize_kernel(const uint8_t* __restrict__ x, T* __restrict__ y, uint32_t n, FrNormalizeParams p,
@@ -21,13 +36,9 @@ __global__ void __launch_bounds__(kThreads)
                      uint32_t n_labels, bool x_aligned4) {
   __shared__ float table[FR_MAX_NORM_CHANNELS][256];
   const uint32_t channels = static_cast<uint32_t>(p.channels);
-  for (uint32_t i = threadIdx.x; i < 256 * channels; i += kThreads) {
-    const uint32_t c = i >> 8, v = i & 255;
-    table[c][v] = (static_cast<float>(v) / 255.0f - p.mean[c]) / p.std[c];
-  }
   const uint32_t stride = gridDim.x * kThreads;
   const uint32_t first = blockIdx.x * kThreads + threadIdx.x;
-  for (uint32_t i = first; i < n_labels; i += stride) labels_out[i] = labels_in[i];
+  build_table_copy_labels(table, p, labels_in, labels_out, n_labels);
   __syncthreads();
   for (uint32_t q = first; q < (n + 3) / 4; q += stride) {
     const uint32_t i0 = 4 * q;
@@ -63,11 +74,7 @@ __global__ void __launch_bounds__(kThreads)
   const uint32_t first = blockIdx.x * kThreads + threadIdx.x;
   uint4 u = make_uint4(0, 0, 0, 0);
   if (first < chunks) u = reinterpret_cast<const uint4*>(x)[first];
-  for (uint32_t i = threadIdx.x; i < 256 * channels; i += kThreads) {
-    const uint32_t c = i >> 8, v = i & 255;
-    table[c][v] = (static_cast<float>(v) / 255.0f - p.mean[c]) / p.std[c];
-  }
-  for (uint32_t i = first; i < n_labels; i += stride) labels_out[i] = labels_in[i];
+  build_table_copy_labels(table, p, labels_in, labels_out, n_labels);
   __syncthreads();
   for (uint32_t q = first; q < chunks; q += stride) {
     if (q != first) u = reinterpret_cast<const uint4*>(x)[q];

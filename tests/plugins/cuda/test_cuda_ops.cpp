@@ -398,8 +398,27 @@ TEST(CudaOps, SoftmaxCrossEntropy) {
   }
 }
 
-// The fused training head (fc_softmax_xent) against the CPU kernel: logits, dlogits, dx (masked or not) and
-// the batch results.
+// The fused training head (fc_softmax_xent) as one node: x (a relu's output), w, labels below labels_below
+// (from n on invalid), b -> logits, dlogits, dx, and the batch results (tensor 7); outputs in that order.
+OpCase fused_head_case(int64_t m, int64_t n, int64_t k, int bias, int mask, int labels_below) {
+  OpCase c;
+  c.tensors = {{DType::F32, {m, 1, 1, k}, Fill::RELU},
+               {DType::F32, {n, 1, 1, k}, Fill::RANDOM},
+               {DType::I32, {m, 1, 1, 1}, Fill::LABELS, labels_below},
+               {DType::F32, {1, 1, 1, n}, Fill::RANDOM},
+               {DType::F32, {m, 1, 1, n}, Fill::ZERO},
+               {DType::F32, {m, 1, 1, n}, Fill::ZERO},
+               {DType::F32, {m, 1, 1, k}, Fill::ZERO},
+               {DType::F32, {1, 1, 1, 4}, Fill::ZERO}};
+  c.node = bias ? node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2, 3}, {4, 5, 6})
+                : node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2}, {4, 5, 6});
+  c.node.rout = {bytes(7)};
+  c.node.with_params(FrFcSoftmaxXentParams{bias, mask, 0.1f, 0});
+  c.outputs = {4, 5, 6, 7};
+  return c;
+}
+
+// The fused head against the CPU kernel: logits, dlogits, dx (masked or not) and the batch results.
 TEST(CudaOps, FcSoftmaxXentHead) {
   FRESCO_REQUIRE_GPU();
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 10, 256},
@@ -411,21 +430,7 @@ TEST(CudaOps, FcSoftmaxXentHead) {
                          {9, 3, 5000}})
     for (int mask = 0; mask < 2; ++mask) {
       const int bias = mask;  // bias with the mask, none without: both paths of each
-      OpCase c;
-      c.tensors = {{DType::F32, {m, 1, 1, k}, Fill::RELU},
-                   {DType::F32, {n, 1, 1, k}, Fill::RANDOM},
-                   {DType::I32, {m, 1, 1, 1}, Fill::LABELS, static_cast<int>(n)},
-                   {DType::F32, {1, 1, 1, n}, Fill::RANDOM},
-                   {DType::F32, {m, 1, 1, n}, Fill::ZERO},
-                   {DType::F32, {m, 1, 1, n}, Fill::ZERO},
-                   {DType::F32, {m, 1, 1, k}, Fill::ZERO},
-                   {DType::F32, {1, 1, 1, 4}, Fill::ZERO}};
-      c.node = bias ? node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2, 3}, {4, 5, 6})
-                    : node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2}, {4, 5, 6});
-      c.node.rout = {bytes(7)};
-      c.node.with_params(FrFcSoftmaxXentParams{bias, mask, 0.1f, 0});
-      c.outputs = {4, 5, 6, 7};
-      expect_same(c, 1e-5,
+      expect_same(fused_head_case(m, n, k, bias, mask, static_cast<int>(n)), 1e-5,
                   "fc_softmax_xent m=" + std::to_string(m) + " n=" + std::to_string(n) +
                       " k=" + std::to_string(k) + " mask=" + std::to_string(mask));
     }
@@ -449,24 +454,10 @@ TEST(CudaOps, FcSoftmaxXentHeadSameBitsAsTheSeparateNodes) {
                          {9, 20, 600}})
     for (int mask = 0; mask < 2; ++mask) {
       const int bias = 1 - mask;  // each shape with and without bias, without and with the mask
-      const std::vector<TensorSpec> tensors = {{DType::F32, {m, 1, 1, k}, Fill::RELU},                // 0 x
-                                               {DType::F32, {n, 1, 1, k}, Fill::RANDOM},              // 1 w
-                                               {DType::I32, {m, 1, 1, 1}, Fill::LABELS, int(n) + 1},  // 2
-                                               {DType::F32, {1, 1, 1, n}, Fill::RANDOM},              // 3 b
-                                               {DType::F32, {m, 1, 1, n}, Fill::ZERO},   // 4 logits
-                                               {DType::F32, {m, 1, 1, n}, Fill::ZERO},   // 5 dlogits
-                                               {DType::F32, {m, 1, 1, k}, Fill::ZERO},   // 6 dx
-                                               {DType::F32, {1, 1, 1, 4}, Fill::ZERO},   // 7 results
-                                               {DType::F32, {m, 1, 1, k}, Fill::ZERO}};  // 8 dx masked
-      OpCase fused;
-      fused.tensors = tensors;
-      fused.node = bias ? node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2, 3}, {4, 5, 6})
-                        : node(FR_OP_FC_SOFTMAX_XENT, {0, 1, 2}, {4, 5, 6});
-      fused.node.rout = {bytes(7)};
-      fused.node.with_params(FrFcSoftmaxXentParams{bias, mask, 0.1f, 0});
-      fused.outputs = {4, 5, 6, 7};
+      const OpCase fused = fused_head_case(m, n, k, bias, mask, static_cast<int>(n) + 1);
       OpCase apart;
-      apart.tensors = tensors;
+      apart.tensors = fused.tensors;  // and tensor 8: the masked dx that relu_backward writes
+      apart.tensors.push_back({DType::F32, {m, 1, 1, k}, Fill::ZERO});
       GraphNode fc = bias ? node(FR_OP_FC, {0, 1, 3}, {4}) : node(FR_OP_FC, {0, 1}, {4});
       fc.with_params(FrFcParams{bias, 0});
       GraphNode loss = node(FR_OP_SOFTMAX_XENT, {4, 2}, {5});
