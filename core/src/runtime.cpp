@@ -66,6 +66,10 @@ bool uses_sums_operands(const GraphNode& n) {
 StreamRole side_of(StreamRole main) {
   return main == StreamRole::COMP_2 ? StreamRole::COMP_3 : StreamRole::COMP_2;
 }
+// The stream of a capture's `aside` calls: the third computing stream when main is COMP_1, else the side.
+StreamRole aside_of(StreamRole main) {
+  return main == StreamRole::COMP_1 ? StreamRole::COMP_3 : side_of(main);
+}
 }  // namespace
 
 Runtime::~Runtime() {
@@ -254,9 +258,9 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
 }
 
 void Runtime::finish_capture(Capture& cap) {
-  const StreamRole side = side_of(cap.stream);
+  const StreamRole side = side_of(cap.stream), aside = aside_of(cap.stream);
   for (auto& rc : cap.calls) {
-    const StreamRole r = rc.side ? side : cap.stream;
+    const StreamRole r = rc.aside ? aside : rc.side ? side : cap.stream;
     rc.call.stream = stream(r);
     rc.call.workspace = rc.call.workspace_bytes ? workspaces_[static_cast<int>(r)] : nullptr;
     FRESCO_CHECK(rc.call.workspace_bytes <= workspace_bytes_[static_cast<int>(r)], ErrorCode::kInternal,
@@ -266,22 +270,25 @@ void Runtime::finish_capture(Capture& cap) {
   void* s = stream(cap.stream);
   throw_if_error(api_->capture_begin(ctx_, s), "capture begin");
   try {
-    bool side_pending = false;
+    bool side_pending = false, aside_pending = false;
     auto join = [&] {
-      record(join_event_, side);
-      wait(cap.stream, join_event_);
-      side_pending = false;
+      for (const StreamRole r : {side, aside})
+        if (r == side ? side_pending : aside_pending) {
+          record(join_event_, r);
+          wait(cap.stream, join_event_);
+        }
+      side_pending = aside_pending = false;
     };
     for (const auto& rc : cap.calls) {
-      if (rc.join_before && side_pending) join();
-      if (rc.side && has_events()) {  // fork: the side stream starts after everything issued on main so far
+      if (rc.join_before && (side_pending || aside_pending)) join();
+      if ((rc.side || rc.aside) && has_events()) {  // fork: it starts after everything issued on main so far
         record(fork_event_, cap.stream);
-        wait(side, fork_event_);
-        side_pending = true;
+        wait(rc.aside ? aside : side, fork_event_);
+        (rc.aside ? aside_pending : side_pending) = true;
       }
       throw_if_error(rc.kernel->run(ctx_, &rc.call), "kernel " + rc.label);
     }
-    if (side_pending) join();
+    if (side_pending || aside_pending) join();
   } catch (...) {
     void* broken = nullptr;
     try {
@@ -311,6 +318,12 @@ int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>
       ResolvedCall copy = rc;
       copy.owns_state = false;
       copy.join_before = rc.join_before || (first && !backward_piece);
+      // The metrics wait only for the loss (issued on main): queued behind the side stream's weight
+      // gradients and early updates they would hold up the optimizer's join.
+      if (g == GraphId::ACCUM_METRICS && copy.side && copy.call.workspace_bytes == 0) {
+        copy.side = false;
+        copy.aside = true;
+      }
       first = false;
       cap.calls.push_back(std::move(copy));
     }

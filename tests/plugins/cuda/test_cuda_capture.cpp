@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -136,6 +139,124 @@ TEST(CudaCapture, FusedHeadGivesTheSameBitsOnCuda) {
         << snaps[0][i].first << " differs with the fused head";
   }
   std::remove(path.c_str());
+}
+
+namespace {
+// A captured graph as cudaGraphDebugDotPrint writes it (FRESCO_CUDA_GRAPH_DOT): each node's label text and
+// the edges between nodes.
+struct DotGraph {
+  std::vector<std::string> label;
+  std::vector<std::vector<int>> next;
+  std::string text;  // the file, for messages
+  // Nodes reachable from n (n excluded).
+  std::vector<bool> after(int n) const {
+    std::vector<bool> seen(label.size(), false);
+    std::vector<int> todo = next[static_cast<size_t>(n)];
+    while (!todo.empty()) {
+      const int v = todo.back();
+      todo.pop_back();
+      if (seen[static_cast<size_t>(v)]) continue;
+      seen[static_cast<size_t>(v)] = true;
+      for (int w : next[static_cast<size_t>(v)]) todo.push_back(w);
+    }
+    return seen;
+  }
+  std::vector<int> named(const std::string& s) const {
+    std::vector<int> r;
+    for (size_t i = 0; i < label.size(); ++i)
+      if (label[i].find(s) != std::string::npos) r.push_back(static_cast<int>(i));
+    return r;
+  }
+};
+
+// The first quoted word of `l` at or after `from`; `end` is set past its closing quote.
+std::string quoted(const std::string& l, size_t from, size_t* end) {
+  const size_t a = l.find('"', from);
+  if (a == std::string::npos) return {};
+  const size_t b = l.find('"', a + 1);
+  if (b == std::string::npos) return {};
+  *end = b + 1;
+  return l.substr(a + 1, b - a - 1);
+}
+
+// Lines `"graph_0_node_3" -> "graph_0_node_4"` are edges; `"graph_0_node_3"[...];` declares a node (its
+// label may span lines up to the one holding "];").
+DotGraph read_dot(const std::string& path) {
+  std::ifstream f(path);
+  DotGraph g;
+  std::map<std::string, int> id;
+  auto node = [&](const std::string& n) {
+    const auto it = id.find(n);
+    if (it != id.end()) return it->second;
+    g.label.emplace_back();
+    g.next.emplace_back();
+    return id[n] = static_cast<int>(g.label.size()) - 1;
+  };
+  int open = -1;  // the node whose label continues on the next line
+  for (std::string line; std::getline(f, line);) {
+    if (g.text.size() < 4000) g.text += line + "\n";
+    if (open >= 0) {
+      g.label[static_cast<size_t>(open)] += "\n" + line;
+      if (line.find("];") != std::string::npos) open = -1;
+      continue;
+    }
+    size_t end = 0;
+    const std::string first = line.empty() || line[0] != '"' ? std::string() : quoted(line, 0, &end);
+    if (first.find("_node_") == std::string::npos) continue;
+    const size_t arrow = line.find("->", end);
+    if (arrow != std::string::npos) {
+      size_t e2 = 0;
+      const std::string second = quoted(line, arrow, &e2);
+      if (!second.empty()) g.next[static_cast<size_t>(node(first))].push_back(node(second));
+    } else if (end < line.size() && line[end] == '[') {
+      const int n = node(first);
+      g.label[static_cast<size_t>(n)] = line.substr(end);
+      if (line.find("];") == std::string::npos) open = n;
+    }
+  }
+  return g;
+}
+}  // namespace
+
+// The README's MLP step at batch 1024 on CUDA: the train metrics wait for no optimizer update (they run on a
+// third stream, forked after the loss; runtime.cpp), though the early update of the first layers' weights
+// runs on the side stream they used to share.
+TEST(CudaCapture, MetricsWaitForNoOptimizerUpdate) {
+  FRESCO_REQUIRE_GPU();
+  const std::string prefix = testing::TempDir() + "fresco_graph_" + std::to_string(getpid()) + "_";
+  const ScopedEnv dot("FRESCO_CUDA_GRAPH_DOT", prefix);
+  JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
+  job.batch_size = 1024;
+  data::Dataset train = data::load_mnist_dir(job.data.path, "train", job.data.kind);
+  const data::Dataset test = data::load_mnist_dir(job.data.path, "test", job.data.kind);
+  {
+    DeepLearningTask t;
+    configure(t, job);
+    t.device("cuda").data(train, test);
+    t.normalize(job.normalize_set ? job.normalize : default_normalization(job.data.kind));
+    t.compile();
+  }
+  int steps = 0, files = 0;
+  std::string first;
+  for (int n = 0;; ++n) {
+    const std::string path = prefix + std::to_string(n) + ".dot";
+    if (!std::ifstream(path)) break;
+    ++files;
+    const DotGraph g = read_dot(path);
+    std::remove(path.c_str());
+    if (first.empty()) first = g.text;
+    const std::vector<int> metrics = g.named("accumulate_kernel"), adam = g.named("adam_kernel");
+    if (metrics.empty() || adam.size() < 2) continue;  // not a whole training step with its early update
+    ++steps;
+    for (int a : adam) {
+      const std::vector<bool> later = g.after(a);
+      for (int mt : metrics)
+        EXPECT_FALSE(later[static_cast<size_t>(mt)]) << path << ": metrics after an update";
+    }
+  }
+  EXPECT_GE(steps, 1) << files << " graphs under " << prefix << ", none with the step's metrics and two "
+                      << "updates; the first begins:\n"
+                      << first;
 }
 
 TEST(CudaCapture, NodeByNodeParityCpuVsCuda) {

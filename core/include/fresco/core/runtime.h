@@ -19,8 +19,11 @@ namespace fresco {
 
 struct ResolvedCall {
   const FrKernelDef* kernel = nullptr;
-  bool owns_state = true;    // false in fused captures, which borrow the state of the piece they copy
-  bool side = false;         // runs on the capture's side stream, forked from the main stream just before it
+  bool owns_state = true;  // false in fused captures, which borrow the state of the piece they copy
+  bool side = false;       // runs on the capture's side stream, forked from the main stream just before it
+  // (fused captures) runs on a third stream, forked from the main stream just before it, so it waits for
+  // nothing queued on the side stream; joined with the side stream. For small calls without workspace.
+  bool aside = false;
   bool join_before = false;  // the main stream waits for all side-stream work before this call
   FrCall call{};
   std::vector<FrTensor> in, out;
