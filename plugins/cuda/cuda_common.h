@@ -72,6 +72,10 @@ struct Context {
   // Small memset nodes of captured graphs become kernel nodes (graph/memset_nodes.h;
   // FRESCO_CUDA_GRAPH_MEMSETS=0 keeps them as memset nodes).
   bool replace_memsets = true;
+  // FRESCO_CUDA_GRAPH_DOT=PREFIX: each captured graph is also written as PREFIX<n>.dot
+  // (cudaGraphDebugDotPrint, n counting from 0 per context), for looking at its branches.
+  std::string graph_dot;
+  int graphs_captured = 0;
   bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
   // FRESCO_CUDNN_DETERMINISTIC=0 also admits cuDNN's non-deterministic algorithms (results then vary from
   // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times.
@@ -91,6 +95,9 @@ struct Context {
   // forward runs on an engine (conv_engines).
   int conv_genstats = 1;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
+  // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0, unless
+  // FRESCO_CUDA_DEPENDENT_LAUNCH=0.
+  bool dependent_launch = false;
   std::map<std::string, ConvChoice> conv_choice;
 };
 

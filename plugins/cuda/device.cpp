@@ -78,9 +78,13 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->fused_bias_grad = env_switch("FRESCO_CUBLAS_BGRAD", true);
     c->bn_recompute_mask = env_switch("FRESCO_CUDA_BN_RECOMPUTE_MASK", true);
     c->replace_memsets = env_switch("FRESCO_CUDA_GRAPH_MEMSETS", true);
+    if (const char* dot = std::getenv("FRESCO_CUDA_GRAPH_DOT")) c->graph_dot = dot;
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
       throw sdk::KernelError(FR_ERR_DEVICE, "cuda: cublasLtCreate failed");
     cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
+    c->dependent_launch = major >= 9 && env_switch("FRESCO_CUDA_DEPENDENT_LAUNCH", true);
     c->machine = machine_signature(index, c->sm_count);
     c->tuning = std::make_unique<TuningCache>(default_tuning_cache_path());
     *out = c.release();
@@ -181,6 +185,10 @@ FrError* capture_end(void* p, void* stream, void** graph) noexcept {
         std::fprintf(stderr, "[fresco-cuda] warning: memset nodes kept as captured: %s\n", e.what());
         (void)cudaGetLastError();
       }
+    }
+    if (ctx_of(p) && !ctx_of(p)->graph_dot.empty()) {
+      const std::string path = ctx_of(p)->graph_dot + std::to_string(ctx_of(p)->graphs_captured++) + ".dot";
+      FR_CUDA_CHECK(cudaGraphDebugDotPrint(owned.get(), path.c_str(), cudaGraphDebugDotFlagsVerbose));
     }
     cudaGraphExec_t exec = nullptr;
     FR_CUDA_CHECK(cudaGraphInstantiate(&exec, owned.get(), 0));
