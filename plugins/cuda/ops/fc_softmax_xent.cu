@@ -4,7 +4,8 @@
 // input gradient does (columns over lanes, classes in order), masked where x <= 0 when asked: the same
 // arithmetic in the same order as the nodes it replaces, so the same bits. w sits in shared memory when it
 // fits. Rows of up to 512 inputs run a variant that keeps the row, the logits and the gradient in registers
-// (fc_softmax_xent_regs_kernel). softmax_xent_sum adds the rows' losses and hits. Test: tests/plugins/cuda
+// (fc_softmax_xent_regs_kernel). softmax_xent_sum adds the rows' losses and hits (launched to start as the
+// rows finish: ops/dependent_launch.cuh). Test: tests/plugins/cuda
 // (against the CPU kernel).
 #include "fresco/softmax_xent_geometry.hpp"
 #include "ops/small_fc.h"
@@ -24,6 +25,7 @@ __global__ void __launch_bounds__(kHeadWarps * 32)
                            int64_t m, int n, int64_t k, float eps, const FrStepScalars* scalars,
                            float* __restrict__ row_loss, float* __restrict__ row_hit, bool mask,
                            bool w_shared) {
+  allow_dependent_launch();  // softmax_xent_sum waits for this kernel's rows
   const float* wp = block_weights(w, n * k, w_shared);
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadWarps + (threadIdx.x >> 5);
@@ -74,6 +76,7 @@ __global__ void __launch_bounds__(kHeadWarps * 32)
                                 float* __restrict__ row_hit, bool mask) {
   constexpr int KP = 32 * KV;
   __shared__ float ws[NMAX * KP];
+  allow_dependent_launch();  // softmax_xent_sum waits for this kernel's rows
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadWarps + (threadIdx.x >> 5);
   const bool live = row < m;  // warp-uniform; every thread reaches the block's staging barrier
@@ -176,7 +179,6 @@ FR_CUDA_KERNEL_PREPARE(fc_softmax_xent) {
 
 FR_CUDA_KERNEL_RUN(fc_softmax_xent) {
   return sdk::guard([&] {
-    (void)ctx;
     const auto& p = sdk::params<FrFcSoftmaxXentParams>(call);
     const sdk::FcXentShape sh = sdk::fc_xent_shape(call);
     float* row_loss = static_cast<float*>(call->workspace);
@@ -190,9 +192,9 @@ FR_CUDA_KERNEL_RUN(fc_softmax_xent) {
                 sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sh.m, n, sh.k,
                 p.label_smoothing, sh.ls, row_loss, row_hit, p.mask_input != 0);
     FR_CUDA_LAUNCH_CHECK();
-    softmax_xent_sum<<<1, kSumThreads, 0, s>>>(row_loss, row_hit, sh.m,
-                                               static_cast<FrBatchResults*>(call->rout[0].data));
-    FR_CUDA_LAUNCH_CHECK();
+    launch_after_prior(ctx_of(ctx), softmax_xent_sum, 1, kSumThreads, s, static_cast<const float*>(row_loss),
+                       static_cast<const float*>(row_hit), sh.m,
+                       static_cast<FrBatchResults*>(call->rout[0].data));
   });
 }
 

@@ -4,8 +4,8 @@
 // skip_step are read from S-region memory inside the kernel. Test: tests/plugins/cuda (vs the CPU kernels).
 #include <initializer_list>
 
-#include "cuda_common.h"
 #include "fresco/update_rules.h"
+#include "ops/dependent_launch.cuh"
 
 namespace fresco::cuda {
 
@@ -67,6 +67,7 @@ struct AdamStep {
 template <bool VEC>
 __global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const float* __restrict__ g,
                            int64_t n, FrSgdParams p, const FrStepScalars* __restrict__ s) {
+  allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) return;
   for_each_element<VEC>(n, SgdStep{w, buf, g, s->lr, p});
 }
@@ -75,6 +76,7 @@ template <bool VEC>
 __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float* __restrict__ v,
                             const float* __restrict__ g, int64_t n, FrAdamParams p,
                             const FrStepScalars* __restrict__ s) {
+  allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) return;
   for_each_element<VEC>(n, AdamStep{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->updates)});
 }

@@ -1,9 +1,10 @@
 // CUDA range ops on a few scalars, one thread each: accumulate_metrics (batch results into the pass
 // accumulators), lr_schedule (the shared fr_schedule_lr rule, reading the step from S-region memory) and
-// step_done (which also clears skip_step) and loss_scale_update (fr_loss_scale_update). Test:
+// step_done (which also clears skip_step; launched as a programmatic dependent of the update before it) and
+// loss_scale_update (fr_loss_scale_update). Test:
 // tests/plugins/cuda.
-#include "cuda_common.h"
 #include "fresco/update_rules.h"
+#include "ops/dependent_launch.cuh"
 
 namespace fresco::cuda {
 
@@ -17,10 +18,22 @@ __global__ void accumulate_kernel(const FrBatchResults* b, FrMetricAccumulators*
 __global__ void lr_schedule_kernel(FrScheduleParams p, const float* table, FrStepScalars* s) {
   s->lr = fr_schedule_lr(&p, s->step, table);
 }
+// A programmatic dependent of the step's last update (ops/dependent_launch.cuh): the next lr is computed
+// while the update still runs (the step counter is written only here, by the previous step's step_done), the
+// scalars the updates read are written after it.
 __global__ void step_done_kernel(FrStepScalars* s, FrScheduleParams p, const float* table,
                                  int with_schedule) {
-  fr_step_done(s);
-  if (with_schedule) s->lr = fr_schedule_lr(&p, s->step, table);
+  FrStepScalars t{};
+  t.step = s->step;
+  const float lr = with_schedule ? fr_schedule_lr(&p, t.step + 1, table) : 0.0f;
+  wait_for_prior_kernels();
+  t.updates = __ldcg(&s->updates);
+  t.skip_step = __ldcg(&s->skip_step);
+  fr_step_done(&t);
+  s->step = t.step;
+  s->updates = t.updates;
+  s->skip_step = t.skip_step;
+  if (with_schedule) s->lr = lr;
 }
 __global__ void loss_scale_update_kernel(FrStepScalars* s, FrLossScaleParams p) {
   fr_loss_scale_update(s, &p);
@@ -68,7 +81,6 @@ FR_CUDA_KERNEL_RUN(lr_schedule) {
 
 FR_CUDA_KERNEL_RUN(step_done) {
   return sdk::guard([&] {
-    (void)ctx;
     sdk::expect_arity(call, 0, 0, 0, 1, "step_done");
     FrStepScalars* scalars = sdk::step_scalars(call->rout[0], "step_done");
     FrScheduleParams p{};
@@ -78,8 +90,8 @@ FR_CUDA_KERNEL_RUN(step_done) {
       p = sdk::params<FrScheduleParams>(call);
       table = sdk::schedule_table(call, p, "step_done");
     }
-    step_done_kernel<<<1, 1, 0, stream_of(call)>>>(scalars, p, table, with_schedule);
-    FR_CUDA_LAUNCH_CHECK();
+    launch_after_prior(ctx_of(ctx), step_done_kernel, 1, 1, stream_of(call), scalars, p, table,
+                       with_schedule);
   });
 }
 

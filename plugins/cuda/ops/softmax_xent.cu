@@ -13,6 +13,7 @@ __global__ void __launch_bounds__(kRowThreads)
     softmax_xent_rows(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ dz,
                       int64_t m, int64_t c, float eps, const FrStepScalars* scalars,
                       float* __restrict__ row_loss, float* __restrict__ row_hit) {
+  allow_dependent_launch();  // softmax_xent_sum waits for this kernel's rows
   const int64_t r = (static_cast<int64_t>(blockIdx.x) * kRowThreads + threadIdx.x) >> 5;
   if (r >= m) return;
   float l, h;
@@ -33,7 +34,6 @@ FR_CUDA_KERNEL_PREPARE(softmax_xent) {
 
 FR_CUDA_KERNEL_RUN(softmax_xent) {
   return sdk::guard([&] {
-    (void)ctx;
     const auto& p = sdk::params<FrSoftmaxXentParams>(call);
     const sdk::XentShape xs = sdk::xent_shape(call);
     const int64_t m = xs.m, c = xs.c;
@@ -45,9 +45,9 @@ FR_CUDA_KERNEL_RUN(softmax_xent) {
         p.write_grad ? sdk::data<float>(call->out[0]) : nullptr, m, c, p.label_smoothing, xs.ls, row_loss,
         row_hit);
     FR_CUDA_LAUNCH_CHECK();
-    softmax_xent_sum<<<1, kSumThreads, 0, stream_of(call)>>>(
-        row_loss, row_hit, m, static_cast<FrBatchResults*>(call->rout[0].data));
-    FR_CUDA_LAUNCH_CHECK();
+    launch_after_prior(ctx_of(ctx), softmax_xent_sum, 1, kSumThreads, stream_of(call),
+                       static_cast<const float*>(row_loss), static_cast<const float*>(row_hit), m,
+                       static_cast<FrBatchResults*>(call->rout[0].data));
   });
 }
 

@@ -6,6 +6,7 @@
 #include <cfloat>
 
 #include "cuda_common.h"
+#include "ops/dependent_launch.cuh"
 
 namespace fresco::cuda {
 namespace {
@@ -98,11 +99,14 @@ __device__ __forceinline__ void softmax_xent_lanes(float z, int32_t label, int c
 }
 
 // Fixed-order sum of the per-row values: strided partial sums, then a tree (deterministic for a given m).
+// Launched as a programmatic dependent of the row kernel (launch_after_prior; the row kernels call
+// allow_dependent_launch first): it is resident when the rows finish and waits for them here.
 __global__ void __launch_bounds__(kSumThreads)
     softmax_xent_sum(const float* __restrict__ row_loss, const float* __restrict__ row_hit, int64_t m,
                      FrBatchResults* __restrict__ out) {
   __shared__ double loss_part[kSumThreads];
   __shared__ float hit_part[kSumThreads];
+  wait_for_prior_kernels();
   double l = 0.0;
   float h = 0.0f;
   for (int64_t r = threadIdx.x; r < m; r += kSumThreads) l += row_loss[r], h += row_hit[r];
