@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -107,37 +108,69 @@ TEST(CudaCapture, ParityOf20AdamWStepsCpuVsCuda) {
   }
 }
 
+namespace {
+using Snapshot = std::vector<std::pair<std::string, std::vector<float>>>;
+
+// The README's MLP trained `steps` steps on CUDA from the job's seed; `setup` may change the task before it
+// compiles. Every run of one test shares one tuning file, so all take the same timed GEMM choices.
+Snapshot train_mlp_snapshot(int steps, const std::function<void(DeepLearningTask&)>& setup) {
+  const JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
+  data::Dataset train = data::load_mnist_dir(job.data.path, "train", job.data.kind);
+  const data::Dataset test = data::load_mnist_dir(job.data.path, "test", job.data.kind);
+  DeepLearningTask t;
+  configure(t, job);
+  t.device("cuda").data(train, test);
+  t.normalize(job.normalize_set ? job.normalize : default_normalization(job.data.kind));
+  setup(t);
+  t.compile();
+  const std::vector<uint32_t> order = data::shuffled_indices(static_cast<uint32_t>(train.n), job.seed, 0);
+  const int64_t batch = t.compiled().batch_of[static_cast<int>(Variant::TRAIN_BASE)];
+  for (int s = 0; s < steps; ++s) t.train_step(order.data() + s * batch, batch);
+  return t.snapshot();
+}
+
+void expect_same_bits(const Snapshot& a, const Snapshot& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].second.size(), b[i].second.size());
+    EXPECT_EQ(0, std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)))
+        << a[i].first << " differs " << what;
+  }
+}
+
+std::string tuning_file(const char* test) {
+  const std::string path = testing::TempDir() + test + std::to_string(getpid()) + ".tsv";
+  std::remove(path.c_str());
+  return path;
+}
+}  // namespace
+
 // CompileOptions::fuse_head on the GPU: the README's MLP trained 60 steps with the fused head and with the
 // separate nodes gives the same bits (the fused kernel sums in small_fc's and the loss kernel's order).
 TEST(CudaCapture, FusedHeadGivesTheSameBitsOnCuda) {
   FRESCO_REQUIRE_GPU();
-  // Both tasks take the same timed GEMM choices (the first writes them, the second reads them back).
-  const std::string path = testing::TempDir() + "fresco_fused_head_" + std::to_string(getpid()) + ".tsv";
-  std::remove(path.c_str());
+  const std::string path = tuning_file("fresco_fused_head_");
   const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", path);
-  const JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
-  data::Dataset train = data::load_mnist_dir(job.data.path, "train", job.data.kind);
-  const data::Dataset test = data::load_mnist_dir(job.data.path, "test", job.data.kind);
-  std::vector<std::vector<std::pair<std::string, std::vector<float>>>> snaps;
-  for (bool fused : {true, false}) {
-    DeepLearningTask t;
-    configure(t, job);
-    t.device("cuda").data(train, test).fuse_head(fused);
-    t.normalize(job.normalize_set ? job.normalize : default_normalization(job.data.kind));
-    t.compile();
-    ASSERT_EQ(t.compiled().arch.fused_head, fused);
-    const std::vector<uint32_t> order = data::shuffled_indices(static_cast<uint32_t>(train.n), job.seed, 0);
-    const int64_t batch = t.compiled().batch_of[static_cast<int>(Variant::TRAIN_BASE)];
-    for (int s = 0; s < 60; ++s) t.train_step(order.data() + s * batch, batch);
-    snaps.push_back(t.snapshot());
+  Snapshot snaps[2];
+  for (bool fused : {true, false})
+    snaps[fused ? 0 : 1] = train_mlp_snapshot(60, [&](DeepLearningTask& t) { t.fuse_head(fused); });
+  expect_same_bits(snaps[0], snaps[1], "with the fused head");
+  std::remove(path.c_str());
+}
+
+// Programmatic dependent launch (ops/dependent_launch.cuh) changes when step_done and the loss sum start,
+// never what they read: 60 steps under the cosine warm-up (a new lr every step, written by step_done while
+// the last update may still run) give the same weights and moments with it and without it.
+TEST(CudaCapture, DependentLaunchGivesTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  const std::string path = tuning_file("fresco_dependent_launch_");
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", path);
+  Snapshot snaps[2];
+  for (const char* on : {"1", "0"}) {
+    const ScopedEnv pdl("FRESCO_CUDA_DEPENDENT_LAUNCH", on);
+    snaps[on[0] == '1' ? 0 : 1] = train_mlp_snapshot(60, [](DeepLearningTask&) {});
   }
-  ASSERT_EQ(snaps[0].size(), snaps[1].size());
-  for (size_t i = 0; i < snaps[0].size(); ++i) {
-    ASSERT_EQ(snaps[0][i].second.size(), snaps[1][i].second.size());
-    EXPECT_EQ(0, std::memcmp(snaps[0][i].second.data(), snaps[1][i].second.data(),
-                             snaps[0][i].second.size() * sizeof(float)))
-        << snaps[0][i].first << " differs with the fused head";
-  }
+  expect_same_bits(snaps[0], snaps[1], "with dependent launch");
   std::remove(path.c_str());
 }
 
