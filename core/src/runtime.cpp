@@ -271,12 +271,15 @@ void Runtime::finish_capture(Capture& cap) {
   throw_if_error(api_->capture_begin(ctx_, s), "capture begin");
   try {
     bool side_pending = false, aside_pending = false;
-    auto join = [&] {
-      for (const StreamRole r : {side, aside})
-        if (r == side ? side_pending : aside_pending) {
-          record(join_event_, r);
-          wait(cap.stream, join_event_);
-        }
+    auto join = [&] {  // (aside is the side stream itself when main has no third stream: one join)
+      if (side_pending || (aside == side && aside_pending)) {
+        record(join_event_, side);
+        wait(cap.stream, join_event_);
+      }
+      if (aside != side && aside_pending) {
+        record(join_event_, aside);
+        wait(cap.stream, join_event_);
+      }
       side_pending = aside_pending = false;
     };
     for (const auto& rc : cap.calls) {
@@ -318,9 +321,10 @@ int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>
       ResolvedCall copy = rc;
       copy.owns_state = false;
       copy.join_before = rc.join_before || (first && !backward_piece);
-      // The metrics wait only for the loss (issued on main): queued behind the side stream's weight
-      // gradients and early updates they would hold up the optimizer's join.
-      if (g == GraphId::ACCUM_METRICS && copy.side && copy.call.workspace_bytes == 0) {
+      // The metrics wait only for the loss (issued on main): on a third stream they do not queue behind the
+      // side stream's weight gradients and early update (they are still joined before the optimizer).
+      if (g == GraphId::ACCUM_METRICS && copy.side && copy.call.workspace_bytes == 0 &&
+          aside_of(stream_role) != side_of(stream_role)) {
         copy.side = false;
         copy.aside = true;
       }

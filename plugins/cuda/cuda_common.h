@@ -95,11 +95,16 @@ struct Context {
   // forward runs on an engine (conv_engines).
   int conv_genstats = 1;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
-  // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0, unless
+  // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0 whose
+  // kernels were built for 9.0 or newer (device_code_has_dependent_launch), unless
   // FRESCO_CUDA_DEPENDENT_LAUNCH=0.
   bool dependent_launch = false;
   std::map<std::string, ConvChoice> conv_choice;
 };
+
+// Whether the plugin's kernels that run on the current device were compiled for compute capability 9.0 or
+// newer, i.e. hold the griddepcontrol instructions (a build for 8.0 JIT-compiled on a newer GPU does not).
+bool device_code_has_dependent_launch();
 
 inline Context* ctx_of(void* p) {
   return static_cast<Context*>(p);

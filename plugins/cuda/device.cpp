@@ -84,7 +84,8 @@ FrError* context_create(int32_t index, void** out) noexcept {
     cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
     int major = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
-    c->dependent_launch = major >= 9 && env_switch("FRESCO_CUDA_DEPENDENT_LAUNCH", true);
+    c->dependent_launch =
+        major >= 9 && device_code_has_dependent_launch() && env_switch("FRESCO_CUDA_DEPENDENT_LAUNCH", true);
     c->machine = machine_signature(index, c->sm_count);
     c->tuning = std::make_unique<TuningCache>(default_tuning_cache_path());
     *out = c.release();
@@ -188,7 +189,11 @@ FrError* capture_end(void* p, void* stream, void** graph) noexcept {
     }
     if (ctx_of(p) && !ctx_of(p)->graph_dot.empty()) {
       const std::string path = ctx_of(p)->graph_dot + std::to_string(ctx_of(p)->graphs_captured++) + ".dot";
-      FR_CUDA_CHECK(cudaGraphDebugDotPrint(owned.get(), path.c_str(), cudaGraphDebugDotFlagsVerbose));
+      // (a debugging aid: a file that cannot be written is reported, not fatal)
+      if (cudaGraphDebugDotPrint(owned.get(), path.c_str(), cudaGraphDebugDotFlagsVerbose) != cudaSuccess) {
+        std::fprintf(stderr, "[fresco-cuda] warning: FRESCO_CUDA_GRAPH_DOT: cannot write %s\n", path.c_str());
+        (void)cudaGetLastError();
+      }
     }
     cudaGraphExec_t exec = nullptr;
     FR_CUDA_CHECK(cudaGraphInstantiate(&exec, owned.get(), 0));

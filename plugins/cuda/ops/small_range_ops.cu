@@ -40,6 +40,11 @@ __global__ void loss_scale_update_kernel(FrStepScalars* s, FrLossScaleParams p) 
 }
 }  // namespace
 
+bool device_code_has_dependent_launch() {
+  cudaFuncAttributes a{};
+  return cudaFuncGetAttributes(&a, step_done_kernel) == cudaSuccess && a.ptxVersion >= 90;
+}
+
 FR_CUDA_KERNEL_RUN(loss_scale_update) {
   return sdk::guard([&] {
     (void)ctx;

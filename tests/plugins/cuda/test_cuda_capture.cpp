@@ -111,11 +111,21 @@ TEST(CudaCapture, ParityOf20AdamWStepsCpuVsCuda) {
 namespace {
 using Snapshot = std::vector<std::pair<std::string, std::vector<float>>>;
 
+// A temporary file's path (under the test's temp dir, with the process id), removed when this goes.
+struct TempPath {
+  std::string path;
+  explicit TempPath(const std::string& name)
+      : path(testing::TempDir() + name + std::to_string(getpid()) + ".tsv") {
+    std::remove(path.c_str());
+  }
+  ~TempPath() { std::remove(path.c_str()); }
+};
+
 // The README's MLP (at `batch`, 0: the job's) compiled on CUDA and trained `steps` steps from the job's seed;
-// `setup` may change the task before it compiles. The runs of one test share one tuning file, so all take the
-// same timed GEMM choices.
-Snapshot train_mlp_snapshot(int steps, const std::function<void(DeepLearningTask&)>& setup,
-                            int64_t batch = 0) {
+// `setup` may change the task before it compiles, `compiled` (if given) looks at it after. The runs of one
+// test share one tuning file, so all take the same timed GEMM choices.
+Snapshot train_mlp_snapshot(int steps, const std::function<void(DeepLearningTask&)>& setup, int64_t batch = 0,
+                            const std::function<void(const DeepLearningTask&)>& compiled = nullptr) {
   JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
   if (batch > 0) job.batch_size = batch;
   data::Dataset train = data::load_mnist_dir(job.data.path, "train", job.data.kind);
@@ -126,6 +136,7 @@ Snapshot train_mlp_snapshot(int steps, const std::function<void(DeepLearningTask
   t.normalize(job.normalize_set ? job.normalize : default_normalization(job.data.kind));
   setup(t);
   t.compile();
+  if (compiled) compiled(t);
   const std::vector<uint32_t> order = data::shuffled_indices(static_cast<uint32_t>(train.n), job.seed, 0);
   const int64_t b = t.compiled().batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   for (int s = 0; s < steps; ++s) t.train_step(order.data() + s * b, b);
@@ -140,41 +151,36 @@ void expect_same_bits(const Snapshot& a, const Snapshot& b, const std::string& w
         << a[i].first << " differs " << what;
   }
 }
-
-std::string tuning_file(const char* test) {
-  const std::string path = testing::TempDir() + test + std::to_string(getpid()) + ".tsv";
-  std::remove(path.c_str());
-  return path;
-}
 }  // namespace
 
 // CompileOptions::fuse_head on the GPU: the README's MLP trained 60 steps with the fused head and with the
 // separate nodes gives the same bits (the fused kernel sums in small_fc's and the loss kernel's order).
 TEST(CudaCapture, FusedHeadGivesTheSameBitsOnCuda) {
   FRESCO_REQUIRE_GPU();
-  const std::string path = tuning_file("fresco_fused_head_");
-  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", path);
+  const TempPath tuning("fresco_fused_head_");
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path);
   Snapshot snaps[2];
   for (bool fused : {true, false})
-    snaps[fused ? 0 : 1] = train_mlp_snapshot(60, [&](DeepLearningTask& t) { t.fuse_head(fused); });
+    snaps[fused ? 0 : 1] = train_mlp_snapshot(
+        60, [&](DeepLearningTask& t) { t.fuse_head(fused); }, 0,
+        [&](const DeepLearningTask& t) { ASSERT_EQ(t.compiled().arch.fused_head, fused); });
   expect_same_bits(snaps[0], snaps[1], "with the fused head");
-  std::remove(path.c_str());
 }
 
 // Programmatic dependent launch (ops/dependent_launch.cuh) changes when step_done and the loss sum start,
 // never what they read: 60 steps under the cosine warm-up (a new lr every step, written by step_done while
-// the last update may still run) give the same weights and moments with it and without it.
+// the last update may still run) give the same weights and moments with it and without it. (Below compute
+// capability 9.0 both runs launch plainly.)
 TEST(CudaCapture, DependentLaunchGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
-  const std::string path = tuning_file("fresco_dependent_launch_");
-  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", path);
+  const TempPath tuning("fresco_dependent_launch_");
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path);
   Snapshot snaps[2];
   for (const char* on : {"1", "0"}) {
     const ScopedEnv pdl("FRESCO_CUDA_DEPENDENT_LAUNCH", on);
     snaps[on[0] == '1' ? 0 : 1] = train_mlp_snapshot(60, [](DeepLearningTask&) {});
   }
   expect_same_bits(snaps[0], snaps[1], "with dependent launch");
-  std::remove(path.c_str());
 }
 
 namespace {
@@ -260,7 +266,8 @@ DotGraph read_dot(const std::string& path) {
 TEST(CudaCapture, MetricsWaitForNoOptimizerUpdate) {
   FRESCO_REQUIRE_GPU();
   const std::string prefix = testing::TempDir() + "fresco_graph_" + std::to_string(getpid()) + "_";
-  const ScopedEnv dot("FRESCO_CUDA_GRAPH_DOT", prefix);
+  const TempPath tuning("fresco_graph_tuning_");
+  const ScopedEnv dot("FRESCO_CUDA_GRAPH_DOT", prefix), cache("FRESCO_CUDA_TUNING_CACHE", tuning.path);
   train_mlp_snapshot(
       0, [](DeepLearningTask&) {}, 1024);  // compiled (and captured) only
   int steps = 0, files = 0;
@@ -275,6 +282,11 @@ TEST(CudaCapture, MetricsWaitForNoOptimizerUpdate) {
     const std::vector<int> metrics = g.named("accumulate_kernel"), adam = g.named("adam_kernel");
     if (metrics.empty() || adam.size() < 2) continue;  // not a whole training step with its early update
     ++steps;
+    // The parsed edges are real: the metrics come after the loss sum that writes what they read.
+    const std::vector<int> sums = g.named("softmax_xent_sum");
+    ASSERT_FALSE(sums.empty()) << path;
+    EXPECT_TRUE(g.after(sums.front())[static_cast<size_t>(metrics.front())])
+        << path << ": metrics before the loss";
     for (int a : adam) {
       const std::vector<bool> later = g.after(a);
       for (int mt : metrics)
