@@ -121,6 +121,8 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
                "defer_fc_min_macs must be 0 or more, found " + std::to_string(o.defer_fc_min_macs));
   FRESCO_CHECK(o.early_update_min_macs >= 0, ErrorCode::kBadConfig,
                "early_update_min_macs must be 0 or more, found " + std::to_string(o.early_update_min_macs));
+  FRESCO_CHECK(o.conv_join_lag_max >= 0, ErrorCode::kBadConfig,
+               "conv_join_lag_max must be 0 (off) or more, found " + std::to_string(o.conv_join_lag_max));
   ArchPlan a;
   a.input_sample = o.input_sample;
   a.num_classes = o.num_classes;
@@ -627,7 +629,8 @@ void emit_inference_forward(EmitContext& cx, const CompiledModel& m, const Layer
 // layer i; inference forward at the same times), and every feature map or gradient ends at the last node
 // that touches it. A map that no backward reads (a batchnorm output feeding a residual join, say) is freed
 // after its last forward reader. Side-stream nodes (weight gradients) keep what they touch until the next
-// node that joins the side stream (a conv's input gradient), or to the end (joined before the optimizer).
+// node that joins the side stream (a conv's input gradient; with GraphNode::join_lag the one after it), or
+// to the end (joined before the optimizer).
 static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
   const ArchPlan& a = m.arch;
   const int L = static_cast<int>(a.layers.size());
@@ -635,7 +638,9 @@ static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
   const int fp = first_param_index(a);
   std::vector<int> last(p.tensors().size(), -1);
   ComputationGraph scratch(ComputationGraph::Kind::TRAIN);
-  std::vector<size_t> pending_side;  // side-stream nodes not yet joined
+  // Side-stream nodes not yet joined: issued before the last lagged join (joined at the next join), and
+  // since.
+  std::vector<size_t> pending_before, pending_side;
   auto touch = [&](const GraphNode& n, int when) {
     for (const auto* ids : {&n.in, &n.out})
       for (TensorId id : *ids)
@@ -647,8 +652,13 @@ static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
     emit(cx);
     const auto& nodes = scratch.nodes(GraphId::DEEP_FWD_BWD);
     for (size_t k = before; k < nodes.size(); ++k) {
-      if (nodes[k].join_side) {  // everything issued on the side stream so far ends here
-        for (size_t s : pending_side) touch(nodes[s], t);
+      if (nodes[k].join_side) {  // what the join waits for ends here (runtime.cpp, finish_capture)
+        for (size_t s : pending_before) touch(nodes[s], t);
+        pending_before.clear();
+        if (nodes[k].join_lag)
+          std::swap(pending_before, pending_side);
+        else
+          for (size_t s : pending_side) touch(nodes[s], t);
         pending_side.clear();
       }
       if (nodes[k].side_stream)
@@ -669,7 +679,9 @@ static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
       cx.add(add_node(first.grad_sum_a, first.grad_sum_b, first.grad_out, "grad " + first.name));
     rule_for(first.kind).backward(cx, first, layer_input(m, fp), first.out, first.grad_out, kNoTensor);
   });
-  for (size_t s : pending_side) touch(scratch.nodes(GraphId::DEEP_FWD_BWD)[s], end);  // joined at the end
+  for (const auto* pending : {&pending_before, &pending_side})  // joined at the end
+    for (size_t s : *pending) touch(scratch.nodes(GraphId::DEEP_FWD_BWD)[s], end);
+  pending_before.clear();
   pending_side.clear();
   std::vector<TensorId> value(static_cast<size_t>(L));
   at(0, [&](EmitContext& cx) { emit_input(cx, m, 'A'); });

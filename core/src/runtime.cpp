@@ -47,6 +47,7 @@ Runtime::Runtime(const std::string& device, int device_index) : device_(device) 
   for (int s = 0; s < kStreamCount; ++s) chain_events_[s] = create_event();
   fork_event_ = create_event();
   join_event_ = create_event();
+  for (int& e : lag_events_) e = create_event();
 }
 
 namespace {
@@ -144,6 +145,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   rc.params = node.params;
   rc.side = node.side_stream;
   rc.join_before = node.join_side;
+  rc.join_lag = node.join_side && node.join_lag;
   uint32_t dtype = static_cast<uint32_t>(FR_F32);
   if (node.kind == NodeKind::COMPUTE && !rc.out.empty())
     dtype = rc.out[0].dtype;
@@ -271,6 +273,14 @@ void Runtime::finish_capture(Capture& cap) {
   throw_if_error(api_->capture_begin(ctx_, s), "capture begin");
   try {
     bool side_pending = false, aside_pending = false;
+    int mark = -1;  // lag_events_ index marking the side work issued before the last lagged join, not waited
+    // A lagged join (GraphNode::join_lag): mark the side work issued so far, wait for the previous mark.
+    auto join_lagged = [&] {
+      const int next = mark == 0 ? 1 : 0;
+      if (side_pending) record(lag_events_[static_cast<size_t>(next)], side);
+      if (mark >= 0) wait(cap.stream, lag_events_[static_cast<size_t>(mark)]);
+      mark = side_pending ? next : -1;
+    };
     auto join = [&] {  // (aside is the side stream itself when main has no third stream: one join)
       if (side_pending || (aside == side && aside_pending)) {
         record(join_event_, side);
@@ -281,9 +291,13 @@ void Runtime::finish_capture(Capture& cap) {
         wait(cap.stream, join_event_);
       }
       side_pending = aside_pending = false;
+      mark = -1;
     };
     for (const auto& rc : cap.calls) {
-      if (rc.join_before && (side_pending || aside_pending)) join();
+      if (rc.join_before && rc.join_lag)
+        join_lagged();
+      else if (rc.join_before && (side_pending || aside_pending))
+        join();
       if ((rc.side || rc.aside) && has_events()) {  // fork: it starts after everything issued on main so far
         record(fork_event_, cap.stream);
         wait(rc.aside ? aside : side, fork_event_);
@@ -321,6 +335,7 @@ int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>
       ResolvedCall copy = rc;
       copy.owns_state = false;
       copy.join_before = rc.join_before || (first && !backward_piece);
+      copy.join_lag = rc.join_lag && !(first && !backward_piece);  // a piece's first join is a full one
       // The metrics wait only for the loss (issued on main): on a third stream they do not queue behind the
       // side stream's weight gradients and early update (they are still joined before the optimizer).
       if (g == GraphId::ACCUM_METRICS && copy.side && copy.call.workspace_bytes == 0 &&

@@ -75,6 +75,8 @@ class ConvRule final : public LayerRule {
       GraphNode weight = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, grads);
       p.part = 2;
       weight.with_params(p);
+      const int64_t lag_max = cx.options ? cx.options->conv_join_lag_max : 0;
+      input.join_lag = lag_max > 0 && l.in_sample.per_sample() <= lag_max;
       add_split_backward(cx, std::move(input), std::move(weight), true);
       return;
     }

@@ -143,6 +143,12 @@ struct CompileOptions {
   // never past a join. 0 defers whatever the size.
   bool defer_fc_weight_gradients = true;
   int64_t defer_fc_min_macs = 100'000'000;
+  // With overlap_weight_gradients: a conv input gradient over at most conv_join_lag_max values per sample
+  // joins the side stream with a lag of one (GraphNode::join_lag): it waits for the weight gradients issued
+  // before the previous conv input gradient, not for the latest one, which runs beside it. The side
+  // stream's operands then stay allocated one join longer (more memory). The same nodes, the same numbers.
+  // 0 (default) never lags; the speed effect has not been measured yet (docs/decisions.md).
+  int64_t conv_join_lag_max = 0;
   // Compute precision of the maps: F32, or BF16 / F16 for mixed precision (DESIGN §3, §7): convolutions,
   // batchnorm, activations, pools and residual adds run on low-precision maps with low-precision copies of
   // the conv weights (A) and low-precision conv weight gradients (G16); fc layers, the loss, the optimizer

@@ -99,6 +99,9 @@ struct GraphNode {
   std::string label;         // for logs and DOT output: which layer emitted it
   bool side_stream = false;  // may run on the side stream of its graph (joined before the optimizer)
   bool join_side = false;    // the main stream waits for all side-stream work issued so far before this node
+  // With join_side: wait only for the side work issued before the previous join, so the side work issued
+  // since (one conv's weight gradient) may still run beside this node (CompileOptions::conv_join_lag_max).
+  bool join_lag = false;
 
   template <class P>
   GraphNode& with_params(const P& p) {

@@ -25,6 +25,7 @@ struct ResolvedCall {
   // nothing queued on the side stream; joined with the side stream. For small calls without workspace.
   bool aside = false;
   bool join_before = false;  // the main stream waits for all side-stream work before this call
+  bool join_lag = false;     // with join_before: only for the side work issued before the previous join
   FrCall call{};
   std::vector<FrTensor> in, out;
   std::vector<FrRange> rin, rout;
@@ -114,6 +115,7 @@ class Runtime {
   std::vector<Capture> captures_;
   std::vector<void*> events_;
   int fork_event_ = -1, join_event_ = -1;
+  std::array<int, 2> lag_events_{-1, -1};  // side-stream marks of lagged joins (GraphNode::join_lag)
   std::array<int, kStreamCount> chain_events_{};
   int last_stream_ = -1;
 };
