@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "e2e/small_residual_task.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/golden.h"
 #include "fresco/core/job.h"
@@ -181,6 +182,28 @@ TEST(CudaCapture, DependentLaunchGivesTheSameBits) {
     snaps[on[0] == '1' ? 0 : 1] = train_mlp_snapshot(60, [](DeepLearningTask&) {});
   }
   expect_same_bits(snaps[0], snaps[1], "with dependent launch");
+}
+
+// CompileOptions::conv_join_lag_max on the GPU, where the lagged weight gradient really runs beside the next
+// input gradient: the small residual network trains to the same bits with every conv join lagged as without
+// (a buffer freed too early, or a gradient read before it is written, would change them).
+TEST(CudaCapture, ConvJoinLagGivesTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  // Both compiles take the same algorithms: the GEMMs' from one tuning file, cuDNN's heuristic first choices.
+  const TempPath tuning("fresco_join_lag_");
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
+  std::vector<float> losses[2];
+  Snapshot snaps[2];
+  for (int lag = 0; lag < 2; ++lag) {
+    DeepLearningTask t;
+    test::configure_small_residual(t);
+    t.device("cuda").conv_join_lag(lag ? (1 << 20) : 0);
+    t.compile();
+    losses[lag] = test::train_small_residual(t, 6);
+    snaps[lag] = t.snapshot();
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  expect_same_bits(snaps[0], snaps[1], "with every conv join lagged");
 }
 
 namespace {
