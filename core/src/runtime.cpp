@@ -261,8 +261,9 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
 
 void Runtime::finish_capture(Capture& cap) {
   const StreamRole side = side_of(cap.stream), aside = aside_of(cap.stream);
+  auto lane = [&](const ResolvedCall& rc) { return rc.aside ? aside : rc.side ? side : cap.stream; };
   for (auto& rc : cap.calls) {
-    const StreamRole r = rc.aside ? aside : rc.side ? side : cap.stream;
+    const StreamRole r = lane(rc);
     rc.call.stream = stream(r);
     rc.call.workspace = rc.call.workspace_bytes ? workspaces_[static_cast<int>(r)] : nullptr;
     FRESCO_CHECK(rc.call.workspace_bytes <= workspace_bytes_[static_cast<int>(r)], ErrorCode::kInternal,
@@ -272,40 +273,39 @@ void Runtime::finish_capture(Capture& cap) {
   void* s = stream(cap.stream);
   throw_if_error(api_->capture_begin(ctx_, s), "capture begin");
   try {
-    bool side_pending = false, aside_pending = false;
+    std::array<bool, kStreamCount> forked{};  // streams forked from main and not joined back yet
+    auto any_forked = [&] { return std::find(forked.begin(), forked.end(), true) != forked.end(); };
     int mark = -1;  // lag_events_ index marking the side work issued before the last lagged join, not waited
     // A lagged join (GraphNode::join_lag): mark the side work issued so far, wait for the previous mark.
     auto join_lagged = [&] {
+      const bool pending = forked[static_cast<size_t>(side)];
       const int next = mark == 0 ? 1 : 0;
-      if (side_pending) record(lag_events_[static_cast<size_t>(next)], side);
+      if (pending) record(lag_events_[static_cast<size_t>(next)], side);
       if (mark >= 0) wait(cap.stream, lag_events_[static_cast<size_t>(mark)]);
-      mark = side_pending ? next : -1;
+      mark = pending ? next : -1;
     };
-    auto join = [&] {  // (aside is the side stream itself when main has no third stream: one join)
-      if (side_pending || (aside == side && aside_pending)) {
-        record(join_event_, side);
-        wait(cap.stream, join_event_);
-      }
-      if (aside != side && aside_pending) {
-        record(join_event_, aside);
-        wait(cap.stream, join_event_);
-      }
-      side_pending = aside_pending = false;
+    auto join = [&] {  // every forked stream back into main
+      for (int r = 0; r < kStreamCount; ++r)
+        if (forked[static_cast<size_t>(r)]) {
+          record(join_event_, static_cast<StreamRole>(r));
+          wait(cap.stream, join_event_);
+        }
+      forked.fill(false);
       mark = -1;
     };
     for (const auto& rc : cap.calls) {
       if (rc.join_before && rc.join_lag)
         join_lagged();
-      else if (rc.join_before && (side_pending || aside_pending))
+      else if (rc.join_before && any_forked())
         join();
-      if ((rc.side || rc.aside) && has_events()) {  // fork: it starts after everything issued on main so far
+      if (lane(rc) != cap.stream && has_events()) {  // fork: it starts after everything issued on main so far
         record(fork_event_, cap.stream);
-        wait(rc.aside ? aside : side, fork_event_);
-        (rc.aside ? aside_pending : side_pending) = true;
+        wait(lane(rc), fork_event_);
+        forked[static_cast<size_t>(lane(rc))] = true;
       }
       throw_if_error(rc.kernel->run(ctx_, &rc.call), "kernel " + rc.label);
     }
-    if (side_pending || aside_pending) join();
+    if (any_forked()) join();
   } catch (...) {
     void* broken = nullptr;
     try {
@@ -338,8 +338,7 @@ int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>
       copy.join_lag = rc.join_lag && !(first && !backward_piece);  // a piece's first join is a full one
       // The metrics wait only for the loss (issued on main): on a third stream they do not queue behind the
       // side stream's weight gradients and early update (they are still joined before the optimizer).
-      if (g == GraphId::ACCUM_METRICS && copy.side && copy.call.workspace_bytes == 0 &&
-          aside_of(stream_role) != side_of(stream_role)) {
+      if (g == GraphId::ACCUM_METRICS && copy.side && copy.call.workspace_bytes == 0) {
         copy.side = false;
         copy.aside = true;
       }

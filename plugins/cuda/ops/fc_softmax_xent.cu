@@ -192,9 +192,8 @@ FR_CUDA_KERNEL_RUN(fc_softmax_xent) {
                 sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), sh.m, n, sh.k,
                 p.label_smoothing, sh.ls, row_loss, row_hit, p.mask_input != 0);
     FR_CUDA_LAUNCH_CHECK();
-    launch_after_prior(ctx_of(ctx), softmax_xent_sum, 1, kSumThreads, s, static_cast<const float*>(row_loss),
-                       static_cast<const float*>(row_hit), sh.m,
-                       static_cast<FrBatchResults*>(call->rout[0].data));
+    launch_batch_sum(ctx_of(ctx), row_loss, row_hit, sh.m, static_cast<FrBatchResults*>(call->rout[0].data),
+                     s);
   });
 }
 

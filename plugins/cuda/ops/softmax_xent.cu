@@ -45,9 +45,8 @@ FR_CUDA_KERNEL_RUN(softmax_xent) {
         p.write_grad ? sdk::data<float>(call->out[0]) : nullptr, m, c, p.label_smoothing, xs.ls, row_loss,
         row_hit);
     FR_CUDA_LAUNCH_CHECK();
-    launch_after_prior(ctx_of(ctx), softmax_xent_sum, 1, kSumThreads, stream_of(call),
-                       static_cast<const float*>(row_loss), static_cast<const float*>(row_hit), m,
-                       static_cast<FrBatchResults*>(call->rout[0].data));
+    launch_batch_sum(ctx_of(ctx), row_loss, row_hit, m, static_cast<FrBatchResults*>(call->rout[0].data),
+                     stream_of(call));
   });
 }
 

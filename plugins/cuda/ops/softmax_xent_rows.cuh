@@ -126,5 +126,11 @@ __global__ void __launch_bounds__(kSumThreads)
     out->samples = static_cast<float>(m);
   }
 }
+
+// softmax_xent_sum over the rows' values, as a programmatic dependent of the row kernel launched just before.
+inline void launch_batch_sum(const Context* ctx, const float* row_loss, const float* row_hit, int64_t m,
+                             FrBatchResults* out, cudaStream_t s) {
+  launch_after_prior(ctx, softmax_xent_sum, 1, kSumThreads, s, row_loss, row_hit, m, out);
+}
 }  // namespace
 }  // namespace fresco::cuda
