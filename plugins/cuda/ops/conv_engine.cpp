@@ -12,68 +12,25 @@
 #include "ops/channel_moments.h"
 #include "ops/cudnn_common.h"
 
-// The backend's handle attributes of operation graphs and execution plans are marked deprecated in cuDNN
-// 9.14's headers in favour of a device-properties descriptor; they remain the portable way across cuDNN 9.x.
+// The execution plan's handle attribute is deprecated in cuDNN 9.14's headers (ops/cudnn_backend.h says why
+// it is still used).
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace fresco::cuda {
 
 namespace {
-using Desc = cudnnBackendDescriptor_t;
+using backend::Desc;
+using backend::destroy_all;
+using backend::make;
+using backend::nhwc_tensor;
+using backend::set;
 constexpr int64_t kX = 1, kW = 2, kY = 3;  // tensor uids: x / dx, w / dw, y / dy
 constexpr int64_t kSum = 4, kSqSum = 5;    // forward with statistics: per-channel sums of y and y^2
 
-// A descriptor owned by `keep` (destroyed with the plan).
-Desc make(std::vector<Desc>& keep, cudnnBackendDescriptorType_t t) {
-  Desc d = nullptr;
-  FR_CUDNN_CHECK(cudnnBackendCreateDescriptor(t, &d));
-  keep.push_back(d);
-  return d;
-}
-
-template <class T>
-void set(Desc d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t n, const T* v) {
-  FR_CUDNN_CHECK(cudnnBackendSetAttribute(d, name, type, n, v));
-}
-
-// A 4-d tensor descriptor: logical dims [N, C, H, W] with the given strides.
-Desc tensor_desc(std::vector<Desc>& keep, int64_t uid, const int64_t (&dims)[4], const int64_t (&strides)[4],
-                 cudnnDataType_t t, int64_t align) {
-  Desc d = make(keep, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t);
-  set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-  set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-  set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-  set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-  FR_CUDNN_CHECK(cudnnBackendFinalize(d));
-  return d;
-}
-
-// An NHWC tensor (or KRSC filter) given as logical dims [N, C, H, W] with channels-last strides.
-Desc nhwc_tensor(std::vector<Desc>& keep, int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w,
-                 cudnnDataType_t t) {
-  return tensor_desc(keep, uid, {n, c, h, w}, {h * w * c, 1, w * c, c}, t, 16);
-}
-
-// A per-channel f32 vector [1, K, 1, 1] (the statistics of a forward with genstats).
-Desc channel_vector(std::vector<Desc>& keep, int64_t uid, int64_t k) {
-  return tensor_desc(keep, uid, {1, k, 1, 1}, {k, 1, k, k}, CUDNN_DATA_FLOAT, k % 4 == 0 ? 16 : 4);
-}
-
 // The genstats operation: per-channel sum and sum of squares of y in f32.
 Desc genstats_op(std::vector<Desc>& keep, Desc y, int64_t k) {
-  Desc sum = channel_vector(keep, kSum, k), sq = channel_vector(keep, kSqSum, k);
-  Desc op = make(keep, CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
-  const cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
-  const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-  const auto B = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-  set(op, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode);
-  set(op, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
-  set(op, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, B, 1, &y);
-  set(op, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, B, 1, &sum);
-  set(op, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, B, 1, &sq);
-  FR_CUDNN_CHECK(cudnnBackendFinalize(op));
-  return op;
+  return backend::genstats_operation(keep, y, backend::channel_vector(keep, kSum, k),
+                                     backend::channel_vector(keep, kSqSum, k));
 }
 
 // The operation graph of one convolution direction (the forward followed by genstats when `stats`).
@@ -82,98 +39,10 @@ Desc conv_graph(std::vector<Desc>& keep, cudnnHandle_t h, const sdk::ConvShape& 
   Desc x = nhwc_tensor(keep, kX, g.n, g.c, g.h, g.w, t);
   Desc w = nhwc_tensor(keep, kW, g.k, g.cg, g.r, g.s, t);
   Desc y = nhwc_tensor(keep, kY, g.n, g.k, g.p, g.q, t);
-  Desc conv = make(keep, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const cudnnDataType_t acc = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t dims = 2, dil[2] = {g.dh, g.dw}, stride[2] = {g.sh, g.sw}, pad[2] = {g.ph, g.pw};
-  set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &acc);
-  set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
-  set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
-  set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
-  set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride);
-  set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-  set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-  FR_CUDNN_CHECK(cudnnBackendFinalize(conv));
-  const float alpha = 1.0f, beta = 0.0f;
-  const auto B = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-  // Per direction: the operation type and the attributes that take x (or dx), w (or dw), y (or dy), the
-  // convolution, alpha and beta.
-  struct OpAttrs {
-    cudnnBackendDescriptorType_t type;
-    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
-  };
-  static constexpr OpAttrs kAttrs[3] = {
-      {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
-      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
-      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
-  const OpAttrs& at = kAttrs[static_cast<int>(d)];
-  Desc op = make(keep, at.type);
-  set(op, at.x, B, 1, &x);
-  set(op, at.w, B, 1, &w);
-  set(op, at.y, B, 1, &y);
-  set(op, at.conv, B, 1, &conv);
-  set(op, at.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
-  set(op, at.beta, CUDNN_TYPE_FLOAT, 1, &beta);
-  FR_CUDNN_CHECK(cudnnBackendFinalize(op));
-  Desc ops[2] = {op, stats ? genstats_op(keep, y, g.k) : nullptr};
-  Desc graph = make(keep, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, B, stats ? 2 : 1, ops);
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-  FR_CUDNN_CHECK(cudnnBackendFinalize(graph));
-  return graph;
-}
-
-// Up to max_count engine configurations from heuristics mode A (best first), else the fallback list; owned
-// by `keep`.
-std::vector<Desc> engine_configs(std::vector<Desc>& keep, Desc graph, int64_t max_count) {
-  std::vector<Desc> out;
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    Desc heur = make(keep, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
-    set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-    if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS) continue;
-    int64_t count = 0;
-    if (cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                 &count, nullptr) != CUDNN_STATUS_SUCCESS)
-      continue;
-    count = std::min<int64_t>(count, max_count);
-    std::vector<Desc> got;
-    for (int64_t i = 0; i < count; ++i) got.push_back(make(keep, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-    int64_t n = 0;
-    if (count > 0 &&
-        cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                                 &n, got.data()) == CUDNN_STATUS_SUCCESS)
-      out.insert(out.end(), got.begin(), got.begin() + n);
-    if (!out.empty()) break;  // the fallback list only when mode A offers nothing
-  }
-  return out;
-}
-
-// Whether an engine configuration keeps fresco's guarantees: deterministic, fp32 accumulation.
-bool qualifies(std::vector<Desc>& keep, Desc cfg) {
-  Desc engine = make(keep, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  int64_t n = 0;
-  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                               &engine) != CUDNN_STATUS_SUCCESS)
-    return false;
-  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS)
-    return false;
-  for (int64_t i = 0; i < n; ++i)
-    if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC ||
-        notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
-      return false;
-  return true;
+  Desc conv = backend::conv_descriptor(keep, {g.ph, g.pw}, {g.sh, g.sw}, {g.dh, g.dw});
+  const Desc op = backend::conv_operation(keep, d, x, w, y, conv);
+  if (!stats) return backend::operation_graph(keep, h, {op});
+  return backend::operation_graph(keep, h, {op, genstats_op(keep, y, g.k)});
 }
 
 // Scratch operands for timing (na, nb, nc elements of dtype, filled with non-zero values:
@@ -217,10 +86,6 @@ Desc variant_pack(std::vector<Desc>& keep, void* a, void* b, void* c, void* ws, 
   return vp;
 }
 
-void destroy_all(std::vector<Desc>& keep) noexcept {
-  for (auto it = keep.rbegin(); it != keep.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
-  keep.clear();
-}
 }  // namespace
 
 EnginePlan::~EnginePlan() {
@@ -258,7 +123,7 @@ struct Finalized {
 };
 Finalized finalize_plan(std::vector<Desc>& keep, cudnnHandle_t h, Desc cfg, uint64_t ws_cap) {
   Finalized f;
-  if (!qualifies(keep, cfg)) return f;
+  if (!backend::qualifies(keep, cfg)) return f;
   Desc plan = make(keep, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
   int64_t ws = 0, n = 0;
   if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) !=
@@ -278,14 +143,8 @@ Finalized finalize_plan(std::vector<Desc>& keep, cudnnHandle_t h, Desc cfg, uint
 // "engine G (i of n)": the description a tuning-cache entry is checked against (G = cuDNN's global engine
 // index, i the configuration's place in the heuristic's list of n).
 std::string config_name(std::vector<Desc>& keep, Desc cfg, size_t i, size_t n) {
-  Desc engine = make(keep, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  int64_t count = 0, global = -1;
-  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
-                               &engine) != CUDNN_STATUS_SUCCESS ||
-      cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count,
-                               &global) != CUDNN_STATUS_SUCCESS)
-    global = -1;
-  return "engine " + std::to_string(global) + " (" + std::to_string(i) + " of " + std::to_string(n) + ")";
+  return "engine " + std::to_string(backend::engine_index(keep, cfg)) + " (" + std::to_string(i) + " of " +
+         std::to_string(n) + ")";
 }
 
 // The configuration to run: the one the tuning cache holds for this problem on this machine when it is still
@@ -302,7 +161,7 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     std::vector<Desc>& k;
     ~Guard() { destroy_all(k); }
   } guard{scratch_keep};
-  const std::vector<Desc> cfgs = engine_configs(scratch_keep, graph, ctx->conv_engine_candidates);
+  const std::vector<Desc> cfgs = backend::engine_configs(scratch_keep, graph, ctx->conv_engine_candidates);
   const uint64_t ws_cap = max_workspace < (1ull << 30) ? max_workspace : (1ull << 30);
   const int64_t rows = g.n * g.p * g.q;  // of y, for the statistics
   auto keep_plan = [&](Desc plan, int64_t ws, float ms) {

@@ -15,10 +15,9 @@
 
 #include "cuda_common.h"
 #include "fresco/conv_geometry.hpp"
+#include "ops/cudnn_backend.h"
 
 namespace fresco::cuda {
-
-enum class ConvDir { FORWARD, BACKWARD_DATA, BACKWARD_FILTER };  // indexes a table in conv_engine.cpp
 
 // A finalized execution plan and the descriptors it was built from.
 struct EnginePlan {
