@@ -94,6 +94,9 @@ struct Context {
   // than that pair at prepare; 2 = genstats whenever an engine offers them. Only for a convolution whose
   // forward runs on an engine (conv_engines).
   int conv_genstats = 1;
+  // fp16 / bf16 convolutions with few input channels (a stem) on fresco's own kernels (ops/narrow_conv.h)
+  // instead of cuDNN (FRESCO_CUDA_NARROW_CONV=0 keeps cuDNN).
+  bool narrow_conv = true;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0 whose
   // kernels were built for 9.0 or newer (device_code_has_dependent_launch), unless

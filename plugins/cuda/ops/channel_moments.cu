@@ -66,7 +66,12 @@ void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, vo
                       cudaStream_t s) {
   const ChannelChunks k = channel_chunks(rows, c);
   launch_channel_moments(dtype, y, rows, c, partials_of(ws), s);
-  sums_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, s>>>(k, partials_of(ws), sums);
+  launch_sums_finalize(k.chunks, c, partials_of(ws), sums, s);
+}
+
+void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* sums, cudaStream_t s) {
+  const ChannelChunks k{0, c, 0, chunks};  // the totals read only c and chunks
+  sums_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, s>>>(k, part, sums);
   FR_CUDA_LAUNCH_CHECK();
 }
 

@@ -20,4 +20,9 @@ uint64_t conv_sums_workspace(int64_t rows, int64_t c);
 void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, void* ws, float* sums,
                       cudaStream_t s);
 
+// sums[c], sums[C + c] = the two partials of channel c added over `chunks` chunks in a fixed order (the
+// layout above: part[(chunk * C + c) * 2 + {0, 1}]), rounded to f32 once: the finalize of conv2d's sums for
+// kernels that write such partials themselves (ops/narrow_conv.h).
+void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* sums, cudaStream_t s);
+
 }  // namespace fresco::cuda

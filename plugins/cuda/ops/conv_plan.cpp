@@ -3,6 +3,7 @@
 
 #include "ops/channel_moments.h"
 #include "ops/cudnn_common.h"
+#include "ops/narrow_conv.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -150,6 +151,25 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
   FR_PLUGIN_CHECK(n == g.n && c == g.k && hh == g.p && ww == g.q, FR_ERR_INTERNAL,
                   "cuda conv: cuDNN's output shape differs from fresco's for " + shape);
   p.workspace = 0;
+  p.dtype = dtype;
+  p.shape = g;
+  if (ctx->narrow_conv && narrow_conv_fits(g, dtype)) {  // a stem: fresco's kernels, no cuDNN plan
+    if (dirs & (kConvForward | kConvForwardSums)) {
+      p.narrow_fwd = true;
+      p.sums = (dirs & kConvForwardSums) != 0;
+      if (p.sums) p.workspace = std::max(p.workspace, narrow_forward_workspace(g));
+      dirs &= ~(kConvForward | kConvForwardSums);
+    }
+    if (dirs & kConvBackwardFilter) {
+      p.narrow_wgrad = true;
+      p.workspace = std::max(p.workspace, narrow_wgrad_workspace(g));
+      dirs &= ~kConvBackwardFilter;
+    }
+    if (ctx->conv_log && (p.narrow_fwd || p.narrow_wgrad))
+      std::fprintf(stderr, "[fresco-cuda] conv %s: narrow kernels for the%s%s\n", shape.c_str(),
+                   p.narrow_fwd ? (p.sums ? " forward with sums" : " forward") : "",
+                   p.narrow_wgrad ? " weight gradient" : "");
+  }
   auto engine = [&](ConvDir d, const char* direction, bool stats = false) {
     std::shared_ptr<EnginePlan> e = engine_for(ctx, g, dtype, d, stats, direction, shape, max_workspace);
     if (e && e->workspace > p.workspace) p.workspace = e->workspace;
@@ -158,7 +178,6 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
   if (dirs & kConvForward) p.engine_fwd = engine(ConvDir::FORWARD, "forward");
   if (dirs & kConvForwardSums) {
     p.sums = true;
-    p.dtype = dtype;
     p.rows = g.n * g.p * g.q;
     p.k = g.k;
     p.workspace = std::max(p.workspace, conv_sums_workspace(p.rows, p.k));
@@ -226,6 +245,7 @@ void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void
   FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
   FR_PLUGIN_CHECK(p.sums == (sums != nullptr), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv: the sums output differs from the one prepared");
+  if (p.narrow_fwd) return launch_narrow_forward(p.shape, p.dtype, x, w, y, sums, ws, s);
   if (p.engine_fwd_stats)
     return run_conv_engine(ctx, *p.engine_fwd_stats, const_cast<void*>(x), const_cast<void*>(w), y, ws, s,
                            sums, p.k);
@@ -248,6 +268,7 @@ void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, con
 void run_conv_backward_filter(Context* ctx, const ConvPlan& p, const void* dy, const void* x, void* dw,
                               void* ws, uint64_t ws_bytes, cudaStream_t s) {
   FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
+  if (p.narrow_wgrad) return launch_narrow_wgrad(p.shape, p.dtype, dy, x, dw, ws, s);
   if (p.engine_filter)
     return run_conv_engine(ctx, *p.engine_filter, const_cast<void*>(x), dw, const_cast<void*>(dy), ws, s);
   const float one = 1.0f, zero = 0.0f;

@@ -29,6 +29,10 @@ struct ConvPlan {
   // faster than the forward plus a separate sums pass (channel_moments.h), which runs otherwise.
   std::shared_ptr<EnginePlan> engine_fwd_stats;
   bool sums = false;
+  // Few input channels (ops/narrow_conv.h): the forward (with its sums) and / or the weight gradient on
+  // fresco's own kernels; `shape` is their geometry.
+  bool narrow_fwd = false, narrow_wgrad = false;
+  sdk::ConvShape shape{};
   FrDType dtype = FR_F32;
   int64_t rows = 0, k = 0;  // of y as [rows, K]
   uint64_t workspace = 0;   // bytes: the largest of the planned directions (and of the sums pass)

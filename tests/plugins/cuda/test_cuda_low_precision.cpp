@@ -423,6 +423,75 @@ TEST(CudaLowPrecision, Conv2dSumsAreTheSumsOfTheStoredOutput) {
   }
 }
 
+// Convolutions with few input channels (a stem) run on fresco's own tensor-core kernels (ops/narrow_conv.h):
+// forward with the sums output, and the weight gradient of a first layer (no dx), against the f32
+// convolution on the same values; the sums against the sums of y as stored. Shapes cover 1-4 input channels,
+// one and two k-steps of taps, stride, dilation, padding and row counts that are not whole tiles.
+TEST(CudaLowPrecision, NarrowInputConvolutions) {
+  FRESCO_REQUIRE_GPU();
+  ScopedEnv narrow("FRESCO_CUDA_NARROW_CONV", "1"), log("FRESCO_CUDNN_LOG", "1");
+  struct Geo {
+    FrConvParams p;
+    int64_t n, hw, c, k;
+  };
+  for (const Geo& geo : {Geo{{3, 3, 1, 1, 1, 1, 1, 1, 1, 0}, 4, 11, 3, 64},  // CIFAR stem
+                         Geo{{3, 3, 1, 1, 1, 1, 1, 1, 1, 0}, 3, 13, 1, 32},  // grayscale stem
+                         Geo{{3, 3, 2, 2, 1, 1, 1, 1, 1, 0}, 2, 15, 3, 16},
+                         Geo{{5, 5, 1, 1, 4, 4, 2, 2, 1, 0}, 2, 10, 1, 16},  // 25 taps, dilation 2
+                         Geo{{2, 2, 2, 2, 0, 0, 1, 1, 1, 0}, 3, 9, 4, 64}}) {
+    const FrConvParams& p = geo.p;
+    const int64_t eff = p.dil_h * (p.kh - 1) + 1;
+    const int64_t o = (geo.hw + 2 * p.pad_h - eff) / p.stride_h + 1;
+    const Shape xs{geo.n, geo.hw, geo.hw, geo.c}, ws{geo.k, p.kh, p.kw, geo.c}, ys{geo.n, o, o, geo.k},
+        ss{1, 1, 1, 2 * geo.k};
+    const std::string what = "narrow conv c" + std::to_string(geo.c) + " k" + std::to_string(p.kh) + " s" +
+                             std::to_string(p.stride_h) + " d" + std::to_string(p.dil_h) + " K" +
+                             std::to_string(geo.k);
+    SCOPED_TRACE(what);
+    LowCase f{{{xs, Fill::RANDOM, true},
+               {ws, Fill::RANDOM, true},
+               {ys, Fill::ZERO, true},
+               {ss, Fill::RANDOM, false}},
+              node(FR_OP_CONV2D, {0, 1}, {2, 3}),
+              {2, 3}};
+    f.node.with_params(p);
+    LowCase b{{{ys, Fill::RANDOM, true},
+               {xs, Fill::RANDOM, true},
+               {ws, Fill::RANDOM, true},
+               {ws, Fill::ZERO, true}},
+              node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3}),
+              {3}};
+    b.node.with_params(FrConvBackwardParams{p, 0, 0});
+    for (DType low : {DType::BF16, DType::F16}) {
+      const double tol = low == DType::BF16 ? 1.6e-2 : 2e-3;
+      const auto v = values_of(f, low, 13);
+      const auto ref = run_low(f, DType::F32, v);
+      testing::internal::CaptureStderr();
+      const auto got = run_low(f, low, v);
+      const std::string err = testing::internal::GetCapturedStderr();
+      EXPECT_NE(err.find("narrow kernels for the forward with sums"), std::string::npos) << err;
+      EXPECT_LE(max_rel(got[0], ref[0]), tol) << dtype_name(low) << " y";
+      std::vector<double> y(got[0].begin(), got[0].end()), mag(y.size());
+      for (size_t i = 0; i < y.size(); ++i) mag[i] = std::fabs(y[i]);
+      const auto k = static_cast<size_t>(geo.k);
+      const std::vector<double> want = ref::channel_sums(y, geo.k), abs_sums = ref::channel_sums(mag, geo.k);
+      for (size_t c = 0; c < k; ++c) {
+        EXPECT_NEAR(got[1][c], want[c], 1e-5 * abs_sums[c] + 1e-6) << dtype_name(low) << " channel " << c;
+        EXPECT_NEAR(got[1][k + c], want[k + c], 1e-5 * want[k + c] + 1e-6)
+            << dtype_name(low) << " channel " << c;
+      }
+      const auto vb = values_of(b, low, 17);
+      const auto ref_b = run_low(b, DType::F32, vb);
+      testing::internal::CaptureStderr();
+      const auto got_b = run_low(b, low, vb);
+      const std::string err_b = testing::internal::GetCapturedStderr();
+      EXPECT_NE(err_b.find("narrow kernels for the weight gradient"), std::string::npos) << err_b;
+      EXPECT_LE(max_rel(got_b[0], ref_b[0]), tol) << dtype_name(low) << " dw";
+      EXPECT_GT(max_rel(ref_b[0], std::vector<float>(ref_b[0].size(), 0.0f)), 0.0) << "dw is all zero";
+    }
+  }
+}
+
 // The fp16 loss-scaling sequence on the device: an inf gradient skips the update (weights unchanged) and
 // halves the scale; a clean step unscales and updates.
 TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {

@@ -1,0 +1,34 @@
+// Convolutions whose input has few channels (a network's stem: 3 image channels, 1 for grayscale), on fp16 /
+// bf16 maps with fp32 accumulation on tensor cores (mma.sync m16n8k16), as fresco's own kernels. cuDNN has no
+// fast kernel for them: ResNet-18's CIFAR stem (3 -> 64 channels, 3x3, batch 512) took 75 us forward plus a
+// 25 us statistics pass, and 107 us for its weight gradient with padding copies and a split-K reduction, on
+// the H200 (docs/performance.md), where writing the 67 MB output takes about 20 us.
+// Forward: implicit GEMM over [output positions, C*R*S taps] x [taps, K], the taps gathered straight from x
+// (a few MB, served by L1 / L2); the output staged in shared memory and written in 16-byte rows; optionally
+// the per-channel sums of y as stored (conv2d's sums output, ops.h) from the same registers, per block in
+// double, then added over blocks in a fixed order. Weight gradient: dw[k, t] = sum over positions of dy[., k]
+// * x_col[., t], dy staged in shared memory and read transposed by ldmatrix, per-block partials added over
+// the blocks in a fixed order. Block counts depend on the shape only, so results are the same on every run.
+// Limits (narrow_conv_fits): f16 or bf16, one group, C*R*S <= 32 taps, K a multiple of 16 up to 64.
+// Test: tests/plugins/cuda/test_cuda_low_precision.cpp (NarrowInputConvolutions).
+#pragma once
+
+#include "cuda_common.h"
+#include "fresco/conv_geometry.hpp"
+
+namespace fresco::cuda {
+
+bool narrow_conv_fits(const sdk::ConvShape& g, FrDType dtype);
+
+// Workspace bytes of the forward with sums (without sums it needs none) and of the weight gradient.
+uint64_t narrow_forward_workspace(const sdk::ConvShape& g);
+uint64_t narrow_wgrad_workspace(const sdk::ConvShape& g);
+
+// y = conv(x, w); `sums` (2K floats: the sums of y's channels, then of their squares) when not null.
+void launch_narrow_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y,
+                           float* sums, void* ws, cudaStream_t s);
+// dw (K x R x S x C, in dtype) = the weight gradient from dy and x.
+void launch_narrow_wgrad(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* x, void* dw,
+                         void* ws, cudaStream_t s);
+
+}  // namespace fresco::cuda
