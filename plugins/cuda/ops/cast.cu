@@ -12,14 +12,61 @@ __global__ void cast_kernel(const S* x, D* y, int64_t n) {
   FR_CUDA_GRID_LOOP(i, n) y[i] = from_f<D>(to_f(x[i]));
 }
 
+// Four values per thread, the f32 side one 16-byte word, the 16-bit side 8 bytes: the whole-region casts of
+// mixed precision (W -> A, G16 -> G, 11M values per ResNet-18 step) ran at 2.3-2.9 TB/s one value per thread
+// (W -> A 29 -> 18 us with eight values per thread; G16 -> G was slower that way, two stores per load).
+template <class T>
+struct Vec4 {
+  T v[4];
+};
+template <class T>
+__device__ __forceinline__ Vec4<T> load4(const T* p, int64_t i) {
+  Vec4<T> r;
+  if constexpr (sizeof(T) == 4) {
+    const uint4 u = reinterpret_cast<const uint4*>(p)[i];
+    memcpy(r.v, &u, 16);
+  } else {
+    const uint2 u = reinterpret_cast<const uint2*>(p)[i];
+    memcpy(r.v, &u, 8);
+  }
+  return r;
+}
+template <class T>
+__device__ __forceinline__ void store4(T* p, int64_t i, const Vec4<T>& r) {
+  if constexpr (sizeof(T) == 4) {
+    uint4 u;
+    memcpy(&u, r.v, 16);
+    reinterpret_cast<uint4*>(p)[i] = u;
+  } else {
+    uint2 u;
+    memcpy(&u, r.v, 8);
+    reinterpret_cast<uint2*>(p)[i] = u;
+  }
+}
+template <class S, class D>
+__global__ void cast4_kernel(const S* x, D* y, int64_t n4) {
+  FR_CUDA_GRID_LOOP(i, n4) {
+    const Vec4<S> a = load4(x, i);
+    Vec4<D> b;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) b.v[j] = from_f<D>(to_f(a.v[j]));
+    store4(y, i, b);
+  }
+}
+
 void launch_cast(void* ctx, const void* x, uint32_t xt, void* y, uint32_t yt, int64_t n, cudaStream_t s,
                  const char* op) {
+  const int sms = ctx_of(ctx)->sm_count;
   with_float_type(xt, op, [&](auto src) {
     with_float_type(yt, op, [&](auto dst) {
       using S = decltype(src);
       using D = decltype(dst);
-      cast_kernel<S, D><<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, s>>>(static_cast<const S*>(x),
-                                                                                static_cast<D*>(y), n);
+      const S* xs = static_cast<const S*>(x);
+      D* yd = static_cast<D*>(y);
+      if (n % 4 == 0 && aligned16({x, y}))
+        cast4_kernel<S, D><<<grid_for(n / 4, 256, sms), 256, 0, s>>>(xs, yd, n / 4);
+      else
+        cast_kernel<S, D><<<grid_for(n, 256, sms), 256, 0, s>>>(xs, yd, n);
     });
   });
   FR_CUDA_LAUNCH_CHECK();

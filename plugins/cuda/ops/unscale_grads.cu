@@ -18,6 +18,19 @@ __global__ void unscale_kernel(float* g, int64_t n, FrStepScalars* s) {
   }
   if (__syncthreads_or(bad) && threadIdx.x == 0) s->skip_step = 1;
 }
+
+// Four values per thread as one float4 (g 16-byte aligned, n4 = n / 4): the same products and flag.
+__global__ void unscale4_kernel(float4* g, int64_t n4, FrStepScalars* s) {
+  const float inv = 1.0f / s->loss_scale;
+  bool bad = false;
+  FR_CUDA_GRID_LOOP(i, n4) {
+    float4 v = g[i];
+    v.x *= inv, v.y *= inv, v.z *= inv, v.w *= inv;
+    g[i] = v;
+    bad |= !(isfinite(v.x) && isfinite(v.y) && isfinite(v.z) && isfinite(v.w));
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) s->skip_step = 1;
+}
 }  // namespace
 
 FR_CUDA_KERNEL_RUN(unscale_grads) {
@@ -27,8 +40,14 @@ FR_CUDA_KERNEL_RUN(unscale_grads) {
     FR_PLUGIN_CHECK(g.dtype == FR_F32 && g.bytes % sizeof(float) == 0, FR_ERR_INVALID_ARGUMENT,
                     "unscale_grads: the gradients must be an f32 range");
     const auto n = static_cast<int64_t>(g.bytes / sizeof(float));
-    unscale_kernel<<<grid_for(n, 256, ctx_of(ctx)->sm_count), 256, 0, stream_of(call)>>>(
-        static_cast<float*>(g.data), n, sdk::step_scalars(call->rout[1], "unscale_grads"));
+    FrStepScalars* scalars = sdk::step_scalars(call->rout[1], "unscale_grads");
+    const int sms = ctx_of(ctx)->sm_count;
+    if (n % 4 == 0 && aligned16({g.data}))
+      unscale4_kernel<<<grid_for(n / 4, 256, sms), 256, 0, stream_of(call)>>>(static_cast<float4*>(g.data),
+                                                                              n / 4, scalars);
+    else
+      unscale_kernel<<<grid_for(n, 256, sms), 256, 0, stream_of(call)>>>(static_cast<float*>(g.data), n,
+                                                                         scalars);
     FR_CUDA_LAUNCH_CHECK();
   });
 }

@@ -153,33 +153,34 @@ void expect_close_to_f32(const LowCase& c, double bf16_tol, double f16_tol, cons
 
 }  // namespace
 
+// 999 values take the one-per-thread kernel, 2048 the four-per-thread one.
 TEST(CudaLowPrecision, CastsRoundLikeTheHost) {
   FRESCO_REQUIRE_GPU();
-  for (DType low : {DType::BF16, DType::F16}) {
-    const Shape s{3, 1, 1, 333};
-    std::vector<float> x(static_cast<size_t>(s.numel()));
-    std::mt19937 rng(3);
-    std::uniform_real_distribution<float> d(-70.0f, 70.0f);
-    for (float& f : x) f = d(rng);
-    // compute cast f32 -> low, then a range cast low -> f32 over the same tensor
-    SimpleTask t("cuda");
-    const TensorId a = t.tensor(Region::T_TEMP, DType::F32, s, "a");
-    const TensorId b = t.tensor(Region::T_TEMP, low, s, "b");
-    const TensorId c = t.tensor(Region::T_TEMP, DType::F32, s, "c");
-    t.lock_memory();
-    t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_CAST, {a}, {b}));
-    t.add(GraphId::DEEP_FWD_BWD,
-          range_node(FR_OP_CAST_RANGE, {RangeRef::of(b, low)}, {RangeRef::of(c, DType::F32)}));
-    t.compile();
-    t.write(a, x);
-    t.run(GraphId::DEEP_FWD_BWD);
-    const auto bits = t.read<uint16_t>(b, x.size());
-    const auto back = t.read<float>(c, x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      ASSERT_EQ(bits[i], to_low(low, x[i])) << dtype_name(low) << " cast of " << x[i];
-      ASSERT_EQ(back[i], from_low(low, bits[i])) << dtype_name(low) << " range cast back";
+  for (const Shape& s : {Shape{3, 1, 1, 333}, Shape{2, 1, 1, 1024}})
+    for (DType low : {DType::BF16, DType::F16}) {
+      std::vector<float> x(static_cast<size_t>(s.numel()));
+      std::mt19937 rng(3);
+      std::uniform_real_distribution<float> d(-70.0f, 70.0f);
+      for (float& f : x) f = d(rng);
+      // compute cast f32 -> low, then a range cast low -> f32 over the same tensor
+      SimpleTask t("cuda");
+      const TensorId a = t.tensor(Region::T_TEMP, DType::F32, s, "a");
+      const TensorId b = t.tensor(Region::T_TEMP, low, s, "b");
+      const TensorId c = t.tensor(Region::T_TEMP, DType::F32, s, "c");
+      t.lock_memory();
+      t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_CAST, {a}, {b}));
+      t.add(GraphId::DEEP_FWD_BWD,
+            range_node(FR_OP_CAST_RANGE, {RangeRef::of(b, low)}, {RangeRef::of(c, DType::F32)}));
+      t.compile();
+      t.write(a, x);
+      t.run(GraphId::DEEP_FWD_BWD);
+      const auto bits = t.read<uint16_t>(b, x.size());
+      const auto back = t.read<float>(c, x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(bits[i], to_low(low, x[i])) << dtype_name(low) << " cast of " << x[i];
+        ASSERT_EQ(back[i], from_low(low, bits[i])) << dtype_name(low) << " range cast back";
+      }
     }
-  }
 }
 
 TEST(CudaLowPrecision, PointwiseAndPools) {

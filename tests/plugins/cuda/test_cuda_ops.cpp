@@ -514,12 +514,14 @@ TEST(CudaOps, RangeOps) {
   done.node = range_node(FR_OP_STEP_DONE, {}, {bytes(0)});
   done.outputs = {0};
   expect_same(done, 0.0, "step_done");
-  OpCase unscale;
-  unscale.tensors = {{DType::F32, {1, 1, 1, 1000}, Fill::RANDOM},
-                     {DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
-  unscale.node = range_node(FR_OP_UNSCALE_GRADS, {}, {f32(0), bytes(1)});
-  unscale.outputs = {0, 1};
-  expect_same(unscale, 0.0, "unscale_grads");
+  for (int64_t n : {1000, 1001}) {  // four values per thread, and one
+    OpCase unscale;
+    unscale.tensors = {{DType::F32, {1, 1, 1, n}, Fill::RANDOM},
+                       {DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
+    unscale.node = range_node(FR_OP_UNSCALE_GRADS, {}, {f32(0), bytes(1)});
+    unscale.outputs = {0, 1};
+    expect_same(unscale, 0.0, "unscale_grads");
+  }
   OpCase scale;
   scale.tensors = {{DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, Fill::SCALARS}};
   scale.node = range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {bytes(0)});
