@@ -11,7 +11,9 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kMaxTaps = 32;
 // Output positions a block aims at (whole output rows of one image): forward, weight gradient.
 constexpr int kForwardPositions = 512, kWgradPositions = 1024;
-constexpr int kMaxTileBytes = 32 << 10;  // the block's input tile in shared memory
+// The block's input tile in shared memory: with the kernels' static arrays (at most 17.4 KB) it stays within
+// the 48 KB a block may use without opting in to more.
+constexpr int kMaxTileBytes = 28 << 10;
 
 // The geometry in the kernels' index types (narrow_conv_fits keeps every field in int range), with the
 // blocking: a block takes `pr` output rows of one image, whose input window (zero-padded) is a tile of

@@ -3,13 +3,16 @@
 // fast kernel for them: ResNet-18's CIFAR stem (3 -> 64 channels, 3x3, batch 512) took 75 us forward plus a
 // 25 us statistics pass, and 107 us for its weight gradient with padding copies and a split-K reduction, on
 // the H200 (docs/performance.md), where writing the 67 MB output takes about 20 us.
-// Forward: implicit GEMM over [output positions, C*R*S taps] x [taps, K], the taps gathered straight from x
-// (a few MB, served by L1 / L2); the output staged in shared memory and written in 16-byte rows; optionally
-// the per-channel sums of y as stored (conv2d's sums output, ops.h) from the same registers, per block in
-// double, then added over blocks in a fixed order. Weight gradient: dw[k, t] = sum over positions of dy[., k]
-// * x_col[., t], dy staged in shared memory and read transposed by ldmatrix, per-block partials added over
-// the blocks in a fixed order. Block counts depend on the shape only, so results are the same on every run.
-// Limits (narrow_conv_fits): f16 or bf16, one group, C*R*S <= 32 taps, K a multiple of 16 up to 64.
+// A block takes whole output rows of one image and first copies their zero-padded input window to shared
+// memory. Forward: implicit GEMM over [output positions, C*R*S taps] x [taps, K], the taps gathered from that
+// tile, the weights as B fragments through ldmatrix; the output staged in shared memory and written in
+// 16-byte rows; optionally the per-channel sums of y as stored (conv2d's sums output, ops.h) from the same
+// registers, per block in double, then added over blocks in a fixed order. Weight gradient: dw[k, t] = sum
+// over positions of dy[., k] * x_col[., t], dy staged in shared memory and read transposed by ldmatrix, x_col
+// from the tile, per-block partials added over the blocks in a fixed order. Block counts depend on the shape
+// only, so results are the same on every run.
+// Limits (narrow_conv_fits): f16 or bf16, one group, C*R*S <= 32 taps, K = 16, 32 or 64, and one output row's
+// input window (zero-padded) within 28 KB of shared memory.
 // Test: tests/plugins/cuda/test_cuda_low_precision.cpp (NarrowInputConvolutions).
 #pragma once
 
