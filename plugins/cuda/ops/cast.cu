@@ -2,6 +2,8 @@
 // between low-precision maps and fp32 layers), `cast_range` a whole region range in one kernel (W -> A
 // weights, G16 -> G gradients). Rounding to nearest even; NaN and inf are kept. Test:
 // tests/plugins/cuda/test_cuda_ops.cpp.
+#include <type_traits>
+
 #include "ops/dtype.cuh"
 
 namespace fresco::cuda {
@@ -17,31 +19,21 @@ __global__ void cast_kernel(const S* x, D* y, int64_t n) {
 // (W -> A 29 -> 18 us with eight values per thread; G16 -> G was slower that way, two stores per load).
 template <class T>
 struct Vec4 {
+  using Word = std::conditional_t<sizeof(T) == 4, uint4, uint2>;  // the four values as one load / store
   T v[4];
 };
 template <class T>
 __device__ __forceinline__ Vec4<T> load4(const T* p, int64_t i) {
+  const typename Vec4<T>::Word u = reinterpret_cast<const typename Vec4<T>::Word*>(p)[i];
   Vec4<T> r;
-  if constexpr (sizeof(T) == 4) {
-    const uint4 u = reinterpret_cast<const uint4*>(p)[i];
-    memcpy(r.v, &u, 16);
-  } else {
-    const uint2 u = reinterpret_cast<const uint2*>(p)[i];
-    memcpy(r.v, &u, 8);
-  }
+  memcpy(r.v, &u, sizeof u);
   return r;
 }
 template <class T>
 __device__ __forceinline__ void store4(T* p, int64_t i, const Vec4<T>& r) {
-  if constexpr (sizeof(T) == 4) {
-    uint4 u;
-    memcpy(&u, r.v, 16);
-    reinterpret_cast<uint4*>(p)[i] = u;
-  } else {
-    uint2 u;
-    memcpy(&u, r.v, 8);
-    reinterpret_cast<uint2*>(p)[i] = u;
-  }
+  typename Vec4<T>::Word u;
+  memcpy(&u, r.v, sizeof u);
+  reinterpret_cast<typename Vec4<T>::Word*>(p)[i] = u;
 }
 template <class S, class D>
 __global__ void cast4_kernel(const S* x, D* y, int64_t n4) {

@@ -8,26 +8,29 @@
 namespace fresco::cuda {
 
 namespace {
-__global__ void unscale_kernel(float* g, int64_t n, FrStepScalars* s) {
+__device__ __forceinline__ float scaled(float v, float k) {
+  return v * k;
+}
+__device__ __forceinline__ float4 scaled(float4 v, float k) {
+  return make_float4(v.x * k, v.y * k, v.z * k, v.w * k);
+}
+__device__ __forceinline__ bool finite(float v) {
+  return isfinite(v);
+}
+__device__ __forceinline__ bool finite(float4 v) {
+  return isfinite(v.x) && isfinite(v.y) && isfinite(v.z) && isfinite(v.w);
+}
+
+// V = float, or float4 (four values per thread; g 16-byte aligned, n counted in float4): the same products
+// and flag either way.
+template <class V>
+__global__ void unscale_kernel(V* g, int64_t n, FrStepScalars* s) {
   const float inv = 1.0f / s->loss_scale;
   bool bad = false;
   FR_CUDA_GRID_LOOP(i, n) {
-    const float v = g[i] * inv;
+    const V v = scaled(g[i], inv);
     g[i] = v;
-    bad |= !isfinite(v);
-  }
-  if (__syncthreads_or(bad) && threadIdx.x == 0) s->skip_step = 1;
-}
-
-// Four values per thread as one float4 (g 16-byte aligned, n4 = n / 4): the same products and flag.
-__global__ void unscale4_kernel(float4* g, int64_t n4, FrStepScalars* s) {
-  const float inv = 1.0f / s->loss_scale;
-  bool bad = false;
-  FR_CUDA_GRID_LOOP(i, n4) {
-    float4 v = g[i];
-    v.x *= inv, v.y *= inv, v.z *= inv, v.w *= inv;
-    g[i] = v;
-    bad |= !(isfinite(v.x) && isfinite(v.y) && isfinite(v.z) && isfinite(v.w));
+    bad |= !finite(v);
   }
   if (__syncthreads_or(bad) && threadIdx.x == 0) s->skip_step = 1;
 }
@@ -43,11 +46,11 @@ FR_CUDA_KERNEL_RUN(unscale_grads) {
     FrStepScalars* scalars = sdk::step_scalars(call->rout[1], "unscale_grads");
     const int sms = ctx_of(ctx)->sm_count;
     if (n % 4 == 0 && aligned16({g.data}))
-      unscale4_kernel<<<grid_for(n / 4, 256, sms), 256, 0, stream_of(call)>>>(static_cast<float4*>(g.data),
-                                                                              n / 4, scalars);
+      unscale_kernel<float4><<<grid_for(n / 4, 256, sms), 256, 0, stream_of(call)>>>(
+          static_cast<float4*>(g.data), n / 4, scalars);
     else
-      unscale_kernel<<<grid_for(n, 256, sms), 256, 0, stream_of(call)>>>(static_cast<float*>(g.data), n,
-                                                                         scalars);
+      unscale_kernel<float>
+          <<<grid_for(n, 256, sms), 256, 0, stream_of(call)>>>(static_cast<float*>(g.data), n, scalars);
     FR_CUDA_LAUNCH_CHECK();
   });
 }
