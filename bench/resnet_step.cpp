@@ -11,9 +11,10 @@
 //                          [--stem cifar|imagenet] [--classes 10] [--steps 60] [--warm 10] [--peak-tflops
 //                          auto]
 //                          [--profile 0|1] [--precision fp32|bf16|fp16] [--fuse-joins 1|0] [--fuse-head 1|0]
-//                          [--conv-stats auto|on|off] [--join-lag N]
+//                          [--conv-stats auto|on|off] [--grad-sums auto|on|off] [--join-lag N]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
 // --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
+// --grad-sums sets CompileOptions::grad_sums (batchnorm gradient sums from the masking pass before it).
 // --join-lag N sets CompileOptions::conv_join_lag_max: conv input gradients over at most N values per sample
 // let the latest weight gradient run beside them (0, the default: never).
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each);
@@ -44,13 +45,14 @@ fresco::data::Dataset random_images(int64_t n, int64_t side, int32_t classes) {
   return d;
 }
 
-fresco::CompileOptions::ConvStats parse_conv_stats(const std::string& v) {
-  using C = fresco::CompileOptions::ConvStats;
-  if (v == "auto") return C::AUTO;
-  if (v == "on") return C::ON;
-  if (v == "off") return C::OFF;
+// auto / on / off as the enum E's AUTO / ON / OFF (--conv-stats, --grad-sums).
+template <class E>
+E parse_mode(const std::string& v, const char* flag) {
+  if (v == "auto") return E::AUTO;
+  if (v == "on") return E::ON;
+  if (v == "off") return E::OFF;
   throw fresco::Error(fresco::ErrorCode::kBadConfig,
-                      "bench_resnet_step: --conv-stats must be auto, on or off");
+                      std::string("bench_resnet_step: --") + flag + " must be auto, on or off, got " + v);
 }
 
 // Multiply-add FLOPs of one sample's forward pass: convolutions and fc layers.
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
                           {"precision", "fp32"},
                           {"fuse-joins", "1"},
                           {"conv-stats", "auto"},
+                          {"grad-sums", "auto"},
                           {"join-lag", "0"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
@@ -119,7 +122,8 @@ int main(int argc, char** argv) {
         .seed(1)
         .fuse_joins(args.integer("fuse-joins") != 0)
         .fuse_head(args.integer("fuse-head") != 0)
-        .conv_stats(parse_conv_stats(args.str("conv-stats")))
+        .conv_stats(parse_mode<CompileOptions::ConvStats>(args.str("conv-stats"), "conv-stats"))
+        .grad_sums(parse_mode<CompileOptions::GradSums>(args.str("grad-sums"), "grad-sums"))
         .conv_join_lag(args.integer("join-lag"));
     task.compile();
     task.time_steps(warm);
@@ -131,14 +135,16 @@ int main(int argc, char** argv) {
         "{\"bench\":\"resnet_step\",\"model\":\"%s\",\"stem\":\"%s\",\"backend\":\"%s\",\"batch\":%lld,"
         "\"image\":%lld,\"dtype\":\"%s\",\"ms_step\":%.4f,\"images_per_s\":%.1f,\"device_mib\":%.1f,"
         "\"workspace_mib\":%.1f,"
-        "\"gflop_step\":%.1f,\"floor_ms\":%.4f,\"peak_tflops\":%.1f,\"conv_stats\":\"%s\",\"join_lag\":%lld}"
+        "\"gflop_step\":%.1f,\"floor_ms\":%.4f,\"peak_tflops\":%.1f,\"conv_stats\":\"%s\",\"grad_sums\":\"%"
+        "s\","
+        "\"join_lag\":%lld}"
         "\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
         static_cast<double>(task.device_memory_bytes()) / (1 << 20),
         static_cast<double>(task.runtime().workspace_bytes()) / (1 << 20), flops / 1e9,
         1e3 * flops / (peak_tflops * 1e12), peak_tflops, args.str("conv-stats").c_str(),
-        static_cast<long long>(args.integer("join-lag")));
+        args.str("grad-sums").c_str(), static_cast<long long>(args.integer("join-lag")));
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

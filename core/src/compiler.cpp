@@ -268,6 +268,34 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   const int fp = first_param_index(a);
   FRESCO_CHECK(fp >= 0, ErrorCode::kBadConfig, "model: no trainable layer (add an fc)");
   a.layers[static_cast<size_t>(fp)].first_param_layer = true;
+  // CompileOptions::grad_sums: the masking pass that writes a batchnorm's output gradient writes its two
+  // gradient sums too. That pass is a fused join's relu backward (for the batchnorm on either branch that
+  // only the join reads), or, at a relu fused into a batchnorm whose output two layers read, the sum of the
+  // two gradient parts, which then also applies the relu's mask (the batchnorm's backward gets it premasked).
+  const bool grad_sums = o.grad_sums == CompileOptions::GradSums::ON ||
+                         (o.grad_sums == CompileOptions::GradSums::AUTO && o.precision != DType::F32);
+  if (grad_sums)
+    for (auto& l : a.layers) {
+      int32_t b = -1;
+      if (l.kind == LayerKind::ADD && l.fused_relu && l.input != l.input2) {
+        for (const int32_t in : {l.input, l.input2}) {
+          if (in <= fp) continue;
+          const auto& bn = a.layers[static_cast<size_t>(in)];
+          if (bn.kind == LayerKind::BN && !bn.fused_relu && consumers[static_cast<size_t>(in)] == 1) {
+            b = in;
+            break;
+          }
+        }
+      } else if (l.kind == LayerKind::RELU && l.fused_into_prev && l.input > fp &&
+                 consumers[static_cast<size_t>(l.index)] == 2) {
+        const auto& bn = a.layers[static_cast<size_t>(l.input)];
+        if (bn.kind == LayerKind::BN && bn.fused_relu) b = l.input;
+      }
+      if (b < 0) continue;
+      l.grad_sums_bn = b;
+      auto& bn = a.layers[static_cast<size_t>(b)];
+      if (bn.fused_relu) bn.grad_premasked = true;
+    }
   FRESCO_CHECK(cur.h == 1 && cur.w == 1 && cur.c == o.num_classes, ErrorCode::kBadConfig,
                "model: the last layer outputs " + cur.str() + " per sample, but the data has " +
                    std::to_string(o.num_classes) + " classes (expected [1,1,1," +
@@ -352,6 +380,11 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       l.sums = p.alloc_temp(DType::F32, Shape{1, 1, 1, 2 * l.out_sample.c}, l.name + ".sums");
   for (auto& l : a.layers)
     if (l.reads_sums) l.sums = a.layers[static_cast<size_t>(l.input)].sums;
+  for (auto& l : a.layers)  // a batchnorm's gradient sums, written by a masking pass (grad_sums)
+    if (l.grad_sums_bn >= 0) {
+      auto& bn = a.layers[static_cast<size_t>(l.grad_sums_bn)];
+      bn.grad_sums = p.alloc_temp(DType::F32, Shape{1, 1, 1, 2 * bn.out_sample.c}, bn.name + ".grad_sums");
+    }
   const Optimizer& opt = m.options.optimizer;
   for (Family f : {Family::G, Family::M, Family::V}) {
     if (f == Family::M && !opt.uses_m()) continue;
@@ -574,14 +607,30 @@ void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) 
     emit_fused_head(cx, m);
     return;
   }
+  // A masking pass that writes a batchnorm's output gradient also writes that batchnorm's gradient sums,
+  // reading its input x (CompileOptions::grad_sums; ops.h).
+  auto with_grad_sums = [&](GraphNode n) {
+    if (l.grad_sums_bn >= 0) {
+      const auto& bn = m.arch.layers[static_cast<size_t>(l.grad_sums_bn)];
+      n.in.insert(n.in.end(), {layer_input(m, bn.index), bn.save_mean});
+      n.out.push_back(bn.grad_sums);
+    }
+    return n;
+  };
   if (l.kind == LayerKind::ADD && l.fused_relu && l.grad_sum_a != kNoTensor) {  // sum and mask in one pass
-    cx.add(compute_node(FR_OP_ADD_RELU_BACKWARD, l.name, {l.grad_sum_a, l.grad_sum_b, l.out}, {l.grad_in}));
+    cx.add(with_grad_sums(
+        compute_node(FR_OP_ADD_RELU_BACKWARD, l.name, {l.grad_sum_a, l.grad_sum_b, l.out}, {l.grad_in})));
+    return;
+  }
+  if (l.kind == LayerKind::RELU && l.grad_sums_bn >= 0) {  // the relu fused into a batchnorm, read twice: the
+    // two parts summed and masked by the batchnorm's output (its backward then gets the gradient premasked)
+    cx.add(with_grad_sums(
+        compute_node(FR_OP_ADD_RELU_BACKWARD, l.name, {l.grad_sum_a, l.grad_sum_b, l.out}, {l.grad_out})));
     return;
   }
   if (l.grad_sum_a != kNoTensor) cx.add(add_node(l.grad_sum_a, l.grad_sum_b, l.grad_out, "grad " + l.name));
   if (l.kind == LayerKind::ADD && l.fused_relu) {  // the fused relu's backward; both branches read the result
-    GraphNode n = compute_node(FR_OP_RELU_BACKWARD, l.name, {l.grad_out, l.out}, {l.grad_in});
-    cx.add(std::move(n));
+    cx.add(with_grad_sums(compute_node(FR_OP_RELU_BACKWARD, l.name, {l.grad_out, l.out}, {l.grad_in})));
     return;
   }
   if (l.kind == LayerKind::CONCAT) {  // the split: each branch gets its channels of the gradient

@@ -51,16 +51,19 @@ Runtime::Runtime(const std::string& device, int device_index) : device_(device) 
 }
 
 namespace {
-// Whether a node uses the per-channel sums operands of ops.h (CompileOptions::conv_stats), which its kernel
-// must declare (FR_KERNEL_SUMS_OPERANDS).
+// Whether a node uses the per-channel sums operands of ops.h (CompileOptions::conv_stats, grad_sums), which
+// its kernel must declare (FR_KERNEL_SUMS_OPERANDS).
 bool uses_sums_operands(const GraphNode& n) {
-  if (n.op == FR_OP_CONV2D) return n.out.size() > 1;
+  if (n.op == FR_OP_CONV2D || n.op == FR_OP_RELU_BACKWARD || n.op == FR_OP_ADD_RELU_BACKWARD)
+    return n.out.size() > 1;  // conv_stats; grad_sums
   if (n.op == FR_OP_BATCHNORM_ADD) return n.in.size() > 4;
-  if (n.op != FR_OP_BATCHNORM || n.in.size() != 4) return false;  // inference takes 5 inputs, no sums
+  const bool bn = n.op == FR_OP_BATCHNORM, bnb = n.op == FR_OP_BATCHNORM_BACKWARD;
+  if (!bn && !bnb) return false;
   FrBatchNormParams p{};
   if (n.params.size() != sizeof p) return false;
   std::memcpy(&p, n.params.data(), sizeof p);
-  return p.training != 0;
+  if (bnb) return !p.relu && n.in.size() == 6;  // gsums (grad_sums)
+  return n.in.size() == 4 && p.training != 0;   // inference takes 5 inputs, no sums
 }
 
 // The stream that side-stream calls of a capture on `main` use.
@@ -163,12 +166,13 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   FRESCO_CHECK(
       static_cast<uint32_t>(rc.kernel->kind) == (node.kind == NodeKind::RANGE ? FR_RANGE : FR_COMPUTE),
       ErrorCode::kBadConfig, "op '" + node.op + "' is registered with the other kind (compute vs range)");
-  FRESCO_CHECK(
-      !uses_sums_operands(node) || (rc.kernel->flags & FR_KERNEL_SUMS_OPERANDS), ErrorCode::kBadConfig,
-      "node " + rc.label + " uses the per-channel sums operands of '" + node.op +
-          "' (ops.h), which the kernel from " + reg.kernel_owner(op, device_, dtype) +
-          " does not declare (FR_KERNEL_SUMS_OPERANDS); compile with CompileOptions::conv_stats = OFF "
-          "(DeepLearningTask::conv_stats) or update the plugin");
+  FRESCO_CHECK(!uses_sums_operands(node) || (rc.kernel->flags & FR_KERNEL_SUMS_OPERANDS),
+               ErrorCode::kBadConfig,
+               "node " + rc.label + " uses the per-channel sums operands of '" + node.op +
+                   "' (ops.h), which the kernel from " + reg.kernel_owner(op, device_, dtype) +
+                   " does not declare (FR_KERNEL_SUMS_OPERANDS); compile with CompileOptions::conv_stats and "
+                   "grad_sums = "
+                   "OFF (DeepLearningTask::conv_stats, grad_sums) or update the plugin");
   FrCall& c = rc.call;
   c.struct_size = sizeof(FrCall);
   c.op = static_cast<uint32_t>(op);

@@ -18,6 +18,7 @@ FR_DECLARE_RUN(conv2d)
 FR_DECLARE_PREPARE(conv2d_backward)
 FR_DECLARE_RUN(conv2d_backward)
 FR_DECLARE_RUN(relu)
+FR_DECLARE_PREPARE(relu_backward)
 FR_DECLARE_RUN(relu_backward)
 FR_DECLARE_RUN(dropout)
 FR_DECLARE_RUN(dropout_backward)
@@ -42,6 +43,7 @@ FR_DECLARE_RUN(global_avg_pool)
 FR_DECLARE_RUN(global_avg_pool_backward)
 FR_DECLARE_RUN(add)
 FR_DECLARE_RUN(add_relu)
+FR_DECLARE_PREPARE(add_relu_backward)
 FR_DECLARE_RUN(add_relu_backward)
 FR_DECLARE_RUN(concat)
 FR_DECLARE_RUN(concat_backward)
@@ -81,14 +83,15 @@ const FrKernelDef kKernels[] = {
     FR_KF(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums, conv2d_prepare, conv2d_run),
     FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, conv2d_backward_prepare, conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),
-    FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, nullptr, relu_backward_run),
+    FR_KF(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, kSums, relu_backward_prepare, relu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT_BACKWARD, kF32, nullptr, dropout_backward_run),
     FR_K(FR_COMPUTE, FR_OP_NORMALIZE_INPUT, kF32, nullptr, normalize_input_run),
     FR_K(FR_COMPUTE, FR_OP_SOFTMAX_XENT, kF32, softmax_xent_prepare, softmax_xent_run),
     FR_K(FR_COMPUTE, FR_OP_FC_SOFTMAX_XENT, kF32, fc_softmax_xent_prepare, fc_softmax_xent_run),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM, kF32, kSums, batchnorm_prepare, batchnorm_run),
-    FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, batchnorm_backward_prepare, batchnorm_backward_run),
+    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, kSums, batchnorm_backward_prepare,
+          batchnorm_backward_run),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kF32, kSums, batchnorm_add_prepare, batchnorm_add_run),
     FR_K(FR_COMPUTE, FR_OP_CHANNEL_AFFINE, kF32, nullptr, channel_affine_run),
@@ -100,7 +103,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run),
     FR_K(FR_COMPUTE, FR_OP_ADD, kF32, nullptr, add_run),
     FR_K(FR_COMPUTE, FR_OP_ADD_RELU, kF32, nullptr, add_relu_run),
-    FR_K(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kF32, nullptr, add_relu_backward_run),
+    FR_KF(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kF32, kSums, add_relu_backward_prepare, add_relu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_CONCAT, kF32, nullptr, concat_run),
     FR_K(FR_COMPUTE, FR_OP_CONCAT_BACKWARD, kF32, nullptr, concat_backward_run),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run),

@@ -14,9 +14,11 @@ FR_CUDA_KERNEL_PREPARE(fc_backward);
 FR_CUDA_KERNEL_RUN(fc_backward);
 FR_CUDA_KERNEL_DESTROY(fc_backward);
 FR_CUDA_KERNEL_RUN(relu);
+FR_CUDA_KERNEL_PREPARE(relu_backward);
 FR_CUDA_KERNEL_RUN(relu_backward);
 FR_CUDA_KERNEL_RUN(add);
 FR_CUDA_KERNEL_RUN(add_relu);
+FR_CUDA_KERNEL_PREPARE(add_relu_backward);
 FR_CUDA_KERNEL_RUN(add_relu_backward);
 FR_CUDA_KERNEL_RUN(concat);
 FR_CUDA_KERNEL_RUN(concat_backward);
@@ -81,10 +83,11 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
     FR_K(FR_COMPUTE, FR_OP_RELU, kFloats, nullptr, relu_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_RELU_BACKWARD, kFloats, nullptr, relu_backward_run, nullptr),
+    FR_KF(FR_COMPUTE, FR_OP_RELU_BACKWARD, kFloats, kSums, relu_backward_prepare, relu_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_ADD, kFloats, nullptr, add_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_ADD_RELU, kFloats, nullptr, add_relu_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kFloats, nullptr, add_relu_backward_run, nullptr),
+    FR_KF(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kFloats, kSums, add_relu_backward_prepare,
+          add_relu_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CONCAT, kFloats, nullptr, concat_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CONCAT_BACKWARD, kFloats, nullptr, concat_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_GELU, kFloats, nullptr, gelu_run, nullptr),
@@ -105,8 +108,8 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run, nullptr),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kFloats, kSums, batchnorm_add_prepare, batchnorm_add_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CHANNEL_AFFINE, kFloats, nullptr, channel_affine_run, nullptr),
-    FR_K(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kFloats, batchnorm_backward_prepare, batchnorm_backward_run,
-         nullptr),
+    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kFloats, kSums, batchnorm_backward_prepare,
+          batchnorm_backward_run, nullptr),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D, kFloats, kSums, conv2d_prepare, conv2d_run, conv2d_destroy),
     FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kFloats, conv2d_backward_prepare, conv2d_backward_run,
          conv2d_backward_destroy),

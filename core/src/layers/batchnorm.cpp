@@ -5,7 +5,8 @@
 // inference forward is one channel_affine. A following relu may be fused (fused_relu). A batchnorm that only
 // a residual join reads is computed in training by the join (batchnorm_add_node; CompileOptions::fuse_joins).
 // Reading a conv that writes the sums of its output, the training forward takes its statistics from them
-// (CompileOptions::conv_stats).
+// (CompileOptions::conv_stats). Its backward may take its gradient sums from the pass that wrote its output
+// gradient (CompileOptions::grad_sums).
 // Tested by the golden cases cnn_adam_cifar and resnet_sgd.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
@@ -70,9 +71,14 @@ class BatchNormRule final : public LayerRule {
         compute_node(FR_OP_BATCHNORM_BACKWARD, l.name, {dy, x, l.weight, l.save_mean, l.save_invstd},
                      {dx, l.grad_weight, l.grad_bias});
     // dy is w.r.t. the relu output; the kernel masks it with y > 0, which a backend may recompute from x and
-    // beta (ops.h)
-    if (l.fused_relu) n.in.insert(n.in.end(), {y, l.bias});
-    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, l.fused_relu ? 1 : 0});
+    // beta (ops.h), unless the pass that wrote dy masked it already (grad_premasked). The gradient sums come
+    // from that pass when it wrote them (CompileOptions::grad_sums).
+    const bool mask = l.fused_relu && !l.grad_premasked;
+    if (mask) n.in.insert(n.in.end(), {y, l.bias});
+    FRESCO_CHECK(!(mask && l.grad_sums != kNoTensor), ErrorCode::kInternal,
+                 l.name + ": gradient sums are for a premasked batchnorm gradient only");
+    if (l.grad_sums != kNoTensor) n.in.push_back(l.grad_sums);
+    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, mask ? 1 : 0});
   }
 };
 

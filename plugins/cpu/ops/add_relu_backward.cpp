@@ -1,8 +1,19 @@
 // CPU add_relu_backward dx = (a + b) * (y > 0): the backward of a fused add+relu join whose output gradient
-// arrives in two parts, summed and masked in one pass; dx may alias a or b. Test: test_add_gelu_flatten.cpp.
+// arrives in two parts, summed and masked in one pass; dx may alias a or b. With x and save_mean as fourth
+// and fifth inputs it also writes gsums (ops.h, "Gradient sums"; ops/grad_sums.h). Tests:
+// test_add_gelu_flatten.cpp, test_batchnorm.cpp (gradient sums).
 #include "cpu_common.h"
+#include "ops/grad_sums.h"
 
 namespace fresco::cpu {
+
+FR_CPU_KERNEL_PREPARE(add_relu_backward) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 3, 1, 0, 0, "add_relu_backward");
+    *state = nullptr;
+    *workspace_bytes = masking_pass_workspace(call, 3, "add_relu_backward");
+  });
+}
 
 FR_CPU_KERNEL_RUN(add_relu_backward) {
   return sdk::guard([&] {
@@ -18,6 +29,7 @@ FR_CPU_KERNEL_RUN(add_relu_backward) {
     parallel_chunks(n, 1 << 15, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) dx[i] = y[i] > 0.0f ? a[i] + b[i] : 0.0f;
     });
+    masking_pass_sums(call, 3, "add_relu_backward");
   });
 }
 

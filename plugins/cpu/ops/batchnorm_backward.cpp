@@ -2,13 +2,15 @@
 // dx = gamma * invstd / n * (n * dy - dbeta - xhat * dgamma). The channel sums are double partials per fixed
 // row chunk combined in chunk order (independent of the thread count); dx is element-wise, so it may alias
 // dy. With params.relu (a fused relu) a sixth input y masks the incoming gradient: dy * (y > 0) (a seventh,
-// beta, is not needed here). Test:
-// test_batchnorm.cpp.
+// beta, is not needed here). Without one, a sixth input may be gsums (ops.h, "Gradient sums"), the two sums
+// the pass that wrote dy computed (ops/grad_sums.h, the same chunks): then there is no pass over dy and x for
+// them. Test: test_batchnorm.cpp.
 #include <algorithm>
 #include <cmath>
 
 #include "cpu_common.h"
-#include "ops/batchnorm_chunks.h"
+#include "fresco/grad_sums_checks.hpp"
+#include "ops/grad_sums.h"
 
 namespace fresco::cpu {
 
@@ -17,7 +19,7 @@ namespace {
 // Workspace: double partial[chunks * C * 2] (sum dy, sum dy * (x - mean)), then float coef[4 * C].
 uint64_t bnb_workspace(const BnShape& s) {
   const auto c = static_cast<uint64_t>(s.c);
-  return static_cast<uint64_t>(s.chunks) * c * 2 * sizeof(double) + 4 * c * sizeof(float);
+  return grad_sums_workspace(s) + 4 * c * sizeof(float);
 }
 
 void check_c(const FrTensor& t, int64_t c, const char* what) {
@@ -28,9 +30,12 @@ void check_c(const FrTensor& t, int64_t c, const char* what) {
 
 }  // namespace
 
-// 5 inputs, or 6 (the fused relu's output) when params.relu is set.
+// 5 inputs, or 6 (the fused relu's output) when params.relu is set; without it a sixth is gsums.
 static uint32_t inputs_of(const FrCall* call) {
   return call->params && sdk::params<FrBatchNormParams>(call).relu ? 6u : 5u;
+}
+static bool has_relu(const FrCall* call) {
+  return call->params && sdk::params<FrBatchNormParams>(call).relu;
 }
 
 FR_CPU_KERNEL_PREPARE(batchnorm_backward) {
@@ -61,7 +66,7 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
     const float* mean = sdk::data<float>(call->in[3]);
     const float* invstd = sdk::data<float>(call->in[4]);
     const float* relu_y = nullptr;  // fused relu: the incoming gradient is dy * (y > 0)
-    if (inputs_of(call) == 6) {     // params.relu (a seventh input, beta, is for backends that recompute it)
+    if (has_relu(call)) {           // a seventh input, beta, is for backends that recompute the mask
       FR_PLUGIN_CHECK(sdk::numel(call->in[5]) == rows * c, FR_ERR_INVALID_ARGUMENT,
                       "batchnorm_backward: the fused relu's y differs in size from x");
       relu_y = sdk::data<float>(call->in[5]);
@@ -75,23 +80,15 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
     float* coef_b = coef_a + c;                                         // dbeta / n
     float* coef_k = coef_b + c;                                         // dgamma * invstd / n
     float* coef_m = coef_k + c;                                         // mean
-    parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
-      double* sdy = part + (a / s.grain) * c * 2;
-      double* sdyx = sdy + c;
-      std::fill(sdy, sdy + 2 * c, 0.0);
-      for (int64_t i = a; i < b; ++i) {
-        const float* xr = x + i * c;
-        for (int64_t k = 0; k < c; ++k) {
-          const float g = grad(i * c + k);
-          sdy[k] += g;
-          sdyx[k] += static_cast<double>(g) * (static_cast<double>(xr[k]) - mean[k]);
-        }
-      }
-    });
+    const float* given = sdk::bn_grad_sums_input(call, c);  // the sums from the pass that wrote dy
+    if (!given) grad_sums_partials(s, grad, x, mean, part);
     const double n = static_cast<double>(rows);
     for (int64_t k = 0; k < c; ++k) {
-      double db = 0.0, dyx = 0.0;
-      for (int64_t j = 0; j < s.chunks; ++j) db += part[j * c * 2 + k], dyx += part[j * c * 2 + c + k];
+      double db, dyx;
+      if (given)
+        db = given[k], dyx = given[c + k];
+      else
+        grad_sums_total(s, part, k, db, dyx);
       const double is = invstd[k];
       const double dg = dyx * is;
       coef_a[k] = static_cast<float>(gamma[k] * is);

@@ -1,6 +1,8 @@
-// CPU relu forward y = max(x, 0) and backward dx = dy * (y > 0). Test:
-// tests/plugins/cpu/test_activations.cpp.
+// CPU relu forward y = max(x, 0) and backward dx = dy * (y > 0); with x and save_mean as third and fourth
+// inputs the backward also writes gsums (ops.h, "Gradient sums"; ops/grad_sums.h). Tests:
+// tests/plugins/cpu/test_activations.cpp, test_batchnorm.cpp (gradient sums).
 #include "cpu_common.h"
+#include "ops/grad_sums.h"
 
 namespace fresco::cpu {
 
@@ -17,6 +19,14 @@ FR_CPU_KERNEL_RUN(relu) {
   });
 }
 
+FR_CPU_KERNEL_PREPARE(relu_backward) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 2, 1, 0, 0, "relu_backward");
+    *state = nullptr;
+    *workspace_bytes = masking_pass_workspace(call, 2, "relu_backward");
+  });
+}
+
 FR_CPU_KERNEL_RUN(relu_backward) {
   return sdk::guard([&] {
     sdk::expect_arity(call, 2, 1, 0, 0, "relu_backward");
@@ -29,6 +39,7 @@ FR_CPU_KERNEL_RUN(relu_backward) {
     parallel_chunks(n, 1 << 15, [&](int64_t a, int64_t b) {
       for (int64_t i = a; i < b; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
     });
+    masking_pass_sums(call, 2, "relu_backward");
   });
 }
 

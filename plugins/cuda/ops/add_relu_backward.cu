@@ -1,6 +1,8 @@
 // CUDA add_relu_backward dx = (a + b) * (y > 0): the backward of a fused add+relu join whose output gradient
 // arrives in two parts (the block output read by two layers), summed and masked in one pass (f32/f16/bf16,
-// ops/pointwise.cuh). Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
+// ops/pointwise.cuh); with x and save_mean it also writes gsums (ops/masked_grad_sums.h). Test:
+// tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
+#include "ops/masked_grad_sums.h"
 #include "ops/pointwise.cuh"
 
 namespace fresco::cuda {
@@ -9,8 +11,16 @@ struct AddReluBackwardF {
   __device__ float operator()(float a, float b, float y) const { return y > 0.0f ? a + b : 0.0f; }
 };
 
+FR_CUDA_KERNEL_PREPARE(add_relu_backward) {
+  (void)ctx;
+  (void)state;
+  return sdk::guard([&] { *workspace_bytes = masked_grad_sums_prepare(call, 3, "add_relu_backward"); });
+}
+
 FR_CUDA_KERNEL_RUN(add_relu_backward) {
-  return run_pointwise3(ctx, call, "add_relu_backward", AddReluBackwardF{});
+  bool done = false;
+  if (FrError* e = sdk::guard([&] { done = run_masked_grad_sums(call, 3, "add_relu_backward"); })) return e;
+  return done ? nullptr : run_pointwise3(ctx, call, "add_relu_backward", AddReluBackwardF{});
 }
 
 }  // namespace fresco::cuda

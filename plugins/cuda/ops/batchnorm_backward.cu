@@ -6,9 +6,12 @@
 // sixth input y masks the incoming gradient: dy * (y > 0); given a seventh, beta, the mask is recomputed from
 // x with the forward's scale and shift instead (ops/batchnorm_relu_mask.cuh: the same bits, one map fewer
 // read in each of the two passes). Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel),
-// test_cuda_low_precision.cpp (recomputed mask = read mask).
+// test_cuda_low_precision.cpp (recomputed mask = read mask). Without a fused relu a sixth input may be gsums,
+// the two sums the masking pass that wrote dy computed (ops/masked_grad_sums.h): then only the element-wise
+// pass runs.
 #include <type_traits>
 
+#include "fresco/grad_sums_checks.hpp"
 #include "ops/batchnorm_relu_mask.cuh"
 #include "ops/channel_sums.cuh"
 
@@ -103,12 +106,10 @@ __global__ void __launch_bounds__(kVecThreads, 4)
   });
 }
 
-__global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, const float* gamma,
-                                        const float* invstd, float* dgamma, float* dbeta, float* coef) {
-  const int64_t c = finalize_channel();
-  if (c >= k.c) return;
-  const double2 t = channel_totals(k, part, c);
-  if (threadIdx.x != 0) return;
+// Channel c's outputs from its totals t = (sum dy, sum dy (x - mean)).
+__device__ __forceinline__ void write_grad_coefficients(ChannelChunks k, int64_t c, double2 t,
+                                                        const float* gamma, const float* invstd,
+                                                        float* dgamma, float* dbeta, float* coef) {
   const double n = static_cast<double>(k.rows), is = invstd[c];
   const double dg = t.y * is;
   dgamma[c] = static_cast<float>(dg);
@@ -116,6 +117,24 @@ __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, con
   coef[c] = static_cast<float>(gamma[c] * is);          // a
   coef[k.c + c] = static_cast<float>(t.x / n);          // b
   coef[2 * k.c + c] = static_cast<float>(dg * is / n);  // k
+}
+
+__global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, const float* gamma,
+                                        const float* invstd, float* dgamma, float* dbeta, float* coef) {
+  const int64_t c = finalize_channel();
+  if (c >= k.c) return;
+  const double2 t = channel_totals(k, part, c);
+  if (threadIdx.x != 0) return;
+  write_grad_coefficients(k, c, t, gamma, invstd, dgamma, dbeta, coef);
+}
+
+// The same from the gradient sums the masking pass handed over (gsums, f32 [2C]; ops.h), one thread per
+// channel.
+__global__ void bn_grad_given_sums_kernel(ChannelChunks k, const float* gsums, const float* gamma,
+                                          const float* invstd, float* dgamma, float* dbeta, float* coef) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= k.c) return;
+  write_grad_coefficients(k, c, make_double2(gsums[c], gsums[k.c + c]), gamma, invstd, dgamma, dbeta, coef);
 }
 
 template <class T, int M>
@@ -213,6 +232,7 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
     FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= channel_workspace_bytes(k),
                     FR_ERR_INVALID_ARGUMENT,
                     "batchnorm_backward: run without the workspace asked by prepare");
+    const float* given = sdk::bn_grad_sums_input(call, c);  // gsums (ops.h, "Gradient sums")
     double* part = partials_of(call->workspace);
     float* coef = coefficients_of(call->workspace, k);
     const float* mean = sdk::data<float>(call->in[3]);
@@ -238,16 +258,22 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
       T* dx = sdk::data<T>(call->out[0]);
       with_mask_mode(mode, [&](auto m) {
         constexpr int M = decltype(m)::value;
-        if (vector_partials_fit<T>(k,
-                                   {dy, x, relu_y ? relu_y : dy, mean, mask.gamma, mask.beta, mask.invstd}))
-          bn_grad_sums_vec_kernel<T, M>
-              <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(dy, mask, x, mean, k, part);
-        else
-          bn_grad_sums_kernel<T, M>
-              <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, mask, x, mean, k, part);
-        bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
-            k, part, sdk::data<float>(call->in[2]), sdk::data<float>(call->in[4]),
-            sdk::data<float>(call->out[1]), sdk::data<float>(call->out[2]), coef);
+        const float *gamma = sdk::data<float>(call->in[2]), *invstd = sdk::data<float>(call->in[4]);
+        float *dgamma = sdk::data<float>(call->out[1]), *dbeta = sdk::data<float>(call->out[2]);
+        if (given) {  // the sums from the pass that wrote dy
+          bn_grad_given_sums_kernel<<<static_cast<unsigned>((c + 255) / 256), 256, 0, st>>>(
+              k, given, gamma, invstd, dgamma, dbeta, coef);
+        } else {
+          if (vector_partials_fit<T>(k,
+                                     {dy, x, relu_y ? relu_y : dy, mean, mask.gamma, mask.beta, mask.invstd}))
+            bn_grad_sums_vec_kernel<T, M>
+                <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, st>>>(dy, mask, x, mean, k, part);
+          else
+            bn_grad_sums_kernel<T, M>
+                <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, mask, x, mean, k, part);
+          bn_grad_finalize_kernel<<<finalize_blocks(c), finalize_threads(), 0, st>>>(k, part, gamma, invstd,
+                                                                                     dgamma, dbeta, coef);
+        }
         if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy, coef, mean,
                                                                 mask.gamma, mask.beta, mask.invstd})) {
           const int64_t nv = total / Vec16<T>::kN;

@@ -6,6 +6,7 @@
 // by batchnorm forward (sum x, sum x^2) and backward (sum dy, sum dy (x - mean)).
 #pragma once
 
+#include "ops/channel_moments.h"
 #include "ops/dtype.cuh"
 
 namespace fresco::cuda {
@@ -113,16 +114,16 @@ __device__ void vector_channel_partials(const ChannelChunks k, double* part, F a
   }
 }
 
-// Totals of channel c over all chunks, by one block of kFinalizeThreads threads (one block per channel):
-// thread t adds chunks t, t + kFinalizeThreads, ... in order, a fixed shuffle tree combines each warp, and
-// thread 0 adds the warps in order (deterministic). The totals are valid in thread 0 only. Once per kernel:
-// the shared scratch has no trailing barrier. (One warp per channel left each lane up to 32 dependent loads:
-// 5-13 us per call on the H200, 386 us of a ResNet-18 step.)
-constexpr int kFinalizeThreads = 256;
+// Totals of channel c over all chunks, by one block of finalize_threads() threads (one block per channel, a
+// whole number of warps up to kFinalizeThreads): thread t adds chunks t, t + blockDim.x, ... in order, a
+// fixed shuffle tree combines each warp, and thread 0 adds the warps in order (deterministic for a given
+// thread count). The totals are valid in thread 0 only. Once per kernel: the shared scratch has no trailing
+// barrier. (One warp per channel left each lane up to 32 dependent loads: 5-13 us per call on the H200, 386
+// us of a ResNet-18 step.)
 __device__ inline double2 channel_totals(const ChannelChunks k, const double* part, int64_t c) {
   __shared__ double wa[kFinalizeThreads / 32], wb[kFinalizeThreads / 32];
   double a = 0.0, b = 0.0;
-  for (int64_t i = threadIdx.x; i < k.chunks; i += kFinalizeThreads)
+  for (int64_t i = threadIdx.x; i < k.chunks; i += blockDim.x)
     a += part[(i * k.c + c) * 2], b += part[(i * k.c + c) * 2 + 1];
   for (int off = 16; off > 0; off >>= 1) {
     a += __shfl_xor_sync(0xffffffffu, a, off);
@@ -132,7 +133,7 @@ __device__ inline double2 channel_totals(const ChannelChunks k, const double* pa
   __syncthreads();
   double ta = 0.0, tb = 0.0;
   if (threadIdx.x == 0)
-    for (int w = 0; w < kFinalizeThreads / 32; ++w) ta += wa[w], tb += wb[w];
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) ta += wa[w], tb += wb[w];
   return make_double2(ta, tb);
 }
 
@@ -170,7 +171,8 @@ __device__ __forceinline__ void load_channels(const float* p, int64_t ch, float 
   }
 }
 
-// Finalize kernels run one block per channel (channel_totals).
+// Finalize kernels run one block per channel (channel_totals) of finalize_threads() threads: 256 unless
+// FRESCO_CUDA_FINALIZE_THREADS (32, 64, 128 or 256; read when a context is created) says otherwise.
 inline unsigned finalize_blocks(int64_t c) {
   return static_cast<unsigned>(c);
 }

@@ -62,7 +62,14 @@ typedef struct FrFcBackwardParams {
   int32_t part; /* 0 whole, 1 input gradient, 2 weight gradient */
 } FrFcBackwardParams;
 
-/* relu: in {x}; out {y}. relu_backward: in {dy, y}; out {dx}. No params. */
+/* relu: in {x}; out {y}. relu_backward: in {dy, y}; out {dx}. No params.
+ * Gradient sums (CompileOptions::grad_sums): relu_backward may take two more inputs, x [.., C] (dx's size and
+ * dtype) and save_mean [C] (f32), and then writes a second output gsums (f32 [2C]): gsums[c] = the sum over
+ * the rows of dx[.., c] as stored, gsums[C + c] = the sum of dx[.., c] (x[.., c] - save_mean[c]) (in double,
+ * rounded to f32 once): the two sums the backward of the batchnorm that computed x's normalisation needs,
+ * when dx is that batchnorm's output gradient. add_relu_backward takes the same two inputs after y.
+ * batchnorm_backward without a fused relu may then take gsums as a sixth input and skips its own pass over dy
+ * and x. Kernels that implement these operands declare FR_KERNEL_SUMS_OPERANDS (plugin.h). */
 
 /* dropout: in {x}; out {y}, rin {step scalars}. dropout_backward: in {dy}; out {dx}, rin {step scalars}.
  * The mask is a pure function of (seed, layer_id, step, element index): nothing is stored. */

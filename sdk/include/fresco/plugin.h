@@ -105,7 +105,8 @@ typedef struct FrCall {
 /* ---- kernel table
  * ------------------------------------------------------------------------------------------ */
 /* FrKernelDef::flags: the kernel implements the per-channel sums operands of ops.h (conv2d's second output,
- * a training batchnorm's fourth / batchnorm_add's fifth input). */
+ * a training batchnorm's fourth / batchnorm_add's fifth input; the gradient sums of relu_backward,
+ * add_relu_backward and batchnorm_backward). */
 #define FR_KERNEL_SUMS_OPERANDS (1u << 0)
 
 typedef struct FrKernelDef {

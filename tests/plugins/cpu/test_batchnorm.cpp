@@ -515,3 +515,82 @@ TEST(CpuBatchNorm, BatchNormAddIsBatchNormThenAddThenRelu) {
   infer.params(FrBatchNormParams{1e-5f, 0.1f, 0, 1});
   EXPECT_TRUE(fresco::test::contains(infer.run_error(), "training only")) << infer.run_error();
 }
+
+// The gradient sums (ops.h, "Gradient sums"): relu_backward and add_relu_backward with x and save_mean write
+// the same dx as without them and gsums = the sums batchnorm_backward needs (sum dx, sum dx (x - mean)),
+// checked against double sums; batchnorm_backward given them (sixth input, no fused relu) matches the one
+// that computes them itself. Wrong operands are refused with messages.
+TEST(CpuBatchNorm, GradientSumsFromTheMaskingPass) {
+  std::mt19937 rng(21);
+  for (const Shape& s : {Shape{3, 4, 5, 16}, Shape{2, 33, 33, 8}, Shape{1, 1, 2, 3}}) {
+    SCOPED_TRACE(s.str());
+    const auto C = static_cast<size_t>(s.c);
+    Inputs in = make_inputs(rng, s);
+    std::vector<float> a = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f),
+                       b = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f),
+                       y = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f),
+                       mean = fresco::test::random_floats(rng, C, 0.5f, 1.5f),
+                       invstd = fresco::test::random_floats(rng, C, 0.5f, 2.0f);
+    for (bool two : {true, false}) {
+      SCOPED_TRACE(two ? "add_relu_backward" : "relu_backward");
+      auto map = [&](std::vector<float>& v) { return tensor(v, {s.n, s.h, s.w, s.c}); };
+      auto masking = [&](bool sums, std::vector<float>& dx, std::vector<float>& gs) {
+        OpCall c(two ? FR_OP_ADD_RELU_BACKWARD : FR_OP_RELU_BACKWARD);
+        c.in(map(a));
+        if (two) c.in(map(b));
+        c.in(map(y)).out(map(dx));
+        if (sums) c.in(map(in.x)).in(tensor(mean, {s.c})).out(tensor(gs, {2 * s.c}));
+        EXPECT_TRUE(c.run());
+      };
+      std::vector<float> plain(s.size(), kNaN), dx(s.size(), kNaN), gs(2 * C, kNaN), unused;
+      masking(false, plain, unused);
+      masking(true, dx, gs);
+      EXPECT_EQ(dx, plain);
+      for (size_t k = 0; k < C; ++k) {
+        double sd = 0.0, sdx = 0.0;
+        for (size_t r = 0; r < static_cast<size_t>(s.rows()); ++r) {
+          sd += dx[r * C + k];
+          sdx += static_cast<double>(dx[r * C + k]) * (static_cast<double>(in.x[r * C + k]) - mean[k]);
+        }
+        EXPECT_NEAR(gs[k], sd, 1e-6 * (1.0 + std::fabs(sd))) << k;
+        EXPECT_NEAR(gs[C + k], sdx, 1e-6 * (1.0 + std::fabs(sdx))) << k;
+      }
+      const Grads want = run_backward(dx, in.x, s, in.gamma, mean, invstd);
+      Grads got{std::vector<float>(s.size(), kNaN), std::vector<float>(C, kNaN), std::vector<float>(C, kNaN)};
+      OpCall bb(FR_OP_BATCHNORM_BACKWARD);
+      bb.in(map(dx))
+          .in(map(in.x))
+          .in(tensor(in.gamma, {s.c}))
+          .in(tensor(mean, {s.c}))
+          .in(tensor(invstd, {s.c}))
+          .in(tensor(gs, {2 * s.c}))
+          .out(map(got.dx))
+          .out(tensor(got.dgamma, {s.c}))
+          .out(tensor(got.dbeta, {s.c}))
+          .params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+      ASSERT_TRUE(bb.run());
+      // the totals handed over in f32 rather than double: a few ulp
+      EXPECT_TRUE(fresco::test::all_close(got.dx, to_double(want.dx), 1e-5, 1e-6));
+      EXPECT_TRUE(fresco::test::all_close(got.dgamma, to_double(want.dgamma), 1e-6, 1e-6));
+      EXPECT_TRUE(fresco::test::all_close(got.dbeta, to_double(want.dbeta), 1e-6, 1e-6));
+    }
+  }
+  const Shape s{1, 2, 2, 3};
+  auto map = [&](std::vector<float>& v) { return tensor(v, {1, 2, 2, 3}); };
+  std::vector<float> a(12, 1.0f), y(12, 1.0f), x(12, 1.0f), dx(12), mean(3), gs5(5), gs6(6);
+  OpCall wrong(FR_OP_RELU_BACKWARD);
+  wrong.in(map(a)).in(map(y)).in(map(x)).in(tensor(mean, {3}));
+  wrong.out(map(dx)).out(tensor(gs5, {5}));
+  EXPECT_TRUE(fresco::test::contains(wrong.run_error(), "2C")) << wrong.run_error();
+  OpCall no_out(FR_OP_RELU_BACKWARD);
+  no_out.in(map(a)).in(map(y)).in(map(x)).in(tensor(mean, {3}));
+  no_out.out(map(dx));
+  EXPECT_TRUE(fresco::test::contains(no_out.run_error(), "gsums")) << no_out.run_error();
+  Inputs in = make_inputs(rng, s);
+  std::vector<float> m(3, 0.0f), v(3, 1.0f), g(12), dg(3), db(3);
+  OpCall bad(FR_OP_BATCHNORM_BACKWARD);
+  bad.in(map(a)).in(map(x)).in(tensor(in.gamma, {3})).in(tensor(m, {3})).in(tensor(v, {3}));
+  bad.in(tensor(gs5, {5})).out(map(g)).out(tensor(dg, {3})).out(tensor(db, {3}));
+  bad.params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "2C")) << bad.run_error();
+}

@@ -322,6 +322,97 @@ TEST(CudaLowPrecision, BatchNormBackwardRecomputesTheReluMaskExactly) {
   }
 }
 
+// The masking passes that hand batchnorm its gradient sums (ops.h, "Gradient sums";
+// CompileOptions::grad_sums): add_relu_backward / relu_backward with x and save_mean write the same dx bits
+// as without them, and batchnorm_backward given those sums computes what it computes from its own pass, up to
+// the f32 rounding of the handed-over totals (dgamma, dbeta within 1e-6; dx within one rounding of its dtype,
+// 2e-5 in f32, where x - mean cancels), in f32, bf16 and f16, on the vector kernels (C = 64) and the scalar
+// ones (C = 7). All nodes run in one graph.
+TEST(CudaLowPrecision, MaskingPassesHandBatchnormItsGradientSums) {
+  FRESCO_REQUIRE_GPU();
+  for (int64_t ch : {64, 7})
+    for (DType dt : {DType::F32, DType::BF16, DType::F16})
+      for (bool two : {true, false}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " C=" + std::to_string(ch) +
+                     (two ? " add_relu" : " relu"));
+        const Shape x{16, 6, 6, ch}, v{1, 1, 1, ch};
+        const size_t n = static_cast<size_t>(x.numel()), c = static_cast<size_t>(ch);
+        SimpleTask t("cuda");
+        auto map = [&](const char* name) { return t.tensor(Region::T_TEMP, dt, x, name); };
+        auto vec = [&](const char* name) { return t.tensor(Region::T_TEMP, DType::F32, v, name); };
+        const TensorId a = map("a"), b = map("b"), y = map("y"), xi = map("x"), g1 = map("g1"),
+                       g2 = map("g2"), dx1 = map("dx1"), dx2 = map("dx2");
+        const TensorId gamma = vec("gamma"), mean = vec("mean"), invstd = vec("invstd"), dg1 = vec("dg1"),
+                       db1 = vec("db1"), dg2 = vec("dg2"), db2 = vec("db2");
+        const TensorId gs = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 2 * ch}, "gsums");
+        t.lock_memory();
+        const char* op = two ? FR_OP_ADD_RELU_BACKWARD : FR_OP_RELU_BACKWARD;
+        const std::vector<TensorId> parts =
+            two ? std::vector<TensorId>{a, b, y} : std::vector<TensorId>{a, y};
+        t.add(GraphId::DEEP_FWD_BWD, node(op, parts, {g1}));
+        GraphNode own = node(FR_OP_BATCHNORM_BACKWARD, {g1, xi, gamma, mean, invstd}, {dx1, dg1, db1});
+        own.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+        t.add(GraphId::DEEP_FWD_BWD, own);
+        std::vector<TensorId> with = parts;
+        with.insert(with.end(), {xi, mean});
+        t.add(GraphId::DEEP_FWD_BWD, node(op, with, {g2, gs}));
+        GraphNode given = node(FR_OP_BATCHNORM_BACKWARD, {g2, xi, gamma, mean, invstd, gs}, {dx2, dg2, db2});
+        given.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+        t.add(GraphId::DEEP_FWD_BWD, given);
+        t.compile();
+        std::mt19937 rng(17);
+        std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+        auto write_map = [&](TensorId id, float scale, float shift) {
+          std::vector<float> f(n);
+          for (float& e : f) e = shift + scale * d(rng);
+          write_values(t, id, dt, f);
+        };
+        write_map(a, 1.0f, 0.0f);
+        write_map(b, 1.0f, 0.0f);
+        write_map(y, 1.0f, 0.0f);
+        write_map(xi, 2.0f, 1.0f);
+        std::vector<float> gv(c), mv(c), iv(c);
+        for (size_t i = 0; i < c; ++i)
+          gv[i] = 0.5f + std::fabs(d(rng)), mv[i] = 1.0f + 0.2f * d(rng), iv[i] = 0.5f + std::fabs(d(rng));
+        t.write(gamma, gv);
+        t.write(mean, mv);
+        t.write(invstd, iv);
+        t.run(GraphId::DEEP_FWD_BWD);
+        const size_t w = dtype_size(dt), bytes = n * w;
+        std::vector<uint8_t> r1(bytes), r2(bytes);
+        t.read(g1, r1.data(), bytes);
+        t.read(g2, r2.data(), bytes);
+        EXPECT_EQ(r1, r2) << "the masked gradient";
+        size_t zero = 0;
+        for (size_t i = 0; i < n; ++i) {
+          bool z = true;
+          for (size_t k = 0; k < w; ++k) z = z && r2[i * w + k] == 0;
+          zero += z;
+        }
+        EXPECT_GT(zero, n / 4) << "the mask cuts";
+        auto floats = [&](TensorId id) {
+          std::vector<float> f(n);
+          if (dt == DType::F32) return t.read<float>(id, n);
+          std::vector<uint16_t> u(n);
+          t.read(id, u.data(), bytes);
+          for (size_t i = 0; i < n; ++i) f[i] = from_low(dt, u[i]);
+          return f;
+        };
+        const std::vector<float> f1 = floats(dx1), f2 = floats(dx2);
+        const double ulp = dt == DType::F32 ? 2e-5 : dt == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;
+        double worst = 0.0;
+        for (size_t i = 0; i < n; ++i)
+          worst = std::max(worst, std::fabs(f1[i] - f2[i]) / (1e-3 + std::fabs(f1[i])));
+        EXPECT_LE(worst, ulp) << "dx";
+        const std::vector<float> eg1 = t.read<float>(dg1, c), eg2 = t.read<float>(dg2, c),
+                                 eb1 = t.read<float>(db1, c), eb2 = t.read<float>(db2, c);
+        for (size_t i = 0; i < c; ++i) {
+          EXPECT_NEAR(eg2[i], eg1[i], 1e-6 * (1.0 + std::fabs(eg1[i]))) << "dgamma " << i;
+          EXPECT_NEAR(eb2[i], eb1[i], 1e-6 * (1.0 + std::fabs(eb1[i]))) << "dbeta " << i;
+        }
+      }
+}
+
 // Each shape twice: on the legacy API's algorithms and on cuDNN's backend engines (forced for these small
 // shapes; by default only convolutions of 2^28 FLOPs or more use them).
 TEST(CudaLowPrecision, Conv2dOnTensorCores) {

@@ -257,6 +257,24 @@ TEST_P(CudaBatchNorm, MatchesCpu) {
   br.node = node(FR_OP_BATCHNORM_BACKWARD, {0, 1, 2, 3, 4, 8}, {5, 6, 7});
   br.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
   expect_same(br, 2e-6, "batchnorm_backward (fused relu)");
+  OpCase bg = b;  // the gradient sums handed over (ops.h, "Gradient sums"): a sixth input without a relu
+  bg.tensors.push_back({DType::F32, Shape{1, 1, 1, 2 * ch}, Fill::RANDOM});
+  bg.node = node(FR_OP_BATCHNORM_BACKWARD, {0, 1, 2, 3, 4, 8}, {5, 6, 7});
+  bg.node.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+  expect_same(bg, 2e-6, "batchnorm_backward (gradient sums given)");
+  OpCase m;  // the masking passes that write them: {a, b, y, x, save_mean} -> {dx, gsums}
+  m.tensors = {{DType::F32, x, Fill::RANDOM},
+               {DType::F32, x, Fill::RANDOM},
+               {DType::F32, x, Fill::RANDOM},
+               {DType::F32, x, Fill::RANDOM},
+               {DType::F32, v, Fill::RANDOM},
+               {DType::F32, x, Fill::ZERO},
+               {DType::F32, Shape{1, 1, 1, 2 * ch}, Fill::ZERO}};
+  m.node = node(FR_OP_ADD_RELU_BACKWARD, {0, 1, 2, 3, 4}, {5, 6});
+  m.outputs = {5, 6};
+  expect_same(m, 1e-6, "add_relu_backward (gradient sums)");
+  m.node = node(FR_OP_RELU_BACKWARD, {0, 2, 3, 4}, {5, 6});
+  expect_same(m, 1e-6, "relu_backward (gradient sums)");
 }
 INSTANTIATE_TEST_SUITE_P(Channels, CudaBatchNorm, ::testing::Values(7, 64));
 

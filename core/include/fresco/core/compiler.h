@@ -50,8 +50,8 @@ struct LayerDescriptor {
   bool fused_relu = false;       // fc, bn, add: a following relu is computed in this layer's kernels
   bool fused_into_prev = false;  // relu: done by the previous fc (no node, output aliases the fc's)
   bool fused_into_join = false;  // bn (training): computed by the residual join that reads it (join_bn)
-  // fc with fused_relu: its output gradient arrives already masked (the fused head masks it:
-  // CompileOptions::fuse_head), so its backward does not mask it again.
+  // fc or bn with fused_relu: its output gradient arrives already masked (the fused head masks it:
+  // CompileOptions::fuse_head; CompileOptions::grad_sums), so its backward does not mask it again.
   bool grad_premasked = false;
   int32_t join_bn = -1;  // add (training): the batchnorm input it computes (batchnorm_add), or -1
   // CompileOptions::conv_stats: a bias-free conv whose only reader is a batchnorm writes the per-channel sums
@@ -59,6 +59,12 @@ struct LayerDescriptor {
   // (reads_sums); `sums` is the f32 [2C] tensor on both.
   bool writes_sums = false, reads_sums = false;
   TensorId sums = kNoTensor;
+  // CompileOptions::grad_sums: a layer whose backward writes the masked output gradient of a batchnorm (a
+  // residual join's relu, or the relu fused into that batchnorm when two layers read it) also writes the
+  // batchnorm's two gradient sums (grad_sums_bn: that batchnorm's index, else -1); the batchnorm's backward
+  // reads them from `grad_sums` (f32 [2C]) instead of its own pass.
+  int32_t grad_sums_bn = -1;
+  TensorId grad_sums = kNoTensor;
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
@@ -120,6 +126,13 @@ struct CompileOptions {
   // precision only (fp32 keeps the backends' own statistics, whose CPU/CUDA agreement is tighter).
   enum class ConvStats { AUTO, ON, OFF };
   ConvStats conv_stats = ConvStats::AUTO;
+  // A training batchnorm whose output gradient is written by a masking pass (a residual join's relu backward,
+  // or the two-part sum at a relu fused into the batchnorm) gets its two gradient sums (sum dy, sum dy (x -
+  // mean)) from that pass, which reads x too, instead of its own pass over dy and x (ops.h, "Gradient sums"):
+  // one pass over the map fewer per join. The sums are added in double and handed over in f32. AUTO: in mixed
+  // precision only, like conv_stats.
+  enum class GradSums { AUTO, ON, OFF };
+  GradSums grad_sums = GradSums::AUTO;
   // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device
   // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
   // still read them.

@@ -100,6 +100,9 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::conv_stats (default AUTO: in mixed precision): a batchnorm reading a conv takes its batch
   // statistics from sums the conv writes instead of its own pass over the map.
   DeepLearningTask& conv_stats(CompileOptions::ConvStats mode);
+  // CompileOptions::grad_sums (default AUTO: in mixed precision): a batchnorm whose output gradient a join's
+  // relu backward writes takes its gradient sums from that pass.
+  DeepLearningTask& grad_sums(CompileOptions::GradSums mode);
   // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
   // augmented.
   DeepLearningTask& augment(data::Augmentation a);
@@ -170,6 +173,7 @@ class DeepLearningTask : public TaskBase {
   int64_t conv_join_lag_max_ = 0;
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
+  CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;
   data::Augmentation augment_;
   bool shuffle_ = true;
   std::function<void(const EpochReport&)> on_epoch_;

@@ -1,0 +1,116 @@
+// Masking passes with batchnorm's gradient sums (masked_grad_sums.h).
+#include "ops/masked_grad_sums.h"
+
+#include <type_traits>
+
+#include "ops/channel_moments.h"
+#include "ops/channel_sums.cuh"
+
+namespace fresco::cuda {
+
+namespace {
+// The masked gradient at one element, rounded to T as stored.
+template <class T, bool kTwo>
+__device__ __forceinline__ T masked(T a, T b, T y) {
+  float v = to_f(a);
+  if constexpr (kTwo) v += to_f(b);
+  return from_f<T>(to_f(y) > 0.0f ? v : 0.0f);
+}
+
+template <class T, bool kTwo>
+__global__ void masked_grad_partials_kernel(const T* a, const T* b, const T* y, const T* x, const float* mean,
+                                            T* dx, ChannelChunks k, double* part) {
+  channel_partials(k, part, [&](int64_t r, int64_t c) {
+    const int64_t i = r * k.c + c;
+    const T d = masked<T, kTwo>(a[i], kTwo ? b[i] : a[i], y[i]);
+    dx[i] = d;
+    const double g = to_f(d);
+    return make_double2(g, g * (static_cast<double>(to_f(x[i])) - mean[c]));
+  });
+}
+
+// 16 bytes per load; the accumulators, row order and chunks of bn_grad_sums_vec_kernel
+// (batchnorm_backward.cu), so the partials are those batchnorm's own pass would add from the stored dx.
+template <class T, bool kTwo>
+__global__ void __launch_bounds__(kVecThreads)
+    masked_grad_partials_vec_kernel(const T* a, const T* b, const T* y, const T* x, const float* mean, T* dx,
+                                    ChannelChunks k, double* part) {
+  constexpr int V = Vec16<T>::kN;
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+  Acc mu[V];
+  const int cv0 = static_cast<int>(threadIdx.x % (k.c / V));
+  float mf[V];
+  load_channels(mean, static_cast<int64_t>(cv0) * V, mf);
+#pragma unroll
+  for (int j = 0; j < V; ++j) mu[j] = mf[j];
+  vector_channel_partials<T, Acc>(k, part, [&](int64_t r, int cv, Acc(&sa)[V], Acc(&sb)[V]) {
+    const int64_t i = r * (k.c / V) + cv;
+    Vec16<T> g = load16(a, i);
+    const Vec16<T> yv = load16(y, i), xv = load16(x, i);
+    Vec16<T> bv;
+    if constexpr (kTwo) bv = load16(b, i);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      g.v[j] = masked<T, kTwo>(g.v[j], kTwo ? bv.v[j] : g.v[j], yv.v[j]);
+      const Acc gj = static_cast<Acc>(to_f(g.v[j]));
+      sa[j] += gj;
+      sb[j] += gj * (static_cast<Acc>(to_f(xv.v[j])) - mu[j]);
+    }
+    store16(dx, i, g);
+  });
+}
+}  // namespace
+
+uint64_t masked_grad_sums_workspace(int64_t rows, int64_t c) {
+  return conv_sums_workspace(rows, c);  // the chunk partials (channel_moments.h)
+}
+
+void launch_masked_grad_sums(uint32_t dtype, const void* a, const void* b, const void* y,
+                             const sdk::GradSumsOperands& g, void* dx, void* ws, cudaStream_t s) {
+  const ChannelChunks k = channel_chunks(g.rows, g.c);
+  double* part = partials_of(ws);
+  with_float_type(dtype, "masked gradient sums", [&](auto tag) {
+    using T = decltype(tag);
+    const T *at = static_cast<const T*>(a), *bt = static_cast<const T*>(b), *yt = static_cast<const T*>(y),
+            *xt = static_cast<const T*>(g.x);
+    T* dxt = static_cast<T*>(dx);
+    auto go = [&](auto two) {
+      constexpr bool kTwo = decltype(two)::value;
+      if (vector_partials_fit<T>(k, {at, kTwo ? bt : at, yt, xt, dxt, g.mean}))
+        masked_grad_partials_vec_kernel<T, kTwo>
+            <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, s>>>(at, bt, yt, xt, g.mean, dxt, k, part);
+      else
+        masked_grad_partials_kernel<T, kTwo>
+            <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, s>>>(at, bt, yt, xt, g.mean, dxt, k, part);
+    };
+    if (b)
+      go(std::true_type{});
+    else
+      go(std::false_type{});
+  });
+  FR_CUDA_LAUNCH_CHECK();
+  launch_sums_finalize(k.chunks, g.c, part, g.sums, s);
+}
+
+uint64_t masked_grad_sums_prepare(const FrCall* call, uint32_t x_at, const char* op) {
+  const sdk::GradSumsOperands g = sdk::grad_sums_operands(call, x_at, op);
+  return g.present ? masked_grad_sums_workspace(g.rows, g.c) : 0;
+}
+
+bool run_masked_grad_sums(const FrCall* call, uint32_t x_at, const char* op) {
+  const sdk::GradSumsOperands g = sdk::grad_sums_operands(call, x_at, op);
+  if (!g.present) return false;
+  const FrTensor& dx = call->out[0];
+  const int64_t n = sdk::numel(dx);
+  for (uint32_t i = 0; i < x_at; ++i)
+    FR_PLUGIN_CHECK(sdk::numel(call->in[i]) == n && call->in[i].dtype == dx.dtype, FR_ERR_INVALID_ARGUMENT,
+                    std::string(op) + ": input " + std::to_string(i) + " differs from dx in size or dtype");
+  FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= masked_grad_sums_workspace(g.rows, g.c),
+                  FR_ERR_INVALID_ARGUMENT, std::string(op) + ": run without the workspace asked by prepare");
+  const bool two = x_at == 3;  // add_relu_backward: a, b, y
+  launch_masked_grad_sums(dx.dtype, call->in[0].data, two ? call->in[1].data : nullptr,
+                          call->in[two ? 2 : 1].data, g, dx.data, call->workspace, stream_of(call));
+  return true;
+}
+
+}  // namespace fresco::cuda

@@ -1,0 +1,28 @@
+// The masking passes that hand batchnorm its gradient sums (ops.h, "Gradient sums"): relu_backward and
+// add_relu_backward with x and save_mean write dx = (a [+ b]) * (y > 0) and, from the same registers, the
+// per-channel sums of dx as stored and of dx (x - mean), by batchnorm_backward's own partials code
+// (ops/channel_sums.cuh: the same chunks, per-thread accumulators and order as its sums pass), added over the
+// chunks in double and rounded to f32 once. One pass over the map fewer than the masking pass followed by
+// batchnorm's sums pass. Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernels).
+#pragma once
+
+#include "cuda_common.h"
+#include "fresco/grad_sums_checks.hpp"
+
+namespace fresco::cuda {
+
+// Workspace bytes of the pass over a [rows, c] map.
+uint64_t masked_grad_sums_workspace(int64_t rows, int64_t c);
+
+// dx = (a + b) * (y > 0) (b may be null: a * (y > 0)), gsums as above; x's dtype is dx's (f32, f16 or bf16).
+void launch_masked_grad_sums(uint32_t dtype, const void* a, const void* b, const void* y,
+                             const sdk::GradSumsOperands& g, void* dx, void* ws, cudaStream_t s);
+
+// The run of a masking pass with gsums (x at in[x_at]): checks the operands and launches; false when the call
+// has no gsums output (the caller runs its plain kernel).
+bool run_masked_grad_sums(const FrCall* call, uint32_t x_at, const char* op);
+
+// Its prepare: the workspace (0 without gsums).
+uint64_t masked_grad_sums_prepare(const FrCall* call, uint32_t x_at, const char* op);
+
+}  // namespace fresco::cuda

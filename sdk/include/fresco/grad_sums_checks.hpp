@@ -1,0 +1,69 @@
+// Checks of the gradient-sums operands (ops.h, "Gradient sums"): relu_backward's and add_relu_backward's
+// optional x / save_mean inputs and gsums output, and batchnorm_backward's optional gsums input, shared by
+// every backend so the messages and rules are the same. Header-only, C++17.
+#pragma once
+
+#include <string>
+
+#include "fresco/ops.h"
+#include "fresco/plugin.hpp"
+
+namespace fresco::sdk {
+
+// The gradient-sums operands of a masked-gradient call (relu_backward: x at in[2]; add_relu_backward: at
+// in[3]), checked against its output dx: x has dx's size and dtype, save_mean is f32 [C], gsums f32 [2C].
+struct GradSumsOperands {
+  bool present = false;  // the call has the gsums form (its data pointers are null during prepare)
+  const void* x = nullptr;
+  const float* mean = nullptr;
+  float* sums = nullptr;
+  int64_t rows = 0, c = 0;
+};
+
+// Absent operands (present false) when the call has no gsums output.
+inline GradSumsOperands grad_sums_operands(const FrCall* call, uint32_t x_at, const char* op) {
+  GradSumsOperands g;
+  if (call->n_out < 2) {
+    FR_PLUGIN_CHECK(call->n_in == x_at, FR_ERR_INVALID_ARGUMENT,
+                    std::string(op) +
+                        ": x and save_mean are inputs of the gradient-sums form only (it has a "
+                        "second output, gsums)");
+    return g;
+  }
+  FR_PLUGIN_CHECK(call->n_in == x_at + 2, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": the gradient-sums form takes " + std::to_string(x_at + 2) +
+                      " inputs (the last two: x and save_mean), got " + std::to_string(call->n_in));
+  const FrTensor &dx = call->out[0], &x = call->in[x_at], &mean = call->in[x_at + 1], &s = call->out[1];
+  const ChannelRows v = channel_rows(x, op);
+  FR_PLUGIN_CHECK(numel(x) == numel(dx) && x.dtype == dx.dtype, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": x must have dx's size and dtype");
+  FR_PLUGIN_CHECK(mean.dtype == FR_F32 && numel(mean) == v.c, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": save_mean must be f32 with C = " + std::to_string(v.c) + " elements");
+  FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * v.c, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": gsums must be f32 with 2C = " + std::to_string(2 * v.c) +
+                      " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
+  g.present = true;
+  g.x = x.data;
+  g.mean = data<float>(mean);
+  g.sums = data<float>(s);
+  g.rows = v.rows;
+  g.c = v.c;
+  return g;
+}
+
+// batchnorm_backward's gsums input (the sixth, without a fused relu) over `c` channels, or null when the call
+// has none; checked: f32, 2c elements, and no fused relu (its dy must arrive masked).
+inline const float* bn_grad_sums_input(const FrCall* call, int64_t c) {
+  const bool relu = call->params && params<FrBatchNormParams>(call).relu;
+  if (relu || call->n_in < 6) return nullptr;
+  FR_PLUGIN_CHECK(call->n_in == 6, FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm_backward: without a fused relu it takes 5 inputs, or 6 with gsums; got " +
+                      std::to_string(call->n_in));
+  const FrTensor& s = call->in[5];
+  FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * c, FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm_backward: gsums must be f32 with 2C = " + std::to_string(2 * c) +
+                      " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
+  return data<float>(s);
+}
+
+}  // namespace fresco::sdk
