@@ -281,10 +281,8 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
         for (const int32_t in : {l.input, l.input2}) {
           if (in <= fp) continue;
           const auto& bn = a.layers[static_cast<size_t>(in)];
-          if (bn.kind == LayerKind::BN && !bn.fused_relu && consumers[static_cast<size_t>(in)] == 1) {
-            b = in;
-            break;
-          }
+          if (bn.kind != LayerKind::BN || bn.fused_relu || consumers[static_cast<size_t>(in)] != 1) continue;
+          (b < 0 ? b : l.grad_sums_bn2) = in;
         }
       } else if (l.kind == LayerKind::RELU && l.fused_into_prev && l.input > fp &&
                  consumers[static_cast<size_t>(l.index)] == 2) {
@@ -381,10 +379,11 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   for (auto& l : a.layers)
     if (l.reads_sums) l.sums = a.layers[static_cast<size_t>(l.input)].sums;
   for (auto& l : a.layers)  // a batchnorm's gradient sums, written by a masking pass (grad_sums)
-    if (l.grad_sums_bn >= 0) {
-      auto& bn = a.layers[static_cast<size_t>(l.grad_sums_bn)];
-      bn.grad_sums = p.alloc_temp(DType::F32, Shape{1, 1, 1, 2 * bn.out_sample.c}, bn.name + ".grad_sums");
-    }
+    for (const int32_t b : {l.grad_sums_bn, l.grad_sums_bn2})
+      if (b >= 0) {
+        auto& bn = a.layers[static_cast<size_t>(b)];
+        bn.grad_sums = p.alloc_temp(DType::F32, Shape{1, 1, 1, 2 * bn.out_sample.c}, bn.name + ".grad_sums");
+      }
   const Optimizer& opt = m.options.optimizer;
   for (Family f : {Family::G, Family::M, Family::V}) {
     if (f == Family::M && !opt.uses_m()) continue;
@@ -610,11 +609,12 @@ void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) 
   // A masking pass that writes a batchnorm's output gradient also writes that batchnorm's gradient sums,
   // reading its input x (CompileOptions::grad_sums; ops.h).
   auto with_grad_sums = [&](GraphNode n) {
-    if (l.grad_sums_bn >= 0) {
-      const auto& bn = m.arch.layers[static_cast<size_t>(l.grad_sums_bn)];
-      n.in.insert(n.in.end(), {layer_input(m, bn.index), bn.save_mean});
-      n.out.push_back(bn.grad_sums);
-    }
+    for (const int32_t b : {l.grad_sums_bn, l.grad_sums_bn2})
+      if (b >= 0) {
+        const auto& bn = m.arch.layers[static_cast<size_t>(b)];
+        n.in.insert(n.in.end(), {layer_input(m, bn.index), bn.save_mean});
+        n.out.push_back(bn.grad_sums);
+      }
     return n;
   };
   if (l.kind == LayerKind::ADD && l.fused_relu && l.grad_sum_a != kNoTensor) {  // sum and mask in one pass

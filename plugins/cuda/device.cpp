@@ -10,7 +10,6 @@
 
 #include "cuda_common.h"
 #include "graph/memset_nodes.h"
-#include "ops/channel_moments.h"
 
 namespace fresco::cuda {
 
@@ -73,7 +72,6 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->conv_engine_candidates = env_int("FRESCO_CUDNN_ENGINE_CANDIDATES", 64, 1, 1000);
     c->conv_genstats = env_int("FRESCO_CUDNN_GENSTATS", 1, 0, 2);
     c->narrow_conv = env_switch("FRESCO_CUDA_NARROW_CONV", true);
-    set_finalize_threads(env_int("FRESCO_CUDA_FINALIZE_THREADS", kFinalizeThreads, 32, kFinalizeThreads));
     c->conv_autotune = env_switch("FRESCO_CUDNN_AUTOTUNE", true);
     c->conv_deterministic = env_switch("FRESCO_CUDNN_DETERMINISTIC", true);
     c->conv_log = env_switch("FRESCO_CUDNN_LOG", false);

@@ -57,20 +57,21 @@ inline void write_grad_sums(const BnShape& s, const float* g, const float* x, co
   }
 }
 
-// A masking pass's (relu_backward, add_relu_backward: x at in[x_at]) workspace, and its gsums from the dx it
-// wrote; nothing when the call has no gsums output.
+// A masking pass's (relu_backward, add_relu_backward: the first x at in[x_at]) workspace, and its gsums from
+// the dx it wrote, one per (x, save_mean) pair; nothing when the call has no gsums output.
 inline uint64_t masking_pass_workspace(const FrCall* call, uint32_t x_at, const char* op) {
-  return sdk::grad_sums_operands(call, x_at, op).present ? grad_sums_workspace(bn_shape(call->in[x_at], op))
+  return sdk::grad_sums_operands(call, x_at, op).targets ? grad_sums_workspace(bn_shape(call->in[x_at], op))
                                                          : 0;
 }
 inline void masking_pass_sums(const FrCall* call, uint32_t x_at, const char* op) {
   const sdk::GradSumsOperands g = sdk::grad_sums_operands(call, x_at, op);
-  if (!g.present) return;
+  if (!g.targets) return;
   const BnShape s = bn_shape(call->in[x_at], op);
   FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= grad_sums_workspace(s), FR_ERR_INVALID_ARGUMENT,
                   std::string(op) + ": run without the workspace asked by prepare");
-  write_grad_sums(s, sdk::data<float>(call->out[0]), static_cast<const float*>(g.x), g.mean,
-                  static_cast<double*>(call->workspace), g.sums);
+  for (int t = 0; t < g.targets; ++t)
+    write_grad_sums(s, sdk::data<float>(call->out[0]), static_cast<const float*>(g.x[t]), g.mean[t],
+                    static_cast<double*>(call->workspace), g.sums[t]);
 }
 
 }  // namespace fresco::cpu

@@ -195,7 +195,7 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
         bn_finalize_sums_kernel<<<static_cast<unsigned>((c + 127) / 128), 128, 0, st>>>(c, sums, o, coef);
       } else {
         launch_channel_moments(call->in[0].dtype, call->in[0].data, k.rows, k.c, part, st);
-        bn_finalize_kernel<<<finalize_blocks(c), finalize_threads(), 0, st>>>(k, part, o, coef);
+        bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(k, part, o, coef);
       }
       if (vec) {
         const int64_t nv = total / Vec16<T>::kN;

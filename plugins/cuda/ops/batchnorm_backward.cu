@@ -271,8 +271,8 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
           else
             bn_grad_sums_kernel<T, M>
                 <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, mask, x, mean, k, part);
-          bn_grad_finalize_kernel<<<finalize_blocks(c), finalize_threads(), 0, st>>>(k, part, gamma, invstd,
-                                                                                     dgamma, dbeta, coef);
+          bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(k, part, gamma, invstd,
+                                                                                   dgamma, dbeta, coef);
         }
         if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy, coef, mean,
                                                                 mask.gamma, mask.beta, mask.invstd})) {

@@ -8,20 +8,6 @@
 namespace fresco::cuda {
 
 namespace {
-int g_finalize_threads = kFinalizeThreads;
-}  // namespace
-
-int finalize_threads() {
-  return g_finalize_threads;
-}
-void set_finalize_threads(int threads) {
-  FR_PLUGIN_CHECK(
-      threads >= 32 && threads <= kFinalizeThreads && threads % 32 == 0, FR_ERR_INVALID_ARGUMENT,
-      "cuda: FRESCO_CUDA_FINALIZE_THREADS must be 32, 64, 128 or 256, found " + std::to_string(threads));
-  g_finalize_threads = threads;
-}
-
-namespace {
 template <class T>
 __global__ void moments_kernel(const T* x, ChannelChunks k, double* part) {
   channel_partials(k, part, [&](int64_t r, int64_t c) {
@@ -85,7 +71,7 @@ void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, vo
 
 void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* sums, cudaStream_t s) {
   const ChannelChunks k{0, c, 0, chunks};  // the totals read only c and chunks
-  sums_finalize_kernel<<<finalize_blocks(c), finalize_threads(), 0, s>>>(k, part, sums);
+  sums_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, s>>>(k, part, sums);
   FR_CUDA_LAUNCH_CHECK();
 }
 

@@ -8,13 +8,6 @@
 
 namespace fresco::cuda {
 
-// The threads of a finalize block (one block per channel adds its chunk partials, channel_sums.cuh): at most
-// kFinalizeThreads, kFinalizeThreads unless FRESCO_CUDA_FINALIZE_THREADS (32, 64, 128 or 256, read when a
-// context is created) says otherwise; the order of the additions depends on it.
-constexpr int kFinalizeThreads = 256;
-int finalize_threads();
-void set_finalize_threads(int threads);
-
 // part[(chunk * C + c) * 2 + {0, 1}] = the chunk's sums of x and x^2 (double), chunks of
 // channel_chunks(rows, c) (channel_sums.cuh).
 void launch_channel_moments(uint32_t dtype, const void* x, int64_t rows, int64_t c, double* part,

@@ -6,7 +6,6 @@
 // by batchnorm forward (sum x, sum x^2) and backward (sum dy, sum dy (x - mean)).
 #pragma once
 
-#include "ops/channel_moments.h"
 #include "ops/dtype.cuh"
 
 namespace fresco::cuda {
@@ -88,20 +87,14 @@ inline bool vector_partials_fit(const ChannelChunks& k, std::initializer_list<co
 // stage-1 maps, about 200 on ResNet-50's at 224x224 with C = 256, up to rows / 512 when C / V = kVecThreads.
 // Float rounding over n terms is at most ~n * 6e-8 of their magnitude (1e-4 at n = 1568), below the maps'
 // own rounding (2^-8 in bf16); the block and chunk sums are double either way.
-template <class T, class Acc, class F>
-__device__ void vector_channel_partials(const ChannelChunks k, double* part, F add_row) {
-  constexpr int V = Vec16<T>::kN;
-  __shared__ double sa[kVecThreads * V], sb[kVecThreads * V];
+// The block's chunk partials of one pair of per-thread sums (the thread layout above), added over the row
+// lanes in order through the shared arrays sa, sb (kVecThreads * V doubles each; the caller syncs before
+// reusing them).
+template <int V, class Acc>
+__device__ void write_vector_partials(const ChannelChunks k, double* part, const Acc (&a)[V],
+                                      const Acc (&b)[V], double* sa, double* sb) {
   const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
   const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
-  Acc a[V], b[V];
-#pragma unroll
-  for (int j = 0; j < V; ++j) a[j] = Acc(0), b[j] = Acc(0);
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * k.rows_per_chunk;
-  const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
-  if (lane < lanes)
-#pragma unroll 4
-    for (int64_t r = r0 + lane; r < r1; r += lanes) add_row(r, cv, a, b);  // rows in order: deterministic
   if (lane < lanes)
 #pragma unroll
     for (int j = 0; j < V; ++j) sa[lane * k.c + cv * V + j] = a[j], sb[lane * k.c + cv * V + j] = b[j];
@@ -114,16 +107,49 @@ __device__ void vector_channel_partials(const ChannelChunks k, double* part, F a
   }
 }
 
-// Totals of channel c over all chunks, by one block of finalize_threads() threads (one block per channel, a
-// whole number of warps up to kFinalizeThreads): thread t adds chunks t, t + blockDim.x, ... in order, a
-// fixed shuffle tree combines each warp, and thread 0 adds the warps in order (deterministic for a given
-// thread count). The totals are valid in thread 0 only. Once per kernel: the shared scratch has no trailing
-// barrier. (One warp per channel left each lane up to 32 dependent loads: 5-13 us per call on the H200, 386
-// us of a ResNet-18 step.)
+// The block's rows of its chunk, in order, to add_row(r, cv, sums...) with P pairs of per-thread sums (P * 2
+// arrays of V), then each pair's partials to part[p].
+template <class T, class Acc, int P, class F>
+__device__ void vector_channel_partials_n(const ChannelChunks k, double* const (&part)[P], F add_row) {
+  constexpr int V = Vec16<T>::kN;
+  __shared__ double sa[kVecThreads * V], sb[kVecThreads * V];
+  const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
+  const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
+  Acc acc[P][2][V];
+#pragma unroll
+  for (int p = 0; p < P; ++p)
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[p][0][j] = Acc(0), acc[p][1][j] = Acc(0);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * k.rows_per_chunk;
+  const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
+  if (lane < lanes)
+#pragma unroll 4
+    for (int64_t r = r0 + lane; r < r1; r += lanes) add_row(r, cv, acc);  // rows in order: deterministic
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    if (p > 0) __syncthreads();  // the previous pair's reads of sa, sb are done
+    write_vector_partials<V>(k, part[p], acc[p][0], acc[p][1], sa, sb);
+  }
+}
+
+template <class T, class Acc, class F>
+__device__ void vector_channel_partials(const ChannelChunks k, double* part, F add_row) {
+  constexpr int V = Vec16<T>::kN;
+  double* const parts[1] = {part};
+  vector_channel_partials_n<T, Acc, 1>(
+      k, parts, [&](int64_t r, int cv, Acc(&acc)[1][2][V]) { add_row(r, cv, acc[0][0], acc[0][1]); });
+}
+
+// Totals of channel c over all chunks, by one block of kFinalizeThreads threads (one block per channel):
+// thread t adds chunks t, t + kFinalizeThreads, ... in order, a fixed shuffle tree combines each warp, and
+// thread 0 adds the warps in order (deterministic). The totals are valid in thread 0 only. Once per kernel:
+// the shared scratch has no trailing barrier. (One warp per channel left each lane up to 32 dependent loads:
+// 5-13 us per call on the H200, 386 us of a ResNet-18 step.)
+constexpr int kFinalizeThreads = 256;
 __device__ inline double2 channel_totals(const ChannelChunks k, const double* part, int64_t c) {
   __shared__ double wa[kFinalizeThreads / 32], wb[kFinalizeThreads / 32];
   double a = 0.0, b = 0.0;
-  for (int64_t i = threadIdx.x; i < k.chunks; i += blockDim.x)
+  for (int64_t i = threadIdx.x; i < k.chunks; i += kFinalizeThreads)
     a += part[(i * k.c + c) * 2], b += part[(i * k.c + c) * 2 + 1];
   for (int off = 16; off > 0; off >>= 1) {
     a += __shfl_xor_sync(0xffffffffu, a, off);
@@ -133,7 +159,7 @@ __device__ inline double2 channel_totals(const ChannelChunks k, const double* pa
   __syncthreads();
   double ta = 0.0, tb = 0.0;
   if (threadIdx.x == 0)
-    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) ta += wa[w], tb += wb[w];
+    for (int w = 0; w < kFinalizeThreads / 32; ++w) ta += wa[w], tb += wb[w];
   return make_double2(ta, tb);
 }
 
@@ -171,8 +197,7 @@ __device__ __forceinline__ void load_channels(const float* p, int64_t ch, float 
   }
 }
 
-// Finalize kernels run one block per channel (channel_totals) of finalize_threads() threads: 256 unless
-// FRESCO_CUDA_FINALIZE_THREADS (32, 64, 128 or 256; read when a context is created) says otherwise.
+// Finalize kernels run one block per channel (channel_totals).
 inline unsigned finalize_blocks(int64_t c) {
   return static_cast<unsigned>(c);
 }

@@ -9,6 +9,11 @@
 namespace fresco::cuda {
 
 namespace {
+template <int P>
+struct Parts {
+  double* p[P];
+};
+
 // The masked gradient at one element, rounded to T as stored.
 template <class T, bool kTwo>
 __device__ __forceinline__ T masked(T a, T b, T y) {
@@ -30,33 +35,50 @@ __global__ void masked_grad_partials_kernel(const T* a, const T* b, const T* y, 
 }
 
 // 16 bytes per load; the accumulators, row order and chunks of bn_grad_sums_vec_kernel
-// (batchnorm_backward.cu), so the partials are those batchnorm's own pass would add from the stored dx.
-template <class T, bool kTwo>
+// (batchnorm_backward.cu), so the partials are those batchnorm's own pass would add from the stored dx; P
+// batchnorm inputs x (one or two: both branches of a projection join), each with its own pair of sums and
+// partials.
+template <class T, bool kTwo, int P>
+struct MaskedOperands {
+  const T *a, *b, *y;
+  const T* x[P];
+  const float* mean[P];
+  T* dx;
+};
+
+template <class T, bool kTwo, int P>
 __global__ void __launch_bounds__(kVecThreads)
-    masked_grad_partials_vec_kernel(const T* a, const T* b, const T* y, const T* x, const float* mean, T* dx,
-                                    ChannelChunks k, double* part) {
+    masked_grad_partials_vec_kernel(MaskedOperands<T, kTwo, P> o, ChannelChunks k, Parts<P> parts) {
   constexpr int V = Vec16<T>::kN;
   using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
-  Acc mu[V];
+  Acc mu[P][V];
   const int cv0 = static_cast<int>(threadIdx.x % (k.c / V));
-  float mf[V];
-  load_channels(mean, static_cast<int64_t>(cv0) * V, mf);
 #pragma unroll
-  for (int j = 0; j < V; ++j) mu[j] = mf[j];
-  vector_channel_partials<T, Acc>(k, part, [&](int64_t r, int cv, Acc(&sa)[V], Acc(&sb)[V]) {
+  for (int p = 0; p < P; ++p) {
+    float mf[V];
+    load_channels(o.mean[p], static_cast<int64_t>(cv0) * V, mf);
+#pragma unroll
+    for (int j = 0; j < V; ++j) mu[p][j] = mf[j];
+  }
+  vector_channel_partials_n<T, Acc, P>(k, parts.p, [&](int64_t r, int cv, Acc(&acc)[P][2][V]) {
     const int64_t i = r * (k.c / V) + cv;
-    Vec16<T> g = load16(a, i);
-    const Vec16<T> yv = load16(y, i), xv = load16(x, i);
+    Vec16<T> g = load16(o.a, i);
+    const Vec16<T> yv = load16(o.y, i);
     Vec16<T> bv;
-    if constexpr (kTwo) bv = load16(b, i);
+    if constexpr (kTwo) bv = load16(o.b, i);
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      g.v[j] = masked<T, kTwo>(g.v[j], kTwo ? bv.v[j] : g.v[j], yv.v[j]);
-      const Acc gj = static_cast<Acc>(to_f(g.v[j]));
-      sa[j] += gj;
-      sb[j] += gj * (static_cast<Acc>(to_f(xv.v[j])) - mu[j]);
+    for (int j = 0; j < V; ++j) g.v[j] = masked<T, kTwo>(g.v[j], kTwo ? bv.v[j] : g.v[j], yv.v[j]);
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const Vec16<T> xv = load16(o.x[p], i);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const Acc gj = static_cast<Acc>(to_f(g.v[j]));
+        acc[p][0][j] += gj;
+        acc[p][1][j] += gj * (static_cast<Acc>(to_f(xv.v[j])) - mu[p][j]);
+      }
     }
-    store16(dx, i, g);
+    store16(o.dx, i, g);
   });
 }
 }  // namespace
@@ -68,45 +90,70 @@ uint64_t masked_grad_sums_workspace(int64_t rows, int64_t c) {
 void launch_masked_grad_sums(uint32_t dtype, const void* a, const void* b, const void* y,
                              const sdk::GradSumsOperands& g, void* dx, void* ws, cudaStream_t s) {
   const ChannelChunks k = channel_chunks(g.rows, g.c);
-  double* part = partials_of(ws);
+  double* part[sdk::kMaxGradSumsTargets];
+  for (int t = 0; t < g.targets; ++t) part[t] = partials_of(ws) + 2 * k.chunks * k.c * t;
   with_float_type(dtype, "masked gradient sums", [&](auto tag) {
     using T = decltype(tag);
-    const T *at = static_cast<const T*>(a), *bt = static_cast<const T*>(b), *yt = static_cast<const T*>(y),
-            *xt = static_cast<const T*>(g.x);
+    const T *at = static_cast<const T*>(a), *bt = static_cast<const T*>(b), *yt = static_cast<const T*>(y);
     T* dxt = static_cast<T*>(dx);
-    auto go = [&](auto two) {
+    auto go = [&](auto two, auto targets) {
       constexpr bool kTwo = decltype(two)::value;
-      if (vector_partials_fit<T>(k, {at, kTwo ? bt : at, yt, xt, dxt, g.mean}))
-        masked_grad_partials_vec_kernel<T, kTwo>
-            <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, s>>>(at, bt, yt, xt, g.mean, dxt, k, part);
+      constexpr int P = decltype(targets)::value;
+      MaskedOperands<T, kTwo, P> o{at, bt, yt, {}, {}, dxt};
+      Parts<P> parts{};
+      bool vec = vector_partials_fit<T>(k, {at, kTwo ? bt : at, yt, dxt});
+      for (int t = 0; t < P; ++t) {
+        o.x[t] = static_cast<const T*>(g.x[t]), o.mean[t] = g.mean[t], parts.p[t] = part[t];
+        vec = vec && vector_partials_fit<T>(k, {g.x[t], g.mean[t]});
+      }
+      if (vec) {
+        masked_grad_partials_vec_kernel<T, kTwo, P>
+            <<<static_cast<unsigned>(k.chunks), kVecThreads, 0, s>>>(o, k, parts);
+        return;
+      }
+      // scalar kernels: the first target's pass writes dx; each further target's masks the stored dx again
+      // (the same values) while adding its sums
+      for (int t = 0; t < P; ++t) {
+        const T* src = t == 0 ? at : dxt;
+        if (t == 0)
+          masked_grad_partials_kernel<T, kTwo><<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, s>>>(
+              src, bt, yt, o.x[t], o.mean[t], dxt, k, part[t]);
+        else
+          masked_grad_partials_kernel<T, false><<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, s>>>(
+              src, nullptr, yt, o.x[t], o.mean[t], dxt, k, part[t]);
+      }
+    };
+    auto targets = [&](auto two) {
+      if (g.targets == 2)
+        go(two, std::integral_constant<int, 2>{});
       else
-        masked_grad_partials_kernel<T, kTwo>
-            <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, s>>>(at, bt, yt, xt, g.mean, dxt, k, part);
+        go(two, std::integral_constant<int, 1>{});
     };
     if (b)
-      go(std::true_type{});
+      targets(std::true_type{});
     else
-      go(std::false_type{});
+      targets(std::false_type{});
   });
   FR_CUDA_LAUNCH_CHECK();
-  launch_sums_finalize(k.chunks, g.c, part, g.sums, s);
+  for (int t = 0; t < g.targets; ++t) launch_sums_finalize(k.chunks, g.c, part[t], g.sums[t], s);
 }
 
 uint64_t masked_grad_sums_prepare(const FrCall* call, uint32_t x_at, const char* op) {
   const sdk::GradSumsOperands g = sdk::grad_sums_operands(call, x_at, op);
-  return g.present ? masked_grad_sums_workspace(g.rows, g.c) : 0;
+  return g.targets ? g.targets * masked_grad_sums_workspace(g.rows, g.c) : 0;
 }
 
 bool run_masked_grad_sums(const FrCall* call, uint32_t x_at, const char* op) {
   const sdk::GradSumsOperands g = sdk::grad_sums_operands(call, x_at, op);
-  if (!g.present) return false;
+  if (!g.targets) return false;
   const FrTensor& dx = call->out[0];
   const int64_t n = sdk::numel(dx);
   for (uint32_t i = 0; i < x_at; ++i)
     FR_PLUGIN_CHECK(sdk::numel(call->in[i]) == n && call->in[i].dtype == dx.dtype, FR_ERR_INVALID_ARGUMENT,
                     std::string(op) + ": input " + std::to_string(i) + " differs from dx in size or dtype");
-  FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= masked_grad_sums_workspace(g.rows, g.c),
-                  FR_ERR_INVALID_ARGUMENT, std::string(op) + ": run without the workspace asked by prepare");
+  FR_PLUGIN_CHECK(
+      call->workspace && call->workspace_bytes >= g.targets * masked_grad_sums_workspace(g.rows, g.c),
+      FR_ERR_INVALID_ARGUMENT, std::string(op) + ": run without the workspace asked by prepare");
   const bool two = x_at == 3;  // add_relu_backward: a, b, y
   launch_masked_grad_sums(dx.dtype, call->in[0].data, two ? call->in[1].data : nullptr,
                           call->in[two ? 2 : 1].data, g, dx.data, call->workspace, stream_of(call));

@@ -3,7 +3,9 @@
 // per-channel sums of dx as stored and of dx (x - mean), by batchnorm_backward's own partials code
 // (ops/channel_sums.cuh: the same chunks, per-thread accumulators and order as its sums pass), added over the
 // chunks in double and rounded to f32 once. One pass over the map fewer than the masking pass followed by
-// batchnorm's sums pass. Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernels).
+// batchnorm's sums pass. A second (x, save_mean) pair (both branches of a projection join end in a batchnorm)
+// adds its own sums in the same pass. Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernels),
+// test_cuda_low_precision.cpp.
 #pragma once
 
 #include "cuda_common.h"
@@ -14,7 +16,8 @@ namespace fresco::cuda {
 // Workspace bytes of the pass over a [rows, c] map.
 uint64_t masked_grad_sums_workspace(int64_t rows, int64_t c);
 
-// dx = (a + b) * (y > 0) (b may be null: a * (y > 0)), gsums as above; x's dtype is dx's (f32, f16 or bf16).
+// dx = (a + b) * (y > 0) (b may be null: a * (y > 0)), a gsums per target of g as above; x's dtype is dx's
+// (f32, f16 or bf16). `ws` holds g.targets * masked_grad_sums_workspace(rows, c) bytes.
 void launch_masked_grad_sums(uint32_t dtype, const void* a, const void* b, const void* y,
                              const sdk::GradSumsOperands& g, void* dx, void* ws, cudaStream_t s);
 

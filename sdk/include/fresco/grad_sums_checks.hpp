@@ -10,44 +10,48 @@
 
 namespace fresco::sdk {
 
-// The gradient-sums operands of a masked-gradient call (relu_backward: x at in[2]; add_relu_backward: at
-// in[3]), checked against its output dx: x has dx's size and dtype, save_mean is f32 [C], gsums f32 [2C].
+// The gradient-sums operands of a masked-gradient call (relu_backward: the first x at in[2];
+// add_relu_backward: at in[3]), checked against its output dx: one or two (x, save_mean) input pairs, one
+// gsums output per pair (out[1], out[2]); each x has dx's size and dtype, save_mean is f32 [C], gsums f32
+// [2C].
+constexpr int kMaxGradSumsTargets = 2;
 struct GradSumsOperands {
-  bool present = false;  // the call has the gsums form (its data pointers are null during prepare)
-  const void* x = nullptr;
-  const float* mean = nullptr;
-  float* sums = nullptr;
+  int targets = 0;  // 0: the plain form (data pointers are null during prepare)
+  const void* x[kMaxGradSumsTargets] = {};
+  const float* mean[kMaxGradSumsTargets] = {};
+  float* sums[kMaxGradSumsTargets] = {};
   int64_t rows = 0, c = 0;
 };
 
-// Absent operands (present false) when the call has no gsums output.
 inline GradSumsOperands grad_sums_operands(const FrCall* call, uint32_t x_at, const char* op) {
   GradSumsOperands g;
-  if (call->n_out < 2) {
-    FR_PLUGIN_CHECK(call->n_in == x_at, FR_ERR_INVALID_ARGUMENT,
-                    std::string(op) +
-                        ": x and save_mean are inputs of the gradient-sums form only (it has a "
-                        "second output, gsums)");
-    return g;
+  g.targets = static_cast<int>(call->n_out) - 1;
+  FR_PLUGIN_CHECK(g.targets >= 0 && g.targets <= kMaxGradSumsTargets, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": at most " + std::to_string(kMaxGradSumsTargets + 1) +
+                      " outputs (dx and a gsums per batchnorm), got " + std::to_string(call->n_out));
+  FR_PLUGIN_CHECK(call->n_in == x_at + 2 * static_cast<uint32_t>(g.targets), FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": " + std::to_string(g.targets) +
+                      " gsums output(s) take as many (x, save_mean) input pairs after the gradient inputs: " +
+                      std::to_string(x_at + 2 * g.targets) + " inputs, got " + std::to_string(call->n_in));
+  const FrTensor& dx = call->out[0];
+  for (int t = 0; t < g.targets; ++t) {
+    const FrTensor &x = call->in[x_at + 2 * t], &mean = call->in[x_at + 2 * t + 1], &s = call->out[1 + t];
+    const ChannelRows v = channel_rows(x, op);
+    FR_PLUGIN_CHECK(numel(x) == numel(dx) && x.dtype == dx.dtype, FR_ERR_INVALID_ARGUMENT,
+                    std::string(op) + ": x must have dx's size and dtype");
+    FR_PLUGIN_CHECK(
+        mean.dtype == FR_F32 && numel(mean) == v.c, FR_ERR_INVALID_ARGUMENT,
+        std::string(op) + ": save_mean must be f32 with C = " + std::to_string(v.c) + " elements");
+    FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * v.c, FR_ERR_INVALID_ARGUMENT,
+                    std::string(op) + ": gsums must be f32 with 2C = " + std::to_string(2 * v.c) +
+                        " elements, got " + std::to_string(numel(s)) + " of dtype " +
+                        std::to_string(s.dtype));
+    g.x[t] = x.data;
+    g.mean[t] = data<float>(mean);
+    g.sums[t] = data<float>(s);
+    g.rows = v.rows;
+    g.c = v.c;
   }
-  FR_PLUGIN_CHECK(call->n_in == x_at + 2, FR_ERR_INVALID_ARGUMENT,
-                  std::string(op) + ": the gradient-sums form takes " + std::to_string(x_at + 2) +
-                      " inputs (the last two: x and save_mean), got " + std::to_string(call->n_in));
-  const FrTensor &dx = call->out[0], &x = call->in[x_at], &mean = call->in[x_at + 1], &s = call->out[1];
-  const ChannelRows v = channel_rows(x, op);
-  FR_PLUGIN_CHECK(numel(x) == numel(dx) && x.dtype == dx.dtype, FR_ERR_INVALID_ARGUMENT,
-                  std::string(op) + ": x must have dx's size and dtype");
-  FR_PLUGIN_CHECK(mean.dtype == FR_F32 && numel(mean) == v.c, FR_ERR_INVALID_ARGUMENT,
-                  std::string(op) + ": save_mean must be f32 with C = " + std::to_string(v.c) + " elements");
-  FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * v.c, FR_ERR_INVALID_ARGUMENT,
-                  std::string(op) + ": gsums must be f32 with 2C = " + std::to_string(2 * v.c) +
-                      " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
-  g.present = true;
-  g.x = x.data;
-  g.mean = data<float>(mean);
-  g.sums = data<float>(s);
-  g.rows = v.rows;
-  g.c = v.c;
   return g;
 }
 

@@ -67,9 +67,11 @@ typedef struct FrFcBackwardParams {
  * dtype) and save_mean [C] (f32), and then writes a second output gsums (f32 [2C]): gsums[c] = the sum over
  * the rows of dx[.., c] as stored, gsums[C + c] = the sum of dx[.., c] (x[.., c] - save_mean[c]) (in double,
  * rounded to f32 once): the two sums the backward of the batchnorm that computed x's normalisation needs,
- * when dx is that batchnorm's output gradient. add_relu_backward takes the same two inputs after y.
- * batchnorm_backward without a fused relu may then take gsums as a sixth input and skips its own pass over dy
- * and x. Kernels that implement these operands declare FR_KERNEL_SUMS_OPERANDS (plugin.h). */
+ * when dx is that batchnorm's output gradient. add_relu_backward takes the same two inputs after y. A second
+ * pair (x2, save_mean2) after the first adds a third output, gsums2, the same sums for x2 (a join whose two
+ * branches each end in a batchnorm). batchnorm_backward without a fused relu may then take gsums as a sixth
+ * input and skips its own pass over dy and x. Kernels that implement these operands declare
+ * FR_KERNEL_SUMS_OPERANDS (plugin.h). */
 
 /* dropout: in {x}; out {y}, rin {step scalars}. dropout_backward: in {dy}; out {dx}, rin {step scalars}.
  * The mask is a pure function of (seed, layer_id, step, element index): nothing is stored. */

@@ -546,6 +546,24 @@ TEST(CpuBatchNorm, GradientSumsFromTheMaskingPass) {
       masking(false, plain, unused);
       masking(true, dx, gs);
       EXPECT_EQ(dx, plain);
+      {  // two (x, save_mean) pairs: each gsums is the one-pair pass's for its x
+        std::vector<float> x2 = fresco::test::random_floats(rng, s.size(), -1.0f, 3.0f), m2 = mean,
+                           dx2(s.size()), gs1(2 * C, kNaN), gs2(2 * C, kNaN), dx3(s.size()), gs3(2 * C, kNaN);
+        OpCall c(two ? FR_OP_ADD_RELU_BACKWARD : FR_OP_RELU_BACKWARD);
+        c.in(map(a));
+        if (two) c.in(map(b));
+        c.in(map(y)).in(map(in.x)).in(tensor(mean, {s.c})).in(map(x2)).in(tensor(m2, {s.c}));
+        c.out(map(dx2)).out(tensor(gs1, {2 * s.c})).out(tensor(gs2, {2 * s.c}));
+        ASSERT_TRUE(c.run());
+        EXPECT_EQ(dx2, plain);
+        EXPECT_EQ(gs1, gs);
+        OpCall one(two ? FR_OP_ADD_RELU_BACKWARD : FR_OP_RELU_BACKWARD);
+        one.in(map(a));
+        if (two) one.in(map(b));
+        one.in(map(y)).in(map(x2)).in(tensor(m2, {s.c})).out(map(dx3)).out(tensor(gs3, {2 * s.c}));
+        ASSERT_TRUE(one.run());
+        EXPECT_EQ(gs2, gs3);
+      }
       for (size_t k = 0; k < C; ++k) {
         double sd = 0.0, sdx = 0.0;
         for (size_t r = 0; r < static_cast<size_t>(s.rows()); ++r) {
@@ -586,6 +604,10 @@ TEST(CpuBatchNorm, GradientSumsFromTheMaskingPass) {
   no_out.in(map(a)).in(map(y)).in(map(x)).in(tensor(mean, {3}));
   no_out.out(map(dx));
   EXPECT_TRUE(fresco::test::contains(no_out.run_error(), "gsums")) << no_out.run_error();
+  OpCall odd(FR_OP_RELU_BACKWARD);  // a gsums output per (x, save_mean) pair
+  odd.in(map(a)).in(map(y)).in(map(x)).in(tensor(mean, {3})).in(map(x));
+  odd.out(map(dx)).out(tensor(gs6, {6}));
+  EXPECT_TRUE(fresco::test::contains(odd.run_error(), "pairs")) << odd.run_error();
   Inputs in = make_inputs(rng, s);
   std::vector<float> m(3, 0.0f), v(3, 1.0f), g(12), dg(3), db(3);
   OpCall bad(FR_OP_BATCHNORM_BACKWARD);

@@ -345,6 +345,10 @@ TEST(CudaLowPrecision, MaskingPassesHandBatchnormItsGradientSums) {
         const TensorId gamma = vec("gamma"), mean = vec("mean"), invstd = vec("invstd"), dg1 = vec("dg1"),
                        db1 = vec("db1"), dg2 = vec("dg2"), db2 = vec("db2");
         const TensorId gs = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 2 * ch}, "gsums");
+        const TensorId x2 = map("x2"), g3 = map("g3"), g4 = map("g4");  // two (x, save_mean) pairs
+        const TensorId gsa = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 2 * ch}, "gsums a"),
+                       gsb = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 2 * ch}, "gsums b"),
+                       gsc = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 2 * ch}, "gsums c");
         t.lock_memory();
         const char* op = two ? FR_OP_ADD_RELU_BACKWARD : FR_OP_RELU_BACKWARD;
         const std::vector<TensorId> parts =
@@ -359,6 +363,11 @@ TEST(CudaLowPrecision, MaskingPassesHandBatchnormItsGradientSums) {
         GraphNode given = node(FR_OP_BATCHNORM_BACKWARD, {g2, xi, gamma, mean, invstd, gs}, {dx2, dg2, db2});
         given.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
         t.add(GraphId::DEEP_FWD_BWD, given);
+        std::vector<TensorId> pair2 = with, single2 = parts;
+        pair2.insert(pair2.end(), {x2, mean});
+        single2.insert(single2.end(), {x2, mean});
+        t.add(GraphId::DEEP_FWD_BWD, node(op, pair2, {g3, gsa, gsb}));
+        t.add(GraphId::DEEP_FWD_BWD, node(op, single2, {g4, gsc}));
         t.compile();
         std::mt19937 rng(17);
         std::uniform_real_distribution<float> d(-1.0f, 1.0f);
@@ -371,6 +380,7 @@ TEST(CudaLowPrecision, MaskingPassesHandBatchnormItsGradientSums) {
         write_map(b, 1.0f, 0.0f);
         write_map(y, 1.0f, 0.0f);
         write_map(xi, 2.0f, 1.0f);
+        write_map(x2, 1.0f, 1.0f);
         std::vector<float> gv(c), mv(c), iv(c);
         for (size_t i = 0; i < c; ++i)
           gv[i] = 0.5f + std::fabs(d(rng)), mv[i] = 1.0f + 0.2f * d(rng), iv[i] = 0.5f + std::fabs(d(rng));
@@ -383,6 +393,11 @@ TEST(CudaLowPrecision, MaskingPassesHandBatchnormItsGradientSums) {
         t.read(g1, r1.data(), bytes);
         t.read(g2, r2.data(), bytes);
         EXPECT_EQ(r1, r2) << "the masked gradient";
+        std::vector<uint8_t> r3(bytes);
+        t.read(g3, r3.data(), bytes);
+        EXPECT_EQ(r3, r2) << "the masked gradient (two pairs)";
+        EXPECT_EQ(t.read<float>(gsa, 2 * c), t.read<float>(gs, 2 * c)) << "two pairs: the first x's sums";
+        EXPECT_EQ(t.read<float>(gsb, 2 * c), t.read<float>(gsc, 2 * c)) << "two pairs: the second x's sums";
         size_t zero = 0;
         for (size_t i = 0; i < n; ++i) {
           bool z = true;

@@ -275,6 +275,13 @@ TEST_P(CudaBatchNorm, MatchesCpu) {
   expect_same(m, 1e-6, "add_relu_backward (gradient sums)");
   m.node = node(FR_OP_RELU_BACKWARD, {0, 2, 3, 4}, {5, 6});
   expect_same(m, 1e-6, "relu_backward (gradient sums)");
+  OpCase m2 = m;  // two (x, save_mean) pairs: a gsums each
+  m2.tensors.push_back({DType::F32, x, Fill::RANDOM});
+  m2.tensors.push_back({DType::F32, v, Fill::RANDOM});
+  m2.tensors.push_back({DType::F32, Shape{1, 1, 1, 2 * ch}, Fill::ZERO});
+  m2.node = node(FR_OP_ADD_RELU_BACKWARD, {0, 1, 2, 3, 4, 7, 8}, {5, 6, 9});
+  m2.outputs = {5, 6, 9};
+  expect_same(m2, 1e-6, "add_relu_backward (two gradient sums)");
 }
 INSTANTIATE_TEST_SUITE_P(Channels, CudaBatchNorm, ::testing::Values(7, 64));
 

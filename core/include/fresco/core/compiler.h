@@ -62,8 +62,9 @@ struct LayerDescriptor {
   // CompileOptions::grad_sums: a layer whose backward writes the masked output gradient of a batchnorm (a
   // residual join's relu, or the relu fused into that batchnorm when two layers read it) also writes the
   // batchnorm's two gradient sums (grad_sums_bn: that batchnorm's index, else -1); the batchnorm's backward
-  // reads them from `grad_sums` (f32 [2C]) instead of its own pass.
-  int32_t grad_sums_bn = -1;
+  // reads them from `grad_sums` (f32 [2C]) instead of its own pass. A join whose branches both end in such a
+  // batchnorm (a projection shortcut) writes the second one's too (grad_sums_bn2).
+  int32_t grad_sums_bn = -1, grad_sums_bn2 = -1;
   TensorId grad_sums = kNoTensor;
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
