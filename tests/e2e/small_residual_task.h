@@ -3,7 +3,13 @@
 // branches; 32 synthetic 3-channel patches, batch 16, SGD Nesterov. Steps run over fixed sample indices.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "fresco/core/deep_learning_task.h"
@@ -30,6 +36,30 @@ inline std::vector<float> train_small_residual(DeepLearningTask& t, int steps) {
   std::vector<float> losses;
   for (int s = 0; s < steps; ++s) losses.push_back(t.train_step(idx.data() + 16 * (s % 2), 16));
   return losses;
+}
+
+// Two trainings of the small residual network that differ only in rounding (a fused path against the plain
+// one, test_conv_stats_cpu.cpp, test_grad_sums_cpu.cpp): losses within 1e-5, every tensor within 1e-4 of its
+// largest value, and the run really trained.
+using Snapshot = std::vector<std::pair<std::string, std::vector<float>>>;
+inline void expect_same_training(const std::vector<float>& losses, const Snapshot& state,
+                                 const std::vector<float>& want_losses, const Snapshot& want_state) {
+  ASSERT_EQ(losses.size(), want_losses.size());
+  for (size_t s = 0; s < losses.size(); ++s)
+    EXPECT_NEAR(losses[s], want_losses[s], 1e-5 * std::fabs(want_losses[s])) << "step " << s;
+  ASSERT_EQ(state.size(), want_state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(state[i].first, want_state[i].first);
+    const std::vector<float>&a = state[i].second, &b = want_state[i].second;
+    ASSERT_EQ(a.size(), b.size()) << state[i].first;
+    double num = 0.0, den = 0.0;
+    for (size_t j = 0; j < a.size(); ++j) {
+      num = std::max(num, std::fabs(static_cast<double>(a[j]) - b[j]));
+      den = std::max(den, std::fabs(static_cast<double>(b[j])));
+    }
+    EXPECT_LT(den > 0.0 ? num / den : num, 1e-4) << state[i].first;
+  }
+  EXPECT_NE(losses.front(), losses.back());  // it really trained
 }
 
 }  // namespace fresco::test

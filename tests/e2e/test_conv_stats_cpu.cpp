@@ -20,7 +20,7 @@ using namespace fresco;
 namespace {
 struct Trained {
   std::vector<float> losses;
-  std::vector<std::pair<std::string, std::vector<float>>> state;
+  test::Snapshot state;
   size_t sums_convs = 0;
 };
 
@@ -38,14 +38,6 @@ Trained train(CompileOptions::ConvStats mode) {
   return r;
 }
 
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return den > 0.0 ? num / den : num;
-}
 }  // namespace
 
 TEST(ConvStatsCpu, StatisticsFromConvSumsTrainLikeTheTwoPassStatistics) {
@@ -53,15 +45,7 @@ TEST(ConvStatsCpu, StatisticsFromConvSumsTrainLikeTheTwoPassStatistics) {
   const Trained sums = train(CompileOptions::ConvStats::ON), plain = train(CompileOptions::ConvStats::OFF);
   EXPECT_EQ(sums.sums_convs, 6u);  // every conv: each is read by its bn only
   EXPECT_EQ(plain.sums_convs, 0u);
-  ASSERT_EQ(sums.losses.size(), plain.losses.size());
-  for (size_t s = 0; s < sums.losses.size(); ++s)
-    EXPECT_NEAR(sums.losses[s], plain.losses[s], 1e-5 * std::fabs(plain.losses[s])) << "step " << s;
-  ASSERT_EQ(sums.state.size(), plain.state.size());
-  for (size_t i = 0; i < sums.state.size(); ++i) {
-    EXPECT_EQ(sums.state[i].first, plain.state[i].first);
-    EXPECT_LT(max_rel(sums.state[i].second, plain.state[i].second), 1e-4) << sums.state[i].first;
-  }
-  EXPECT_NE(sums.losses.front(), sums.losses.back());  // it really trained
+  test::expect_same_training(sums.losses, sums.state, plain.losses, plain.state);
 }
 
 // A kernel that does not declare the sums operands (FrKernelDef::flags, FR_KERNEL_SUMS_OPERANDS: a plugin

@@ -20,7 +20,7 @@ using namespace fresco;
 namespace {
 struct Trained {
   std::vector<float> losses;
-  std::vector<std::pair<std::string, std::vector<float>>> state;
+  test::Snapshot state;
   size_t masking_with_sums = 0, bn_given_sums = 0, bn_masked = 0;
 };
 
@@ -44,14 +44,6 @@ Trained train(CompileOptions::GradSums mode) {
   return r;
 }
 
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return den > 0.0 ? num / den : num;
-}
 }  // namespace
 
 TEST(GradSumsCpu, HandedOverGradientSumsTrainLikeTheBatchnormsOwnPass) {
@@ -62,15 +54,7 @@ TEST(GradSumsCpu, HandedOverGradientSumsTrainLikeTheBatchnormsOwnPass) {
   EXPECT_EQ(sums.bn_masked, plain.bn_masked - 1);  // the stem's relu mask moved into the masking pass
   EXPECT_EQ(plain.masking_with_sums, 0u);
   EXPECT_EQ(plain.bn_given_sums, 0u);
-  ASSERT_EQ(sums.losses.size(), plain.losses.size());
-  for (size_t s = 0; s < sums.losses.size(); ++s)
-    EXPECT_NEAR(sums.losses[s], plain.losses[s], 1e-5 * std::fabs(plain.losses[s])) << "step " << s;
-  ASSERT_EQ(sums.state.size(), plain.state.size());
-  for (size_t i = 0; i < sums.state.size(); ++i) {
-    EXPECT_EQ(sums.state[i].first, plain.state[i].first);
-    EXPECT_LT(max_rel(sums.state[i].second, plain.state[i].second), 1e-4) << sums.state[i].first;
-  }
-  EXPECT_NE(sums.losses.front(), sums.losses.back());  // it really trained
+  test::expect_same_training(sums.losses, sums.state, plain.losses, plain.state);
 }
 
 // AUTO turns it on in mixed precision only: fp32 keeps batchnorm's own pass.
