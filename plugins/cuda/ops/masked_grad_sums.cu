@@ -9,6 +9,7 @@
 namespace fresco::cuda {
 
 namespace {
+// The chunk partials of P (x, save_mean) pairs, one workspace slice each.
 template <int P>
 struct Parts {
   double* p[P];
@@ -34,10 +35,8 @@ __global__ void masked_grad_partials_kernel(const T* a, const T* b, const T* y, 
   });
 }
 
-// 16 bytes per load; the accumulators, row order and chunks of bn_grad_sums_vec_kernel
-// (batchnorm_backward.cu), so the partials are those batchnorm's own pass would add from the stored dx; P
-// batchnorm inputs x (one or two: both branches of a projection join), each with its own pair of sums and
-// partials.
+// The vector kernel's operands: the gradient part(s) a (+ b), the mask source y, P batchnorm inputs x with
+// their saved means, and dx.
 template <class T, bool kTwo, int P>
 struct MaskedOperands {
   const T *a, *b, *y;
@@ -46,6 +45,10 @@ struct MaskedOperands {
   T* dx;
 };
 
+// 16 bytes per load; the accumulators, row order and chunks of bn_grad_sums_vec_kernel
+// (batchnorm_backward.cu), so the partials are those batchnorm's own pass would add from the stored dx; P
+// batchnorm inputs x (one or two: both branches of a projection join), each with its own pair of sums and
+// partials.
 template <class T, bool kTwo, int P>
 __global__ void __launch_bounds__(kVecThreads)
     masked_grad_partials_vec_kernel(MaskedOperands<T, kTwo, P> o, ChannelChunks k, Parts<P> parts) {
