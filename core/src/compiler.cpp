@@ -252,11 +252,13 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
         break;
       }
     }
+  // An ON / OFF / AUTO option (conv_stats, grad_sums): ON, or AUTO in mixed precision.
+  auto mode_on = [&](auto mode) {
+    return mode == decltype(mode)::ON || (mode == decltype(mode)::AUTO && o.precision != DType::F32);
+  };
   // A training batchnorm reading a bias-free conv that nothing else reads takes its statistics from sums the
   // conv writes (CompileOptions::conv_stats).
-  const bool conv_stats = o.conv_stats == CompileOptions::ConvStats::ON ||
-                          (o.conv_stats == CompileOptions::ConvStats::AUTO && o.precision != DType::F32);
-  if (conv_stats)
+  if (mode_on(o.conv_stats))
     for (auto& l : a.layers) {
       if (l.kind != LayerKind::BN || l.input < 0) continue;
       auto& conv = a.layers[static_cast<size_t>(l.input)];
@@ -272,9 +274,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   // gradient sums too. That pass is a fused join's relu backward (for the batchnorm on either branch that
   // only the join reads), or, at a relu fused into a batchnorm whose output two layers read, the sum of the
   // two gradient parts, which then also applies the relu's mask (the batchnorm's backward gets it premasked).
-  const bool grad_sums = o.grad_sums == CompileOptions::GradSums::ON ||
-                         (o.grad_sums == CompileOptions::GradSums::AUTO && o.precision != DType::F32);
-  if (grad_sums)
+  if (mode_on(o.grad_sums))
     for (auto& l : a.layers) {
       int32_t b = -1;
       if (l.kind == LayerKind::ADD && l.fused_relu && l.input != l.input2) {

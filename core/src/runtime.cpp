@@ -171,8 +171,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
                "node " + rc.label + " uses the per-channel sums operands of '" + node.op +
                    "' (ops.h), which the kernel from " + reg.kernel_owner(op, device_, dtype) +
                    " does not declare (FR_KERNEL_SUMS_OPERANDS); compile with CompileOptions::conv_stats and "
-                   "grad_sums = "
-                   "OFF (DeepLearningTask::conv_stats, grad_sums) or update the plugin");
+                   "grad_sums = OFF (DeepLearningTask::conv_stats, grad_sums) or update the plugin");
   FrCall& c = rc.call;
   c.struct_size = sizeof(FrCall);
   c.op = static_cast<uint32_t>(op);

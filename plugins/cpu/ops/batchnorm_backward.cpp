@@ -30,12 +30,12 @@ void check_c(const FrTensor& t, int64_t c, const char* what) {
 
 }  // namespace
 
-// 5 inputs, or 6 (the fused relu's output) when params.relu is set; without it a sixth is gsums.
-static uint32_t inputs_of(const FrCall* call) {
-  return call->params && sdk::params<FrBatchNormParams>(call).relu ? 6u : 5u;
-}
 static bool has_relu(const FrCall* call) {
   return call->params && sdk::params<FrBatchNormParams>(call).relu;
+}
+// At least 5 inputs, 6 (the fused relu's output) when params.relu is set; without it a sixth is gsums.
+static uint32_t inputs_of(const FrCall* call) {
+  return has_relu(call) ? 6u : 5u;
 }
 
 FR_CPU_KERNEL_PREPARE(batchnorm_backward) {

@@ -68,8 +68,7 @@ template <class T, int M>
 __global__ void bn_grad_sums_kernel(const T* dy, ReluMask<T> mask, const T* x, const float* mean,
                                     ChannelChunks k, double* part) {
   channel_partials(k, part, [&](int64_t r, int64_t c) {
-    const double g = grad_at<M>(dy, x, mask, r * k.c + c, c);
-    return make_double2(g, g * (static_cast<double>(to_f(x[r * k.c + c])) - mean[c]));
+    return grad_terms(grad_at<M>(dy, x, mask, r * k.c + c, c), to_f(x[r * k.c + c]), mean[c]);
   });
 }
 
@@ -81,15 +80,10 @@ __global__ void __launch_bounds__(kVecThreads, 4)
     bn_grad_sums_vec_kernel(const T* dy, ReluMask<T> mask, const T* x, const float* mean, ChannelChunks k,
                             double* part) {
   constexpr int V = Vec16<T>::kN;
-  // Per-thread sums in float for f16 / bf16 maps (measured faster, as fp32 implementations do), in double for
-  // f32 maps; blocks and chunks add in double either way.
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
-  Acc mu[V];  // this thread's channels: vector column threadIdx.x % (C / V), as in vector_channel_partials
+  using Acc = GradAcc<T>;  // (channel_sums.cuh)
+  Acc mu[V];
+  thread_channel_means<T>(k, mean, mu);
   const int cv0 = static_cast<int>(threadIdx.x % (k.c / V));
-  float mf[V];
-  load_channels(mean, static_cast<int64_t>(cv0) * V, mf);
-#pragma unroll
-  for (int j = 0; j < V; ++j) mu[j] = mf[j];
   float scale[V], shift[V];
   if constexpr (M == kRecomputeMask) mask.coefficients(static_cast<int64_t>(cv0) * V, scale, shift);
   vector_channel_partials<T, Acc>(k, part, [&](int64_t r, int cv, Acc(&a)[V], Acc(&b)[V]) {
@@ -100,8 +94,7 @@ __global__ void __launch_bounds__(kVecThreads, 4)
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const Acc gj = passes<M>(xv, yv, j, scale, shift) ? static_cast<Acc>(to_f(g.v[j])) : Acc(0);
-      a[j] += gj;
-      b[j] += gj * (static_cast<Acc>(to_f(xv.v[j])) - mu[j]);
+      add_grad_terms<Acc>(gj, to_f(xv.v[j]), mu[j], a[j], b[j]);
     }
   });
 }

@@ -1,8 +1,6 @@
 // Masking passes with batchnorm's gradient sums (masked_grad_sums.h).
 #include "ops/masked_grad_sums.h"
 
-#include <type_traits>
-
 #include "ops/channel_moments.h"
 #include "ops/channel_sums.cuh"
 
@@ -30,8 +28,7 @@ __global__ void masked_grad_partials_kernel(const T* a, const T* b, const T* y, 
     const int64_t i = r * k.c + c;
     const T d = masked<T, kTwo>(a[i], kTwo ? b[i] : a[i], y[i]);
     dx[i] = d;
-    const double g = to_f(d);
-    return make_double2(g, g * (static_cast<double>(to_f(x[i])) - mean[c]));
+    return grad_terms(to_f(d), to_f(x[i]), mean[c]);
   });
 }
 
@@ -45,24 +42,18 @@ struct MaskedOperands {
   T* dx;
 };
 
-// 16 bytes per load; the accumulators, row order and chunks of bn_grad_sums_vec_kernel
-// (batchnorm_backward.cu), so the partials are those batchnorm's own pass would add from the stored dx; P
-// batchnorm inputs x (one or two: both branches of a projection join), each with its own pair of sums and
-// partials.
+// 16 bytes per load; the accumulators, terms (channel_sums.cuh), row order and chunks of
+// bn_grad_sums_vec_kernel (batchnorm_backward.cu), so the partials are those batchnorm's own pass would add
+// from the stored dx; P batchnorm inputs x (one or two: both branches of a projection join), each with its
+// own pair of sums and partials.
 template <class T, bool kTwo, int P>
 __global__ void __launch_bounds__(kVecThreads)
     masked_grad_partials_vec_kernel(MaskedOperands<T, kTwo, P> o, ChannelChunks k, Parts<P> parts) {
   constexpr int V = Vec16<T>::kN;
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+  using Acc = GradAcc<T>;
   Acc mu[P][V];
-  const int cv0 = static_cast<int>(threadIdx.x % (k.c / V));
 #pragma unroll
-  for (int p = 0; p < P; ++p) {
-    float mf[V];
-    load_channels(o.mean[p], static_cast<int64_t>(cv0) * V, mf);
-#pragma unroll
-    for (int j = 0; j < V; ++j) mu[p][j] = mf[j];
-  }
+  for (int p = 0; p < P; ++p) thread_channel_means<T>(k, o.mean[p], mu[p]);
   vector_channel_partials_n<T, Acc, P>(k, parts.p, [&](int64_t r, int cv, Acc(&acc)[P][2][V]) {
     const int64_t i = r * (k.c / V) + cv;
     Vec16<T> g = load16(o.a, i);
@@ -75,11 +66,8 @@ __global__ void __launch_bounds__(kVecThreads)
     for (int p = 0; p < P; ++p) {
       const Vec16<T> xv = load16(o.x[p], i);
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const Acc gj = static_cast<Acc>(to_f(g.v[j]));
-        acc[p][0][j] += gj;
-        acc[p][1][j] += gj * (static_cast<Acc>(to_f(xv.v[j])) - mu[p][j]);
-      }
+      for (int j = 0; j < V; ++j)
+        add_grad_terms<Acc>(to_f(g.v[j]), to_f(xv.v[j]), mu[p][j], acc[p][0][j], acc[p][1][j]);
     }
     store16(o.dx, i, g);
   });
