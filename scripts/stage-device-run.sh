@@ -12,7 +12,7 @@ done
 rm -rf .devrun/stage && mkdir -p .devrun/stage
 cp -a build-gpu/bin build-gpu/lib build-gpu/testplugins .devrun/stage/
 # What the GPU run does not use (the device tool carries 64 MiB at most).
-rm -f .devrun/stage/lib/*.a .devrun/stage/bin/{test_cpu_gemm,bench_cpu_gemm,test_core,test_cpu_ops,test_e2e}
+rm -f .devrun/stage/lib/*.a .devrun/stage/bin/{test_cpu_gemm,bench_cpu_gemm,test_core,test_cpu_ops,test_e2e,bench_cudnn_fusion_probe,bench_graph_gap}
 ../shared/tools/device-bundle .devrun/stage
 # CUPTI for the timeline tracer (bench/device/trace_h200.sh); the GPU machine's loader path may not have it.
 if [ -e build-gpu/lib/libfresco_cupti_trace.so ]; then

@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -179,13 +180,14 @@ TEST(CudaOps, Pools) {
 }
 
 // Batchnorm training (y, saved mean/invstd, running statistics moved in place), inference, and backward.
-// C = 7 takes the scalar kernels, C = 64 the 16-byte vector kernels.
-class CudaBatchNorm : public ::testing::TestWithParam<int64_t> {};
+// C = 7 takes the scalar kernels, C = 64 the 16-byte vector kernels; batch 4 makes 2 chunks of rows, batch 80
+// makes 38 (then two of the finalize's warps add chunks: channel_sums.cuh, channel_totals).
+class CudaBatchNorm : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
 
 TEST_P(CudaBatchNorm, MatchesCpu) {
   FRESCO_REQUIRE_GPU();
-  const int64_t ch = GetParam();
-  const Shape x{4, 5, 6, ch}, v{1, 1, 1, ch};
+  const auto [ch, batch] = GetParam();
+  const Shape x{batch, 5, 6, ch}, v{1, 1, 1, ch};
   OpCase t;
   t.tensors = {{DType::F32, x, Fill::RANDOM}, {DType::F32, v, Fill::RANDOM},  {DType::F32, v, Fill::RANDOM},
                {DType::F32, x, Fill::ZERO},   {DType::F32, v, Fill::ZERO},    {DType::F32, v, Fill::ZERO},
@@ -283,7 +285,8 @@ TEST_P(CudaBatchNorm, MatchesCpu) {
   m2.outputs = {5, 6, 9};
   expect_same(m2, 1e-6, "add_relu_backward (two gradient sums)");
 }
-INSTANTIATE_TEST_SUITE_P(Channels, CudaBatchNorm, ::testing::Values(7, 64));
+INSTANTIATE_TEST_SUITE_P(ChannelsAndBatch, CudaBatchNorm,
+                         ::testing::Combine(::testing::Values(7, 64), ::testing::Values(4, 80)));
 
 // conv2d forward/backward over strides, padding, dilation, groups, with and without bias; flatten_chw.
 TEST(CudaOps, Conv2dAndFlatten) {
