@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Choose the CUDA plugin's fc GEMM configurations by the time of the whole training step.
+"""Choose the CUDA plugin's fc GEMM or cuDNN convolution engine configurations by the time of the whole step.
 
 The plugin picks each cuBLASLt configuration by timing the GEMM alone (ops/matmul_plan.cu) and keeps the pick
 in its tuning cache (plugins/cuda/tuning/tuning_cache.h). Inside a step the GEMMs overlap each other on
@@ -16,6 +16,14 @@ Usage: scripts/tune_step.py --cache FILE --batch N [--passes 2] [--top 4] [--lay
        build/bin/bench_mlp_epoch --device cuda --batch 1024 --epochs 1 --steps 3000
 --batch selects the problems of the training batch: a forward or input gradient (layouts 01, 00) whose m is
 N, a weight gradient (layout 10) whose k is N. Only the Python standard library is used.
+
+With --convs the problems are the convolutions that run on cuDNN's backend engines (fp16 / bf16): the first
+run tunes them afresh into a scratch cache file with FRESCO_CUDNN_LOG=2 (so every engine candidate is timed
+and logged; its entries are then appended to --cache), and each convolution shape and direction, the slowest
+first, tries its next-fastest engines in the whole step. One engine plan serves every node of a shape and
+direction, so a trial changes all of them. --batch is not used.
+  e.g. scripts/tune_step.py --cache FILE --convs --top 3 -- build/bin/bench_resnet_step --model resnet18 \\
+       --batch 512 --precision fp16
 """
 import argparse
 import json
@@ -28,10 +36,12 @@ import sys
 
 HEADER = "# fresco CUDA tuning cache v1"
 CANDIDATE = re.compile(r"\[fresco-cuda\]   candidate (\S+) #(\d+)\t(.*)\t([-0-9.naif]+) us")
+CONV_CANDIDATE = re.compile(r"\[fresco-cuda\]   conv candidate #(\d+)\t(.*)\t([-0-9.naif]+) us\t(.*)$")
 
 
 def run_step(cmd, cache, log, timeout):
-    env = dict(os.environ, FRESCO_CUDA_TUNING_CACHE=cache, FRESCO_CUBLAS_LOG=str(log))
+    env = dict(os.environ, FRESCO_CUDA_TUNING_CACHE=cache, FRESCO_CUBLAS_LOG=str(log),
+               FRESCO_CUDNN_LOG=str(log))
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -62,6 +72,19 @@ def cache_entries(path):
             if len(fields) == 4:
                 last[fields[0]] = fields
     return last
+
+
+def conv_entry_for(key, cands, entries):
+    """The cache entry of a convolution's engine (its key is the logged one) when it names a logged candidate."""
+    e = entries.get(key)
+    return e if e and e[1].isdigit() and int(e[1]) in cands and cands[int(e[1])][0] == e[2] else None
+
+
+def conv_times(entry, us):
+    """The times field of a convolution entry for a candidate that took `us` alone: its milliseconds, and for an
+    engine with statistics the separate sums pass's time the entry holds (what the choice against it uses)."""
+    rest = entry[3].split(",")[1:]
+    return ",".join([repr(us / 1000.0)] + rest)
 
 
 def entry_for(problem, cands, entries):
@@ -95,7 +118,10 @@ def macs(problem):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", required=True, help="tuning cache file (created when missing)")
-    ap.add_argument("--batch", type=int, required=True, help="training batch of the step")
+    ap.add_argument("--batch", type=int, help="training batch of the step (fc GEMMs; required without --convs)")
+    ap.add_argument("--convs", action="store_true", help="tune the convolution engines instead of fc GEMMs")
+    ap.add_argument("--min-us", type=float, default=10.0, help="--convs: fastest time alone of the smallest "
+                    "convolution tried, in microseconds (default 10)")
     ap.add_argument("--passes", type=int, default=2, help="sweeps over the problems (default 2)")
     ap.add_argument("--top", type=int, default=4, help="candidates tried per problem and pass (default 4)")
     ap.add_argument("--keep", type=float, default=0.3, help="percent the step must gain (default 0.3)")
@@ -108,6 +134,8 @@ def main():
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error("give the benchmark command after --")
+    if not a.convs and a.batch is None:
+        ap.error("--batch is required (or tune the convolutions with --convs)")
     if a.passes < 1 or a.top < 1:
         ap.error("--passes and --top must be at least 1")
     if a.keep < 0 or a.timeout <= 0:
@@ -119,23 +147,53 @@ def main():
     # only decided choices.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("tune_step: terminated"))
 
-    first, log = run_step(cmd, a.cache, 2, a.timeout)  # tunes alone where the cache has no entry yet
     cands = {}
-    for line in log.splitlines():
-        m = CANDIDATE.match(line)
-        if m:
-            cands.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), float(m.group(4)))
+    if a.convs:  # every convolution timed afresh (a cache hit logs no candidates), then kept in the cache
+        fresh = a.cache + ".tune_step_fresh"
+        if os.path.exists(fresh):
+            os.remove(fresh)
+        first, log = run_step(cmd, fresh, 2, a.timeout)
+        for line in log.splitlines():
+            m = CONV_CANDIDATE.match(line)
+            if m:
+                cands.setdefault(m.group(4), {})[int(m.group(1))] = (m.group(2), float(m.group(3)))
+        if not os.path.exists(fresh):
+            sys.exit(f"tune_step: {fresh} was not written (is the CUDA plugin loaded, the cache writable?)")
+        if not os.path.exists(a.cache):
+            shutil.copy(fresh, a.cache)  # with the plugin's own header line
+        else:
+            with open(fresh) as f:
+                lines = [x for x in f if not x.startswith("#")]
+            with open(a.cache, "a") as f:  # later lines replace earlier ones
+                f.writelines(lines)
+        os.remove(fresh)
+    else:
+        first, log = run_step(cmd, a.cache, 2, a.timeout)  # tunes alone where the cache has no entry yet
+        for line in log.splitlines():
+            m = CANDIDATE.match(line)
+            if m:
+                cands.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), float(m.group(4)))
     if not os.path.exists(a.cache):
         sys.exit(f"tune_step: {a.cache} was not written (is the CUDA plugin loaded, the cache writable?)")
     with open(a.cache) as f:
         if not f.readline().startswith(HEADER):
             sys.exit(f"tune_step: {a.cache} is not a fresco CUDA tuning cache (no header line)")
     entries = cache_entries(a.cache)
-    chosen = {p: e for p in cands if (e := entry_for(p, cands[p], entries))}  # problem -> its current entry
-    problems = sorted((p for p in chosen if in_batch(p, a.batch) and macs(p) >= a.min_macs
-                       and (not layouts or p.split(",")[0] in layouts)), key=macs, reverse=True)
-    if not problems:
-        sys.exit("tune_step: no timed fc GEMM of that batch in the log (FRESCO_CUBLAS_LOG=2)")
+    if a.convs:
+        chosen = {p: e for p in cands if (e := conv_entry_for(p, cands[p], entries))}
+
+        def alone(p):
+            return cands[p][int(chosen[p][1])][1]
+
+        problems = sorted((p for p in chosen if alone(p) >= a.min_us), key=alone, reverse=True)
+        if not problems:
+            sys.exit("tune_step: no timed convolution engine in the log (FRESCO_CUDNN_LOG=2)")
+    else:
+        chosen = {p: e for p in cands if (e := entry_for(p, cands[p], entries))}  # problem -> current entry
+        problems = sorted((p for p in chosen if in_batch(p, a.batch) and macs(p) >= a.min_macs
+                           and (not layouts or p.split(",")[0] in layouts)), key=macs, reverse=True)
+        if not problems:
+            sys.exit("tune_step: no timed fc GEMM of that batch in the log (FRESCO_CUBLAS_LOG=2)")
     # Trials go to a copy; the cache itself gets only decided choices, so it is valid whenever the tool stops.
     trial = a.cache + ".tune_step"
     shutil.copy(a.cache, trial)
@@ -147,8 +205,9 @@ def main():
 
         def write(path, p, index):
             entry = chosen[p]
+            times = conv_times(entry, cands[p][index][1]) if a.convs else entry[3]
             with open(path, "a") as f:
-                f.write("\t".join([entry[0], str(index), cands[p][index][0], entry[3]]) + "\n")
+                f.write("\t".join([entry[0], str(index), cands[p][index][0], times]) + "\n")
 
         for sweep in range(a.passes):
             changed = False
@@ -168,7 +227,8 @@ def main():
                     write(a.cache, p, keep)
                     chosen[p][1] = str(keep)
                     changed = True
-                print(f"pass {sweep + 1} {p}: was #{current} ({c[current][1]:.2f} us alone); tried "
+                name = p.split(" ", 2)[2] if a.convs else p  # a conv key without "conv MACHINE"
+                print(f"pass {sweep + 1} {name}: was #{current} ({c[current][1]:.2f} us alone); tried "
                       + ", ".join(tried) + f"; keeps #{keep}; step {best:.5f} ms", flush=True)
             if not changed:
                 break

@@ -78,9 +78,10 @@ struct Context {
   int graphs_captured = 0;
   bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
   // FRESCO_CUDNN_DETERMINISTIC=0 also admits cuDNN's non-deterministic algorithms (results then vary from
-  // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times.
+  // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times, 2 also every timed
+  // engine candidate (what scripts/tune_step.py --convs reads).
   bool conv_deterministic = true;
-  bool conv_log = false;
+  int conv_log = 0;
   // cuDNN backend engines for fp16 / bf16 convolutions (FRESCO_CUDNN_ENGINES): 0 = legacy API only,
   // 1 (default) = for convolutions of at least 2^28 FLOPs, 2 = for every convolution. One plan per shape and
   // direction, shared by the nodes (null: no engine qualified, the legacy API runs it).

@@ -74,7 +74,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->narrow_conv = env_switch("FRESCO_CUDA_NARROW_CONV", true);
     c->conv_autotune = env_switch("FRESCO_CUDNN_AUTOTUNE", true);
     c->conv_deterministic = env_switch("FRESCO_CUDNN_DETERMINISTIC", true);
-    c->conv_log = env_switch("FRESCO_CUDNN_LOG", false);
+    c->conv_log = env_int("FRESCO_CUDNN_LOG", 0, 0, 2);
     c->small_fc = env_switch("FRESCO_CUDA_SMALL_FC", true);
     c->fused_bias_grad = env_switch("FRESCO_CUBLAS_BGRAD", true);
     c->bn_recompute_mask = env_switch("FRESCO_CUDA_BN_RECOMPUTE_MASK", true);

@@ -126,6 +126,45 @@ class TuneStep(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("exited with 3", r.stderr)
 
+    def test_convs_find_the_step_engines(self):
+        env = dict(os.environ, FAKE_CONVS="1")
+        r = subprocess.run([sys.executable, TOOL, "--cache", self.cache, "--convs", "--top", "2", "--", *FAKE],
+                           capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # fc GEMMs as tuned alone (0.2832); the convolutions from 39 us (the fastest alone) to the 4 of the small one
+        self.assertIn("step 0.32220 -> 0.28720 ms", r.stdout)
+        entries = {}
+        with open(self.cache) as lines:
+            for line in lines:
+                if line.startswith("conv "):
+                    f = line.rstrip("\n").split("\t")
+                    entries[f[0]] = f
+        by_what = {k.split(" ", 2)[2]: e for k, e in entries.items()}
+        wgrad = by_what["backward-filter x [512,32,32,64] w [64,3,3,64] dtype 2 candidates 64 ws 1073741824"]
+        self.assertEqual(wgrad[1:], ["1", "engine 12 (1 of 3)", repr(0.105)])  # slower alone, faster in the step
+        fwd = by_what["forward x [512,32,32,64] w [64,3,3,64] dtype 2 stats candidates 64 ws 1073741824"]
+        self.assertEqual(fwd[1:], ["1", "engine 9 (1 of 2)", repr(0.09) + "," + repr(0.027)])  # the sums time kept
+        small = by_what["forward x [512,4,4,512] w [512,1,1,256] dtype 2 candidates 64 ws 1073741824"]
+        self.assertEqual(small[1], "0")  # below --min-us
+        self.assertFalse(os.path.exists(self.cache + ".tune_step"))
+        self.assertFalse(os.path.exists(self.cache + ".tune_step_fresh"))
+        # The plugin's stand-in reads the file back: the step with the kept engines, nothing retuned.
+        out = subprocess.run(FAKE, env=dict(env, FRESCO_CUDA_TUNING_CACHE=self.cache), capture_output=True,
+                             text=True, check=True).stdout
+        self.assertEqual(out.strip().splitlines()[-1], '{"bench": "mlp_step", "ms_step": 0.2872}')
+
+    def test_convs_without_engines_fail_clearly(self):
+        r = subprocess.run([sys.executable, TOOL, "--cache", self.cache, "--convs", "--", *FAKE],
+                           capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no timed convolution engine", r.stderr)
+
+    def test_batch_is_required_for_gemms(self):
+        r = subprocess.run([sys.executable, TOOL, "--cache", self.cache, "--", *FAKE], capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--batch is required", r.stderr)
+
     def test_bad_arguments_are_refused(self):
         for args in (["--passes", "0"], ["--keep", "-1"], ["--timeout", "0"]):
             r = self.run_tool(*args)

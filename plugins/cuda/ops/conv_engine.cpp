@@ -222,6 +222,9 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       continue;
     }
     ++considered;
+    if (ctx->conv_log >= 2)  // every timed candidate, for scripts/tune_step.py --convs (its cache key last)
+      std::fprintf(stderr, "[fresco-cuda]   conv candidate #%zu\t%s\t%.3f us\t%s\n", i,
+                   config_name(scratch_keep, cfgs[i], i, cfgs.size()).c_str(), ms * 1000.0f, tkey.c_str());
     if (!best->plan || ms < best->ms) {  // the fastest (the first of equal times)
       keep_plan(f.plan, f.workspace, ms);
       best_index = i;
