@@ -3,6 +3,7 @@
 
 #include "ops/channel_moments.h"
 #include "ops/dtype.cuh"
+#include "ops/mma_sync.cuh"
 
 namespace fresco::cuda {
 
@@ -46,59 +47,9 @@ size_t tile_bytes(const Geo& g) {
   return ((static_cast<size_t>(g.tile()) + 1) * 2 + 15) & ~size_t{15};  // and one zero slot
 }
 
-// One m16n8k16 tensor-core product with f32 accumulators: d += a (16x16, row-major) * b (16x8, col-major).
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, __half) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                    __nv_bfloat16) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ uint32_t pack(uint32_t lo, uint32_t hi) {
   return lo | (hi << 16);
 }
-// (a, b) rounded to T in one instruction: the packed bits, and the rounded values as floats in ra, rb.
-__device__ __forceinline__ uint32_t round2(float a, float b, float& ra, float& rb, __half) {
-  const __half2 h = __floats2half2_rn(a, b);
-  ra = __low2float(h), rb = __high2float(h);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-__device__ __forceinline__ uint32_t round2(float a, float b, float& ra, float& rb, __nv_bfloat16) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  ra = __low2float(h), rb = __high2float(h);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// 8x8 matrices of 16-bit values from shared memory (ldmatrix): lanes 8j..8j+7 give the row addresses of
-// matrix j; .trans delivers each transposed.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const uint16_t* p) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* p) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
 // The block's part of the work: image n, output rows p0 .. p0 + rows - 1 (positions = rows * Q).
 struct Band {
   int n, p0, positions;
