@@ -1,0 +1,731 @@
+// Probe: how fast can fresco's own tensor-core kernel run ResNet-18's stage-1 convolution (3x3, stride 1,
+// pad 1, 64 -> 64 channels, 32x32 maps, NHWC fp16 / bf16) with batchnorm's per-channel sums of its output in
+// the same kernel, against cuDNN on the same card? A diagnostic for the own-kernel route of
+// docs/performance.md (cuDNN runs this shape at about 440 TFLOP/s, its weakest in the step), not part of the
+// product: it links only the CUDA runtime and cuDNN.
+//
+// Three kernels, each with persistent blocks of 8 warps and one tile = 8 output rows (256 positions) x 64
+// output channels; the tile's zero-padded input window (10 x 34 positions x 64 channels) comes by cp.async
+// into shared memory (double-buffered). The epilogue rounds to T, stores y and adds the rounded values and
+// their squares per channel (per-block partials, then a finalize in a fixed order).
+//   mma:         all 64 x 576 weights in shared memory, the window's 16-byte chunks XOR-swizzled so ldmatrix
+//   is
+//                conflict-free; each warp computes 64 positions x 32 channels with mma.sync m16n8k16.
+//   wgmma:       the same operands on Hopper's warpgroup MMA (sm_90a): A (positions) from registers through
+//                ldmatrix, the weights as B read from shared memory by the tensor cores.
+//   wgmma_regw:  the weights as A, held in registers for the whole kernel; the window as B through
+//                descriptors; one m64n32k16 per output row and k-step.
+// Each is checked against a direct fp32-accumulating kernel (max relative error of y, of the sums). Measured
+// on the H200 (bench/results/2026-12-03_h200_session14.json): 148 / 135 / 115 us fp16 against cuDNN's 90.
+// Usage: bench_conv3x3_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/mma_sync.cuh"
+
+namespace {
+
+// A failed CUDA or cuDNN call ends the probe with its location and message.
+void check(bool ok, const char* file, int line, const char* expr, const char* message) {
+  if (ok) return;
+  std::fprintf(stderr, "%s:%d %s: %s\n", file, line, expr, message);
+  std::exit(1);
+}
+#define CK(x)                                                                 \
+  do {                                                                        \
+    const cudaError_t e_ = (x);                                               \
+    check(e_ == cudaSuccess, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+  } while (0)
+#define DK(x)                                                                           \
+  do {                                                                                  \
+    const cudnnStatus_t s_ = (x);                                                       \
+    check(s_ == CUDNN_STATUS_SUCCESS, __FILE__, __LINE__, #x, cudnnGetErrorString(s_)); \
+  } while (0)
+
+constexpr int kC = 64, kK = 64, kW = 32, kRowsPerTile = 8, kHaloRows = kRowsPerTile + 2, kHaloCols = kW + 2;
+constexpr int kTaps = 9, kKDim = kTaps * kC;            // 576
+constexpr int kHaloChunks = kHaloRows * kHaloCols * 8;  // 16-byte chunks (8 per position)
+constexpr int kWeightChunks = kK * kKDim / 8;           // 4608
+constexpr int kThreads = 256;
+constexpr size_t kSmem = (2 * kHaloChunks + kWeightChunks) * 16;  // 2 x 43.5 KB + 72 KB
+
+using fresco::cuda::ldmatrix_x4;
+using fresco::cuda::mma;
+using fresco::cuda::round2;
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return fresco::cuda::shared_address(p);
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+template <class T>
+__device__ __forceinline__ float tof(T v) {
+  return static_cast<float>(v);
+}
+// Halo position (row 0..9, col 0..33), logical chunk 0..7 -> physical 16-byte chunk index.
+__device__ __forceinline__ int halo_chunk(int pos, int c) {
+  return pos * 8 + (c ^ (pos & 7));
+}
+// Weight row n (output channel), logical chunk c (0..71) -> physical chunk index.
+__device__ __forceinline__ int weight_chunk(int n, int c) {
+  return n * 72 + ((c & ~7) | ((c ^ n) & 7));
+}
+
+template <class T>
+__device__ void load_halo(uint4* halo, const T* x, int img, int row0, int h) {
+  for (int i = threadIdx.x; i < kHaloChunks; i += kThreads) {
+    const int pos = i / 8, c = i % 8, hr = pos / kHaloCols, hc = pos % kHaloCols;
+    const int yr = row0 + hr - 1, xc = hc - 1;
+    const bool valid = yr >= 0 && yr < h && xc >= 0 && xc < kW;
+    const T* src =
+        x + ((static_cast<int64_t>(img) * h + (valid ? yr : 0)) * kW + (valid ? xc : 0)) * kC + c * 8;
+    cp_async16(halo + halo_chunk(pos, c), src, valid);
+  }
+}
+
+// One 16 x 8 accumulator fragment (c0, c1: position col, channels ch, ch + 1; c2, c3: position col + 8)
+// rounded to T and stored in output row yr; the rounded values and their squares added to the thread's sums
+// of channels ch, ch + 1.
+template <class T>
+__device__ __forceinline__ void store_fragment(T* yr, int col, int ch, float c0, float c1, float c2, float c3,
+                                               float (&sum)[2], float (&sq)[2]) {
+  float f0, f1, f2, f3;
+  const uint32_t lo = round2(c0, c1, f0, f1, T{}), hi = round2(c2, c3, f2, f3, T{});
+  *reinterpret_cast<uint32_t*>(yr + col * kK + ch) = lo;
+  *reinterpret_cast<uint32_t*>(yr + (col + 8) * kK + ch) = hi;
+  sum[0] += f0 + f2, sum[1] += f1 + f3;
+  sq[0] += f0 * f0 + f2 * f2, sq[1] += f1 * f1 + f3 * f3;
+}
+
+// The block's per-channel partials (part[block][channel][2]) from each thread's sums of J channel pairs
+// (channels channel_of(j) + 0, 1): added over the lanes of a warp that hold the same channels, then over the
+// `slots` warps that share channels (this warp is `slot`) in order, through `red` (slots x 64 x 2 floats of
+// shared memory no longer in use).
+template <int J, class ChannelOf>
+__device__ void write_block_partials(const float (&ssum)[J][2], const float (&ssq)[J][2], int slot, int slots,
+                                     ChannelOf channel_of, float* red, float* part) {
+  const int gid = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float a = ssum[j][e], b = ssq[j][e];
+      for (int off = 4; off < 32; off <<= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, off);
+        b += __shfl_xor_sync(0xffffffffu, b, off);
+      }
+      if (gid == 0) {
+        const int ch = channel_of(j) + e;
+        red[(slot * kK + ch) * 2] = a, red[(slot * kK + ch) * 2 + 1] = b;
+      }
+    }
+  __syncthreads();
+  if (threadIdx.x < kK) {
+    float a = 0.0f, b = 0.0f;
+    for (int m = 0; m < slots; ++m)
+      a += red[(m * kK + threadIdx.x) * 2], b += red[(m * kK + threadIdx.x) * 2 + 1];
+    part[(blockIdx.x * kK + threadIdx.x) * 2] = a, part[(blockIdx.x * kK + threadIdx.x) * 2 + 1] = b;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv3x3_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                   float* __restrict__ part, int n, int h) {
+  extern __shared__ __align__(128) uint4 smem[];
+  uint4* halo[2] = {smem, smem + kHaloChunks};
+  uint4* wsm = smem + 2 * kHaloChunks;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
+  const int wm = warp & 3, wn = warp >> 2;  // positions 64 wm .. (output rows 2wm, 2wm+1), channels 32 wn ..
+  const int tiles_per_img = h / kRowsPerTile, tiles = n * tiles_per_img;
+  // weights [K][3][3][C] = [n][k] with k = tap * 64 + c: 72 chunks per output channel
+  for (int i = threadIdx.x; i < kWeightChunks; i += kThreads)
+    cp_async16(wsm + weight_chunk(i / 72, i % 72), w + static_cast<int64_t>(i) * 8, true);
+  int t = blockIdx.x;
+  if (t < tiles) load_halo(halo[0], x, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile, h);
+  cp_async_commit();
+  float ssum[4][2], ssq[4][2];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) ssum[j][0] = ssum[j][1] = ssq[j][0] = ssq[j][1] = 0.0f;
+  for (int it = 0; t < tiles; t += gridDim.x, ++it) {
+    const int next = t + gridDim.x;
+    if (next < tiles)
+      load_halo(halo[(it + 1) & 1], x, next / tiles_per_img, (next % tiles_per_img) * kRowsPerTile, h);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint4* hb = halo[it & 1];
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+    // this lane's ldmatrix rows: A (position within the m16 tile, k half), B (channel, k half)
+    const int arow = lane & 15, akh = lane >> 4;
+    const int bn = 32 * wn + ((lane >> 4) << 3) + (lane & 7), bkh = (lane >> 3) & 1;
+#pragma unroll
+    for (int tap = 0; tap < kTaps; ++tap) {
+      const int r = tap / 3, s = tap % 3;
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {  // 16-channel steps
+        uint32_t a[4][4], b[2][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {  // m16 tile i: output row 2wm + i / 2, columns 16 (i % 2) ..
+          const int pos = (2 * wm + i / 2 + r) * kHaloCols + 16 * (i % 2) + arow + s;
+          ldmatrix_x4(a[i], smem_addr(hb + halo_chunk(pos, 2 * cc + akh)));
+        }
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj)  // n8 tiles 2jj, 2jj + 1
+          ldmatrix_x4(b[jj], smem_addr(wsm + weight_chunk(bn + 16 * jj, tap * 8 + 2 * cc + bkh)));
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            mma(acc[i][j], a[i], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1], T{});
+      }
+    }
+    // epilogue: y rounded once, the channel sums of exactly those values
+    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRowsPerTile;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      T* yr = y + ((static_cast<int64_t>(img) * h + row0 + 2 * wm + i / 2) * kW) * kK;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        store_fragment(yr, 16 * (i % 2) + gid, 32 * wn + 8 * j + 2 * tq, acc[i][j][0], acc[i][j][1],
+                       acc[i][j][2], acc[i][j][3], ssum[j], ssq[j]);
+    }
+    __syncthreads();  // the halo buffer is refilled next iteration
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  write_block_partials(
+      ssum, ssq, wm, 4, [&](int j) { return 32 * wn + 8 * j + 2 * tq; }, reinterpret_cast<float*>(smem),
+      part);
+}
+
+// ---- the same tile on Hopper's warpgroup MMA (wgmma, sm_90a): two warpgroups, each 128 positions (two m64
+// blocks) x 64 channels; A (positions x 16 channels) from registers through the same ldmatrix, B (the
+// weights) read by the tensor cores from shared memory in the no-swizzle core-matrix layout: [72 k-chunks][64
+// channels][8 k] (a core matrix = 8 channels x 8 k = 128 bytes; k-halves 1024 bytes apart, channel groups
+// 128).
+__device__ __forceinline__ uint64_t b_desc(unsigned addr) {
+  return static_cast<uint64_t>((addr >> 4) & 0x3FFF) | (static_cast<uint64_t>(1024 >> 4) << 16) |
+         (static_cast<uint64_t>(128 >> 4) << 32);
+}
+__device__ __forceinline__ void wg_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_regs(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define FR_WGMMA_D                                                                                          \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),           \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),            \
+      "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),            \
+      "+f"(d[30]), "+f"(d[31])
+#define FR_WGMMA_REGS                                                                                       \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
+  "%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+
+__device__ __forceinline__ void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate,
+                                        __half) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FR_WGMMA_REGS:FR_WGMMA_D
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate,
+                                        __nv_bfloat16) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FR_WGMMA_REGS:FR_WGMMA_D
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv3x3_wgmma_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                         float* __restrict__ part, int n, int h) {
+  extern __shared__ __align__(128) uint4 smem[];
+  uint4* halo[2] = {smem, smem + kHaloChunks};
+  uint4* wsm = smem + 2 * kHaloChunks;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
+  const int g = warp >> 2, wq = warp & 3;  // warpgroup (output rows 4g .. 4g + 3), warp in it
+  const int tiles_per_img = h / kRowsPerTile, tiles = n * tiles_per_img;
+  for (int i = threadIdx.x; i < kWeightChunks; i += kThreads)
+    cp_async16(wsm + (i % 72) * 64 + i / 72, w + static_cast<int64_t>(i) * 8, true);
+  int t = blockIdx.x;
+  if (t < tiles) load_halo(halo[0], x, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile, h);
+  cp_async_commit();
+  float ssum[8][2], ssq[8][2];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) ssum[j][0] = ssum[j][1] = ssq[j][0] = ssq[j][1] = 0.0f;
+  const unsigned wbase = smem_addr(wsm);
+  const int arow = lane & 15, akh = lane >> 4;
+  for (int it = 0; t < tiles; t += gridDim.x, ++it) {
+    const int next = t + gridDim.x;
+    if (next < tiles)
+      load_halo(halo[(it + 1) & 1], x, next / tiles_per_img, (next % tiles_per_img) * kRowsPerTile, h);
+    cp_async_commit();
+    cp_async_wait<1>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the weights, for the tensor cores
+    __syncthreads();
+    const uint4* hb = halo[it & 1];
+    float acc[2][32];
+    uint32_t a[2][2][4];  // [buffer][m64 block]
+    auto load_a = [&](int ks, uint32_t(&dst)[2][4]) {
+      const int tap = ks / 4, cc = ks % 4, r = tap / 3, s = tap % 3;
+#pragma unroll
+      for (int mb = 0; mb < 2; ++mb) {
+        const int pos = (4 * g + 2 * mb + wq / 2 + r) * kHaloCols + 16 * (wq % 2) + arow + s;
+        ldmatrix_x4(dst[mb], smem_addr(hb + halo_chunk(pos, 2 * cc + akh)));
+      }
+    };
+    load_a(0, a[0]);
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks) {
+      wg_fence();
+      const uint64_t desc = b_desc(wbase + static_cast<unsigned>((ks / 4) * 8 + 2 * (ks % 4)) * 1024u);
+#pragma unroll
+      for (int mb = 0; mb < 2; ++mb) wgmma64(acc[mb], a[ks & 1][mb], desc, ks > 0, T{});
+      wg_commit();
+      wg_wait<1>();  // the previous step's wgmmas are done: their A registers may be reloaded
+      if (ks + 1 < 36) load_a(ks + 1, a[(ks + 1) & 1]);
+    }
+    wg_wait<0>();
+    fence_regs(acc[0]);
+    fence_regs(acc[1]);
+    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRowsPerTile;
+#pragma unroll
+    for (int mb = 0; mb < 2; ++mb) {
+      T* yr = y + ((static_cast<int64_t>(img) * h + row0 + 4 * g + 2 * mb + wq / 2) * kW) * kK;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        store_fragment(yr, 16 * (wq % 2) + gid, 8 * j + 2 * tq, acc[mb][4 * j], acc[mb][4 * j + 1],
+                       acc[mb][4 * j + 2], acc[mb][4 * j + 3], ssum[j], ssq[j]);
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  write_block_partials(
+      ssum, ssq, warp, 8, [&](int j) { return 8 * j + 2 * tq; }, reinterpret_cast<float*>(smem), part);
+}
+
+// ---- Variant 3: the weights as wgmma's A operand, held in registers for the whole kernel (64 output
+// channels x 576 k: 144 registers per thread), the input window as B through descriptors, one m64n32k16 per
+// output row (32 positions) and k-step. Per k16 step the tensor cores then read only 1 KB of B from shared
+// memory per 65 KFLOP (the variant above also reads A: 4 KB per 131 KFLOP, near the SM's shared-memory
+// bandwidth at full tensor rate). The window is stored chunk-major, [8 chunks of 8 channels][340
+// positions][16 bytes], so a tap's B tile (32 positions x 16 channels) is four 128-byte core matrices per
+// k-half at any position offset: SBO 128 bytes (8 positions), LBO 5440 bytes (the next chunk). The
+// accumulators hold channels x positions; the epilogue stages each warpgroup's 4 rows in shared memory and
+// writes them as 16-byte vectors.
+constexpr int kPositions = kHaloRows * kHaloCols;  // 340
+// Passes over a warpgroup's 4 output rows (4 / kPasses accumulators of 16 registers beside the 144 of the
+// weights; ptxas spills 64 bytes with 1, 2 or 4 passes).
+constexpr int kPasses = 2;
+constexpr size_t kSmemV3 = (2 * kHaloChunks) * 16 + 2 * 4 * kW * kK * 2;  // 2 windows + 2 x 4 staged rows
+
+__device__ __forceinline__ uint64_t window_desc(unsigned addr) {
+  return static_cast<uint64_t>((addr >> 4) & 0x3FFF) | (static_cast<uint64_t>((kPositions * 16) >> 4) << 16) |
+         (static_cast<uint64_t>(128 >> 4) << 32);
+}
+
+#define FR_WGMMA_D16                                                                              \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define FR_WGMMA_REGS16 \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+
+__device__ __forceinline__ void wgmma32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate,
+                                        __half) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 " FR_WGMMA_REGS16:FR_WGMMA_D16
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate,
+                                        __nv_bfloat16) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " FR_WGMMA_REGS16:FR_WGMMA_D16
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void fence_regs16(float (&d)[16]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <class T>
+__device__ void load_window(uint4* win, const T* x, int img, int row0, int h) {
+  for (int i = threadIdx.x; i < kHaloChunks; i += kThreads) {
+    const int pos = i / 8, c = i % 8, hr = pos / kHaloCols, hc = pos % kHaloCols;
+    const int yr = row0 + hr - 1, xc = hc - 1;
+    const bool valid = yr >= 0 && yr < h && xc >= 0 && xc < kW;
+    const T* src =
+        x + ((static_cast<int64_t>(img) * h + (valid ? yr : 0)) * kW + (valid ? xc : 0)) * kC + c * 8;
+    cp_async16(win + c * kPositions + pos, src, valid);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ float rounded(float v, T* out) {
+  const T r = static_cast<T>(v);
+  *out = r;
+  return static_cast<float>(r);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv3x3_wgmma_regw_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                              float* __restrict__ part, int n, int h) {
+  extern __shared__ __align__(128) uint4 smem[];
+  uint4* win[2] = {smem, smem + kHaloChunks};
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
+  const int g = warp >> 2, wq = warp & 3;  // warpgroup (output rows 4g .. 4g + 3), warp in it (16 channels)
+  T* stage = reinterpret_cast<T*>(smem + 2 * kHaloChunks) + g * 4 * kW * kK;  // [4 rows][32 positions][64]
+  const int tiles_per_img = h / kRowsPerTile, tiles = n * tiles_per_img;
+  int t = blockIdx.x;
+  if (t < tiles) load_window(win[0], x, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile, h);
+  cp_async_commit();
+  // A: this warp's 16 output channels (rows gid, gid + 8) at every k-step, in mma's fragment layout
+  uint32_t a[36][4];
+  const int c0 = 16 * wq + gid;
+  {
+    const uint32_t* w32 = reinterpret_cast<const uint32_t*>(w);
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks) {
+      const int k = ks * 16 + 2 * tq;
+      a[ks][0] = w32[(c0 * kKDim + k) / 2], a[ks][1] = w32[((c0 + 8) * kKDim + k) / 2];
+      a[ks][2] = w32[(c0 * kKDim + k + 8) / 2], a[ks][3] = w32[((c0 + 8) * kKDim + k + 8) / 2];
+    }
+  }
+  float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels c0, c0 + 8
+  for (int it = 0; t < tiles; t += gridDim.x, ++it) {
+    const int next = t + gridDim.x;
+    if (next < tiles)
+      load_window(win[(it + 1) & 1], x, next / tiles_per_img, (next % tiles_per_img) * kRowsPerTile, h);
+    cp_async_commit();
+    cp_async_wait<1>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the window, for the tensor cores
+    __syncthreads();
+    const unsigned wb = smem_addr(win[it & 1]);
+#pragma unroll 1
+    for (int half = 0; half < kPasses; ++half) {  // 4 / kPasses output rows at a time
+      float acc[4 / kPasses][16];
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < 36; ++ks) {
+        const int tap = ks / 4, cc = ks % 4, r = tap / 3, s = tap % 3;
+#pragma unroll
+        for (int i = 0; i < 4 / kPasses; ++i) {
+          const int row = 4 * g + (4 / kPasses) * half + i;  // in the tile
+          unsigned base = wb + static_cast<unsigned>(row * kHaloCols * 16);
+          asm volatile(""
+                       : "+r"(base));  // computed here: hoisted, the 36 k-steps' addresses spilled registers
+          const unsigned addr =
+              base + static_cast<unsigned>(((2 * cc) * kPositions + r * kHaloCols + s) * 16);
+          wgmma32(acc[i], a[ks], window_desc(addr), ks > 0, T{});
+        }
+      }
+      wg_commit();
+      wg_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 4 / kPasses; ++i) fence_regs16(acc[i]);
+        // stage: acc[i][4j + e] = channel c0 (e < 2) or c0 + 8, position 8j + 2tq + (e & 1)
+#pragma unroll
+      for (int i = 0; i < 4 / kPasses; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int pos = 8 * j + 2 * tq + (e & 1), ch = c0 + (e >> 1) * 8;
+            const float f =
+                rounded(acc[i][4 * j + e], stage + (((4 / kPasses) * half + i) * kW + pos) * kK + ch);
+            ssum[e >> 1] += f, ssq[e >> 1] += f * f;
+          }
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + g));  // this warpgroup's staged rows are complete
+    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRowsPerTile;
+    uint4* dst = reinterpret_cast<uint4*>(y + ((static_cast<int64_t>(img) * h + row0 + 4 * g) * kW) * kK);
+    const uint4* src = reinterpret_cast<const uint4*>(stage);
+    for (int v = threadIdx.x & 127; v < 4 * kW * kK / 8; v += 128) dst[v] = src[v];  // 4 rows, contiguous
+    __syncthreads();  // the window and the staging buffers are refilled next iteration
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  float* red = reinterpret_cast<float*>(smem);  // [2 warpgroups][64 channels][2]
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    float sa = ssum[e], sb = ssq[e];
+    for (int off = 1; off < 4; off <<= 1) {  // the lanes of one gid hold the same channels
+      sa += __shfl_xor_sync(0xffffffffu, sa, off);
+      sb += __shfl_xor_sync(0xffffffffu, sb, off);
+    }
+    if (tq == 0) red[(g * kK + c0 + 8 * e) * 2] = sa, red[(g * kK + c0 + 8 * e) * 2 + 1] = sb;
+  }
+  __syncthreads();
+  if (threadIdx.x < kK) {
+    const float sa = red[threadIdx.x * 2] + red[(kK + threadIdx.x) * 2];
+    const float sb = red[threadIdx.x * 2 + 1] + red[(kK + threadIdx.x) * 2 + 1];
+    part[(blockIdx.x * kK + threadIdx.x) * 2] = sa, part[(blockIdx.x * kK + threadIdx.x) * 2 + 1] = sb;
+  }
+}
+
+__global__ void finalize_kernel(const float* part, int blocks, double* sums) {
+  const int c = threadIdx.x;
+  if (c >= kK) return;
+  double a = 0.0, b = 0.0;
+  for (int i = 0; i < blocks; ++i) a += part[(i * kK + c) * 2], b += part[(i * kK + c) * 2 + 1];
+  sums[c] = a, sums[kK + c] = b;
+}
+
+// Direct reference: one thread per output, fp32 accumulation of the same T inputs.
+template <class T>
+__global__ void reference_kernel(const T* x, const T* w, float* y, int n, int h) {
+  const int64_t total = static_cast<int64_t>(n) * h * kW * kK;
+  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int k = static_cast<int>(o % kK);
+    const int64_t p = o / kK;
+    const int q = static_cast<int>(p % kW), pr = static_cast<int>((p / kW) % h),
+              img = static_cast<int>(p / (kW * h));
+    float acc = 0.0f;
+    for (int r = 0; r < 3; ++r)
+      for (int s = 0; s < 3; ++s) {
+        const int yr = pr + r - 1, xc = q + s - 1;
+        if (yr < 0 || yr >= h || xc < 0 || xc >= kW) continue;
+        const T* xp = x + ((static_cast<int64_t>(img) * h + yr) * kW + xc) * kC;
+        const T* wp = w + ((k * 3 + r) * 3 + s) * kC;
+        for (int c = 0; c < kC; ++c) acc += tof(xp[c]) * tof(wp[c]);
+      }
+    y[o] = acc;
+  }
+}
+
+#ifdef FRESCO_PROBE_SM90A
+constexpr bool kHasWgmmaHost = true;  // built for sm_90a (CMake: CUDA_ARCHITECTURES 90a)
+#else
+constexpr bool kHasWgmmaHost = false;
+#endif
+
+template <class T>
+T from_float(float v);
+template <>
+__half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <class T>
+float to_float(T v) {
+  return static_cast<float>(v);
+}
+
+template <class T>
+int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type) {
+  const int h = 32;
+  const int64_t nx = static_cast<int64_t>(batch) * h * kW * kC, nw = static_cast<int64_t>(kK) * kKDim;
+  std::vector<T> hx(nx), hw(nw);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (auto& v : hx) v = from_float<T>(d(rng));
+  for (auto& v : hw) v = from_float<T>(0.06f * d(rng));
+  T *x, *w, *y, *y2;
+  float *yref, *part;
+  double* sums;
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int blocks = sms;
+  CK(cudaMalloc(&x, nx * sizeof(T)));
+  CK(cudaMalloc(&w, nw * sizeof(T)));
+  CK(cudaMalloc(&y, nx * sizeof(T)));
+  CK(cudaMalloc(&y2, nx * sizeof(T)));
+  CK(cudaMalloc(&yref, nx * sizeof(float)));
+  CK(cudaMalloc(&part, blocks * kK * 2 * sizeof(float)));
+  CK(cudaMalloc(&sums, 2 * kK * sizeof(double)));
+  CK(cudaMemcpy(x, hx.data(), nx * sizeof(T), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(w, hw.data(), nw * sizeof(T), cudaMemcpyHostToDevice));
+  CK(cudaFuncSetAttribute(conv3x3_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(kSmem)));
+  CK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(kSmem)));
+  auto own = [&] {
+    conv3x3_kernel<T><<<blocks, kThreads, kSmem>>>(x, w, y, part, batch, h);
+    finalize_kernel<<<1, kK>>>(part, blocks, sums);
+  };
+  CK(cudaFuncSetAttribute(conv3x3_wgmma_regw_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(kSmemV3)));
+  auto own_v3 = [&] {
+    conv3x3_wgmma_regw_kernel<T><<<blocks, kThreads, kSmemV3>>>(x, w, y, part, batch, h);
+    finalize_kernel<<<1, kK>>>(part, blocks, sums);
+  };
+  auto own_wg = [&] {
+    conv3x3_wgmma_kernel<T><<<blocks, kThreads, kSmem>>>(x, w, y, part, batch, h);
+    finalize_kernel<<<1, kK>>>(part, blocks, sums);
+  };
+  reference_kernel<T><<<4096, 256>>>(x, w, yref, batch, h);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<float> href(nx);
+  CK(cudaMemcpy(href.data(), yref, nx * sizeof(float), cudaMemcpyDeviceToHost));
+  std::vector<double> rs(2 * kK, 0.0);
+  // the largest relative errors of y and of the sums against the reference (y as the kernel rounded it)
+  auto verify = [&](auto fn, double& worst, double& rs_worst) {
+    CK(cudaMemset(y, 0, nx * sizeof(T)));
+    fn();
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<T> hy(nx);
+    std::vector<double> hs(2 * kK);
+    CK(cudaMemcpy(hy.data(), y, nx * sizeof(T), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hs.data(), sums, 2 * kK * sizeof(double), cudaMemcpyDeviceToHost));
+    worst = rs_worst = 0.0;
+    std::fill(rs.begin(), rs.end(), 0.0);
+    for (int64_t i = 0; i < nx; ++i) {
+      const double got = to_float(hy[i]), want = href[i];
+      worst = std::max(worst, std::fabs(got - want) / (0.05 + std::fabs(want)));
+      rs[i % kK] += got, rs[kK + i % kK] += got * got;
+    }
+    for (int c = 0; c < 2 * kK; ++c)
+      rs_worst = std::max(rs_worst, std::fabs(hs[c] - rs[c]) / (1.0 + std::fabs(rs[c])));
+  };
+  double worst = 0.0, rs_worst = 0.0, wg_worst = 0.0, wg_rs_worst = 0.0;
+  verify(own, worst, rs_worst);
+  if (kHasWgmmaHost) verify(own_wg, wg_worst, wg_rs_worst);
+  double v3_worst = 0.0, v3_rs_worst = 0.0;
+  if (kHasWgmmaHost) verify(own_v3, v3_worst, v3_rs_worst);
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto time_us = [&](auto fn) {
+    float best = 1e30f;
+    for (int r = 0; r < 3; ++r) {
+      CK(cudaEventRecord(e0));
+      for (int i = 0; i < reps; ++i) fn();
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms = 0.0f;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      best = std::min(best, ms * 1000.0f / reps);
+    }
+    return best;
+  };
+  const float own_us = time_us(own);
+  const float wg_us = kHasWgmmaHost ? time_us(own_wg) : -1.0f;
+  const float v3_us = kHasWgmmaHost ? time_us(own_v3) : -1.0f;
+  // cuDNN (legacy API, NHWC, tensor cores, fp32 accumulation): the fastest algorithm Find reports
+  cudnnHandle_t dnn;
+  DK(cudnnCreate(&dnn));
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  DK(cudnnCreateTensorDescriptor(&xd));
+  DK(cudnnCreateTensorDescriptor(&yd));
+  DK(cudnnCreateFilterDescriptor(&wd));
+  DK(cudnnCreateConvolutionDescriptor(&cd));
+  DK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, cudnn_type, batch, kC, h, kW));
+  DK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, cudnn_type, batch, kK, h, kW));
+  DK(cudnnSetFilter4dDescriptor(wd, cudnn_type, CUDNN_TENSOR_NHWC, kK, kC, 3, 3));
+  DK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  DK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
+  cudnnConvolutionFwdAlgoPerf_t perf[8];
+  int got = 0;
+  DK(cudnnFindConvolutionForwardAlgorithm(dnn, xd, wd, cd, yd, 8, &got, perf));
+  size_t ws_bytes = perf[0].memory;
+  void* ws = nullptr;
+  if (ws_bytes) CK(cudaMalloc(&ws, ws_bytes));
+  const float one = 1.0f, zero = 0.0f;
+  auto dnn_fwd = [&] {
+    DK(cudnnConvolutionForward(dnn, &one, xd, x, wd, w, cd, perf[0].algo, ws, ws_bytes, &zero, yd, y2));
+  };
+  dnn_fwd();
+  CK(cudaDeviceSynchronize());
+  const float dnn_us = time_us(dnn_fwd);
+  const double flop = 2.0 * batch * h * kW * kK * kKDim;
+  std::printf(
+      "{\"bench\":\"conv3x3_probe\",\"dtype\":\"%s\",\"batch\":%d,\"mma_us\":%.2f,\"mma_tflops\":%.1f,"
+      "\"y_max_rel_err\":%.3g,\"sums_max_rel_err\":%.3g,\"wgmma_us\":%.2f,\"wgmma_tflops\":%.1f,"
+      "\"wgmma_y_max_rel_err\":%.3g,\"wgmma_sums_max_rel_err\":%.3g,\"wgmma_regw_us\":%.2f,"
+      "\"wgmma_regw_tflops\":%.1f,\"wgmma_regw_y_max_rel_err\":%.3g,\"wgmma_regw_sums_max_rel_err\":%.3g,"
+      "\"cudnn_legacy_us\":%.2f,\"cudnn_algo\":%d,\"blocks\":%d}\n",
+      dtype_name, batch, own_us, flop / own_us * 1e-6, worst, rs_worst, wg_us, flop / wg_us * 1e-6, wg_worst,
+      wg_rs_worst, v3_us, flop / v3_us * 1e-6, v3_worst, v3_rs_worst, dnn_us, static_cast<int>(perf[0].algo),
+      blocks);
+  auto fine = [](double y_err, double sums_err) { return y_err < 0.02 && sums_err < 1e-4; };
+  const bool ok = fine(worst, rs_worst) &&
+                  (!kHasWgmmaHost || (fine(wg_worst, wg_rs_worst) && fine(v3_worst, v3_rs_worst)));
+  return ok ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int batch = 512, reps = 20;
+  std::string dtype = "fp16";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--batch")
+      batch = std::atoi(argv[i + 1]);
+    else if (a == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else if (a == "--dtype")
+      dtype = argv[i + 1];
+    else {
+      std::fprintf(stderr, "usage: bench_conv3x3_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]\n");
+      return 64;
+    }
+  }
+  if (batch < 1 || reps < 1 || (dtype != "fp16" && dtype != "bf16")) {
+    std::fprintf(stderr, "bench_conv3x3_probe: bad arguments\n");
+    return 64;
+  }
+  return dtype == "fp16" ? run<__half>(batch, reps, "fp16", CUDNN_DATA_HALF)
+                         : run<__nv_bfloat16>(batch, reps, "bf16", CUDNN_DATA_BFLOAT16);
+}
