@@ -90,16 +90,23 @@ __device__ __forceinline__ int weight_chunk(int n, int c) {
   return n * 72 + ((c & ~7) | ((c ^ n) & 7));
 }
 
-template <class T>
-__device__ void load_halo(uint4* halo, const T* x, int img, int row0, int h) {
+// The zero-padded input window of output rows row0 .. row0 + 7 of image img, 16 bytes at a time by cp.async,
+// chunk c (channels 8c .. 8c + 7) of window position pos to dst + at(pos, c).
+template <class T, class At>
+__device__ void load_window(uint4* dst, const T* x, int img, int row0, int h, At at) {
   for (int i = threadIdx.x; i < kHaloChunks; i += kThreads) {
     const int pos = i / 8, c = i % 8, hr = pos / kHaloCols, hc = pos % kHaloCols;
     const int yr = row0 + hr - 1, xc = hc - 1;
     const bool valid = yr >= 0 && yr < h && xc >= 0 && xc < kW;
     const T* src =
         x + ((static_cast<int64_t>(img) * h + (valid ? yr : 0)) * kW + (valid ? xc : 0)) * kC + c * 8;
-    cp_async16(halo + halo_chunk(pos, c), src, valid);
+    cp_async16(dst + at(pos, c), src, valid);
   }
+}
+// The position-major, swizzled layout the ldmatrix kernels read (halo_chunk).
+template <class T>
+__device__ void load_halo(uint4* halo, const T* x, int img, int row0, int h) {
+  load_window(halo, x, img, row0, h, [](int pos, int c) { return halo_chunk(pos, c); });
 }
 
 // One 16 x 8 accumulator fragment (c0, c1: position col, channels ch, ch + 1; c2, c3: position col + 8)
@@ -227,9 +234,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 // weights) read by the tensor cores from shared memory in the no-swizzle core-matrix layout: [72 k-chunks][64
 // channels][8 k] (a core matrix = 8 channels x 8 k = 128 bytes; k-halves 1024 bytes apart, channel groups
 // 128).
-__device__ __forceinline__ uint64_t b_desc(unsigned addr) {
-  return static_cast<uint64_t>((addr >> 4) & 0x3FFF) | (static_cast<uint64_t>(1024 >> 4) << 16) |
-         (static_cast<uint64_t>(128 >> 4) << 32);
+// A no-swizzle shared-memory matrix descriptor: start address, LBO (bytes between core matrices along K) and
+// SBO (bytes between core matrices along M / N), each in 16-byte units.
+__device__ __forceinline__ uint64_t smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return static_cast<uint64_t>((addr >> 4) & 0x3FFF) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32);
 }
 __device__ __forceinline__ void wg_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -247,9 +256,11 @@ __device__ __forceinline__ void wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
-__device__ __forceinline__ void fence_regs(float (&d)[32]) {
+// Keeps the compiler from moving accesses of wgmma's accumulators across the wait that completes them.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 #define FR_WGMMA_D                                                                                          \
@@ -262,24 +273,26 @@ __device__ __forceinline__ void fence_regs(float (&d)[32]) {
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
   "%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
 
-__device__ __forceinline__ void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate,
-                                        __half) {
+// d (+)= a (64 x 16, registers) * b (16 x N, descriptor); accumulate = 0 overwrites d. NAME(d, a, desc,
+// accumulate, T{}) for each 16-bit type.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FR_WGMMA_REGS:FR_WGMMA_D
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#define FR_WGMMA_ASM(SHAPE, TYPE, REGS, PRED, ...)                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\nwgmma.mma_async.sync.aligned." SHAPE \
+               ".f32." TYPE "." TYPE " " REGS:__VA_ARGS__                                           \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+#else
+#define FR_WGMMA_ASM(SHAPE, TYPE, REGS, PRED, ...) (void)0
 #endif
-}
-__device__ __forceinline__ void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate,
-                                        __nv_bfloat16) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FR_WGMMA_REGS:FR_WGMMA_D
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
-#endif
-}
+#define FR_WGMMA(NAME, NREG, SHAPE, REGS, PRED, ...)                                          \
+  __device__ __forceinline__ void NAME(float(&d)[NREG], const uint32_t(&a)[4], uint64_t desc, \
+                                       int accumulate, __half) {                              \
+    FR_WGMMA_ASM(SHAPE, "f16", REGS, PRED, __VA_ARGS__);                                      \
+  }                                                                                           \
+  __device__ __forceinline__ void NAME(float(&d)[NREG], const uint32_t(&a)[4], uint64_t desc, \
+                                       int accumulate, __nv_bfloat16) {                       \
+    FR_WGMMA_ASM(SHAPE, "bf16", REGS, PRED, __VA_ARGS__);                                     \
+  }
+FR_WGMMA(wgmma64, 32, "m64n64k16", FR_WGMMA_REGS, "%37", FR_WGMMA_D)
 
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -324,7 +337,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int ks = 0; ks < 36; ++ks) {
       wg_fence();
-      const uint64_t desc = b_desc(wbase + static_cast<unsigned>((ks / 4) * 8 + 2 * (ks % 4)) * 1024u);
+      const uint64_t desc =
+          smem_desc(wbase + static_cast<unsigned>((ks / 4) * 8 + 2 * (ks % 4)) * 1024u, 1024, 128);
 #pragma unroll
       for (int mb = 0; mb < 2; ++mb) wgmma64(acc[mb], a[ks & 1][mb], desc, ks > 0, T{});
       wg_commit();
@@ -366,50 +380,17 @@ constexpr int kPositions = kHaloRows * kHaloCols;  // 340
 constexpr int kPasses = 2;
 constexpr size_t kSmemV3 = (2 * kHaloChunks) * 16 + 2 * 4 * kW * kK * 2;  // 2 windows + 2 x 4 staged rows
 
-__device__ __forceinline__ uint64_t window_desc(unsigned addr) {
-  return static_cast<uint64_t>((addr >> 4) & 0x3FFF) | (static_cast<uint64_t>((kPositions * 16) >> 4) << 16) |
-         (static_cast<uint64_t>(128 >> 4) << 32);
-}
-
 #define FR_WGMMA_D16                                                                              \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 #define FR_WGMMA_REGS16 \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
 
-__device__ __forceinline__ void wgmma32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate,
-                                        __half) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 " FR_WGMMA_REGS16:FR_WGMMA_D16
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
-#endif
-}
-__device__ __forceinline__ void wgmma32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate,
-                                        __nv_bfloat16) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " FR_WGMMA_REGS16:FR_WGMMA_D16
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
-#endif
-}
-__device__ __forceinline__ void fence_regs16(float (&d)[16]) {
-#pragma unroll
-  for (int i = 0; i < 16; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
+FR_WGMMA(wgmma32, 16, "m64n32k16", FR_WGMMA_REGS16, "%21", FR_WGMMA_D16)
 
 template <class T>
-__device__ void load_window(uint4* win, const T* x, int img, int row0, int h) {
-  for (int i = threadIdx.x; i < kHaloChunks; i += kThreads) {
-    const int pos = i / 8, c = i % 8, hr = pos / kHaloCols, hc = pos % kHaloCols;
-    const int yr = row0 + hr - 1, xc = hc - 1;
-    const bool valid = yr >= 0 && yr < h && xc >= 0 && xc < kW;
-    const T* src =
-        x + ((static_cast<int64_t>(img) * h + (valid ? yr : 0)) * kW + (valid ? xc : 0)) * kC + c * 8;
-    cp_async16(win + c * kPositions + pos, src, valid);
-  }
+__device__ void load_window_chunk_major(uint4* win, const T* x, int img, int row0, int h) {
+  load_window(win, x, img, row0, h, [](int pos, int c) { return c * kPositions + pos; });
 }
 
 template <class T>
@@ -430,7 +411,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* stage = reinterpret_cast<T*>(smem + 2 * kHaloChunks) + g * 4 * kW * kK;  // [4 rows][32 positions][64]
   const int tiles_per_img = h / kRowsPerTile, tiles = n * tiles_per_img;
   int t = blockIdx.x;
-  if (t < tiles) load_window(win[0], x, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile, h);
+  if (t < tiles) load_window_chunk_major(win[0], x, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile, h);
   cp_async_commit();
   // A: this warp's 16 output channels (rows gid, gid + 8) at every k-step, in mma's fragment layout
   uint32_t a[36][4];
@@ -448,7 +429,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int it = 0; t < tiles; t += gridDim.x, ++it) {
     const int next = t + gridDim.x;
     if (next < tiles)
-      load_window(win[(it + 1) & 1], x, next / tiles_per_img, (next % tiles_per_img) * kRowsPerTile, h);
+      load_window_chunk_major(win[(it + 1) & 1], x, next / tiles_per_img,
+                              (next % tiles_per_img) * kRowsPerTile, h);
     cp_async_commit();
     cp_async_wait<1>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the window, for the tensor cores
@@ -469,13 +451,13 @@ __global__ void __launch_bounds__(kThreads, 1)
                        : "+r"(base));  // computed here: hoisted, the 36 k-steps' addresses spilled registers
           const unsigned addr =
               base + static_cast<unsigned>(((2 * cc) * kPositions + r * kHaloCols + s) * 16);
-          wgmma32(acc[i], a[ks], window_desc(addr), ks > 0, T{});
+          wgmma32(acc[i], a[ks], smem_desc(addr, kPositions * 16, 128), ks > 0, T{});
         }
       }
       wg_commit();
       wg_wait<0>();
 #pragma unroll
-      for (int i = 0; i < 4 / kPasses; ++i) fence_regs16(acc[i]);
+      for (int i = 0; i < 4 / kPasses; ++i) fence_regs(acc[i]);
         // stage: acc[i][4j + e] = channel c0 (e < 2) or c0 + 8, position 8j + 2tq + (e & 1)
 #pragma unroll
       for (int i = 0; i < 4 / kPasses; ++i)
