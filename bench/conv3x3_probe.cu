@@ -498,6 +498,191 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// ---- Variant 4: variant 3's operands (weights as A in registers, the window as B), pipelined across
+// warpgroups. The two warpgroups run independently (named barriers only), each on its own tiles of 4 output
+// rows with its own three window buffers (the window of tile k + 2 loads while tile k computes), so one
+// warpgroup's epilogue runs beside the other's wgmmas. Per row a warpgroup issues 36 m64n32k16 (one
+// accumulator chain; the rate probe measured 810-960 TFLOP/s for that shape from registers), waits, rounds
+// the row to T with stmatrix into a staging buffer (the channel sums from the same rounded pairs) and
+// copies it out as 16-byte vectors. The descriptors come from one per-row base plus constants (warpgroup
+// index broadcast, so the compiler keeps them in uniform registers). Chunk stride 205 positions (odd in
+// 16-byte units: the 8 chunks of a position land in distinct banks).
+constexpr int kRows4 = 4, kWinRows4 = kRows4 + 2, kChunkStride4 = kWinRows4 * kHaloCols + 1;  // 205
+constexpr int kWin4 = 8 * kChunkStride4;     // uint4 per window buffer
+constexpr int kStageStride4 = kK + 8;        // T per staged position (144 bytes)
+constexpr int kStage4 = kW * kStageStride4;  // T per staged row
+constexpr size_t kSmemV4 = 2 * 3 * kWin4 * 16 + 2 * 2 * kStage4 * 2;
+constexpr int kWinChunks4 = kWinRows4 * kHaloCols * 8;  // 1632
+
+// The window of output rows row0 .. row0 + 3 by the warpgroup's 128 threads: thread tid copies chunk
+// tid % 8 of positions tid / 8 + 16 q (a fixed, unrolled count: no divergent loop near the wgmmas).
+template <class T>
+__device__ __forceinline__ void load_window4(uint4* win, const T* x, int img, int row0, int h, int tid) {
+  const int c = tid & 7;
+  int pos = tid >> 3, hr = 0, hc = pos;  // pos < 16 < 34
+  const T* src0 = x + (static_cast<int64_t>(img) * h + row0 - 1) * kW * kC + c * 8 - kC;
+  uint4* dst = win + c * kChunkStride4;
+#pragma unroll
+  for (int q = 0; q < (kWinChunks4 + 127) / 128; ++q) {
+    if (q * 128 + 127 < kWinChunks4 || pos < kWinRows4 * kHaloCols) {
+      const int yr = row0 + hr - 1;
+      const bool valid = yr >= 0 && yr < h && hc >= 1 && hc <= kW;
+      cp_async16(dst + pos, valid ? src0 + (hr * kW + hc) * kC : x, valid);
+    }
+    pos += 16, hc += 16;
+    if (hc >= kHaloCols) hc -= kHaloCols, ++hr;
+  }
+}
+
+__device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                                  uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
+// kLeaveOut (timing diagnostics only; 0 is the real kernel): 1 = no stores of y, 2 = no window loads after
+// the first two tiles, 4 = no epilogue at all (rounding, staging, sums, stores). kPingPong: the two
+// warpgroups take turns issuing their rows' wgmmas (named barriers 3 and 4), so one's epilogue runs while
+// the other's wgmmas do.
+template <class T, int kLeaveOut = 0, bool kPingPong = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv3x3_pipe_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                        float* __restrict__ part, int n, int h) {
+  extern __shared__ __align__(128) uint4 smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
+  const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);  // uniform to the compiler
+  const int wq = warp & 3, tid = threadIdx.x & 127;
+  uint4* win = smem + g * 3 * kWin4;
+  T* stage = reinterpret_cast<T*>(smem + 6 * kWin4) + g * 2 * kStage4;
+  const int tiles_per_img = h / kRows4, tiles = n * tiles_per_img;
+  // tile pairs (one per warpgroup) k * gridDim.x + blockIdx.x: both warpgroups make the same number of
+  // steps (a count from blockIdx only, so the compiler sees uniform loops); an odd last tile leaves one
+  // warpgroup computing on a stale window without storing or summing it.
+  const int first = blockIdx.x * 2 + g, stride = gridDim.x * 2, pairs = (tiles + 1) / 2;
+  const int my_tiles = blockIdx.x < pairs ? (pairs - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  auto load = [&](int k) {
+    if (k < my_tiles && (k < 2 || !(kLeaveOut & 2))) {
+      const int t = first + k * stride;
+      if (t < tiles)
+        load_window4(win + (k % 3) * kWin4, x, t / tiles_per_img, (t % tiles_per_img) * kRows4, h, tid);
+      else  // a phantom tile (odd tile count): a zero window, so its rows add nothing to the sums
+        load_window4(win + (k % 3) * kWin4, x, 0, 0, 0, tid);
+    }
+    cp_async_commit();
+  };
+  load(0);
+  load(1);
+  uint32_t a[36][4];
+  const int c0 = 16 * wq + gid;
+  {
+    const uint32_t* w32 = reinterpret_cast<const uint32_t*>(w);
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks) {
+      const int k = ks * 16 + 2 * tq;
+      a[ks][0] = w32[(c0 * kKDim + k) / 2], a[ks][1] = w32[((c0 + 8) * kKDim + k) / 2];
+      a[ks][2] = w32[(c0 * kKDim + k + 8) / 2], a[ks][3] = w32[((c0 + 8) * kKDim + k + 8) / 2];
+    }
+  }
+  float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels c0, c0 + 8
+  const unsigned win_base = smem_addr(smem) + static_cast<unsigned>(g * 3 * kWin4 * 16);
+  // stmatrix row addresses: lane l stores row l % 8 (a position) of matrix l / 8 = (channel half mh, position
+  // group jj within the pair), 8 channels 16 wq + 8 mh ..
+  const int sm_i = lane >> 3, sm_r = lane & 7;
+  const unsigned stage_lane = smem_addr(stage) + static_cast<unsigned>(((8 * (sm_i >> 1) + sm_r) * kStageStride4 +
+                                                                       16 * wq + 8 * (sm_i & 1)) *
+                                                                      2);
+  auto issue = [&](float(&acc)[16], int j) {  // the 36 wgmmas of row j (row j % 4 of tile j / 4)
+    const int k = j / kRows4, row = j % kRows4;
+    const unsigned base = win_base + static_cast<unsigned>(((k % 3) * kWin4 + row * kHaloCols) * 16);
+    const uint32_t lo = ((base >> 4) & 0x3FFF) | ((kChunkStride4 * 16 >> 4) << 16);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks) {
+      const int tap = ks / 4, cc = ks % 4, r = tap / 3, s = tap % 3;
+      const uint64_t desc = (static_cast<uint64_t>(128 >> 4) << 32) |
+                            (lo + static_cast<uint32_t>((2 * cc) * kChunkStride4 + r * kHaloCols + s));
+      wgmma32(acc, a[ks], desc, ks > 0, T{});
+    }
+    wg_commit();
+  };
+  // row j's wgmmas are complete: round, stage, sum, and store it to out (nothing for a phantom tile)
+  auto finish = [&](float(&acc)[16], int j, uint4* out) {
+    fence_regs(acc);
+    if (kLeaveOut & 4) return;
+    const unsigned sb = stage_lane + static_cast<unsigned>((j & 1) * kStage4 * 2);
+    // acc[4 jj + 2 mh + e]: channel c0 + 8 mh, position 8 jj + 2 tq + e
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // position groups 2 half, 2 half + 1
+      uint32_t p[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {  // matrix m: position group 2 half + m / 2, channel half m % 2
+        const int jj = 2 * half + m / 2, mh = m % 2;
+        float f0, f1;
+        p[m] = round2(acc[4 * jj + 2 * mh], acc[4 * jj + 2 * mh + 1], f0, f1, T{});
+        ssum[mh] += f0 + f1, ssq[mh] += f0 * f0 + f1 * f1;
+      }
+      stmatrix_x4_trans(sb + static_cast<unsigned>(16 * half * kStageStride4 * 2), p[0], p[1], p[2], p[3]);
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + g) : "memory");
+    if (out == nullptr || (kLeaveOut & 1)) return;
+    uint4* dst = out + (j % kRows4) * (kW * kK / 8);
+    const T* src = stage + (j & 1) * kStage4;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int v = tid + 128 * q, pos = v / 8, c = v % 8;
+      dst[v] = *reinterpret_cast<const uint4*>(src + pos * kStageStride4 + c * 8);
+    }
+  };
+  const int rows = kRows4 * my_tiles;
+  float acc[16];
+  if (kPingPong && g == 1 && rows > 0) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+  uint4* out = nullptr;  // the first output row of the current tile
+  for (int j = 0; j < rows; ++j) {
+    if (j % kRows4 == 0) {  // window j / 4 is complete; tile j / 4 - 1 is done, its buffer takes tile j / 4 + 2
+      const int t = first + (j / kRows4) * stride;
+      out = t < tiles ? reinterpret_cast<uint4*>(y + static_cast<int64_t>(t) * kRows4 * kW * kK) : nullptr;
+      cp_async_wait<1>();
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + g) : "memory");
+      load(j / kRows4 + 2);
+    }
+    if (kPingPong) {
+      if (g == 0)
+        asm volatile("bar.sync 4, 256;\n" ::: "memory");
+      else
+        asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    }
+    issue(acc, j);
+    if (kPingPong) {
+      if (g == 0)
+        asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+      else if (j + 1 < rows)
+        asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+    }
+    wg_wait<0>();
+    finish(acc, j, out);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  float* red = reinterpret_cast<float*>(smem);  // [2 warpgroups][64 channels][2]
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    float sa = ssum[e], sb = ssq[e];
+    for (int off = 1; off < 4; off <<= 1) {  // the lanes of one gid hold the same channels
+      sa += __shfl_xor_sync(0xffffffffu, sa, off);
+      sb += __shfl_xor_sync(0xffffffffu, sb, off);
+    }
+    if (tq == 0) red[(g * kK + c0 + 8 * e) * 2] = sa, red[(g * kK + c0 + 8 * e) * 2 + 1] = sb;
+  }
+  __syncthreads();
+  if (threadIdx.x < kK) {
+    const float sa = red[threadIdx.x * 2] + red[(kK + threadIdx.x) * 2];
+    const float sb = red[threadIdx.x * 2 + 1] + red[(kK + threadIdx.x) * 2 + 1];
+    part[(blockIdx.x * kK + threadIdx.x) * 2] = sa, part[(blockIdx.x * kK + threadIdx.x) * 2 + 1] = sb;
+  }
+}
+
 __global__ void finalize_kernel(const float* part, int blocks, double* sums) {
   const int c = threadIdx.x;
   if (c >= kK) return;
@@ -588,6 +773,28 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     conv3x3_wgmma_regw_kernel<T><<<blocks, kThreads, kSmemV3>>>(x, w, y, part, batch, h);
     finalize_kernel<<<1, kK>>>(part, blocks, sums);
   };
+  CK(cudaFuncSetAttribute(conv3x3_pipe_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(kSmemV4)));
+  auto own_v4 = [&] {
+    conv3x3_pipe_kernel<T><<<blocks, kThreads, kSmemV4>>>(x, w, y, part, batch, h);
+    finalize_kernel<<<1, kK>>>(part, blocks, sums);
+  };
+  auto pipe_left_out = [&](auto kernel) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemV4)));
+    return [=] {
+      kernel<<<blocks, kThreads, kSmemV4>>>(x, w, y, part, batch, h);
+      finalize_kernel<<<1, kK>>>(part, blocks, sums);
+    };
+  };
+  auto v4_no_store = pipe_left_out(conv3x3_pipe_kernel<T, 1>);
+  auto v4_no_load = pipe_left_out(conv3x3_pipe_kernel<T, 2>);
+  auto v4_no_epilogue = pipe_left_out(conv3x3_pipe_kernel<T, 4>);
+  auto v4_mma_only = pipe_left_out(conv3x3_pipe_kernel<T, 6>);
+  auto v4_pingpong = pipe_left_out(conv3x3_pipe_kernel<T, 0, true>);
+  auto v4_pingpong_no_epilogue = pipe_left_out(conv3x3_pipe_kernel<T, 4, true>);
+  auto kernel_only = [&](auto kernel) {  // without the finalize: the kernel against cuDNN's
+    return [=] { kernel<<<blocks, kThreads, kSmemV4>>>(x, w, y, part, batch, h); };
+  };
   auto own_wg = [&] {
     conv3x3_wgmma_kernel<T><<<blocks, kThreads, kSmem>>>(x, w, y, part, batch, h);
     finalize_kernel<<<1, kK>>>(part, blocks, sums);
@@ -623,6 +830,10 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   if (kHasWgmmaHost) verify(own_wg, wg_worst, wg_rs_worst);
   double v3_worst = 0.0, v3_rs_worst = 0.0;
   if (kHasWgmmaHost) verify(own_v3, v3_worst, v3_rs_worst);
+  double v4_worst = 0.0, v4_rs_worst = 0.0;
+  if (kHasWgmmaHost) verify(own_v4, v4_worst, v4_rs_worst);
+  double pp_worst = 0.0, pp_rs_worst = 0.0;
+  if (kHasWgmmaHost) verify(v4_pingpong, pp_worst, pp_rs_worst);
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -642,6 +853,16 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   const float own_us = time_us(own);
   const float wg_us = kHasWgmmaHost ? time_us(own_wg) : -1.0f;
   const float v3_us = kHasWgmmaHost ? time_us(own_v3) : -1.0f;
+  const float v4_us = kHasWgmmaHost ? time_us(own_v4) : -1.0f;
+  if (kHasWgmmaHost)
+    std::printf(
+        "{\"bench\":\"conv3x3_probe_left_out\",\"dtype\":\"%s\",\"pipe_no_store_us\":%.2f,"
+        "\"pipe_no_load_us\":%.2f,\"pipe_no_epilogue_us\":%.2f,\"pipe_mma_only_us\":%.2f,"
+        "\"pingpong_us\":%.2f,\"pingpong_no_epilogue_us\":%.2f,\"pingpong_y_max_rel_err\":%.3g,"
+        "\"pingpong_sums_max_rel_err\":%.3g,\"pipe_kernel_only_us\":%.2f,\"pingpong_kernel_only_us\":%.2f}\n",
+        dtype_name, time_us(v4_no_store), time_us(v4_no_load), time_us(v4_no_epilogue), time_us(v4_mma_only),
+        time_us(v4_pingpong), time_us(v4_pingpong_no_epilogue), pp_worst, pp_rs_worst,
+        time_us(kernel_only(conv3x3_pipe_kernel<T, 0>)), time_us(kernel_only(conv3x3_pipe_kernel<T, 0, true>)));
   // cuDNN (legacy API, NHWC, tensor cores, fp32 accumulation): the fastest algorithm Find reports
   cudnnHandle_t dnn;
   DK(cudnnCreate(&dnn));
@@ -676,13 +897,16 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       "\"y_max_rel_err\":%.3g,\"sums_max_rel_err\":%.3g,\"wgmma_us\":%.2f,\"wgmma_tflops\":%.1f,"
       "\"wgmma_y_max_rel_err\":%.3g,\"wgmma_sums_max_rel_err\":%.3g,\"wgmma_regw_us\":%.2f,"
       "\"wgmma_regw_tflops\":%.1f,\"wgmma_regw_y_max_rel_err\":%.3g,\"wgmma_regw_sums_max_rel_err\":%.3g,"
-      "\"cudnn_legacy_us\":%.2f,\"cudnn_algo\":%d,\"blocks\":%d}\n",
+      "\"wgmma_pipe_us\":%.2f,\"wgmma_pipe_tflops\":%.1f,\"wgmma_pipe_y_max_rel_err\":%.3g,"
+      "\"wgmma_pipe_sums_max_rel_err\":%.3g,\"cudnn_legacy_us\":%.2f,\"cudnn_algo\":%d,\"blocks\":%d}\n",
       dtype_name, batch, own_us, flop / own_us * 1e-6, worst, rs_worst, wg_us, flop / wg_us * 1e-6, wg_worst,
-      wg_rs_worst, v3_us, flop / v3_us * 1e-6, v3_worst, v3_rs_worst, dnn_us, static_cast<int>(perf[0].algo),
+      wg_rs_worst, v3_us, flop / v3_us * 1e-6, v3_worst, v3_rs_worst, v4_us, flop / v4_us * 1e-6, v4_worst,
+      v4_rs_worst, dnn_us, static_cast<int>(perf[0].algo),
       blocks);
   auto fine = [](double y_err, double sums_err) { return y_err < 0.02 && sums_err < 1e-4; };
   const bool ok = fine(worst, rs_worst) &&
-                  (!kHasWgmmaHost || (fine(wg_worst, wg_rs_worst) && fine(v3_worst, v3_rs_worst)));
+                  (!kHasWgmmaHost || (fine(wg_worst, wg_rs_worst) && fine(v3_worst, v3_rs_worst) &&
+                                      fine(v4_worst, v4_rs_worst) && fine(pp_worst, pp_rs_worst)));
   return ok ? 0 : 2;
 }
 
