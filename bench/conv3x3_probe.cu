@@ -4,20 +4,29 @@
 // docs/performance.md (cuDNN runs this shape at about 440 TFLOP/s, its weakest in the step), not part of the
 // product: it links only the CUDA runtime and cuDNN.
 //
-// Three kernels, each with persistent blocks of 8 warps and one tile = 8 output rows (256 positions) x 64
-// output channels; the tile's zero-padded input window (10 x 34 positions x 64 channels) comes by cp.async
-// into shared memory (double-buffered). The epilogue rounds to T, stores y and adds the rounded values and
-// their squares per channel (per-block partials, then a finalize in a fixed order).
-//   mma:         all 64 x 576 weights in shared memory, the window's 16-byte chunks XOR-swizzled so ldmatrix
-//   is
-//                conflict-free; each warp computes 64 positions x 32 channels with mma.sync m16n8k16.
+// Persistent blocks (one per SM). Variants 1-3 (session 14) use 8 warps and tiles of 8 output rows (256
+// positions) x 64 output channels whose zero-padded input window (10 x 34 positions x 64 channels) comes
+// by cp.async into shared memory (double-buffered):
+//   mma:         all 64 x 576 weights in shared memory, the window's 16-byte chunks XOR-swizzled so
+//                ldmatrix is conflict-free; each warp computes 64 positions x 32 channels (mma.sync).
 //   wgmma:       the same operands on Hopper's warpgroup MMA (sm_90a): A (positions) from registers through
 //                ldmatrix, the weights as B read from shared memory by the tensor cores.
 //   wgmma_regw:  the weights as A, held in registers for the whole kernel; the window as B through
 //                descriptors; one m64n32k16 per output row and k-step.
+// Variants 4-6 (session 15) keep variant 3's operands and pipeline them, tiles of 4 rows per warpgroup:
+//   pipe:        independent warpgroups (own windows, triple-buffered; named barriers only), descriptors
+//                from one uniform base plus constants, the epilogue rounding through stmatrix; optionally
+//                ping-pong turns so one warpgroup's epilogue runs beside the other's wgmmas.
+//   ws:          warp-specialized: two MMA warpgroups and a helper warpgroup that loads the windows and
+//                finishes the rows (sums, stores), hand-offs through mbarriers, setmaxnreg 232 / 40.
+//   ws_tma:      the same with the windows brought by TMA (one thread, 8 tensor copies per tile, the halo
+//                zero-filled by the copy engine).
 // Each is checked against a direct fp32-accumulating kernel (max relative error of y, of the sums). Measured
-// on the H200 (bench/results/2026-12-03_h200_session14.json): 148 / 135 / 115 us fp16 against cuDNN's 90.
+// on the H200 (bench/results/2026-12-04_h200_session15.json), kernel alone: ws_tma 76.8-76.9 us fp16 / bf16
+// against cuDNN's 91.5-92.3 (which computes no sums); variants 1-3 148 / 135 / 115 us with the finalize.
 // Usage: bench_conv3x3_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -589,9 +598,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // stmatrix row addresses: lane l stores row l % 8 (a position) of matrix l / 8 = (channel half mh, position
   // group jj within the pair), 8 channels 16 wq + 8 mh ..
   const int sm_i = lane >> 3, sm_r = lane & 7;
-  const unsigned stage_lane = smem_addr(stage) + static_cast<unsigned>(((8 * (sm_i >> 1) + sm_r) * kStageStride4 +
-                                                                       16 * wq + 8 * (sm_i & 1)) *
-                                                                      2);
+  const unsigned stage_lane =
+      smem_addr(stage) +
+      static_cast<unsigned>(((8 * (sm_i >> 1) + sm_r) * kStageStride4 + 16 * wq + 8 * (sm_i & 1)) * 2);
   auto issue = [&](float(&acc)[16], int j) {  // the 36 wgmmas of row j (row j % 4 of tile j / 4)
     const int k = j / kRows4, row = j % kRows4;
     const unsigned base = win_base + static_cast<unsigned>(((k % 3) * kWin4 + row * kHaloCols) * 16);
@@ -639,7 +648,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (kPingPong && g == 1 && rows > 0) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
   uint4* out = nullptr;  // the first output row of the current tile
   for (int j = 0; j < rows; ++j) {
-    if (j % kRows4 == 0) {  // window j / 4 is complete; tile j / 4 - 1 is done, its buffer takes tile j / 4 + 2
+    if (j % kRows4 ==
+        0) {  // window j / 4 is complete; tile j / 4 - 1 is done, its buffer takes tile j / 4 + 2
       const int t = first + (j / kRows4) * stride;
       out = t < tiles ? reinterpret_cast<uint4*>(y + static_cast<int64_t>(t) * kRows4 * kW * kK) : nullptr;
       cp_async_wait<1>();
@@ -680,6 +690,220 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float sa = red[threadIdx.x * 2] + red[(kK + threadIdx.x) * 2];
     const float sb = red[threadIdx.x * 2 + 1] + red[(kK + threadIdx.x) * 2 + 1];
     part[(blockIdx.x * kK + threadIdx.x) * 2] = sa, part[(blockIdx.x * kK + threadIdx.x) * 2 + 1] = sb;
+  }
+}
+
+// ---- Variant 5: warp-specialized. Two MMA warpgroups (as variant 4 with ping-pong turns) and a third
+// warpgroup that loads the windows and finishes the rows: its threads 0-63 serve MMA warpgroup 0, 64-127
+// warpgroup 1. An MMA warpgroup only waits for its window, issues a row's 36 wgmmas, rounds the row into a
+// staging buffer with stmatrix and signals it; the helper threads add the staged row's channel sums and
+// store it. Hand-offs through mbarriers: window full (the helpers' cp.async arrive on it), window empty (the
+// MMA warpgroup, after a tile's last row), stage full / empty (two staging buffers per MMA warpgroup).
+// Registers: the MMA warpgroups raise their limit to 232 (setmaxnreg), the helper lowers to 40.
+constexpr int kThreadsV5 = 384;
+constexpr size_t kSmemV5 = 2 * 3 * 8 * 208 * 16 + 2 * 2 * kStage4 * 2 + 16 * 8 * 2;  // + the mbarriers
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// The mbarrier's pending count drops by one when this thread's earlier cp.async copies have landed.
+__device__ __forceinline__ void cp_async_mbar_arrive(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// kTma: the windows come by TMA (one helper thread issues 8 tensor copies per tile, one per 8-channel chunk,
+// the halo zero-filled by the copy engine) instead of the helpers' cp.async; chunk planes at 208 positions
+// (128-byte aligned, as TMA needs).
+template <class T, bool kTma = false>
+__global__ void __launch_bounds__(kThreadsV5, 1)
+    conv3x3_ws_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                      float* __restrict__ part, int n, int h, const __grid_constant__ CUtensorMap tmap) {
+  constexpr int kCS = kTma ? 208 : kChunkStride4;  // chunk plane stride, positions
+  constexpr int kWin = 8 * kCS;
+  extern __shared__ __align__(128) uint4 smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
+  const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);  // 0, 1: MMA; 2: helper
+  const int tiles_per_img = h / kRows4, tiles = n * tiles_per_img;
+  const int stride = gridDim.x * 2, pairs = (tiles + 1) / 2;
+  const int my_tiles = blockIdx.x < pairs ? (pairs - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const int rows = kRows4 * my_tiles;
+  // mbarriers, per MMA warpgroup m: win_full[3], win_empty[3], stage_full[2], stage_empty[2]
+  const unsigned bars = smem_addr(smem + 6 * kWin) + static_cast<unsigned>(2 * 2 * kStage4 * 2);
+  auto win_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + b) * 8); };
+  auto win_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 3 + b) * 8); };
+  auto stage_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 6 + b) * 8); };
+  auto stage_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 8 + b) * 8); };
+  if (threadIdx.x == 0) {
+    for (int m = 0; m < 2; ++m) {
+      for (int b = 0; b < 3; ++b) mbar_init(win_full(m, b), kTma ? 1 : 64), mbar_init(win_empty(m, b), 128);
+      for (int b = 0; b < 2; ++b) mbar_init(stage_full(m, b), 128), mbar_init(stage_empty(m, b), 64);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (g == 2) {  // ---- helper: windows in, rows out
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    const int m = (threadIdx.x & 127) >> 6, ht = threadIdx.x & 63;  // the MMA warpgroup served, thread
+    const int first = blockIdx.x * 2 + m;
+    uint4* win = smem + m * 3 * kWin;
+    const T* stage = reinterpret_cast<const T*>(smem + 6 * kWin) + m * 2 * kStage4;
+    auto load = [&](int k) {  // tile k into buffer k % 3 (a zero window for a phantom tile)
+      const int t = first + k * stride;
+      uint4* dst = win + (k % 3) * kWin;
+      const bool real = t < tiles;
+      const int img = real ? t / tiles_per_img : 0, row0 = real ? (t % tiles_per_img) * kRows4 : 0;
+      if constexpr (kTma) {
+        if (ht != 0) return;
+        const unsigned bar = win_full(m, k % 3);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                     "r"(8 * kWinRows4 * kHaloCols * 16)
+                     : "memory");
+        for (int c = 0; c < 8; ++c)
+          asm volatile(
+              "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+              "%3, "
+              "%4, %5}], [%6];\n" ::"r"(smem_addr(dst + c * kCS)),
+              "l"(reinterpret_cast<uint64_t>(&tmap)), "r"(8 * c), "r"(-1), "r"(row0 - 1), "r"(real ? img : n),
+              "r"(bar)
+              : "memory");
+        return;
+      }
+      const int c = ht & 7;
+      int pos = ht >> 3, hr = 0, hc = pos;  // positions ht / 8 + 8 q
+      const T* src0 = x + (static_cast<int64_t>(img) * h + row0 - 1) * kW * kC + c * 8 - kC;
+      for (; pos < kWinRows4 * kHaloCols; pos += 8) {
+        const int yr = row0 + hr - 1;
+        const bool valid = real && yr >= 0 && yr < h && hc >= 1 && hc <= kW;
+        cp_async16(dst + c * kCS + pos, valid ? src0 + (hr * kW + hc) * kC : x, valid);
+        hc += 8;
+        if (hc >= kHaloCols) hc -= kHaloCols, ++hr;
+      }
+      cp_async_mbar_arrive(win_full(m, k % 3));
+    };
+    for (int k = 0; k < 3 && k < my_tiles; ++k) load(k);
+    float sum[8], sq[8];  // channels 8 (ht % 8) + i
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sum[i] = sq[i] = 0.0f;
+    for (int j = 0; j < rows; ++j) {
+      const int k = j / kRows4, t = first + k * stride;
+      mbar_wait(stage_full(m, j & 1), (j >> 1) & 1);
+      const T* src = stage + (j & 1) * kStage4;
+      uint4* dst = reinterpret_cast<uint4*>(y + (static_cast<int64_t>(t) * kRows4 + j % kRows4) * kW * kK);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int v = ht + 64 * q, pos = v / 8, c = v % 8;
+        const uint4 val = *reinterpret_cast<const uint4*>(src + pos * kStageStride4 + c * 8);
+        const T* e = reinterpret_cast<const T*>(&val);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float f = static_cast<float>(e[i]);
+          sum[i] += f, sq[i] += f * f;
+        }
+        if (t < tiles) dst[v] = val;
+      }
+      mbar_arrive(stage_empty(m, j & 1));
+      if (j % kRows4 == kRows4 - 1 && k + 3 < my_tiles && (!kTma || ht == 0)) {  // tile k's window is free
+        mbar_wait(win_empty(m, k % 3), (k / 3) & 1);
+        load(k + 3);
+      }
+    }
+    cp_async_wait<0>();
+    // the block's partials: lanes 8 apart hold the same channels; then the four helper warps in order
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      for (int off = 8; off < 32; off <<= 1) {
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], off);
+        sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], off);
+      }
+    float* red = reinterpret_cast<float*>(smem + 6 * kWin);  // the staging buffers: [4 warps][64][2]
+    asm volatile("bar.sync 5, 128;\n" ::: "memory");         // every helper is done with them
+    const int hw = warp - 8;
+    if (lane < 8)
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        red[(hw * kK + 8 * lane + i) * 2] = sum[i], red[(hw * kK + 8 * lane + i) * 2 + 1] = sq[i];
+    asm volatile("bar.sync 5, 128;\n" ::: "memory");
+    const int ch = threadIdx.x & 127;
+    if (ch < kK) {
+      float a = 0.0f, b = 0.0f;
+      for (int q = 0; q < 4; ++q) a += red[(q * kK + ch) * 2], b += red[(q * kK + ch) * 2 + 1];
+      part[(blockIdx.x * kK + ch) * 2] = a, part[(blockIdx.x * kK + ch) * 2 + 1] = b;
+    }
+    return;
+  }
+  // ---- MMA warpgroups
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int wq = warp & 3;
+  uint32_t a[36][4];
+  const int c0 = 16 * wq + gid;
+  {
+    const uint32_t* w32 = reinterpret_cast<const uint32_t*>(w);
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks) {
+      const int k = ks * 16 + 2 * tq;
+      a[ks][0] = w32[(c0 * kKDim + k) / 2], a[ks][1] = w32[((c0 + 8) * kKDim + k) / 2];
+      a[ks][2] = w32[(c0 * kKDim + k + 8) / 2], a[ks][3] = w32[((c0 + 8) * kKDim + k + 8) / 2];
+    }
+  }
+  const unsigned win_base = smem_addr(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
+  const int sm_i = lane >> 3, sm_r = lane & 7;
+  const unsigned stage_lane =
+      smem_addr(reinterpret_cast<T*>(smem + 6 * kWin) + g * 2 * kStage4) +
+      static_cast<unsigned>(((8 * (sm_i >> 1) + sm_r) * kStageStride4 + 16 * wq + 8 * (sm_i & 1)) * 2);
+  float acc[16];
+  if (g == 1 && rows > 0) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+  for (int j = 0; j < rows; ++j) {
+    const int k = j / kRows4, row = j % kRows4;
+    if (row == 0) {
+      mbar_wait(win_full(g, k % 3), (k / 3) & 1);
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+    if (g == 0)
+      asm volatile("bar.sync 4, 256;\n" ::: "memory");
+    else
+      asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    const unsigned base = win_base + static_cast<unsigned>(((k % 3) * kWin + row * kHaloCols) * 16);
+    const uint32_t lo = ((base >> 4) & 0x3FFF) | ((kCS * 16 >> 4) << 16);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks) {
+      const int tap = ks / 4, cc = ks % 4, r = tap / 3, s = tap % 3;
+      const uint64_t desc = (static_cast<uint64_t>(128 >> 4) << 32) |
+                            (lo + static_cast<uint32_t>((2 * cc) * kCS + r * kHaloCols + s));
+      wgmma32(acc, a[ks], desc, ks > 0, T{});
+    }
+    wg_commit();
+    if (g == 0)
+      asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+    else if (j + 1 < rows)
+      asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+    wg_wait<0>();
+    fence_regs(acc);
+    if (row == kRows4 - 1) mbar_arrive(win_empty(g, k % 3));
+    mbar_wait(stage_empty(g, j & 1), ((j >> 1) & 1) ^ 1);
+    const unsigned sb = stage_lane + static_cast<unsigned>((j & 1) * kStage4 * 2);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      uint32_t p[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int jj = 2 * half + m / 2, mh = m % 2;
+        float f0, f1;
+        p[m] = round2(acc[4 * jj + 2 * mh], acc[4 * jj + 2 * mh + 1], f0, f1, T{});
+      }
+      stmatrix_x4_trans(sb + static_cast<unsigned>(16 * half * kStageStride4 * 2), p[0], p[1], p[2], p[3]);
+    }
+    mbar_arrive(stage_full(g, j & 1));
   }
 }
 
@@ -795,6 +1019,44 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   auto kernel_only = [&](auto kernel) {  // without the finalize: the kernel against cuDNN's
     return [=] { kernel<<<blocks, kThreads, kSmemV4>>>(x, w, y, part, batch, h); };
   };
+  // the input as a 4-d tensor map (channels, columns, rows, images) for the TMA variant: boxes of 8 channels
+  // x 34 columns x 6 rows x 1 image, out-of-range elements zero-filled
+  CUtensorMap tmap;
+  {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+    check(fn != nullptr && q == cudaDriverEntryPointSuccess, __FILE__, __LINE__, "cuTensorMapEncodeTiled",
+          "not found");
+    const cuuint64_t dims[4] = {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(batch)};
+    const cuuint64_t strides[3] = {kC * sizeof(T), kW * kC * sizeof(T),
+                                   static_cast<cuuint64_t>(h) * kW * kC * sizeof(T)};
+    const cuuint32_t box[4] = {8, kHaloCols, kWinRows4, 1}, estr[4] = {1, 1, 1, 1};
+    const CUresult r = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)(
+        &tmap,
+        cudnn_type == CUDNN_DATA_HALF ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+        x, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    check(r == CUDA_SUCCESS, __FILE__, __LINE__, "cuTensorMapEncodeTiled", "failed");
+  }
+  CK(cudaFuncSetAttribute(conv3x3_ws_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(kSmemV5)));
+  CK(cudaFuncSetAttribute(conv3x3_ws_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(kSmemV5)));
+  auto ws_kernel = [=] {
+    conv3x3_ws_kernel<T><<<blocks, kThreadsV5, kSmemV5>>>(x, w, y, part, batch, h, tmap);
+  };
+  auto tma_kernel = [=] {
+    conv3x3_ws_kernel<T, true><<<blocks, kThreadsV5, kSmemV5>>>(x, w, y, part, batch, h, tmap);
+  };
+  auto own_tma = [=] {
+    tma_kernel();
+    finalize_kernel<<<1, kK>>>(part, blocks, sums);
+  };
+  auto own_ws = [=] {
+    ws_kernel();
+    finalize_kernel<<<1, kK>>>(part, blocks, sums);
+  };
   auto own_wg = [&] {
     conv3x3_wgmma_kernel<T><<<blocks, kThreads, kSmem>>>(x, w, y, part, batch, h);
     finalize_kernel<<<1, kK>>>(part, blocks, sums);
@@ -832,6 +1094,10 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   if (kHasWgmmaHost) verify(own_v3, v3_worst, v3_rs_worst);
   double v4_worst = 0.0, v4_rs_worst = 0.0;
   if (kHasWgmmaHost) verify(own_v4, v4_worst, v4_rs_worst);
+  double ws_worst = 0.0, ws_rs_worst = 0.0;
+  if (kHasWgmmaHost) verify(own_ws, ws_worst, ws_rs_worst);
+  double tma_worst = 0.0, tma_rs_worst = 0.0;
+  if (kHasWgmmaHost) verify(own_tma, tma_worst, tma_rs_worst);
   double pp_worst = 0.0, pp_rs_worst = 0.0;
   if (kHasWgmmaHost) verify(v4_pingpong, pp_worst, pp_rs_worst);
   cudaEvent_t e0, e1;
@@ -859,10 +1125,14 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
         "{\"bench\":\"conv3x3_probe_left_out\",\"dtype\":\"%s\",\"pipe_no_store_us\":%.2f,"
         "\"pipe_no_load_us\":%.2f,\"pipe_no_epilogue_us\":%.2f,\"pipe_mma_only_us\":%.2f,"
         "\"pingpong_us\":%.2f,\"pingpong_no_epilogue_us\":%.2f,\"pingpong_y_max_rel_err\":%.3g,"
-        "\"pingpong_sums_max_rel_err\":%.3g,\"pipe_kernel_only_us\":%.2f,\"pingpong_kernel_only_us\":%.2f}\n",
+        "\"pingpong_sums_max_rel_err\":%.3g,\"pipe_kernel_only_us\":%.2f,\"pingpong_kernel_only_us\":%.2f,"
+        "\"ws_kernel_only_us\":%.2f,\"ws_y_max_rel_err\":%.3g,\"ws_sums_max_rel_err\":%.3g,"
+        "\"ws_tma_kernel_only_us\":%.2f,\"ws_tma_y_max_rel_err\":%.3g,\"ws_tma_sums_max_rel_err\":%.3g}\n",
         dtype_name, time_us(v4_no_store), time_us(v4_no_load), time_us(v4_no_epilogue), time_us(v4_mma_only),
         time_us(v4_pingpong), time_us(v4_pingpong_no_epilogue), pp_worst, pp_rs_worst,
-        time_us(kernel_only(conv3x3_pipe_kernel<T, 0>)), time_us(kernel_only(conv3x3_pipe_kernel<T, 0, true>)));
+        time_us(kernel_only(conv3x3_pipe_kernel<T, 0>)),
+        time_us(kernel_only(conv3x3_pipe_kernel<T, 0, true>)), time_us(ws_kernel), ws_worst, ws_rs_worst,
+        time_us(tma_kernel), tma_worst, tma_rs_worst);
   // cuDNN (legacy API, NHWC, tensor cores, fp32 accumulation): the fastest algorithm Find reports
   cudnnHandle_t dnn;
   DK(cudnnCreate(&dnn));
@@ -901,12 +1171,12 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       "\"wgmma_pipe_sums_max_rel_err\":%.3g,\"cudnn_legacy_us\":%.2f,\"cudnn_algo\":%d,\"blocks\":%d}\n",
       dtype_name, batch, own_us, flop / own_us * 1e-6, worst, rs_worst, wg_us, flop / wg_us * 1e-6, wg_worst,
       wg_rs_worst, v3_us, flop / v3_us * 1e-6, v3_worst, v3_rs_worst, v4_us, flop / v4_us * 1e-6, v4_worst,
-      v4_rs_worst, dnn_us, static_cast<int>(perf[0].algo),
-      blocks);
+      v4_rs_worst, dnn_us, static_cast<int>(perf[0].algo), blocks);
   auto fine = [](double y_err, double sums_err) { return y_err < 0.02 && sums_err < 1e-4; };
   const bool ok = fine(worst, rs_worst) &&
                   (!kHasWgmmaHost || (fine(wg_worst, wg_rs_worst) && fine(v3_worst, v3_rs_worst) &&
-                                      fine(v4_worst, v4_rs_worst) && fine(pp_worst, pp_rs_worst)));
+                                      fine(v4_worst, v4_rs_worst) && fine(pp_worst, pp_rs_worst) &&
+                                      fine(ws_worst, ws_rs_worst) && fine(tma_worst, tma_rs_worst)));
   return ok ? 0 : 2;
 }
 
