@@ -22,8 +22,8 @@
 //   ws_tma:      the same with the windows brought by TMA (one thread, 8 tensor copies per tile, the halo
 //                zero-filled by the copy engine).
 // Each is checked against a direct fp32-accumulating kernel (max relative error of y, of the sums). Measured
-// on the H200 (bench/results/2026-12-04_h200_session15.json), kernel alone: ws_tma 76.8-76.9 us fp16 / bf16
-// against cuDNN's 91.5-92.3 (which computes no sums); variants 1-3 148 / 135 / 115 us with the finalize.
+// on the H200 (bench/results/2026-12-04_h200_session15.json), kernel alone: ws_tma 75.9-76.9 us fp16 / bf16
+// against cuDNN's 91.5-93.4 (which computes no sums); variants 1-3 148 / 135 / 115 us with the finalize.
 // Usage: bench_conv3x3_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -409,6 +409,41 @@ __device__ __forceinline__ float rounded(float v, T* out) {
   return static_cast<float>(r);
 }
 
+// This thread's A fragments of the weights [64][576] for every k-step: output channels c0 and c0 + 8 (mma's
+// fragment rows gid, gid + 8), k = 16 ks + 2 tq (+1, +8, +9).
+template <class T>
+__device__ __forceinline__ void load_weight_fragments(const T* w, int c0, int tq, uint32_t (&a)[36][4]) {
+  const uint32_t* w32 = reinterpret_cast<const uint32_t*>(w);
+#pragma unroll
+  for (int ks = 0; ks < 36; ++ks) {
+    const int k = ks * 16 + 2 * tq;
+    a[ks][0] = w32[(c0 * kKDim + k) / 2], a[ks][1] = w32[((c0 + 8) * kKDim + k) / 2];
+    a[ks][2] = w32[(c0 * kKDim + k + 8) / 2], a[ks][3] = w32[((c0 + 8) * kKDim + k + 8) / 2];
+  }
+}
+
+// The block's per-channel partials from the sums of two warpgroups whose threads hold channels c0 and
+// c0 + 8 (added over the four lanes of a gid, then over the warpgroups in order through red: 2 x 64 x 2
+// floats of shared memory no longer in use).
+__device__ __forceinline__ void write_warpgroup_partials(const float (&ssum)[2], const float (&ssq)[2], int g,
+                                                         int c0, int tq, float* red, float* part) {
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    float sa = ssum[e], sb = ssq[e];
+    for (int off = 1; off < 4; off <<= 1) {
+      sa += __shfl_xor_sync(0xffffffffu, sa, off);
+      sb += __shfl_xor_sync(0xffffffffu, sb, off);
+    }
+    if (tq == 0) red[(g * kK + c0 + 8 * e) * 2] = sa, red[(g * kK + c0 + 8 * e) * 2 + 1] = sb;
+  }
+  __syncthreads();
+  if (threadIdx.x < kK) {
+    const float sa = red[threadIdx.x * 2] + red[(kK + threadIdx.x) * 2];
+    const float sb = red[threadIdx.x * 2 + 1] + red[(kK + threadIdx.x) * 2 + 1];
+    part[(blockIdx.x * kK + threadIdx.x) * 2] = sa, part[(blockIdx.x * kK + threadIdx.x) * 2 + 1] = sb;
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1)
     conv3x3_wgmma_regw_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
@@ -425,15 +460,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // A: this warp's 16 output channels (rows gid, gid + 8) at every k-step, in mma's fragment layout
   uint32_t a[36][4];
   const int c0 = 16 * wq + gid;
-  {
-    const uint32_t* w32 = reinterpret_cast<const uint32_t*>(w);
-#pragma unroll
-    for (int ks = 0; ks < 36; ++ks) {
-      const int k = ks * 16 + 2 * tq;
-      a[ks][0] = w32[(c0 * kKDim + k) / 2], a[ks][1] = w32[((c0 + 8) * kKDim + k) / 2];
-      a[ks][2] = w32[(c0 * kKDim + k + 8) / 2], a[ks][3] = w32[((c0 + 8) * kKDim + k + 8) / 2];
-    }
-  }
+  load_weight_fragments(w, c0, tq, a);
   float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels c0, c0 + 8
   for (int it = 0; t < tiles; t += gridDim.x, ++it) {
     const int next = t + gridDim.x;
@@ -489,22 +516,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   cp_async_wait<0>();
   __syncthreads();
-  float* red = reinterpret_cast<float*>(smem);  // [2 warpgroups][64 channels][2]
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    float sa = ssum[e], sb = ssq[e];
-    for (int off = 1; off < 4; off <<= 1) {  // the lanes of one gid hold the same channels
-      sa += __shfl_xor_sync(0xffffffffu, sa, off);
-      sb += __shfl_xor_sync(0xffffffffu, sb, off);
-    }
-    if (tq == 0) red[(g * kK + c0 + 8 * e) * 2] = sa, red[(g * kK + c0 + 8 * e) * 2 + 1] = sb;
-  }
-  __syncthreads();
-  if (threadIdx.x < kK) {
-    const float sa = red[threadIdx.x * 2] + red[(kK + threadIdx.x) * 2];
-    const float sb = red[threadIdx.x * 2 + 1] + red[(kK + threadIdx.x) * 2 + 1];
-    part[(blockIdx.x * kK + threadIdx.x) * 2] = sa, part[(blockIdx.x * kK + threadIdx.x) * 2 + 1] = sb;
-  }
+  write_warpgroup_partials(ssum, ssq, g, c0, tq, reinterpret_cast<float*>(smem), part);
 }
 
 // ---- Variant 4: variant 3's operands (weights as A in registers, the window as B), pipelined across
@@ -584,15 +596,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   load(1);
   uint32_t a[36][4];
   const int c0 = 16 * wq + gid;
-  {
-    const uint32_t* w32 = reinterpret_cast<const uint32_t*>(w);
-#pragma unroll
-    for (int ks = 0; ks < 36; ++ks) {
-      const int k = ks * 16 + 2 * tq;
-      a[ks][0] = w32[(c0 * kKDim + k) / 2], a[ks][1] = w32[((c0 + 8) * kKDim + k) / 2];
-      a[ks][2] = w32[(c0 * kKDim + k + 8) / 2], a[ks][3] = w32[((c0 + 8) * kKDim + k + 8) / 2];
-    }
-  }
+  load_weight_fragments(w, c0, tq, a);
   float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels c0, c0 + 8
   const unsigned win_base = smem_addr(smem) + static_cast<unsigned>(g * 3 * kWin4 * 16);
   // stmatrix row addresses: lane l stores row l % 8 (a position) of matrix l / 8 = (channel half mh, position
@@ -675,22 +679,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   cp_async_wait<0>();
   __syncthreads();
-  float* red = reinterpret_cast<float*>(smem);  // [2 warpgroups][64 channels][2]
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    float sa = ssum[e], sb = ssq[e];
-    for (int off = 1; off < 4; off <<= 1) {  // the lanes of one gid hold the same channels
-      sa += __shfl_xor_sync(0xffffffffu, sa, off);
-      sb += __shfl_xor_sync(0xffffffffu, sb, off);
-    }
-    if (tq == 0) red[(g * kK + c0 + 8 * e) * 2] = sa, red[(g * kK + c0 + 8 * e) * 2 + 1] = sb;
-  }
-  __syncthreads();
-  if (threadIdx.x < kK) {
-    const float sa = red[threadIdx.x * 2] + red[(kK + threadIdx.x) * 2];
-    const float sb = red[threadIdx.x * 2 + 1] + red[(kK + threadIdx.x) * 2 + 1];
-    part[(blockIdx.x * kK + threadIdx.x) * 2] = sa, part[(blockIdx.x * kK + threadIdx.x) * 2 + 1] = sb;
-  }
+  write_warpgroup_partials(ssum, ssq, g, c0, tq, reinterpret_cast<float*>(smem), part);
 }
 
 // ---- Variant 5: warp-specialized. Two MMA warpgroups (as variant 4 with ping-pong turns) and a third
@@ -846,15 +835,7 @@ __global__ void __launch_bounds__(kThreadsV5, 1)
   const int wq = warp & 3;
   uint32_t a[36][4];
   const int c0 = 16 * wq + gid;
-  {
-    const uint32_t* w32 = reinterpret_cast<const uint32_t*>(w);
-#pragma unroll
-    for (int ks = 0; ks < 36; ++ks) {
-      const int k = ks * 16 + 2 * tq;
-      a[ks][0] = w32[(c0 * kKDim + k) / 2], a[ks][1] = w32[((c0 + 8) * kKDim + k) / 2];
-      a[ks][2] = w32[(c0 * kKDim + k + 8) / 2], a[ks][3] = w32[((c0 + 8) * kKDim + k + 8) / 2];
-    }
-  }
+  load_weight_fragments(w, c0, tq, a);
   const unsigned win_base = smem_addr(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
   const int sm_i = lane >> 3, sm_r = lane & 7;
   const unsigned stage_lane =
