@@ -22,8 +22,8 @@
 //   ws_tma:      the same with the windows brought by TMA (one thread, 8 tensor copies per tile, the halo
 //                zero-filled by the copy engine).
 // Each is checked against a direct fp32-accumulating kernel (max relative error of y, of the sums). Measured
-// on the H200 (bench/results/2026-12-04_h200_session15.json), kernel alone: ws_tma 75.9-76.9 us fp16 / bf16
-// against cuDNN's 91.5-93.4 (which computes no sums); variants 1-3 148 / 135 / 115 us with the finalize.
+// on the H200 (bench/results/2026-12-04_h200_session15.json), kernel alone: ws_tma 75.8-76.9 us fp16 / bf16
+// against cuDNN's 90.0-93.4 (which computes no sums); variants 1-3 148 / 135 / 115 us with the finalize.
 // Usage: bench_conv3x3_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -132,6 +132,16 @@ __device__ __forceinline__ void store_fragment(T* yr, int col, int ch, float c0,
   sq[0] += f0 * f0 + f2 * f2, sq[1] += f1 * f1 + f3 * f3;
 }
 
+// The block's partials part[block][channel][2]: the slots' sums red[slot][channel][2] added in slot order by
+// the threads ch = 0 .. 63 of the group that calls it (ch: the thread's index in that group).
+__device__ __forceinline__ void add_slots(const float* red, int slots, float* part, int ch) {
+  if (ch < kK) {
+    float a = 0.0f, b = 0.0f;
+    for (int m = 0; m < slots; ++m) a += red[(m * kK + ch) * 2], b += red[(m * kK + ch) * 2 + 1];
+    part[(blockIdx.x * kK + ch) * 2] = a, part[(blockIdx.x * kK + ch) * 2 + 1] = b;
+  }
+}
+
 // The block's per-channel partials (part[block][channel][2]) from each thread's sums of J channel pairs
 // (channels channel_of(j) + 0, 1): added over the lanes of a warp that hold the same channels, then over the
 // `slots` warps that share channels (this warp is `slot`) in order, through `red` (slots x 64 x 2 floats of
@@ -155,12 +165,32 @@ __device__ void write_block_partials(const float (&ssum)[J][2], const float (&ss
       }
     }
   __syncthreads();
-  if (threadIdx.x < kK) {
-    float a = 0.0f, b = 0.0f;
-    for (int m = 0; m < slots; ++m)
-      a += red[(m * kK + threadIdx.x) * 2], b += red[(m * kK + threadIdx.x) * 2 + 1];
-    part[(blockIdx.x * kK + threadIdx.x) * 2] = a, part[(blockIdx.x * kK + threadIdx.x) * 2 + 1] = b;
+  add_slots(red, slots, part, threadIdx.x);
+}
+
+// The persistent tile loop of variants 1-3: tiles t = blockIdx.x, + gridDim.x, ... of 8 output rows. Tile
+// t's window is loaded by load(buffer, img, row0) while tile t - gridDim.x computes (two buffers; copies the
+// caller issued before, such as the weights, land with the first); body(buffer, img, row0) runs once every
+// thread's copies are visible, also to the tensor cores, and the buffer is refilled only after all threads
+// finished the body.
+template <class Load, class Body>
+__device__ __forceinline__ void for_each_tile(int n, int h, Load load, Body body) {
+  const int tiles_per_img = h / kRowsPerTile, tiles = n * tiles_per_img;
+  int t = blockIdx.x;
+  if (t < tiles) load(0, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile);
+  cp_async_commit();
+  for (int it = 0; t < tiles; t += gridDim.x, ++it) {
+    const int next = t + gridDim.x;
+    if (next < tiles) load((it + 1) & 1, next / tiles_per_img, (next % tiles_per_img) * kRowsPerTile);
+    cp_async_commit();
+    cp_async_wait<1>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    body(it & 1, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile);
+    __syncthreads();
   }
+  cp_async_wait<0>();
+  __syncthreads();
 }
 
 template <class T>
@@ -172,24 +202,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint4* wsm = smem + 2 * kHaloChunks;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
   const int wm = warp & 3, wn = warp >> 2;  // positions 64 wm .. (output rows 2wm, 2wm+1), channels 32 wn ..
-  const int tiles_per_img = h / kRowsPerTile, tiles = n * tiles_per_img;
   // weights [K][3][3][C] = [n][k] with k = tap * 64 + c: 72 chunks per output channel
   for (int i = threadIdx.x; i < kWeightChunks; i += kThreads)
     cp_async16(wsm + weight_chunk(i / 72, i % 72), w + static_cast<int64_t>(i) * 8, true);
-  int t = blockIdx.x;
-  if (t < tiles) load_halo(halo[0], x, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile, h);
-  cp_async_commit();
   float ssum[4][2], ssq[4][2];
 #pragma unroll
   for (int j = 0; j < 4; ++j) ssum[j][0] = ssum[j][1] = ssq[j][0] = ssq[j][1] = 0.0f;
-  for (int it = 0; t < tiles; t += gridDim.x, ++it) {
-    const int next = t + gridDim.x;
-    if (next < tiles)
-      load_halo(halo[(it + 1) & 1], x, next / tiles_per_img, (next % tiles_per_img) * kRowsPerTile, h);
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-    const uint4* hb = halo[it & 1];
+  auto load = [&](int b, int img, int row0) { load_halo(halo[b], x, img, row0, h); };
+  for_each_tile(n, h, load, [&](int b, int img, int row0) {
+    const uint4* hb = halo[b];
     float acc[4][4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -220,7 +241,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     // epilogue: y rounded once, the channel sums of exactly those values
-    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRowsPerTile;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       T* yr = y + ((static_cast<int64_t>(img) * h + row0 + 2 * wm + i / 2) * kW) * kK;
@@ -229,10 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         store_fragment(yr, 16 * (i % 2) + gid, 32 * wn + 8 * j + 2 * tq, acc[i][j][0], acc[i][j][1],
                        acc[i][j][2], acc[i][j][3], ssum[j], ssq[j]);
     }
-    __syncthreads();  // the halo buffer is refilled next iteration
-  }
-  cp_async_wait<0>();
-  __syncthreads();
+  });
   write_block_partials(
       ssum, ssq, wm, 4, [&](int j) { return 32 * wn + 8 * j + 2 * tq; }, reinterpret_cast<float*>(smem),
       part);
@@ -312,26 +329,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint4* wsm = smem + 2 * kHaloChunks;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
   const int g = warp >> 2, wq = warp & 3;  // warpgroup (output rows 4g .. 4g + 3), warp in it
-  const int tiles_per_img = h / kRowsPerTile, tiles = n * tiles_per_img;
   for (int i = threadIdx.x; i < kWeightChunks; i += kThreads)
     cp_async16(wsm + (i % 72) * 64 + i / 72, w + static_cast<int64_t>(i) * 8, true);
-  int t = blockIdx.x;
-  if (t < tiles) load_halo(halo[0], x, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile, h);
-  cp_async_commit();
   float ssum[8][2], ssq[8][2];
 #pragma unroll
   for (int j = 0; j < 8; ++j) ssum[j][0] = ssum[j][1] = ssq[j][0] = ssq[j][1] = 0.0f;
   const unsigned wbase = smem_addr(wsm);
   const int arow = lane & 15, akh = lane >> 4;
-  for (int it = 0; t < tiles; t += gridDim.x, ++it) {
-    const int next = t + gridDim.x;
-    if (next < tiles)
-      load_halo(halo[(it + 1) & 1], x, next / tiles_per_img, (next % tiles_per_img) * kRowsPerTile, h);
-    cp_async_commit();
-    cp_async_wait<1>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the weights, for the tensor cores
-    __syncthreads();
-    const uint4* hb = halo[it & 1];
+  auto load = [&](int b, int img, int row0) { load_halo(halo[b], x, img, row0, h); };
+  for_each_tile(n, h, load, [&](int b, int img, int row0) {
+    const uint4* hb = halo[b];
     float acc[2][32];
     uint32_t a[2][2][4];  // [buffer][m64 block]
     auto load_a = [&](int ks, uint32_t(&dst)[2][4]) {
@@ -357,7 +364,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     wg_wait<0>();
     fence_regs(acc[0]);
     fence_regs(acc[1]);
-    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRowsPerTile;
 #pragma unroll
     for (int mb = 0; mb < 2; ++mb) {
       T* yr = y + ((static_cast<int64_t>(img) * h + row0 + 4 * g + 2 * mb + wq / 2) * kW) * kK;
@@ -366,10 +372,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         store_fragment(yr, 16 * (wq % 2) + gid, 8 * j + 2 * tq, acc[mb][4 * j], acc[mb][4 * j + 1],
                        acc[mb][4 * j + 2], acc[mb][4 * j + 3], ssum[j], ssq[j]);
     }
-    __syncthreads();
-  }
-  cp_async_wait<0>();
-  __syncthreads();
+  });
   write_block_partials(
       ssum, ssq, warp, 8, [&](int j) { return 8 * j + 2 * tq; }, reinterpret_cast<float*>(smem), part);
 }
@@ -437,11 +440,7 @@ __device__ __forceinline__ void write_warpgroup_partials(const float (&ssum)[2],
     if (tq == 0) red[(g * kK + c0 + 8 * e) * 2] = sa, red[(g * kK + c0 + 8 * e) * 2 + 1] = sb;
   }
   __syncthreads();
-  if (threadIdx.x < kK) {
-    const float sa = red[threadIdx.x * 2] + red[(kK + threadIdx.x) * 2];
-    const float sb = red[threadIdx.x * 2 + 1] + red[(kK + threadIdx.x) * 2 + 1];
-    part[(blockIdx.x * kK + threadIdx.x) * 2] = sa, part[(blockIdx.x * kK + threadIdx.x) * 2 + 1] = sb;
-  }
+  add_slots(red, 2, part, threadIdx.x);
 }
 
 template <class T>
@@ -453,25 +452,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
   const int g = warp >> 2, wq = warp & 3;  // warpgroup (output rows 4g .. 4g + 3), warp in it (16 channels)
   T* stage = reinterpret_cast<T*>(smem + 2 * kHaloChunks) + g * 4 * kW * kK;  // [4 rows][32 positions][64]
-  const int tiles_per_img = h / kRowsPerTile, tiles = n * tiles_per_img;
-  int t = blockIdx.x;
-  if (t < tiles) load_window_chunk_major(win[0], x, t / tiles_per_img, (t % tiles_per_img) * kRowsPerTile, h);
-  cp_async_commit();
   // A: this warp's 16 output channels (rows gid, gid + 8) at every k-step, in mma's fragment layout
   uint32_t a[36][4];
   const int c0 = 16 * wq + gid;
   load_weight_fragments(w, c0, tq, a);
   float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels c0, c0 + 8
-  for (int it = 0; t < tiles; t += gridDim.x, ++it) {
-    const int next = t + gridDim.x;
-    if (next < tiles)
-      load_window_chunk_major(win[(it + 1) & 1], x, next / tiles_per_img,
-                              (next % tiles_per_img) * kRowsPerTile, h);
-    cp_async_commit();
-    cp_async_wait<1>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the window, for the tensor cores
-    __syncthreads();
-    const unsigned wb = smem_addr(win[it & 1]);
+  auto load = [&](int b, int img, int row0) { load_window_chunk_major(win[b], x, img, row0, h); };
+  for_each_tile(n, h, load, [&](int b, int img, int row0) {
+    const unsigned wb = smem_addr(win[b]);
 #pragma unroll 1
     for (int half = 0; half < kPasses; ++half) {  // 4 / kPasses output rows at a time
       float acc[4 / kPasses][16];
@@ -508,14 +496,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
     }
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + g));  // this warpgroup's staged rows are complete
-    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRowsPerTile;
     uint4* dst = reinterpret_cast<uint4*>(y + ((static_cast<int64_t>(img) * h + row0 + 4 * g) * kW) * kK);
     const uint4* src = reinterpret_cast<const uint4*>(stage);
     for (int v = threadIdx.x & 127; v < 4 * kW * kK / 8; v += 128) dst[v] = src[v];  // 4 rows, contiguous
-    __syncthreads();  // the window and the staging buffers are refilled next iteration
-  }
-  cp_async_wait<0>();
-  __syncthreads();
+  });
   write_warpgroup_partials(ssum, ssq, g, c0, tq, reinterpret_cast<float*>(smem), part);
 }
 
@@ -535,22 +519,26 @@ constexpr int kStage4 = kW * kStageStride4;  // T per staged row
 constexpr size_t kSmemV4 = 2 * 3 * kWin4 * 16 + 2 * 2 * kStage4 * 2;
 constexpr int kWinChunks4 = kWinRows4 * kHaloCols * 8;  // 1632
 
-// The window of output rows row0 .. row0 + 3 by the warpgroup's 128 threads: thread tid copies chunk
-// tid % 8 of positions tid / 8 + 16 q (a fixed, unrolled count: no divergent loop near the wgmmas).
-template <class T>
+// The window of output rows row0 .. row0 + 3 by kLoaders threads (chunk planes kCS positions apart):
+// thread tid copies chunk tid % 8 of positions tid / 8 + (kLoaders / 8) q, a fixed count, unrolled for
+// the MMA warpgroups (no divergent loop near the wgmmas). h = 0 gives a zero window.
+template <int kLoaders, int kCS, class T>
 __device__ __forceinline__ void load_window4(uint4* win, const T* x, int img, int row0, int h, int tid) {
+  static_assert(kLoaders % 8 == 0 && kLoaders / 8 < kHaloCols, "whole positions, at most one row wrap");
   const int c = tid & 7;
-  int pos = tid >> 3, hr = 0, hc = pos;  // pos < 16 < 34
+  int pos = tid >> 3, hr = 0, hc = pos;
   const T* src0 = x + (static_cast<int64_t>(img) * h + row0 - 1) * kW * kC + c * 8 - kC;
-  uint4* dst = win + c * kChunkStride4;
-#pragma unroll
-  for (int q = 0; q < (kWinChunks4 + 127) / 128; ++q) {
-    if (q * 128 + 127 < kWinChunks4 || pos < kWinRows4 * kHaloCols) {
+  uint4* dst = win + c * kCS;
+  constexpr int kCopies = (kWinChunks4 + kLoaders - 1) / kLoaders;
+  constexpr int kUnroll = kLoaders >= 128 ? kCopies : 1;  // a helper warp with few registers keeps a loop
+#pragma unroll kUnroll
+  for (int q = 0; q < kCopies; ++q) {
+    if ((q + 1) * kLoaders <= kWinChunks4 || pos < kWinRows4 * kHaloCols) {
       const int yr = row0 + hr - 1;
       const bool valid = yr >= 0 && yr < h && hc >= 1 && hc <= kW;
       cp_async16(dst + pos, valid ? src0 + (hr * kW + hc) * kC : x, valid);
     }
-    pos += 16, hc += 16;
+    pos += kLoaders / 8, hc += kLoaders / 8;
     if (hc >= kHaloCols) hc -= kHaloCols, ++hr;
   }
 }
@@ -562,8 +550,69 @@ __device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, uint32_t r0, ui
                : "memory");
 }
 
+// This lane's stmatrix row address in a staged row ([32 positions][kStageStride4]): lane l stores row l % 8
+// (a position) of matrix l / 8 = (position group within a pair, channel half), 8 channels 16 wq + 8 mh ..
+__device__ __forceinline__ unsigned stage_lane_address(unsigned stage, int lane, int wq) {
+  const int i = lane >> 3, r = lane & 7;
+  return stage + static_cast<unsigned>(((8 * (i >> 1) + r) * kStageStride4 + 16 * wq + 8 * (i & 1)) * 2);
+}
+
+// The 36 wgmmas of one output row whose window row starts at row_base (chunk planes kCS positions apart),
+// committed as one group. Descriptors: one base plus constants (uniform registers when row_base is).
+template <int kCS, class T>
+__device__ __forceinline__ void issue_row(float (&acc)[16], const uint32_t (&a)[36][4], unsigned row_base) {
+  const uint32_t lo = ((row_base >> 4) & 0x3FFF) | ((kCS * 16 >> 4) << 16);
+  wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < 36; ++ks) {
+    const int tap = ks / 4, cc = ks % 4, r = tap / 3, s = tap % 3;
+    const uint64_t desc = (static_cast<uint64_t>(128 >> 4) << 32) |
+                          (lo + static_cast<uint32_t>((2 * cc) * kCS + r * kHaloCols + s));
+    wgmma32(acc, a[ks], desc, ks > 0, T{});
+  }
+  wg_commit();
+}
+
+// A completed row rounded to T and staged through stmatrix at this lane's address sb; on_pair(mh, f0, f1)
+// sees each rounded pair (channel c0 + 8 mh, two positions). acc[4 jj + 2 mh + e]: channel c0 + 8 mh,
+// position 8 jj + 2 tq + e.
+template <class T, class OnPair>
+__device__ __forceinline__ void stage_row(const float (&acc)[16], unsigned sb, OnPair on_pair) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {  // position groups 2 half, 2 half + 1
+    uint32_t p[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {  // matrix m: position group 2 half + m / 2, channel half m % 2
+      const int jj = 2 * half + m / 2, mh = m % 2;
+      float f0, f1;
+      p[m] = round2(acc[4 * jj + 2 * mh], acc[4 * jj + 2 * mh + 1], f0, f1, T{});
+      on_pair(mh, f0, f1);
+    }
+    stmatrix_x4_trans(sb + static_cast<unsigned>(16 * half * kStageStride4 * 2), p[0], p[1], p[2], p[3]);
+  }
+}
+
+// Ping-pong turns of the two MMA warpgroups (named barriers 3 and 4, 256 threads): warpgroup 1 opens with
+// one pass; each takes its turn before issuing a row and passes it after (warpgroup 1 not after its last).
+__device__ __forceinline__ void open_turns(int g) {
+  if (g == 1) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+}
+__device__ __forceinline__ void take_turn(int g) {
+  if (g == 0)
+    asm volatile("bar.sync 4, 256;\n" ::: "memory");
+  else
+    asm volatile("bar.sync 3, 256;\n" ::: "memory");
+}
+__device__ __forceinline__ void pass_turn(int g, bool last) {
+  if (g == 0)
+    asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+  else if (!last)
+    asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+}
+
 // kLeaveOut (timing diagnostics only; 0 is the real kernel): 1 = no stores of y, 2 = no window loads after
-// the first two tiles, 4 = no epilogue at all (rounding, staging, sums, stores). kPingPong: the two
+// the first two tiles, 4 = no epilogue (no rounding, staging or stores; the accumulators only added into the
+// sums, which are then wrong: without any use of them ptxas removes the wgmmas). kPingPong: the two
 // warpgroups take turns issuing their rows' wgmmas (named barriers 3 and 4), so one's epilogue runs while
 // the other's wgmmas do.
 template <class T, int kLeaveOut = 0, bool kPingPong = false>
@@ -586,9 +635,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (k < my_tiles && (k < 2 || !(kLeaveOut & 2))) {
       const int t = first + k * stride;
       if (t < tiles)
-        load_window4(win + (k % 3) * kWin4, x, t / tiles_per_img, (t % tiles_per_img) * kRows4, h, tid);
+        load_window4<128, kChunkStride4>(win + (k % 3) * kWin4, x, t / tiles_per_img,
+                                         (t % tiles_per_img) * kRows4, h, tid);
       else  // a phantom tile (odd tile count): a zero window, so its rows add nothing to the sums
-        load_window4(win + (k % 3) * kWin4, x, 0, 0, 0, tid);
+        load_window4<128, kChunkStride4>(win + (k % 3) * kWin4, x, 0, 0, 0, tid);
     }
     cp_async_commit();
   };
@@ -599,44 +649,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_weight_fragments(w, c0, tq, a);
   float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels c0, c0 + 8
   const unsigned win_base = smem_addr(smem) + static_cast<unsigned>(g * 3 * kWin4 * 16);
-  // stmatrix row addresses: lane l stores row l % 8 (a position) of matrix l / 8 = (channel half mh, position
-  // group jj within the pair), 8 channels 16 wq + 8 mh ..
-  const int sm_i = lane >> 3, sm_r = lane & 7;
-  const unsigned stage_lane =
-      smem_addr(stage) +
-      static_cast<unsigned>(((8 * (sm_i >> 1) + sm_r) * kStageStride4 + 16 * wq + 8 * (sm_i & 1)) * 2);
-  auto issue = [&](float(&acc)[16], int j) {  // the 36 wgmmas of row j (row j % 4 of tile j / 4)
+  const unsigned stage_lane = stage_lane_address(smem_addr(stage), lane, wq);
+  auto issue = [&](float(&acc)[16], int j) {  // row j (row j % 4 of tile j / 4)
     const int k = j / kRows4, row = j % kRows4;
-    const unsigned base = win_base + static_cast<unsigned>(((k % 3) * kWin4 + row * kHaloCols) * 16);
-    const uint32_t lo = ((base >> 4) & 0x3FFF) | ((kChunkStride4 * 16 >> 4) << 16);
-    wg_fence();
-#pragma unroll
-    for (int ks = 0; ks < 36; ++ks) {
-      const int tap = ks / 4, cc = ks % 4, r = tap / 3, s = tap % 3;
-      const uint64_t desc = (static_cast<uint64_t>(128 >> 4) << 32) |
-                            (lo + static_cast<uint32_t>((2 * cc) * kChunkStride4 + r * kHaloCols + s));
-      wgmma32(acc, a[ks], desc, ks > 0, T{});
-    }
-    wg_commit();
+    issue_row<kChunkStride4, T>(acc, a,
+                                win_base + static_cast<unsigned>(((k % 3) * kWin4 + row * kHaloCols) * 16));
   };
   // row j's wgmmas are complete: round, stage, sum, and store it to out (nothing for a phantom tile)
   auto finish = [&](float(&acc)[16], int j, uint4* out) {
     fence_regs(acc);
-    if (kLeaveOut & 4) return;
-    const unsigned sb = stage_lane + static_cast<unsigned>((j & 1) * kStage4 * 2);
-    // acc[4 jj + 2 mh + e]: channel c0 + 8 mh, position 8 jj + 2 tq + e
+    if (kLeaveOut & 4) {  // the accumulators still feed something, or ptxas drops the wgmmas
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {  // position groups 2 half, 2 half + 1
-      uint32_t p[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {  // matrix m: position group 2 half + m / 2, channel half m % 2
-        const int jj = 2 * half + m / 2, mh = m % 2;
-        float f0, f1;
-        p[m] = round2(acc[4 * jj + 2 * mh], acc[4 * jj + 2 * mh + 1], f0, f1, T{});
-        ssum[mh] += f0 + f1, ssq[mh] += f0 * f0 + f1 * f1;
-      }
-      stmatrix_x4_trans(sb + static_cast<unsigned>(16 * half * kStageStride4 * 2), p[0], p[1], p[2], p[3]);
+      for (int i = 0; i < 16; ++i) ssum[i & 1] += acc[i];
+      return;
     }
+    stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage4 * 2),
+                 [&](int mh, float f0, float f1) { ssum[mh] += f0 + f1, ssq[mh] += f0 * f0 + f1 * f1; });
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + g) : "memory");
     if (out == nullptr || (kLeaveOut & 1)) return;
     uint4* dst = out + (j % kRows4) * (kW * kK / 8);
@@ -649,7 +677,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   const int rows = kRows4 * my_tiles;
   float acc[16];
-  if (kPingPong && g == 1 && rows > 0) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+  if (kPingPong && rows > 0) open_turns(g);
   uint4* out = nullptr;  // the first output row of the current tile
   for (int j = 0; j < rows; ++j) {
     if (j % kRows4 ==
@@ -661,19 +689,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       asm volatile("bar.sync %0, 128;\n" ::"r"(1 + g) : "memory");
       load(j / kRows4 + 2);
     }
-    if (kPingPong) {
-      if (g == 0)
-        asm volatile("bar.sync 4, 256;\n" ::: "memory");
-      else
-        asm volatile("bar.sync 3, 256;\n" ::: "memory");
-    }
+    if (kPingPong) take_turn(g);
     issue(acc, j);
-    if (kPingPong) {
-      if (g == 0)
-        asm volatile("bar.arrive 3, 256;\n" ::: "memory");
-      else if (j + 1 < rows)
-        asm volatile("bar.arrive 4, 256;\n" ::: "memory");
-    }
+    if (kPingPong) pass_turn(g, j + 1 == rows);
     wg_wait<0>();
     finish(acc, j, out);
   }
@@ -767,16 +785,7 @@ __global__ void __launch_bounds__(kThreadsV5, 1)
               : "memory");
         return;
       }
-      const int c = ht & 7;
-      int pos = ht >> 3, hr = 0, hc = pos;  // positions ht / 8 + 8 q
-      const T* src0 = x + (static_cast<int64_t>(img) * h + row0 - 1) * kW * kC + c * 8 - kC;
-      for (; pos < kWinRows4 * kHaloCols; pos += 8) {
-        const int yr = row0 + hr - 1;
-        const bool valid = real && yr >= 0 && yr < h && hc >= 1 && hc <= kW;
-        cp_async16(dst + c * kCS + pos, valid ? src0 + (hr * kW + hc) * kC : x, valid);
-        hc += 8;
-        if (hc >= kHaloCols) hc -= kHaloCols, ++hr;
-      }
+      load_window4<64, kCS>(dst, x, img, row0, real ? h : 0, ht);
       cp_async_mbar_arrive(win_full(m, k % 3));
     };
     for (int k = 0; k < 3 && k < my_tiles; ++k) load(k);
@@ -822,12 +831,7 @@ __global__ void __launch_bounds__(kThreadsV5, 1)
       for (int i = 0; i < 8; ++i)
         red[(hw * kK + 8 * lane + i) * 2] = sum[i], red[(hw * kK + 8 * lane + i) * 2 + 1] = sq[i];
     asm volatile("bar.sync 5, 128;\n" ::: "memory");
-    const int ch = threadIdx.x & 127;
-    if (ch < kK) {
-      float a = 0.0f, b = 0.0f;
-      for (int q = 0; q < 4; ++q) a += red[(q * kK + ch) * 2], b += red[(q * kK + ch) * 2 + 1];
-      part[(blockIdx.x * kK + ch) * 2] = a, part[(blockIdx.x * kK + ch) * 2 + 1] = b;
-    }
+    add_slots(red, 4, part, threadIdx.x & 127);
     return;
   }
   // ---- MMA warpgroups
@@ -837,53 +841,24 @@ __global__ void __launch_bounds__(kThreadsV5, 1)
   const int c0 = 16 * wq + gid;
   load_weight_fragments(w, c0, tq, a);
   const unsigned win_base = smem_addr(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
-  const int sm_i = lane >> 3, sm_r = lane & 7;
   const unsigned stage_lane =
-      smem_addr(reinterpret_cast<T*>(smem + 6 * kWin) + g * 2 * kStage4) +
-      static_cast<unsigned>(((8 * (sm_i >> 1) + sm_r) * kStageStride4 + 16 * wq + 8 * (sm_i & 1)) * 2);
+      stage_lane_address(smem_addr(reinterpret_cast<T*>(smem + 6 * kWin) + g * 2 * kStage4), lane, wq);
   float acc[16];
-  if (g == 1 && rows > 0) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+  if (rows > 0) open_turns(g);
   for (int j = 0; j < rows; ++j) {
     const int k = j / kRows4, row = j % kRows4;
     if (row == 0) {
       mbar_wait(win_full(g, k % 3), (k / 3) & 1);
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     }
-    if (g == 0)
-      asm volatile("bar.sync 4, 256;\n" ::: "memory");
-    else
-      asm volatile("bar.sync 3, 256;\n" ::: "memory");
-    const unsigned base = win_base + static_cast<unsigned>(((k % 3) * kWin + row * kHaloCols) * 16);
-    const uint32_t lo = ((base >> 4) & 0x3FFF) | ((kCS * 16 >> 4) << 16);
-    wg_fence();
-#pragma unroll
-    for (int ks = 0; ks < 36; ++ks) {
-      const int tap = ks / 4, cc = ks % 4, r = tap / 3, s = tap % 3;
-      const uint64_t desc = (static_cast<uint64_t>(128 >> 4) << 32) |
-                            (lo + static_cast<uint32_t>((2 * cc) * kCS + r * kHaloCols + s));
-      wgmma32(acc, a[ks], desc, ks > 0, T{});
-    }
-    wg_commit();
-    if (g == 0)
-      asm volatile("bar.arrive 3, 256;\n" ::: "memory");
-    else if (j + 1 < rows)
-      asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+    take_turn(g);
+    issue_row<kCS, T>(acc, a, win_base + static_cast<unsigned>(((k % 3) * kWin + row * kHaloCols) * 16));
+    pass_turn(g, j + 1 == rows);
     wg_wait<0>();
     fence_regs(acc);
     if (row == kRows4 - 1) mbar_arrive(win_empty(g, k % 3));
     mbar_wait(stage_empty(g, j & 1), ((j >> 1) & 1) ^ 1);
-    const unsigned sb = stage_lane + static_cast<unsigned>((j & 1) * kStage4 * 2);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      uint32_t p[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int jj = 2 * half + m / 2, mh = m % 2;
-        float f0, f1;
-        p[m] = round2(acc[4 * jj + 2 * mh], acc[4 * jj + 2 * mh + 1], f0, f1, T{});
-      }
-      stmatrix_x4_trans(sb + static_cast<unsigned>(16 * half * kStageStride4 * 2), p[0], p[1], p[2], p[3]);
-    }
+    stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage4 * 2), [](int, float, float) {});
     mbar_arrive(stage_full(g, j & 1));
   }
 }
