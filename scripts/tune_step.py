@@ -74,6 +74,17 @@ def cache_entries(path):
     return last
 
 
+def logged_candidates(log, pattern, key, index, desc, us):
+    """problem -> {candidate index: (description, microseconds alone)} from the lines of a log that match
+    pattern (key, index, desc, us: the groups holding each)."""
+    cands = {}
+    for line in log.splitlines():
+        m = pattern.match(line)
+        if m:
+            cands.setdefault(m.group(key), {})[int(m.group(index))] = (m.group(desc), float(m.group(us)))
+    return cands
+
+
 def conv_entry_for(key, cands, entries):
     """The cache entry of a convolution's engine (its key is the logged one) when it names a logged candidate."""
     e = entries.get(key)
@@ -147,16 +158,12 @@ def main():
     # only decided choices.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("tune_step: terminated"))
 
-    cands = {}
     if a.convs:  # every convolution timed afresh (a cache hit logs no candidates), then kept in the cache
         fresh = a.cache + ".tune_step_fresh"
         if os.path.exists(fresh):
             os.remove(fresh)
         first, log = run_step(cmd, fresh, 2, a.timeout)
-        for line in log.splitlines():
-            m = CONV_CANDIDATE.match(line)
-            if m:
-                cands.setdefault(m.group(4), {})[int(m.group(1))] = (m.group(2), float(m.group(3)))
+        cands = logged_candidates(log, CONV_CANDIDATE, 4, 1, 2, 3)
         if not os.path.exists(fresh):
             sys.exit(f"tune_step: {fresh} was not written (is the CUDA plugin loaded, the cache writable?)")
         if not os.path.exists(a.cache):
@@ -169,10 +176,7 @@ def main():
         os.remove(fresh)
     else:
         first, log = run_step(cmd, a.cache, 2, a.timeout)  # tunes alone where the cache has no entry yet
-        for line in log.splitlines():
-            m = CANDIDATE.match(line)
-            if m:
-                cands.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), float(m.group(4)))
+        cands = logged_candidates(log, CANDIDATE, 1, 2, 3, 4)
     if not os.path.exists(a.cache):
         sys.exit(f"tune_step: {a.cache} was not written (is the CUDA plugin loaded, the cache writable?)")
     with open(a.cache) as f:
