@@ -2,7 +2,7 @@
 // pad 1, 64 -> 64 channels, 32x32 maps, NHWC fp16 / bf16) with batchnorm's per-channel sums of its output in
 // the same kernel, against cuDNN on the same card? A diagnostic for the own-kernel route of
 // docs/performance.md (cuDNN runs this shape at about 440 TFLOP/s, its weakest in the step), not part of the
-// product: it links only the CUDA runtime and cuDNN.
+// product (it links the product's kernel, cuDNN and the CUDA runtime).
 //
 // Persistent blocks (one per SM). Variants 1-3 (session 14) use 8 warps and tiles of 8 output rows (256
 // positions) x 64 output channels whose zero-padded input window (10 x 34 positions x 64 channels) comes
@@ -13,17 +13,12 @@
 //                ldmatrix, the weights as B read from shared memory by the tensor cores.
 //   wgmma_regw:  the weights as A, held in registers for the whole kernel; the window as B through
 //                descriptors; one m64n32k16 per output row and k-step.
-// Variants 4-6 (session 15) keep variant 3's operands and pipeline them, tiles of 4 rows per warpgroup:
-//   pipe:        independent warpgroups (own windows, triple-buffered; named barriers only), descriptors
-//                from one uniform base plus constants, the epilogue rounding through stmatrix; optionally
-//                ping-pong turns so one warpgroup's epilogue runs beside the other's wgmmas.
-//   ws:          warp-specialized: two MMA warpgroups and a helper warpgroup that loads the windows and
-//                finishes the rows (sums, stores), hand-offs through mbarriers, setmaxnreg 232 / 40.
-//   ws_tma:      the same with the windows brought by TMA (one thread, 8 tensor copies per tile, the halo
-//                zero-filled by the copy engine).
+// Session 15's pipelined and warp-specialized variants (4-6) led to the product's kernel
+// (ops/conv3x3_wgmma.h: warp-specialized, windows by TMA), which this probe now times in their place; their
+// code is in git history (71dec1e), their times in bench/results/2026-12-04_h200_session15.json.
 // Each is checked against a direct fp32-accumulating kernel (max relative error of y, of the sums). Measured
-// on the H200 (bench/results/2026-12-04_h200_session15.json), kernel alone: ws_tma 75.8-76.9 us fp16 / bf16
-// against cuDNN's 90.0-93.4 (which computes no sums); variants 1-3 148 / 135 / 115 us with the finalize.
+// on the H200, kernel alone: fresco's 75.8-76.9 us fp16 / bf16 against cuDNN's 90.0-93.4 (which computes no
+// sums); variants 1-3 148 / 135 / 115 us with the finalize.
 // Usage: bench_conv3x3_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -41,7 +36,9 @@
 #include <string>
 #include <vector>
 
+#include "ops/conv3x3_wgmma.h"
 #include "ops/mma_sync.cuh"
+#include "ops/wgmma.cuh"
 
 namespace {
 
@@ -69,9 +66,15 @@ constexpr int kWeightChunks = kK * kKDim / 8;           // 4608
 constexpr int kThreads = 256;
 constexpr size_t kSmem = (2 * kHaloChunks + kWeightChunks) * 16;  // 2 x 43.5 KB + 72 KB
 
+using fresco::cuda::fence_regs;
 using fresco::cuda::ldmatrix_x4;
 using fresco::cuda::mma;
 using fresco::cuda::round2;
+using fresco::cuda::smem_desc;
+using fresco::cuda::wg_commit;
+using fresco::cuda::wg_fence;
+using fresco::cuda::wg_wait;
+using fresco::cuda::wgmma32;
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return fresco::cuda::shared_address(p);
 }
@@ -260,35 +263,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 // weights) read by the tensor cores from shared memory in the no-swizzle core-matrix layout: [72 k-chunks][64
 // channels][8 k] (a core matrix = 8 channels x 8 k = 128 bytes; k-halves 1024 bytes apart, channel groups
 // 128).
-// A no-swizzle shared-memory matrix descriptor: start address, LBO (bytes between core matrices along K) and
-// SBO (bytes between core matrices along M / N), each in 16-byte units.
-__device__ __forceinline__ uint64_t smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-  return static_cast<uint64_t>((addr >> 4) & 0x3FFF) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32);
-}
-__device__ __forceinline__ void wg_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wg_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wg_wait() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-// Keeps the compiler from moving accesses of wgmma's accumulators across the wait that completes them.
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 #define FR_WGMMA_D                                                                                          \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),           \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
@@ -298,26 +272,6 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 #define FR_WGMMA_REGS                                                                                       \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
   "%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-
-// d (+)= a (64 x 16, registers) * b (16 x N, descriptor); accumulate = 0 overwrites d. NAME(d, a, desc,
-// accumulate, T{}) for each 16-bit type.
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FR_WGMMA_ASM(SHAPE, TYPE, REGS, PRED, ...)                                                  \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\nwgmma.mma_async.sync.aligned." SHAPE \
-               ".f32." TYPE "." TYPE " " REGS:__VA_ARGS__                                           \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
-#else
-#define FR_WGMMA_ASM(SHAPE, TYPE, REGS, PRED, ...) (void)0
-#endif
-#define FR_WGMMA(NAME, NREG, SHAPE, REGS, PRED, ...)                                          \
-  __device__ __forceinline__ void NAME(float(&d)[NREG], const uint32_t(&a)[4], uint64_t desc, \
-                                       int accumulate, __half) {                              \
-    FR_WGMMA_ASM(SHAPE, "f16", REGS, PRED, __VA_ARGS__);                                      \
-  }                                                                                           \
-  __device__ __forceinline__ void NAME(float(&d)[NREG], const uint32_t(&a)[4], uint64_t desc, \
-                                       int accumulate, __nv_bfloat16) {                       \
-    FR_WGMMA_ASM(SHAPE, "bf16", REGS, PRED, __VA_ARGS__);                                     \
-  }
 FR_WGMMA(wgmma64, 32, "m64n64k16", FR_WGMMA_REGS, "%37", FR_WGMMA_D)
 
 template <class T>
@@ -391,14 +345,6 @@ constexpr int kPositions = kHaloRows * kHaloCols;  // 340
 // weights; ptxas spills 64 bytes with 1, 2 or 4 passes).
 constexpr int kPasses = 2;
 constexpr size_t kSmemV3 = (2 * kHaloChunks) * 16 + 2 * 4 * kW * kK * 2;  // 2 windows + 2 x 4 staged rows
-
-#define FR_WGMMA_D16                                                                              \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-#define FR_WGMMA_REGS16 \
-  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
-
-FR_WGMMA(wgmma32, 16, "m64n32k16", FR_WGMMA_REGS16, "%21", FR_WGMMA_D16)
 
 template <class T>
 __device__ void load_window_chunk_major(uint4* win, const T* x, int img, int row0, int h) {
@@ -503,364 +449,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   write_warpgroup_partials(ssum, ssq, g, c0, tq, reinterpret_cast<float*>(smem), part);
 }
 
-// ---- Variant 4: variant 3's operands (weights as A in registers, the window as B), pipelined across
-// warpgroups. The two warpgroups run independently (named barriers only), each on its own tiles of 4 output
-// rows with its own three window buffers (the window of tile k + 2 loads while tile k computes), so one
-// warpgroup's epilogue runs beside the other's wgmmas. Per row a warpgroup issues 36 m64n32k16 (one
-// accumulator chain; the rate probe measured 810-960 TFLOP/s for that shape from registers), waits, rounds
-// the row to T with stmatrix into a staging buffer (the channel sums from the same rounded pairs) and
-// copies it out as 16-byte vectors. The descriptors come from one per-row base plus constants (warpgroup
-// index broadcast, so the compiler keeps them in uniform registers). Chunk stride 205 positions (odd in
-// 16-byte units: the 8 chunks of a position land in distinct banks).
-constexpr int kRows4 = 4, kWinRows4 = kRows4 + 2, kChunkStride4 = kWinRows4 * kHaloCols + 1;  // 205
-constexpr int kWin4 = 8 * kChunkStride4;     // uint4 per window buffer
-constexpr int kStageStride4 = kK + 8;        // T per staged position (144 bytes)
-constexpr int kStage4 = kW * kStageStride4;  // T per staged row
-constexpr size_t kSmemV4 = 2 * 3 * kWin4 * 16 + 2 * 2 * kStage4 * 2;
-constexpr int kWinChunks4 = kWinRows4 * kHaloCols * 8;  // 1632
-
-// The window of output rows row0 .. row0 + 3 by kLoaders threads (chunk planes kCS positions apart):
-// thread tid copies chunk tid % 8 of positions tid / 8 + (kLoaders / 8) q, a fixed count, unrolled for
-// the MMA warpgroups (no divergent loop near the wgmmas). h = 0 gives a zero window.
-template <int kLoaders, int kCS, class T>
-__device__ __forceinline__ void load_window4(uint4* win, const T* x, int img, int row0, int h, int tid) {
-  static_assert(kLoaders % 8 == 0 && kLoaders / 8 < kHaloCols, "whole positions, at most one row wrap");
-  const int c = tid & 7;
-  int pos = tid >> 3, hr = 0, hc = pos;
-  const T* src0 = x + (static_cast<int64_t>(img) * h + row0 - 1) * kW * kC + c * 8 - kC;
-  uint4* dst = win + c * kCS;
-  constexpr int kCopies = (kWinChunks4 + kLoaders - 1) / kLoaders;
-  constexpr int kUnroll = kLoaders >= 128 ? kCopies : 1;  // a helper warp with few registers keeps a loop
-#pragma unroll kUnroll
-  for (int q = 0; q < kCopies; ++q) {
-    if ((q + 1) * kLoaders <= kWinChunks4 || pos < kWinRows4 * kHaloCols) {
-      const int yr = row0 + hr - 1;
-      const bool valid = yr >= 0 && yr < h && hc >= 1 && hc <= kW;
-      cp_async16(dst + pos, valid ? src0 + (hr * kW + hc) * kC : x, valid);
-    }
-    pos += kLoaders / 8, hc += kLoaders / 8;
-    if (hc >= kHaloCols) hc -= kHaloCols, ++hr;
-  }
-}
-
-__device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2,
-                                                  uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r0),
-               "r"(r1), "r"(r2), "r"(r3)
-               : "memory");
-}
-
-// This lane's stmatrix row address in a staged row ([32 positions][kStageStride4]): lane l stores row l % 8
-// (a position) of matrix l / 8 = (position group within a pair, channel half), 8 channels 16 wq + 8 mh ..
-__device__ __forceinline__ unsigned stage_lane_address(unsigned stage, int lane, int wq) {
-  const int i = lane >> 3, r = lane & 7;
-  return stage + static_cast<unsigned>(((8 * (i >> 1) + r) * kStageStride4 + 16 * wq + 8 * (i & 1)) * 2);
-}
-
-// The 36 wgmmas of one output row whose window row starts at row_base (chunk planes kCS positions apart),
-// committed as one group. Descriptors: one base plus constants (uniform registers when row_base is).
-template <int kCS, class T>
-__device__ __forceinline__ void issue_row(float (&acc)[16], const uint32_t (&a)[36][4], unsigned row_base) {
-  const uint32_t lo = ((row_base >> 4) & 0x3FFF) | ((kCS * 16 >> 4) << 16);
-  wg_fence();
-#pragma unroll
-  for (int ks = 0; ks < 36; ++ks) {
-    const int tap = ks / 4, cc = ks % 4, r = tap / 3, s = tap % 3;
-    const uint64_t desc = (static_cast<uint64_t>(128 >> 4) << 32) |
-                          (lo + static_cast<uint32_t>((2 * cc) * kCS + r * kHaloCols + s));
-    wgmma32(acc, a[ks], desc, ks > 0, T{});
-  }
-  wg_commit();
-}
-
-// A completed row rounded to T and staged through stmatrix at this lane's address sb; on_pair(mh, f0, f1)
-// sees each rounded pair (channel c0 + 8 mh, two positions). acc[4 jj + 2 mh + e]: channel c0 + 8 mh,
-// position 8 jj + 2 tq + e.
-template <class T, class OnPair>
-__device__ __forceinline__ void stage_row(const float (&acc)[16], unsigned sb, OnPair on_pair) {
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {  // position groups 2 half, 2 half + 1
-    uint32_t p[4];
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {  // matrix m: position group 2 half + m / 2, channel half m % 2
-      const int jj = 2 * half + m / 2, mh = m % 2;
-      float f0, f1;
-      p[m] = round2(acc[4 * jj + 2 * mh], acc[4 * jj + 2 * mh + 1], f0, f1, T{});
-      on_pair(mh, f0, f1);
-    }
-    stmatrix_x4_trans(sb + static_cast<unsigned>(16 * half * kStageStride4 * 2), p[0], p[1], p[2], p[3]);
-  }
-}
-
-// Ping-pong turns of the two MMA warpgroups (named barriers 3 and 4, 256 threads): warpgroup 1 opens with
-// one pass; each takes its turn before issuing a row and passes it after (warpgroup 1 not after its last).
-__device__ __forceinline__ void open_turns(int g) {
-  if (g == 1) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
-}
-__device__ __forceinline__ void take_turn(int g) {
-  if (g == 0)
-    asm volatile("bar.sync 4, 256;\n" ::: "memory");
-  else
-    asm volatile("bar.sync 3, 256;\n" ::: "memory");
-}
-__device__ __forceinline__ void pass_turn(int g, bool last) {
-  if (g == 0)
-    asm volatile("bar.arrive 3, 256;\n" ::: "memory");
-  else if (!last)
-    asm volatile("bar.arrive 4, 256;\n" ::: "memory");
-}
-
-// kLeaveOut (timing diagnostics only; 0 is the real kernel): 1 = no stores of y, 2 = no window loads after
-// the first two tiles, 4 = no epilogue (no rounding, staging or stores; the accumulators only added into the
-// sums, which are then wrong: without any use of them ptxas removes the wgmmas). kPingPong: the two
-// warpgroups take turns issuing their rows' wgmmas (named barriers 3 and 4), so one's epilogue runs while
-// the other's wgmmas do.
-template <class T, int kLeaveOut = 0, bool kPingPong = false>
-__global__ void __launch_bounds__(kThreads, 1)
-    conv3x3_pipe_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
-                        float* __restrict__ part, int n, int h) {
-  extern __shared__ __align__(128) uint4 smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
-  const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);  // uniform to the compiler
-  const int wq = warp & 3, tid = threadIdx.x & 127;
-  uint4* win = smem + g * 3 * kWin4;
-  T* stage = reinterpret_cast<T*>(smem + 6 * kWin4) + g * 2 * kStage4;
-  const int tiles_per_img = h / kRows4, tiles = n * tiles_per_img;
-  // tile pairs (one per warpgroup) k * gridDim.x + blockIdx.x: both warpgroups make the same number of
-  // steps (a count from blockIdx only, so the compiler sees uniform loops); an odd last tile leaves one
-  // warpgroup computing on a stale window without storing or summing it.
-  const int first = blockIdx.x * 2 + g, stride = gridDim.x * 2, pairs = (tiles + 1) / 2;
-  const int my_tiles = blockIdx.x < pairs ? (pairs - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-  auto load = [&](int k) {
-    if (k < my_tiles && (k < 2 || !(kLeaveOut & 2))) {
-      const int t = first + k * stride;
-      if (t < tiles)
-        load_window4<128, kChunkStride4>(win + (k % 3) * kWin4, x, t / tiles_per_img,
-                                         (t % tiles_per_img) * kRows4, h, tid);
-      else  // a phantom tile (odd tile count): a zero window, so its rows add nothing to the sums
-        load_window4<128, kChunkStride4>(win + (k % 3) * kWin4, x, 0, 0, 0, tid);
-    }
-    cp_async_commit();
-  };
-  load(0);
-  load(1);
-  uint32_t a[36][4];
-  const int c0 = 16 * wq + gid;
-  load_weight_fragments(w, c0, tq, a);
-  float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels c0, c0 + 8
-  const unsigned win_base = smem_addr(smem) + static_cast<unsigned>(g * 3 * kWin4 * 16);
-  const unsigned stage_lane = stage_lane_address(smem_addr(stage), lane, wq);
-  auto issue = [&](float(&acc)[16], int j) {  // row j (row j % 4 of tile j / 4)
-    const int k = j / kRows4, row = j % kRows4;
-    issue_row<kChunkStride4, T>(acc, a,
-                                win_base + static_cast<unsigned>(((k % 3) * kWin4 + row * kHaloCols) * 16));
-  };
-  // row j's wgmmas are complete: round, stage, sum, and store it to out (nothing for a phantom tile)
-  auto finish = [&](float(&acc)[16], int j, uint4* out) {
-    fence_regs(acc);
-    if (kLeaveOut & 4) {  // the accumulators still feed something, or ptxas drops the wgmmas
-#pragma unroll
-      for (int i = 0; i < 16; ++i) ssum[i & 1] += acc[i];
-      return;
-    }
-    stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage4 * 2),
-                 [&](int mh, float f0, float f1) { ssum[mh] += f0 + f1, ssq[mh] += f0 * f0 + f1 * f1; });
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + g) : "memory");
-    if (out == nullptr || (kLeaveOut & 1)) return;
-    uint4* dst = out + (j % kRows4) * (kW * kK / 8);
-    const T* src = stage + (j & 1) * kStage4;
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int v = tid + 128 * q, pos = v / 8, c = v % 8;
-      dst[v] = *reinterpret_cast<const uint4*>(src + pos * kStageStride4 + c * 8);
-    }
-  };
-  const int rows = kRows4 * my_tiles;
-  float acc[16];
-  if (kPingPong && rows > 0) open_turns(g);
-  uint4* out = nullptr;  // the first output row of the current tile
-  for (int j = 0; j < rows; ++j) {
-    if (j % kRows4 ==
-        0) {  // window j / 4 is complete; tile j / 4 - 1 is done, its buffer takes tile j / 4 + 2
-      const int t = first + (j / kRows4) * stride;
-      out = t < tiles ? reinterpret_cast<uint4*>(y + static_cast<int64_t>(t) * kRows4 * kW * kK) : nullptr;
-      cp_async_wait<1>();
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + g) : "memory");
-      load(j / kRows4 + 2);
-    }
-    if (kPingPong) take_turn(g);
-    issue(acc, j);
-    if (kPingPong) pass_turn(g, j + 1 == rows);
-    wg_wait<0>();
-    finish(acc, j, out);
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-  write_warpgroup_partials(ssum, ssq, g, c0, tq, reinterpret_cast<float*>(smem), part);
-}
-
-// ---- Variant 5: warp-specialized. Two MMA warpgroups (as variant 4 with ping-pong turns) and a third
-// warpgroup that loads the windows and finishes the rows: its threads 0-63 serve MMA warpgroup 0, 64-127
-// warpgroup 1. An MMA warpgroup only waits for its window, issues a row's 36 wgmmas, rounds the row into a
-// staging buffer with stmatrix and signals it; the helper threads add the staged row's channel sums and
-// store it. Hand-offs through mbarriers: window full (the helpers' cp.async arrive on it), window empty (the
-// MMA warpgroup, after a tile's last row), stage full / empty (two staging buffers per MMA warpgroup).
-// Registers: the MMA warpgroups raise their limit to 232 (setmaxnreg), the helper lowers to 40.
-constexpr int kThreadsV5 = 384;
-constexpr size_t kSmemV5 = 2 * 3 * 8 * 208 * 16 + 2 * 2 * kStage4 * 2 + 16 * 8 * 2;  // + the mbarriers
-
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// The mbarrier's pending count drops by one when this thread's earlier cp.async copies have landed.
-__device__ __forceinline__ void cp_async_mbar_arrive(unsigned bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-
-// kTma: the windows come by TMA (one helper thread issues 8 tensor copies per tile, one per 8-channel chunk,
-// the halo zero-filled by the copy engine) instead of the helpers' cp.async; chunk planes at 208 positions
-// (128-byte aligned, as TMA needs).
-template <class T, bool kTma = false>
-__global__ void __launch_bounds__(kThreadsV5, 1)
-    conv3x3_ws_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
-                      float* __restrict__ part, int n, int h, const __grid_constant__ CUtensorMap tmap) {
-  constexpr int kCS = kTma ? 208 : kChunkStride4;  // chunk plane stride, positions
-  constexpr int kWin = 8 * kCS;
-  extern __shared__ __align__(128) uint4 smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
-  const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);  // 0, 1: MMA; 2: helper
-  const int tiles_per_img = h / kRows4, tiles = n * tiles_per_img;
-  const int stride = gridDim.x * 2, pairs = (tiles + 1) / 2;
-  const int my_tiles = blockIdx.x < pairs ? (pairs - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-  const int rows = kRows4 * my_tiles;
-  // mbarriers, per MMA warpgroup m: win_full[3], win_empty[3], stage_full[2], stage_empty[2]
-  const unsigned bars = smem_addr(smem + 6 * kWin) + static_cast<unsigned>(2 * 2 * kStage4 * 2);
-  auto win_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + b) * 8); };
-  auto win_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 3 + b) * 8); };
-  auto stage_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 6 + b) * 8); };
-  auto stage_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 8 + b) * 8); };
-  if (threadIdx.x == 0) {
-    for (int m = 0; m < 2; ++m) {
-      for (int b = 0; b < 3; ++b) mbar_init(win_full(m, b), kTma ? 1 : 64), mbar_init(win_empty(m, b), 128);
-      for (int b = 0; b < 2; ++b) mbar_init(stage_full(m, b), 128), mbar_init(stage_empty(m, b), 64);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (g == 2) {  // ---- helper: windows in, rows out
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    const int m = (threadIdx.x & 127) >> 6, ht = threadIdx.x & 63;  // the MMA warpgroup served, thread
-    const int first = blockIdx.x * 2 + m;
-    uint4* win = smem + m * 3 * kWin;
-    const T* stage = reinterpret_cast<const T*>(smem + 6 * kWin) + m * 2 * kStage4;
-    auto load = [&](int k) {  // tile k into buffer k % 3 (a zero window for a phantom tile)
-      const int t = first + k * stride;
-      uint4* dst = win + (k % 3) * kWin;
-      const bool real = t < tiles;
-      const int img = real ? t / tiles_per_img : 0, row0 = real ? (t % tiles_per_img) * kRows4 : 0;
-      if constexpr (kTma) {
-        if (ht != 0) return;
-        const unsigned bar = win_full(m, k % 3);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-                     "r"(8 * kWinRows4 * kHaloCols * 16)
-                     : "memory");
-        for (int c = 0; c < 8; ++c)
-          asm volatile(
-              "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
-              "%3, "
-              "%4, %5}], [%6];\n" ::"r"(smem_addr(dst + c * kCS)),
-              "l"(reinterpret_cast<uint64_t>(&tmap)), "r"(8 * c), "r"(-1), "r"(row0 - 1), "r"(real ? img : n),
-              "r"(bar)
-              : "memory");
-        return;
-      }
-      load_window4<64, kCS>(dst, x, img, row0, real ? h : 0, ht);
-      cp_async_mbar_arrive(win_full(m, k % 3));
-    };
-    for (int k = 0; k < 3 && k < my_tiles; ++k) load(k);
-    float sum[8], sq[8];  // channels 8 (ht % 8) + i
-#pragma unroll
-    for (int i = 0; i < 8; ++i) sum[i] = sq[i] = 0.0f;
-    for (int j = 0; j < rows; ++j) {
-      const int k = j / kRows4, t = first + k * stride;
-      mbar_wait(stage_full(m, j & 1), (j >> 1) & 1);
-      const T* src = stage + (j & 1) * kStage4;
-      uint4* dst = reinterpret_cast<uint4*>(y + (static_cast<int64_t>(t) * kRows4 + j % kRows4) * kW * kK);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int v = ht + 64 * q, pos = v / 8, c = v % 8;
-        const uint4 val = *reinterpret_cast<const uint4*>(src + pos * kStageStride4 + c * 8);
-        const T* e = reinterpret_cast<const T*>(&val);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float f = static_cast<float>(e[i]);
-          sum[i] += f, sq[i] += f * f;
-        }
-        if (t < tiles) dst[v] = val;
-      }
-      mbar_arrive(stage_empty(m, j & 1));
-      if (j % kRows4 == kRows4 - 1 && k + 3 < my_tiles && (!kTma || ht == 0)) {  // tile k's window is free
-        mbar_wait(win_empty(m, k % 3), (k / 3) & 1);
-        load(k + 3);
-      }
-    }
-    cp_async_wait<0>();
-    // the block's partials: lanes 8 apart hold the same channels; then the four helper warps in order
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      for (int off = 8; off < 32; off <<= 1) {
-        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], off);
-        sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], off);
-      }
-    float* red = reinterpret_cast<float*>(smem + 6 * kWin);  // the staging buffers: [4 warps][64][2]
-    asm volatile("bar.sync 5, 128;\n" ::: "memory");         // every helper is done with them
-    const int hw = warp - 8;
-    if (lane < 8)
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        red[(hw * kK + 8 * lane + i) * 2] = sum[i], red[(hw * kK + 8 * lane + i) * 2 + 1] = sq[i];
-    asm volatile("bar.sync 5, 128;\n" ::: "memory");
-    add_slots(red, 4, part, threadIdx.x & 127);
-    return;
-  }
-  // ---- MMA warpgroups
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-  const int wq = warp & 3;
-  uint32_t a[36][4];
-  const int c0 = 16 * wq + gid;
-  load_weight_fragments(w, c0, tq, a);
-  const unsigned win_base = smem_addr(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
-  const unsigned stage_lane =
-      stage_lane_address(smem_addr(reinterpret_cast<T*>(smem + 6 * kWin) + g * 2 * kStage4), lane, wq);
-  float acc[16];
-  if (rows > 0) open_turns(g);
-  for (int j = 0; j < rows; ++j) {
-    const int k = j / kRows4, row = j % kRows4;
-    if (row == 0) {
-      mbar_wait(win_full(g, k % 3), (k / 3) & 1);
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    }
-    take_turn(g);
-    issue_row<kCS, T>(acc, a, win_base + static_cast<unsigned>(((k % 3) * kWin + row * kHaloCols) * 16));
-    pass_turn(g, j + 1 == rows);
-    wg_wait<0>();
-    fence_regs(acc);
-    if (row == kRows4 - 1) mbar_arrive(win_empty(g, k % 3));
-    mbar_wait(stage_empty(g, j & 1), ((j >> 1) & 1) ^ 1);
-    stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage4 * 2), [](int, float, float) {});
-    mbar_arrive(stage_full(g, j & 1));
-  }
+// fresco's kernel's partials (double) added in block order.
+__global__ void partials_finalize_kernel(const double* part, int blocks, double* sums) {
+  const int c = threadIdx.x;
+  if (c >= kK) return;
+  double a = 0.0, b = 0.0;
+  for (int i = 0; i < blocks; ++i) a += part[(i * kK + c) * 2], b += part[(i * kK + c) * 2 + 1];
+  sums[c] = a, sums[kK + c] = b;
 }
 
 __global__ void finalize_kernel(const float* part, int blocks, double* sums) {
@@ -953,65 +548,20 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     conv3x3_wgmma_regw_kernel<T><<<blocks, kThreads, kSmemV3>>>(x, w, y, part, batch, h);
     finalize_kernel<<<1, kK>>>(part, blocks, sums);
   };
-  CK(cudaFuncSetAttribute(conv3x3_pipe_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(kSmemV4)));
-  auto own_v4 = [&] {
-    conv3x3_pipe_kernel<T><<<blocks, kThreads, kSmemV4>>>(x, w, y, part, batch, h);
-    finalize_kernel<<<1, kK>>>(part, blocks, sums);
+  // fresco's kernel (ops/conv3x3_wgmma.h, the product's): double partials, added on the host by verify
+  fresco::sdk::ConvShape g{};
+  g.n = batch, g.h = g.p = h, g.w = g.q = kW, g.c = g.cg = kC, g.k = g.kg = kK, g.r = g.s = 3, g.g = 1;
+  g.sh = g.sw = g.ph = g.pw = g.dh = g.dw = 1;
+  const FrDType fr_type = cudnn_type == CUDNN_DATA_HALF ? FR_F16 : FR_BF16;
+  double* dpart = nullptr;
+  CK(cudaMalloc(&dpart, fresco::cuda::conv3x3_wgmma_partials_bytes(sms)));
+  int fresco_blocks = 0;
+  auto fresco_kernel = [&] {
+    fresco_blocks = fresco::cuda::launch_conv3x3_wgmma_forward(g, fr_type, x, w, y, dpart, sms, nullptr);
   };
-  auto pipe_left_out = [&](auto kernel) {
-    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemV4)));
-    return [=] {
-      kernel<<<blocks, kThreads, kSmemV4>>>(x, w, y, part, batch, h);
-      finalize_kernel<<<1, kK>>>(part, blocks, sums);
-    };
-  };
-  auto v4_no_store = pipe_left_out(conv3x3_pipe_kernel<T, 1>);
-  auto v4_no_load = pipe_left_out(conv3x3_pipe_kernel<T, 2>);
-  auto v4_no_epilogue = pipe_left_out(conv3x3_pipe_kernel<T, 4>);
-  auto v4_mma_only = pipe_left_out(conv3x3_pipe_kernel<T, 6>);
-  auto v4_pingpong = pipe_left_out(conv3x3_pipe_kernel<T, 0, true>);
-  auto v4_pingpong_no_epilogue = pipe_left_out(conv3x3_pipe_kernel<T, 4, true>);
-  auto kernel_only = [&](auto kernel) {  // without the finalize: the kernel against cuDNN's
-    return [=] { kernel<<<blocks, kThreads, kSmemV4>>>(x, w, y, part, batch, h); };
-  };
-  // the input as a 4-d tensor map (channels, columns, rows, images) for the TMA variant: boxes of 8 channels
-  // x 34 columns x 6 rows x 1 image, out-of-range elements zero-filled
-  CUtensorMap tmap;
-  {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-    check(fn != nullptr && q == cudaDriverEntryPointSuccess, __FILE__, __LINE__, "cuTensorMapEncodeTiled",
-          "not found");
-    const cuuint64_t dims[4] = {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(batch)};
-    const cuuint64_t strides[3] = {kC * sizeof(T), kW * kC * sizeof(T),
-                                   static_cast<cuuint64_t>(h) * kW * kC * sizeof(T)};
-    const cuuint32_t box[4] = {8, kHaloCols, kWinRows4, 1}, estr[4] = {1, 1, 1, 1};
-    const CUresult r = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)(
-        &tmap,
-        cudnn_type == CUDNN_DATA_HALF ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-        x, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    check(r == CUDA_SUCCESS, __FILE__, __LINE__, "cuTensorMapEncodeTiled", "failed");
-  }
-  CK(cudaFuncSetAttribute(conv3x3_ws_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(kSmemV5)));
-  CK(cudaFuncSetAttribute(conv3x3_ws_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(kSmemV5)));
-  auto ws_kernel = [=] {
-    conv3x3_ws_kernel<T><<<blocks, kThreadsV5, kSmemV5>>>(x, w, y, part, batch, h, tmap);
-  };
-  auto tma_kernel = [=] {
-    conv3x3_ws_kernel<T, true><<<blocks, kThreadsV5, kSmemV5>>>(x, w, y, part, batch, h, tmap);
-  };
-  auto own_tma = [=] {
-    tma_kernel();
-    finalize_kernel<<<1, kK>>>(part, blocks, sums);
-  };
-  auto own_ws = [=] {
-    ws_kernel();
-    finalize_kernel<<<1, kK>>>(part, blocks, sums);
+  auto own_fresco = [&] {
+    fresco_kernel();
+    partials_finalize_kernel<<<1, kK>>>(dpart, fresco_blocks, sums);
   };
   auto own_wg = [&] {
     conv3x3_wgmma_kernel<T><<<blocks, kThreads, kSmem>>>(x, w, y, part, batch, h);
@@ -1048,14 +598,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   if (kHasWgmmaHost) verify(own_wg, wg_worst, wg_rs_worst);
   double v3_worst = 0.0, v3_rs_worst = 0.0;
   if (kHasWgmmaHost) verify(own_v3, v3_worst, v3_rs_worst);
-  double v4_worst = 0.0, v4_rs_worst = 0.0;
-  if (kHasWgmmaHost) verify(own_v4, v4_worst, v4_rs_worst);
-  double ws_worst = 0.0, ws_rs_worst = 0.0;
-  if (kHasWgmmaHost) verify(own_ws, ws_worst, ws_rs_worst);
-  double tma_worst = 0.0, tma_rs_worst = 0.0;
-  if (kHasWgmmaHost) verify(own_tma, tma_worst, tma_rs_worst);
-  double pp_worst = 0.0, pp_rs_worst = 0.0;
-  if (kHasWgmmaHost) verify(v4_pingpong, pp_worst, pp_rs_worst);
+  double fr_worst = 0.0, fr_rs_worst = 0.0;
+  if (kHasWgmmaHost) verify(own_fresco, fr_worst, fr_rs_worst);
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -1075,20 +619,7 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   const float own_us = time_us(own);
   const float wg_us = kHasWgmmaHost ? time_us(own_wg) : -1.0f;
   const float v3_us = kHasWgmmaHost ? time_us(own_v3) : -1.0f;
-  const float v4_us = kHasWgmmaHost ? time_us(own_v4) : -1.0f;
-  if (kHasWgmmaHost)
-    std::printf(
-        "{\"bench\":\"conv3x3_probe_left_out\",\"dtype\":\"%s\",\"pipe_no_store_us\":%.2f,"
-        "\"pipe_no_load_us\":%.2f,\"pipe_no_epilogue_us\":%.2f,\"pipe_mma_only_us\":%.2f,"
-        "\"pingpong_us\":%.2f,\"pingpong_no_epilogue_us\":%.2f,\"pingpong_y_max_rel_err\":%.3g,"
-        "\"pingpong_sums_max_rel_err\":%.3g,\"pipe_kernel_only_us\":%.2f,\"pingpong_kernel_only_us\":%.2f,"
-        "\"ws_kernel_only_us\":%.2f,\"ws_y_max_rel_err\":%.3g,\"ws_sums_max_rel_err\":%.3g,"
-        "\"ws_tma_kernel_only_us\":%.2f,\"ws_tma_y_max_rel_err\":%.3g,\"ws_tma_sums_max_rel_err\":%.3g}\n",
-        dtype_name, time_us(v4_no_store), time_us(v4_no_load), time_us(v4_no_epilogue), time_us(v4_mma_only),
-        time_us(v4_pingpong), time_us(v4_pingpong_no_epilogue), pp_worst, pp_rs_worst,
-        time_us(kernel_only(conv3x3_pipe_kernel<T, 0>)),
-        time_us(kernel_only(conv3x3_pipe_kernel<T, 0, true>)), time_us(ws_kernel), ws_worst, ws_rs_worst,
-        time_us(tma_kernel), tma_worst, tma_rs_worst);
+  const float fresco_us = kHasWgmmaHost ? time_us(fresco_kernel) : -1.0f;  // the kernel alone
   // cuDNN (legacy API, NHWC, tensor cores, fp32 accumulation): the fastest algorithm Find reports
   cudnnHandle_t dnn;
   DK(cudnnCreate(&dnn));
@@ -1123,16 +654,15 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       "\"y_max_rel_err\":%.3g,\"sums_max_rel_err\":%.3g,\"wgmma_us\":%.2f,\"wgmma_tflops\":%.1f,"
       "\"wgmma_y_max_rel_err\":%.3g,\"wgmma_sums_max_rel_err\":%.3g,\"wgmma_regw_us\":%.2f,"
       "\"wgmma_regw_tflops\":%.1f,\"wgmma_regw_y_max_rel_err\":%.3g,\"wgmma_regw_sums_max_rel_err\":%.3g,"
-      "\"wgmma_pipe_us\":%.2f,\"wgmma_pipe_tflops\":%.1f,\"wgmma_pipe_y_max_rel_err\":%.3g,"
-      "\"wgmma_pipe_sums_max_rel_err\":%.3g,\"cudnn_legacy_us\":%.2f,\"cudnn_algo\":%d,\"blocks\":%d}\n",
+      "\"fresco_kernel_us\":%.2f,\"fresco_tflops\":%.1f,\"fresco_y_max_rel_err\":%.3g,"
+      "\"fresco_sums_max_rel_err\":%.3g,\"cudnn_legacy_us\":%.2f,\"cudnn_algo\":%d,\"blocks\":%d}\n",
       dtype_name, batch, own_us, flop / own_us * 1e-6, worst, rs_worst, wg_us, flop / wg_us * 1e-6, wg_worst,
-      wg_rs_worst, v3_us, flop / v3_us * 1e-6, v3_worst, v3_rs_worst, v4_us, flop / v4_us * 1e-6, v4_worst,
-      v4_rs_worst, dnn_us, static_cast<int>(perf[0].algo), blocks);
+      wg_rs_worst, v3_us, flop / v3_us * 1e-6, v3_worst, v3_rs_worst, fresco_us, flop / fresco_us * 1e-6,
+      fr_worst, fr_rs_worst, dnn_us, static_cast<int>(perf[0].algo), blocks);
   auto fine = [](double y_err, double sums_err) { return y_err < 0.02 && sums_err < 1e-4; };
   const bool ok = fine(worst, rs_worst) &&
                   (!kHasWgmmaHost || (fine(wg_worst, wg_rs_worst) && fine(v3_worst, v3_rs_worst) &&
-                                      fine(v4_worst, v4_rs_worst) && fine(pp_worst, pp_rs_worst) &&
-                                      fine(ws_worst, ws_rs_worst) && fine(tma_worst, tma_rs_worst)));
+                                      fine(fr_worst, fr_rs_worst)));
   return ok ? 0 : 2;
 }
 

@@ -98,6 +98,9 @@ struct Context {
   // fp16 / bf16 convolutions with few input channels (a stem) on fresco's own kernels (ops/narrow_conv.h)
   // instead of cuDNN (FRESCO_CUDA_NARROW_CONV=0 keeps cuDNN).
   bool narrow_conv = true;
+  // 3x3 convolutions of 64 -> 64 channels on 32-wide fp16 / bf16 maps on fresco's own warpgroup-MMA kernels
+  // (ops/conv3x3_wgmma.h; compute capability 9.0 only; FRESCO_CUDA_WGMMA_CONV=0 leaves them to cuDNN)
+  bool conv3x3_wgmma = false;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0 whose
   // kernels were built for 9.0 or newer (device_code_has_dependent_launch), unless

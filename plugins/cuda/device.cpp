@@ -10,6 +10,7 @@
 
 #include "cuda_common.h"
 #include "graph/memset_nodes.h"
+#include "ops/conv3x3_wgmma.h"
 
 namespace fresco::cuda {
 
@@ -87,6 +88,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
     c->dependent_launch =
         major >= 9 && device_code_has_dependent_launch() && env_switch("FRESCO_CUDA_DEPENDENT_LAUNCH", true);
+    c->conv3x3_wgmma = env_switch("FRESCO_CUDA_WGMMA_CONV", true) && conv3x3_wgmma_available(index);
     c->machine = machine_signature(index, c->sm_count);
     c->tuning = std::make_unique<TuningCache>(default_tuning_cache_path());
     *out = c.release();

@@ -2,6 +2,7 @@
 #include "ops/conv_plan.h"
 
 #include "ops/channel_moments.h"
+#include "ops/conv3x3_wgmma.h"
 #include "ops/cudnn_common.h"
 #include "ops/narrow_conv.h"
 
@@ -170,6 +171,23 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
                    p.narrow_fwd ? (p.sums ? " forward with sums" : " forward") : "",
                    p.narrow_wgrad ? " weight gradient" : "");
   }
+  if (ctx->conv3x3_wgmma && conv3x3_wgmma_fits(g, dtype)) {  // fresco's Hopper kernels, no cuDNN plan
+    if (dirs & (kConvForward | kConvForwardSums)) {
+      p.wgmma_fwd = true;
+      p.sums = (dirs & kConvForwardSums) != 0;
+      if (p.sums) p.workspace = std::max(p.workspace, conv3x3_wgmma_partials_bytes(ctx->sm_count));
+      dirs &= ~(kConvForward | kConvForwardSums);
+    }
+    if (dirs & kConvBackwardData) {
+      p.wgmma_data = true;
+      p.workspace = std::max(p.workspace, conv3x3_wgmma_flipped_bytes());
+      dirs &= ~kConvBackwardData;
+    }
+    if (ctx->conv_log && (p.wgmma_fwd || p.wgmma_data))
+      std::fprintf(stderr, "[fresco-cuda] conv %s: wgmma kernels for the%s%s\n", shape.c_str(),
+                   p.wgmma_fwd ? (p.sums ? " forward with sums" : " forward") : "",
+                   p.wgmma_data ? " input gradient" : "");
+  }
   auto engine = [&](ConvDir d, const char* direction, bool stats = false) {
     std::shared_ptr<EnginePlan> e = engine_for(ctx, g, dtype, d, stats, direction, shape, max_workspace);
     if (e && e->workspace > p.workspace) p.workspace = e->workspace;
@@ -246,6 +264,12 @@ void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void
   FR_PLUGIN_CHECK(p.sums == (sums != nullptr), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv: the sums output differs from the one prepared");
   if (p.narrow_fwd) return launch_narrow_forward(p.shape, p.dtype, x, w, y, sums, ws, s);
+  if (p.wgmma_fwd) {
+    auto* part = static_cast<double*>(sums ? ws : nullptr);
+    const int blocks = launch_conv3x3_wgmma_forward(p.shape, p.dtype, x, w, y, part, ctx->sm_count, s);
+    if (sums) launch_sums_finalize(blocks, p.shape.k, part, sums, s);
+    return;
+  }
   if (p.engine_fwd_stats)
     return run_conv_engine(ctx, *p.engine_fwd_stats, const_cast<void*>(x), const_cast<void*>(w), y, ws, s,
                            sums, p.k);
@@ -256,6 +280,8 @@ void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void
 void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,
                             void* ws, uint64_t ws_bytes, cudaStream_t s) {
   FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
+  if (p.wgmma_data)
+    return launch_conv3x3_wgmma_backward_data(p.shape, p.dtype, dy, w, dx, ws, ctx->sm_count, s);
   if (p.engine_data)
     return run_conv_engine(ctx, *p.engine_data, dx, const_cast<void*>(w), const_cast<void*>(dy), ws, s);
   const float one = 1.0f, zero = 0.0f;

@@ -610,6 +610,60 @@ TEST(CudaLowPrecision, NarrowInputConvolutions) {
   }
 }
 
+// 3x3 convolutions of 64 -> 64 channels on 32-wide maps run on fresco's own warpgroup-MMA kernels on
+// compute capability 9.0 (ops/conv3x3_wgmma.h): the forward with the sums output and the input gradient of a
+// whole backward (its weight gradient stays on cuDNN), against the f32 convolution on the same values; the
+// sums against the sums of y as stored. On other devices cuDNN runs them and the same checks hold.
+TEST(CudaLowPrecision, Hopper3x3Convolutions) {
+  FRESCO_REQUIRE_GPU();
+  ScopedEnv log("FRESCO_CUDNN_LOG", "1");
+  const FrConvParams p{3, 3, 1, 1, 1, 1, 1, 1, 1, 0};
+  const Shape xs{3, 8, 32, 64}, ws{64, 3, 3, 64}, ss{1, 1, 1, 128};
+  LowCase f{
+      {{xs, Fill::RANDOM, true}, {ws, Fill::RANDOM, true}, {xs, Fill::ZERO, true}, {ss, Fill::RANDOM, false}},
+      node(FR_OP_CONV2D, {0, 1}, {2, 3}),
+      {2, 3}};
+  f.node.with_params(p);
+  LowCase b{{{xs, Fill::RANDOM, true},
+             {xs, Fill::RANDOM, true},
+             {ws, Fill::RANDOM, true},
+             {ws, Fill::ZERO, true},
+             {xs, Fill::ZERO, true}},
+            node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3, 4}),
+            {3, 4}};
+  b.node.with_params(FrConvBackwardParams{p, 1, 0});
+  for (DType low : {DType::BF16, DType::F16}) {
+    const double tol = low == DType::BF16 ? 1.6e-2 : 2e-3;
+    const auto v = values_of(f, low, 19);
+    const auto ref = run_low(f, DType::F32, v);
+    testing::internal::CaptureStderr();
+    const auto got = run_low(f, low, v);
+    const std::string err = testing::internal::GetCapturedStderr();
+    const bool own = err.find("wgmma kernels for the forward with sums") != std::string::npos;
+    const char* path = own ? "fresco's kernels" : "cuDNN (not a compute capability 9.0 device)";
+    std::printf("[          ] %s %s\n", dtype_name(low), path);
+    SCOPED_TRACE(path);
+    EXPECT_LE(max_rel(got[0], ref[0]), tol) << dtype_name(low) << " y";
+    std::vector<double> y(got[0].begin(), got[0].end()), mag(y.size());
+    for (size_t i = 0; i < y.size(); ++i) mag[i] = std::fabs(y[i]);
+    const std::vector<double> want = ref::channel_sums(y, 64), abs_sums = ref::channel_sums(mag, 64);
+    for (size_t c = 0; c < 64; ++c) {
+      EXPECT_NEAR(got[1][c], want[c], 1e-5 * abs_sums[c] + 1e-6) << dtype_name(low) << " channel " << c;
+      EXPECT_NEAR(got[1][64 + c], want[64 + c], 1e-5 * want[64 + c] + 1e-6)
+          << dtype_name(low) << " channel " << c;
+    }
+    const auto vb = values_of(b, low, 23);
+    const auto ref_b = run_low(b, DType::F32, vb);
+    testing::internal::CaptureStderr();
+    const auto got_b = run_low(b, low, vb);
+    const std::string err_b = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(err_b.find("wgmma kernels for the input gradient") != std::string::npos, own) << err_b;
+    EXPECT_LE(max_rel(got_b[0], ref_b[0]), tol) << dtype_name(low) << " dw";
+    EXPECT_LE(max_rel(got_b[1], ref_b[1]), tol) << dtype_name(low) << " dx";
+    EXPECT_GT(max_rel(ref_b[1], std::vector<float>(ref_b[1].size(), 0.0f)), 0.0) << "dx is all zero";
+  }
+}
+
 // The fp16 loss-scaling sequence on the device: an inf gradient skips the update (weights unchanged) and
 // halves the scale; a clean step unscales and updates.
 TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {

@@ -1,0 +1,334 @@
+// fresco's own 3x3, 64 -> 64 channel convolution on Hopper's warpgroup MMA (ops/conv3x3_wgmma.h). Built for
+// sm_90a only (a static library of its own, plugins/cuda/CMakeLists.txt).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+
+#include "ops/conv3x3_wgmma.h"
+#include "ops/mma_sync.cuh"
+#include "ops/wgmma.cuh"
+
+namespace fresco::cuda {
+
+namespace {
+
+constexpr int kC = 64, kW = 32, kTaps = 9, kKDim = kTaps * kC;     // channels (in = out), row width, k = 576
+constexpr int kRows = 4, kWinRows = kRows + 2, kWinCols = kW + 2;  // a tile: 4 output rows; its window
+// One window buffer: 8 chunk planes (8 channels each) of kCS positions, 128-byte aligned for TMA.
+constexpr int kCS = 208, kWin = 8 * kCS;                 // positions >= 6 x 34; uint4 per buffer
+constexpr int kWinBytes = 8 * kWinRows * kWinCols * 16;  // what TMA brings per tile
+constexpr int kStageStride = kC + 8;                     // T per staged position (144 bytes: no conflicts)
+constexpr int kStage = kW * kStageStride;                // T per staged row
+constexpr int kThreads = 384;                            // MMA warpgroups 0, 1; helper warpgroup 2
+constexpr int kBarriers = 2 * 10;  // per MMA warpgroup: window full / empty [3], stage full / empty [2]
+constexpr size_t kSmem = 2 * 3 * kWin * 16 + 2 * 2 * kStage * 2 + kBarriers * 8;
+
+// This thread's A fragments of the weights [64 outputs][576 k] for every k-step: outputs c0 and c0 + 8,
+// k = 16 ks + 2 tq, +1, +8, +9 (k = tap * 64 + input channel).
+template <class T>
+__device__ __forceinline__ void load_weight_fragments(const T* w, int c0, int tq, uint32_t (&a)[36][4]) {
+  const auto* w16 = reinterpret_cast<const uint16_t*>(w);
+  auto pair = [&](int o, int k) { return *reinterpret_cast<const uint32_t*>(w16 + o * kKDim + k); };
+#pragma unroll
+  for (int ks = 0; ks < 36; ++ks) {
+    const int k = ks * 16 + 2 * tq;
+    a[ks][0] = pair(c0, k), a[ks][1] = pair(c0 + 8, k), a[ks][2] = pair(c0, k + 8),
+    a[ks][3] = pair(c0 + 8, k + 8);
+  }
+}
+
+// The input gradient's weights: wt[c][tap][k] = w[k][8 - tap][c], the kernel turned by 180 degrees with
+// inputs and outputs swapped, so the forward kernel on dy computes dx.
+__global__ void flip_weights_kernel(const uint16_t* __restrict__ w, uint16_t* __restrict__ wt) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;  // an element of wt
+  if (i >= kC * kKDim) return;
+  const int c = i / kKDim, tap = (i / kC) % kTaps, k = i % kC;
+  wt[i] = w[(k * kTaps + 8 - tap) * kC + c];
+}
+
+// The 36 wgmmas of one output row whose window row starts at shared address row_base, committed as one
+// group. The window is chunk-major ([8 chunks][kCS positions][8 channels]), so a tap's B tile (16 channels x
+// 32 positions) is four 128-byte core matrices per k-half at any position: SBO 128 bytes (8 positions), LBO
+// one chunk plane. Descriptors: one base plus constants (uniform registers when row_base is).
+template <class T>
+__device__ __forceinline__ void issue_row(float (&acc)[16], const uint32_t (&a)[36][4], unsigned row_base) {
+  const uint32_t lo = ((row_base >> 4) & 0x3FFF) | ((kCS * 16 >> 4) << 16);
+  wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < 36; ++ks) {
+    const int tap = ks / 4, cc = ks % 4, r = tap / 3, s = tap % 3;
+    const uint64_t desc = (static_cast<uint64_t>(128 >> 4) << 32) |
+                          (lo + static_cast<uint32_t>((2 * cc) * kCS + r * kWinCols + s));
+    wgmma32(acc, a[ks], desc, ks > 0, T{});
+  }
+  wg_commit();
+}
+
+// This lane's stmatrix row address in a staged row ([32 positions][kStageStride]): lane l stores row l % 8
+// (a position) of matrix l / 8 = (position group within a pair, channel half), channels 16 wq + 8 mh ..
+__device__ __forceinline__ unsigned stage_lane_address(unsigned stage, int lane, int wq) {
+  const int i = lane >> 3, r = lane & 7;
+  return stage + static_cast<unsigned>(((8 * (i >> 1) + r) * kStageStride + 16 * wq + 8 * (i & 1)) * 2);
+}
+
+// A completed row rounded to T and staged through stmatrix at this lane's address sb. acc[4 jj + 2 mh + e]:
+// channel c0 + 8 mh, position 8 jj + 2 tq + e.
+template <class T>
+__device__ __forceinline__ void stage_row(const float (&acc)[16], unsigned sb) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {  // position groups 2 half, 2 half + 1
+    uint32_t p[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {  // matrix m: position group 2 half + m / 2, channel half m % 2
+      const int jj = 2 * half + m / 2, mh = m % 2;
+      float f0, f1;
+      p[m] = round2(acc[4 * jj + 2 * mh], acc[4 * jj + 2 * mh + 1], f0, f1, T{});
+    }
+    stmatrix_x4_trans(sb + static_cast<unsigned>(16 * half * kStageStride * 2), p[0], p[1], p[2], p[3]);
+  }
+}
+
+// Ping-pong turns of the two MMA warpgroups (named barriers 3 and 4, 256 threads): warpgroup 1 opens with
+// one pass; each takes its turn before issuing a row and passes it after (warpgroup 1 not after its last),
+// so one warpgroup's epilogue runs beside the other's wgmmas.
+__device__ __forceinline__ void open_turns(int g) {
+  if (g == 1) named_arrive(4, 256);
+}
+__device__ __forceinline__ void take_turn(int g) {
+  named_sync(g == 0 ? 4 : 3, 256);
+}
+__device__ __forceinline__ void pass_turn(int g, bool last) {
+  if (g == 0)
+    named_arrive(3, 256);
+  else if (!last)
+    named_arrive(4, 256);
+}
+
+// Tiles (4 output rows of one image) go in pairs, one per MMA warpgroup: pair k of block b is tiles
+// 2 (k gridDim.x + b) + g. Both warpgroups make the same number of steps; an odd last tile leaves one
+// warpgroup computing a zero window (TMA past the last image) that it neither stores nor sums.
+// part: the block's channel sums of y as stored (null: none).
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv3x3_wgmma_kernel(const T* __restrict__ w, T* __restrict__ y, double* __restrict__ part, int n, int h,
+                         const __grid_constant__ CUtensorMap map) {
+  extern __shared__ __align__(128) uint4 smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);  // uniform to the compiler
+  const int tiles_per_img = h / kRows, tiles = n * tiles_per_img;
+  const int stride = gridDim.x * 2, pairs = (tiles + 1) / 2;
+  const int my_tiles =
+      static_cast<int>(blockIdx.x) < pairs ? (pairs - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const int rows = kRows * my_tiles;
+  T* const stage_base = reinterpret_cast<T*>(smem + 6 * kWin);
+  const unsigned bars = shared_address(stage_base + 4 * kStage);
+  auto win_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + b) * 8); };
+  auto win_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 3 + b) * 8); };
+  auto stage_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 6 + b) * 8); };
+  auto stage_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 8 + b) * 8); };
+  if (threadIdx.x == 0) {
+    for (int m = 0; m < 2; ++m) {
+      for (int b = 0; b < 3; ++b) mbar_init(win_full(m, b), 1), mbar_init(win_empty(m, b), 128);
+      for (int b = 0; b < 2; ++b) mbar_init(stage_full(m, b), 128), mbar_init(stage_empty(m, b), 64);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (g == 2) {  // ---- helper: threads 0-63 serve MMA warpgroup 0, 64-127 warpgroup 1
+    lower_registers<40>();
+    const int m = (threadIdx.x & 127) >> 6, ht = threadIdx.x & 63;
+    const int first = blockIdx.x * 2 + m;
+    const unsigned win = shared_address(smem + m * 3 * kWin);
+    const T* stage = stage_base + m * 2 * kStage;
+    auto load = [&](int k) {  // tile k's window into buffer k % 3, by TMA (thread 0 of the pair's helpers)
+      const int t = first + k * stride;
+      const bool real = t < tiles;
+      const int img = real ? t / tiles_per_img : n, row0 = real ? (t % tiles_per_img) * kRows : 0;
+      const unsigned bar = win_full(m, k % 3), dst = win + static_cast<unsigned>((k % 3) * kWin * 16);
+      mbar_arrive_expect_tx(bar, kWinBytes);
+      for (int c = 0; c < 8; ++c) tma_load_4d(dst + c * kCS * 16, &map, 8 * c, -1, row0 - 1, img, bar);
+    };
+    if (ht == 0)
+      for (int k = 0; k < 3 && k < my_tiles; ++k) load(k);
+    float sum[8], sq[8];  // channels 8 (ht % 8) + i
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sum[i] = sq[i] = 0.0f;
+    for (int j = 0; j < rows; ++j) {
+      const int k = j / kRows, t = first + k * stride;
+      mbar_wait(stage_full(m, j & 1), (j >> 1) & 1);
+      const T* src = stage + (j & 1) * kStage;
+      uint4* dst = reinterpret_cast<uint4*>(y + (static_cast<int64_t>(t) * kRows + j % kRows) * kW * kC);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int v = ht + 64 * q, pos = v / 8, c = v % 8;
+        const uint4 val = *reinterpret_cast<const uint4*>(src + pos * kStageStride + c * 8);
+        if (part) {
+          const T* e = reinterpret_cast<const T*>(&val);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const float f = static_cast<float>(e[i]);
+            sum[i] += f, sq[i] += f * f;
+          }
+        }
+        if (t < tiles) dst[v] = val;
+      }
+      mbar_arrive(stage_empty(m, j & 1));
+      if (j % kRows == kRows - 1 && k + 3 < my_tiles && ht == 0) {  // tile k's buffer is free again
+        mbar_wait(win_empty(m, k % 3), (k / 3) & 1);
+        load(k + 3);
+      }
+    }
+    if (!part) return;
+      // the block's partials: lanes 8 apart hold the same channels; then the four helper warps in order
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      for (int off = 8; off < 32; off <<= 1) {
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], off);
+        sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], off);
+      }
+    float* red = reinterpret_cast<float*>(stage_base);  // the staging buffers: [4 warps][64][2]
+    named_sync(5, 128);                                 // every row is out: the MMA warpgroups are done
+    const int hw = warp - 8;
+    if (lane < 8)
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        red[(hw * kC + 8 * lane + i) * 2] = sum[i], red[(hw * kC + 8 * lane + i) * 2 + 1] = sq[i];
+    named_sync(5, 128);
+    const int c = threadIdx.x & 127;
+    if (c < kC) {
+      double a = 0.0, b = 0.0;
+      for (int s = 0; s < 4; ++s) a += red[(s * kC + c) * 2], b += red[(s * kC + c) * 2 + 1];
+      part[(blockIdx.x * kC + c) * 2] = a, part[(blockIdx.x * kC + c) * 2 + 1] = b;
+    }
+    return;
+  }
+  // ---- MMA warpgroups
+  raise_registers<232>();
+  const int wq = warp & 3, gid = lane >> 2, tq = lane & 3;
+  uint32_t a[36][4];
+  load_weight_fragments<T>(w, 16 * wq + gid, tq, a);
+  const unsigned win_base = shared_address(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
+  const unsigned stage_lane = stage_lane_address(shared_address(stage_base + g * 2 * kStage), lane, wq);
+  float acc[16];
+  if (rows > 0) open_turns(g);
+  for (int j = 0; j < rows; ++j) {
+    const int k = j / kRows, row = j % kRows;
+    if (row == 0) {
+      mbar_wait(win_full(g, k % 3), (k / 3) & 1);
+      fence_proxy_async();
+    }
+    take_turn(g);
+    issue_row<T>(acc, a, win_base + static_cast<unsigned>(((k % 3) * kWin + row * kWinCols) * 16));
+    pass_turn(g, j + 1 == rows);
+    wg_wait<0>();
+    fence_regs(acc);
+    if (row == kRows - 1) mbar_arrive(win_empty(g, k % 3));
+    mbar_wait(stage_empty(g, j & 1), ((j >> 1) & 1) ^ 1);
+    stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage * 2));
+    mbar_arrive(stage_full(g, j & 1));
+  }
+}
+
+// cuTensorMapEncodeTiled from the driver, through the runtime (the plugin links no libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    FR_CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    FR_PLUGIN_CHECK(f != nullptr && q == cudaDriverEntryPointSuccess, FR_ERR_DEVICE,
+                    "cuda conv3x3_wgmma: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// The input as a 4-d tensor (channels, columns, rows, images) read in boxes of 8 channels x 34 columns x 6
+// rows x 1 image; elements outside it (the halo, the rows above and below an image) arrive as zeros.
+CUtensorMap input_map(const void* x, FrDType dtype, int64_t n, int64_t h) {
+  CUtensorMap map;
+  const cuuint64_t dims[4] = {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(n)};
+  const cuuint64_t strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
+  const cuuint32_t box[4] = {8, kWinCols, kWinRows, 1}, elem[4] = {1, 1, 1, 1};
+  const CUresult r = encode_tiled()(
+      &map, dtype == FR_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+      const_cast<void*>(x), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  FR_PLUGIN_CHECK(r == CUDA_SUCCESS, FR_ERR_DEVICE,
+                  "cuda conv3x3_wgmma: cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
+  return map;
+}
+
+template <class T>
+int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y, double* part,
+           int sm_count, cudaStream_t s) {
+  static const bool sized = [] {  // once per kernel: its shared memory beyond the default 48 KB
+    FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kSmem)));
+    return true;
+  }();
+  (void)sized;
+  const int64_t pairs = (g.n * (g.h / kRows) + 1) / 2;
+  const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
+  conv3x3_wgmma_kernel<T><<<blocks, kThreads, kSmem, s>>>(static_cast<const T*>(w), static_cast<T*>(y), part,
+                                                          static_cast<int>(g.n), static_cast<int>(g.h),
+                                                          input_map(x, dtype, g.n, g.h));
+  FR_CUDA_LAUNCH_CHECK();
+  return blocks;
+}
+
+int launch_checked(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y,
+                   double* part, int sm_count, cudaStream_t s) {
+  FR_PLUGIN_CHECK(conv3x3_wgmma_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv3x3_wgmma: the convolution does not fit the kernel");
+  FR_PLUGIN_CHECK(aligned16({x, w, y}), FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv3x3_wgmma: x, w and y must be 16-byte aligned");
+  return dtype == FR_F16 ? launch<__half>(g, dtype, x, w, y, part, sm_count, s)
+                         : launch<__nv_bfloat16>(g, dtype, x, w, y, part, sm_count, s);
+}
+
+}  // namespace
+
+bool conv3x3_wgmma_available(int device) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return false;
+  cudaFuncAttributes attr{};  // an sm_90a image runs on compute capability 9.0 only
+  return major == 9 && minor == 0 &&
+         cudaFuncGetAttributes(&attr, conv3x3_wgmma_kernel<__half>) == cudaSuccess &&
+         attr.binaryVersion == 90;
+}
+
+bool conv3x3_wgmma_fits(const sdk::ConvShape& g, FrDType dtype) {
+  return (dtype == FR_F16 || dtype == FR_BF16) && g.g == 1 && g.r == 3 && g.s == 3 && g.sh == 1 &&
+         g.sw == 1 && g.ph == 1 && g.pw == 1 && g.dh == 1 && g.dw == 1 && g.c == kC && g.k == kC &&
+         g.w == kW && g.q == kW && g.p == g.h && g.h % kRows == 0 && g.n * g.h <= 0x7fffffff;
+}
+
+uint64_t conv3x3_wgmma_partials_bytes(int sm_count) {
+  return static_cast<uint64_t>(std::max(sm_count, 1)) * kC * 2 * sizeof(double);
+}
+
+int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
+                                 void* y, double* part, int sm_count, cudaStream_t s) {
+  return launch_checked(g, dtype, x, w, y, part, sm_count, s);
+}
+
+uint64_t conv3x3_wgmma_flipped_bytes() {
+  return static_cast<uint64_t>(kC) * kKDim * 2;
+}
+
+void launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
+                                        void* dx, void* flipped, int sm_count, cudaStream_t s) {
+  FR_PLUGIN_CHECK(
+      flipped && aligned16({flipped}), FR_ERR_INVALID_ARGUMENT,
+      "cuda conv3x3_wgmma: the input gradient needs 16-byte aligned space for the flipped weights");
+  flip_weights_kernel<<<(kC * kKDim + 255) / 256, 256, 0, s>>>(static_cast<const uint16_t*>(w),
+                                                               static_cast<uint16_t*>(flipped));
+  FR_CUDA_LAUNCH_CHECK();
+  launch_checked(g, dtype, dy, flipped, dx, nullptr, sm_count, s);
+}
+
+}  // namespace fresco::cuda

@@ -1,0 +1,44 @@
+// fresco's own 3x3 convolution for 64 -> 64 channels on maps 32 positions wide (ResNet's CIFAR stage 1),
+// fp16 / bf16 with fp32 accumulation, on Hopper's warpgroup MMA (sm_90a): the forward, optionally with
+// batchnorm's per-channel sums of y as stored, and the input gradient (the same kernel on dy with the weights
+// flipped and transposed by a small kernel first). cuDNN runs this shape at about 430 TFLOP/s (90 us forward
+// at batch 512 on the H200, without the sums); this kernel ran it in 76 us with them (bench/conv3x3_probe.cu,
+// docs/performance.md).
+//
+// Persistent blocks of three warpgroups. Two MMA warpgroups hold all 64 x 576 weights as wgmma's A operand in
+// registers (144 per thread) and each computes tiles of 4 output rows of one image: per row 36 m64n32k16
+// wgmmas over the input window (6 rows x 34 columns x 64 channels, zero-padded) as B through descriptors,
+// taking turns with the other MMA warpgroup (named barriers), then the row rounded to T through stmatrix into
+// a staging buffer. The third warpgroup (few registers) brings each tile's window by TMA (eight 4-d tensor
+// copies, one per 8-channel chunk; the halo zero-filled by the copy engine; three buffers per MMA warpgroup),
+// and stores the staged rows as 16-byte vectors while adding their channel sums. Hand-offs through mbarriers.
+// The sums: per thread in float over its rows, per block in double over its warps in a fixed order (the
+// block partials of channel_moments.h, finished by launch_sums_finalize). Tiles go to blocks by index only,
+// so results are the same on every run on one machine.
+// Limits (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation 1, one group, C = K = 64,
+// W = 32, H a multiple of 4. Test: tests/plugins/cuda/test_cuda_low_precision.cpp (Hopper3x3Convolutions).
+#pragma once
+
+#include "cuda_common.h"
+#include "fresco/conv_geometry.hpp"
+
+namespace fresco::cuda {
+
+// Whether this build holds the kernels and device `device` (compute capability 9.0) can run them.
+bool conv3x3_wgmma_available(int device);
+bool conv3x3_wgmma_fits(const sdk::ConvShape& g, FrDType dtype);
+
+// Bytes of block partials the forward with sums writes (sm_count blocks at most).
+uint64_t conv3x3_wgmma_partials_bytes(int sm_count);
+
+// y = conv(x, w); with `part` not null also the per-block sums of y as stored (double, laid out as
+// channel_moments.h's partials). Returns the number of blocks (partials) written.
+int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
+                                 void* y, double* part, int sm_count, cudaStream_t s);
+// dx = the input gradient of conv(x, w) from dy (written, not accumulated): the weights flipped into
+// `flipped` (conv3x3_wgmma_flipped_bytes, e.g. the workspace), then the forward kernel on dy.
+uint64_t conv3x3_wgmma_flipped_bytes();
+void launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
+                                        void* dx, void* flipped, int sm_count, cudaStream_t s);
+
+}  // namespace fresco::cuda

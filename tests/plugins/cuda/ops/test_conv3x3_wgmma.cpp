@@ -1,0 +1,217 @@
+// plugins/cuda/ops/conv3x3_wgmma.cu run directly: the forward with and without the sums partials and the
+// input gradient, fp16 and bf16, against double-precision sums of the same rounded values on the host.
+// Shapes: one tile (a phantom second tile), an odd tile count, and enough tiles per block (few blocks) that
+// every window buffer is reused many times. Outputs are poisoned with NaN before each run, so an element left
+// unwritten fails; a second run must give the same bits. Skips unless the device can run the kernels (compute
+// capability 9.0).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "ops/conv3x3_wgmma.h"
+#include "plugins/cuda/cuda_device_test.h"
+
+namespace fresco::cuda {
+namespace {
+
+constexpr int kC = 64, kW = 32;
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// 16-bit values of one dtype, with their exact float values.
+struct Values {
+  std::vector<uint16_t> bits;
+  std::vector<double> v;
+};
+
+uint16_t to_bits(float f, FrDType t) {
+  if (t == FR_F16) return static_cast<__half_raw>(__float2half_rn(f)).x;
+  return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(f)).x;
+}
+double from_bits(uint16_t b, FrDType t) {
+  if (t == FR_F16) {
+    __half_raw r;
+    r.x = b;
+    return __half2float(__half(r));
+  }
+  __nv_bfloat16_raw r;
+  r.x = b;
+  return __bfloat162float(__nv_bfloat16(r));
+}
+
+Values random_values(size_t n, float scale, FrDType t, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-scale, scale);
+  Values r;
+  r.bits.resize(n);
+  r.v.resize(n);
+  for (size_t i = 0; i < n; ++i) r.bits[i] = to_bits(d(rng), t), r.v[i] = from_bits(r.bits[i], t);
+  return r;
+}
+
+// out[n, p, q, o] = sum over taps and input channels i of in[n, p + r - 1, q + s - 1, i] * wt(o, r, s, i),
+// with sum |terms| in mag (zero padding).
+template <class Weight>
+void reference(const std::vector<double>& in, int n, int h, Weight wt, std::vector<double>& out,
+               std::vector<double>& mag) {
+  out.assign(static_cast<size_t>(n) * h * kW * kC, 0.0);
+  mag.assign(out.size(), 0.0);
+  for (int b = 0; b < n; ++b)
+    for (int p = 0; p < h; ++p)
+      for (int q = 0; q < kW; ++q)
+        for (int o = 0; o < kC; ++o) {
+          double s = 0.0, g = 0.0;
+          for (int r = 0; r < 3; ++r)
+            for (int t = 0; t < 3; ++t) {
+              const int y = p + r - 1, x = q + t - 1;
+              if (y < 0 || y >= h || x < 0 || x >= kW) continue;
+              const double* row = &in[((static_cast<size_t>(b) * h + y) * kW + x) * kC];
+              for (int i = 0; i < kC; ++i) {
+                const double term = row[i] * wt(o, r, t, i);
+                s += term, g += std::fabs(term);
+              }
+            }
+          const size_t at = ((static_cast<size_t>(b) * h + p) * kW + q) * kC + o;
+          out[at] = s, mag[at] = g;
+        }
+}
+
+struct Geometry {
+  int n, h, sm_count;
+};
+
+sdk::ConvShape shape_of(const Geometry& g) {
+  sdk::ConvShape s{};
+  s.n = g.n, s.h = g.h, s.w = kW, s.c = kC, s.k = kC, s.r = 3, s.s = 3, s.p = g.h, s.q = kW, s.g = 1;
+  s.cg = kC, s.kg = kC, s.sh = 1, s.sw = 1, s.ph = 1, s.pw = 1, s.dh = 1, s.dw = 1;
+  return s;
+}
+
+// Each output element within the output's rounding (half an ulp of T, so eps = 2^-11 / 2^-8 relative) plus
+// fp32 accumulation error (relative to the sum of |terms|) of the double reference.
+void expect_close(const std::vector<uint16_t>& got, const std::vector<double>& want,
+                  const std::vector<double>& mag, FrDType t, const std::string& what) {
+  const double eps = t == FR_F16 ? 1.0 / 2048 : 1.0 / 256;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = from_bits(got[i], t);
+    if (!(std::fabs(g - want[i]) <= eps * std::fabs(want[i]) + 1e-5 * mag[i] + 1e-6)) {
+      if (++bad <= 5) ADD_FAILURE() << what << " element " << i << ": got " << g << ", want " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+class Conv3x3Wgmma : public testing::TestWithParam<FrDType> {};
+
+TEST_P(Conv3x3Wgmma, ForwardSumsAndInputGradientMatchTheReference) {
+  REQUIRE_GPU();
+  if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
+  const FrDType t = GetParam();
+  const std::string name = t == FR_F16 ? "f16" : "bf16";
+  std::mt19937 rng(11);
+  for (const Geometry& geo : {Geometry{1, 4, 132}, Geometry{5, 12, 132}, Geometry{8, 32, 2}}) {
+    const sdk::ConvShape g = shape_of(geo);
+    SCOPED_TRACE(name + " n " + std::to_string(geo.n) + " h " + std::to_string(geo.h) +
+                 " blocks <= " + std::to_string(geo.sm_count));
+    ASSERT_TRUE(conv3x3_wgmma_fits(g, t));
+    const size_t nx = static_cast<size_t>(geo.n) * geo.h * kW * kC, nw = static_cast<size_t>(kC) * 9 * kC;
+    const Values x = random_values(nx, 1.0f, t, rng), w = random_values(nw, 0.06f, t, rng);
+    DeviceBuffer dx(nx * 2), dw(nw * 2), dy(nx * 2), dpart(conv3x3_wgmma_partials_bytes(geo.sm_count)),
+        dflip(conv3x3_wgmma_flipped_bytes());
+    CUDA_OK(cudaMemcpy(dx.p, x.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dw.p, w.bits.data(), nw * 2, cudaMemcpyHostToDevice));
+    auto wv = [&](int o, int r, int s, int i) {
+      return w.v[((static_cast<size_t>(o) * 3 + r) * 3 + s) * kC + i];
+    };
+    std::vector<double> want, mag;
+    reference(x.v, geo.n, geo.h, wv, want, mag);
+
+    // forward with the sums partials, twice (the same bits), then without
+    std::vector<uint16_t> y(nx), y2(nx);
+    std::vector<double> part;
+    int blocks = 0;
+    for (int run = 0; run < 2; ++run) {
+      CUDA_OK(cudaMemset(dy.p, 0xFF, nx * 2));
+      blocks = launch_conv3x3_wgmma_forward(g, t, dx.p, dw.p, dy.p, static_cast<double*>(dpart.p),
+                                            geo.sm_count, nullptr);
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(cudaMemcpy(run == 0 ? y.data() : y2.data(), dy.p, nx * 2, cudaMemcpyDeviceToHost));
+    }
+    EXPECT_EQ(y, y2) << "two runs differ";
+    ASSERT_GE(blocks, 1);
+    ASSERT_LE(blocks, geo.sm_count);
+    part.resize(static_cast<size_t>(blocks) * kC * 2);
+    CUDA_OK(cudaMemcpy(part.data(), dpart.p, part.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    expect_close(y, want, mag, t, "y");
+    std::vector<double> sums(2 * kC, 0.0), stored(2 * kC, 0.0), abs_sums(kC, 0.0);
+    for (int b = 0; b < blocks; ++b)
+      for (int c = 0; c < kC; ++c)
+        sums[c] += part[(b * kC + c) * 2], sums[kC + c] += part[(b * kC + c) * 2 + 1];
+    for (size_t i = 0; i < nx; ++i) {
+      const double v = from_bits(y[i], t);
+      stored[i % kC] += v, stored[kC + i % kC] += v * v, abs_sums[i % kC] += std::fabs(v);
+    }
+    for (int c = 0; c < kC; ++c) {
+      EXPECT_NEAR(sums[c], stored[c], 1e-5 * abs_sums[c] + 1e-6) << "sum of channel " << c;
+      EXPECT_NEAR(sums[kC + c], stored[kC + c], 1e-5 * stored[kC + c] + 1e-6) << "sum of squares " << c;
+    }
+    CUDA_OK(cudaMemset(dy.p, 0xFF, nx * 2));
+    launch_conv3x3_wgmma_forward(g, t, dx.p, dw.p, dy.p, nullptr, geo.sm_count, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(y2.data(), dy.p, nx * 2, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(y, y2) << "y without the sums differs";
+
+    // input gradient: dx[n, p, q, c] = sum over k, r, s of dy[n, p + 1 - r, q + 1 - s, k] w[k, r, s, c], the
+    // forward on dy with w'[c, r', s', k] = w[k, 2 - r', 2 - s', c]
+    const Values d = random_values(nx, 1.0f, t, rng);
+    CUDA_OK(cudaMemcpy(dy.p, d.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    auto flipped = [&](int c, int r, int s, int k) { return wv(k, 2 - r, 2 - s, c); };
+    reference(d.v, geo.n, geo.h, flipped, want, mag);
+    CUDA_OK(cudaMemset(dx.p, 0xFF, nx * 2));
+    launch_conv3x3_wgmma_backward_data(g, t, dy.p, dw.p, dx.p, dflip.p, geo.sm_count, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(y.data(), dx.p, nx * 2, cudaMemcpyDeviceToHost));
+    expect_close(y, want, mag, t, "dx");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Conv3x3Wgmma, testing::Values(FR_F16, FR_BF16),
+                         [](const testing::TestParamInfo<FrDType>& i) {
+                           return i.param == FR_F16 ? "f16" : "bf16";
+                         });
+
+TEST(Conv3x3WgmmaFits, OnlyTheShapeItImplements) {
+  sdk::ConvShape g = shape_of({2, 8, 1});
+  EXPECT_TRUE(conv3x3_wgmma_fits(g, FR_F16));
+  EXPECT_TRUE(conv3x3_wgmma_fits(g, FR_BF16));
+  EXPECT_FALSE(conv3x3_wgmma_fits(g, FR_F32));
+  auto without = [&](auto change) {
+    sdk::ConvShape c = g;
+    change(c);
+    return conv3x3_wgmma_fits(c, FR_F16);
+  };
+  EXPECT_FALSE(without([](sdk::ConvShape& c) { c.h = c.p = 6; }));  // rows not a multiple of 4
+  EXPECT_FALSE(without([](sdk::ConvShape& c) { c.w = c.q = 16; }));
+  EXPECT_FALSE(without([](sdk::ConvShape& c) { c.c = c.cg = 128; }));
+  EXPECT_FALSE(without([](sdk::ConvShape& c) { c.k = c.kg = 128; }));
+  EXPECT_FALSE(without([](sdk::ConvShape& c) { c.sh = c.sw = 2, c.p = 4, c.q = 16; }));
+  EXPECT_FALSE(without([](sdk::ConvShape& c) { c.dh = c.dw = 2; }));
+  EXPECT_FALSE(without([](sdk::ConvShape& c) { c.r = c.s = 1, c.ph = c.pw = 0; }));
+  EXPECT_FALSE(without([](sdk::ConvShape& c) { c.g = 2, c.cg = 32, c.kg = 32; }));
+}
+
+}  // namespace
+}  // namespace fresco::cuda
