@@ -108,8 +108,9 @@ __device__ __forceinline__ void pass_turn(int g, bool last) {
 // Tiles (4 output rows of one image) go in pairs, one per MMA warpgroup: pair k of block b is tiles
 // 2 (k gridDim.x + b) + g. Both warpgroups make the same number of steps; an odd last tile leaves one
 // warpgroup computing a zero window (TMA past the last image) that it neither stores nor sums.
-// part: the block's channel sums of y as stored (null: none).
-template <class T>
+// part: the block's channel sums of y as stored (null: none). kTurns: the MMA warpgroups take turns issuing
+// rows (else both issue whenever their window and staging buffer are ready).
+template <class T, bool kTurns>
 __global__ void __launch_bounds__(kThreads, 1)
     conv3x3_wgmma_kernel(const T* __restrict__ w, T* __restrict__ y, double* __restrict__ part, int n, int h,
                          const __grid_constant__ CUtensorMap map) {
@@ -210,23 +211,32 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_weight_fragments<T>(w, 16 * wq + gid, tq, a);
   const unsigned win_base = shared_address(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
   const unsigned stage_lane = stage_lane_address(shared_address(stage_base + g * 2 * kStage), lane, wq);
-  float acc[16];
-  if (rows > 0) open_turns(g);
-  for (int j = 0; j < rows; ++j) {
+  // row j: wait for its window (a tile's first row), issue its wgmmas (in turn with the other warpgroup)
+  auto start = [&](float(&acc)[16], int j) {
     const int k = j / kRows, row = j % kRows;
     if (row == 0) {
       mbar_wait(win_full(g, k % 3), (k / 3) & 1);
       fence_proxy_async();
     }
-    take_turn(g);
+    if (kTurns) take_turn(g);
     issue_row<T>(acc, a, win_base + static_cast<unsigned>(((k % 3) * kWin + row * kWinCols) * 16));
-    pass_turn(g, j + 1 == rows);
-    wg_wait<0>();
+    if (kTurns) pass_turn(g, j + 1 == rows);
+  };
+  // row j's wgmmas are complete: free its window after a tile's last row, stage it for the helper
+  auto finish = [&](float(&acc)[16], int j) {
     fence_regs(acc);
-    if (row == kRows - 1) mbar_arrive(win_empty(g, k % 3));
+    const int k = j / kRows;
+    if (j % kRows == kRows - 1) mbar_arrive(win_empty(g, k % 3));
     mbar_wait(stage_empty(g, j & 1), ((j >> 1) & 1) ^ 1);
     stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage * 2));
     mbar_arrive(stage_full(g, j & 1));
+  };
+  float acc[16];
+  if (kTurns && rows > 0) open_turns(g);
+  for (int j = 0; j < rows; ++j) {
+    start(acc, j);
+    wg_wait<0>();
+    finish(acc, j);
   }
 }
 
@@ -260,32 +270,44 @@ CUtensorMap input_map(const void* x, FrDType dtype, int64_t n, int64_t h) {
   return map;
 }
 
-template <class T>
+template <class T, bool kTurns>
 int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y, double* part,
            int sm_count, cudaStream_t s) {
   static const bool sized = [] {  // once per kernel: its shared memory beyond the default 48 KB
-    FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kSmem)));
+    FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
     return true;
   }();
   (void)sized;
   const int64_t pairs = (g.n * (g.h / kRows) + 1) / 2;
   const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
-  conv3x3_wgmma_kernel<T><<<blocks, kThreads, kSmem, s>>>(static_cast<const T*>(w), static_cast<T*>(y), part,
-                                                          static_cast<int>(g.n), static_cast<int>(g.h),
-                                                          input_map(x, dtype, g.n, g.h));
+  conv3x3_wgmma_kernel<T, kTurns><<<blocks, kThreads, kSmem, s>>>(
+      static_cast<const T*>(w), static_cast<T*>(y), part, static_cast<int>(g.n), static_cast<int>(g.h),
+      input_map(x, dtype, g.n, g.h));
   FR_CUDA_LAUNCH_CHECK();
   return blocks;
 }
 
+template <class T>
+int launch_schedule(Conv3x3Schedule schedule, const sdk::ConvShape& g, FrDType dtype, const void* x,
+                    const void* w, void* y, double* part, int sm_count, cudaStream_t s) {
+  switch (schedule) {
+    case Conv3x3Schedule::kTurns:
+      return launch<T, true>(g, dtype, x, w, y, part, sm_count, s);
+    case Conv3x3Schedule::kFree:
+      return launch<T, false>(g, dtype, x, w, y, part, sm_count, s);
+  }
+  throw sdk::KernelError(FR_ERR_INVALID_ARGUMENT, "cuda conv3x3_wgmma: unknown schedule");
+}
+
 int launch_checked(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y,
-                   double* part, int sm_count, cudaStream_t s) {
+                   double* part, int sm_count, cudaStream_t s, Conv3x3Schedule schedule) {
   FR_PLUGIN_CHECK(conv3x3_wgmma_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv3x3_wgmma: the convolution does not fit the kernel");
   FR_PLUGIN_CHECK(aligned16({x, w, y}), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv3x3_wgmma: x, w and y must be 16-byte aligned");
-  return dtype == FR_F16 ? launch<__half>(g, dtype, x, w, y, part, sm_count, s)
-                         : launch<__nv_bfloat16>(g, dtype, x, w, y, part, sm_count, s);
+  return dtype == FR_F16 ? launch_schedule<__half>(schedule, g, dtype, x, w, y, part, sm_count, s)
+                         : launch_schedule<__nv_bfloat16>(schedule, g, dtype, x, w, y, part, sm_count, s);
 }
 
 }  // namespace
@@ -297,7 +319,7 @@ bool conv3x3_wgmma_available(int device) {
     return false;
   cudaFuncAttributes attr{};  // an sm_90a image runs on compute capability 9.0 only
   return major == 9 && minor == 0 &&
-         cudaFuncGetAttributes(&attr, conv3x3_wgmma_kernel<__half>) == cudaSuccess &&
+         cudaFuncGetAttributes(&attr, conv3x3_wgmma_kernel<__half, true>) == cudaSuccess &&
          attr.binaryVersion == 90;
 }
 
@@ -312,8 +334,9 @@ uint64_t conv3x3_wgmma_partials_bytes(int sm_count) {
 }
 
 int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
-                                 void* y, double* part, int sm_count, cudaStream_t s) {
-  return launch_checked(g, dtype, x, w, y, part, sm_count, s);
+                                 void* y, double* part, int sm_count, cudaStream_t s,
+                                 Conv3x3Schedule schedule) {
+  return launch_checked(g, dtype, x, w, y, part, sm_count, s, schedule);
 }
 
 uint64_t conv3x3_wgmma_flipped_bytes() {
@@ -328,7 +351,7 @@ void launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, 
   flip_weights_kernel<<<(kC * kKDim + 255) / 256, 256, 0, s>>>(static_cast<const uint16_t*>(w),
                                                                static_cast<uint16_t*>(flipped));
   FR_CUDA_LAUNCH_CHECK();
-  launch_checked(g, dtype, dy, flipped, dx, nullptr, sm_count, s);
+  launch_checked(g, dtype, dy, flipped, dx, nullptr, sm_count, s, kConv3x3Schedule);
 }
 
 }  // namespace fresco::cuda

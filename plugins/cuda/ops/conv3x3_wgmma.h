@@ -8,7 +8,8 @@
 // Persistent blocks of three warpgroups. Two MMA warpgroups hold all 64 x 576 weights as wgmma's A operand in
 // registers (144 per thread) and each computes tiles of 4 output rows of one image: per row 36 m64n32k16
 // wgmmas over the input window (6 rows x 34 columns x 64 channels, zero-padded) as B through descriptors,
-// taking turns with the other MMA warpgroup (named barriers), then the row rounded to T through stmatrix into
+// issued as soon as its window and a staging buffer are ready (taking turns with the other MMA warpgroup
+// through named barriers measured 3-4 us slower), then the row rounded to T through stmatrix into
 // a staging buffer. The third warpgroup (few registers) brings each tile's window by TMA (eight 4-d tensor
 // copies, one per 8-channel chunk; the halo zero-filled by the copy engine; three buffers per MMA warpgroup),
 // and stores the staged rows as 16-byte vectors while adding their channel sums. Hand-offs through mbarriers.
@@ -16,7 +17,9 @@
 // block partials of channel_moments.h, finished by launch_sums_finalize). Tiles go to blocks by index only,
 // so results are the same on every run on one machine.
 // Limits (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation 1, one group, C = K = 64,
-// W = 32, H a multiple of 4. Test: tests/plugins/cuda/test_cuda_low_precision.cpp (Hopper3x3Convolutions).
+// W = 32, H a multiple of 4. Tests: tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp (the kernels against a
+// double reference), tests/plugins/cuda/test_cuda_low_precision.cpp (Hopper3x3Convolutions: through the
+// plugin).
 #pragma once
 
 #include "cuda_common.h"
@@ -31,10 +34,16 @@ bool conv3x3_wgmma_fits(const sdk::ConvShape& g, FrDType dtype);
 // Bytes of block partials the forward with sums writes (sm_count blocks at most).
 uint64_t conv3x3_wgmma_partials_bytes(int sm_count);
 
+// How the two MMA warpgroups issue their rows: taking turns (ping-pong) or freely. kConv3x3Schedule is the
+// product's; the other is timed by bench/conv3x3_probe.cu.
+enum class Conv3x3Schedule { kTurns, kFree };
+inline constexpr Conv3x3Schedule kConv3x3Schedule = Conv3x3Schedule::kFree;
+
 // y = conv(x, w); with `part` not null also the per-block sums of y as stored (double, laid out as
 // channel_moments.h's partials). Returns the number of blocks (partials) written.
 int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
-                                 void* y, double* part, int sm_count, cudaStream_t s);
+                                 void* y, double* part, int sm_count, cudaStream_t s,
+                                 Conv3x3Schedule schedule = kConv3x3Schedule);
 // dx = the input gradient of conv(x, w) from dy (written, not accumulated): the weights flipped into
 // `flipped` (conv3x3_wgmma_flipped_bytes, e.g. the workspace), then the forward kernel on dy.
 uint64_t conv3x3_wgmma_flipped_bytes();

@@ -173,6 +173,12 @@ TEST_P(Conv3x3Wgmma, ForwardSumsAndInputGradientMatchTheReference) {
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(y2.data(), dy.p, nx * 2, cudaMemcpyDeviceToHost));
     EXPECT_EQ(y, y2) << "y without the sums differs";
+    CUDA_OK(cudaMemset(dy.p, 0xFF, nx * 2));
+    launch_conv3x3_wgmma_forward(g, t, dx.p, dw.p, dy.p, nullptr, geo.sm_count, nullptr,
+                                 Conv3x3Schedule::kTurns);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(y2.data(), dy.p, nx * 2, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(y, y2) << "y with the warpgroups taking turns differs";
 
     // input gradient: dx[n, p, q, c] = sum over k, r, s of dy[n, p + 1 - r, q + 1 - s, k] w[k, r, s, c], the
     // forward on dy with w'[c, r', s', k] = w[k, 2 - r', 2 - s', c]
