@@ -263,16 +263,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // weights) read by the tensor cores from shared memory in the no-swizzle core-matrix layout: [72 k-chunks][64
 // channels][8 k] (a core matrix = 8 channels x 8 k = 128 bytes; k-halves 1024 bytes apart, channel groups
 // 128).
-#define FR_WGMMA_D                                                                                          \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),           \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),            \
-      "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),            \
-      "+f"(d[30]), "+f"(d[31])
 #define FR_WGMMA_REGS                                                                                       \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
   "%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-FR_WGMMA(wgmma64, 32, "m64n64k16", FR_WGMMA_REGS, "%37", FR_WGMMA_D)
+FR_WGMMA(wgmma64, 32, "m64n64k16", FR_WGMMA_REGS, "%37", FR_WGMMA_D32)
 
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -672,6 +666,40 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       wg_rs_worst, v3_us, flop / v3_us * 1e-6, v3_worst, v3_rs_worst, fresco_us, flop / fresco_us * 1e-6,
       fr_worst, fr_rs_worst, turns_us, turns_worst, turns_rs_worst, dnn_us, static_cast<int>(perf[0].algo),
       blocks);
+  // the gradients (timing only; tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp checks their values): cuDNN's
+  // fastest backward-data and backward-filter algorithms against fresco's kernels, y2 as dy
+  cudnnConvolutionBwdDataAlgoPerf_t dperf[8];
+  cudnnConvolutionBwdFilterAlgoPerf_t fperf[8];
+  DK(cudnnFindConvolutionBackwardDataAlgorithm(dnn, wd, yd, cd, xd, 8, &got, dperf));
+  DK(cudnnFindConvolutionBackwardFilterAlgorithm(dnn, xd, yd, cd, wd, 8, &got, fperf));
+  const size_t gws_bytes =
+      std::max({dperf[0].memory, fperf[0].memory,
+                static_cast<size_t>(fresco::cuda::conv3x3_wgmma_wgrad_workspace(g, sms))});
+  void* gws = nullptr;
+  T* dw = nullptr;
+  CK(cudaMalloc(&gws, gws_bytes));
+  CK(cudaMalloc(&dw, nw * sizeof(T)));
+  auto dnn_data = [&] {
+    DK(cudnnConvolutionBackwardData(dnn, &one, wd, w, yd, y2, cd, dperf[0].algo, gws, gws_bytes, &zero, xd,
+                                    y));
+  };
+  auto dnn_filter = [&] {
+    DK(cudnnConvolutionBackwardFilter(dnn, &one, xd, x, yd, y2, cd, fperf[0].algo, gws, gws_bytes, &zero, wd,
+                                      dw));
+  };
+  auto fresco_data = [&] {
+    fresco::cuda::launch_conv3x3_wgmma_backward_data(g, fr_type, y2, w, y, gws, sms, nullptr);
+  };
+  auto fresco_filter = [&] {
+    fresco::cuda::launch_conv3x3_wgmma_backward_filter(g, fr_type, y2, x, dw, gws, sms, nullptr);
+  };
+  std::printf(
+      "{\"bench\":\"conv3x3_probe_gradients\",\"dtype\":\"%s\",\"batch\":%d,\"cudnn_data_us\":%.2f,"
+      "\"cudnn_data_algo\":%d,\"fresco_data_us\":%.2f,\"cudnn_filter_us\":%.2f,\"cudnn_filter_algo\":%d,"
+      "\"fresco_filter_us\":%.2f}\n",
+      dtype_name, batch, time_us(dnn_data), static_cast<int>(dperf[0].algo),
+      kHasWgmmaHost ? time_us(fresco_data) : -1.0f, time_us(dnn_filter), static_cast<int>(fperf[0].algo),
+      kHasWgmmaHost ? time_us(fresco_filter) : -1.0f);
   auto fine = [](double y_err, double sums_err) { return y_err < 0.02 && sums_err < 1e-4; };
   const bool ok = fine(worst, rs_worst) &&
                   (!kHasWgmmaHost || (fine(wg_worst, wg_rs_worst) && fine(v3_worst, v3_rs_worst) &&

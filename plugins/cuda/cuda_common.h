@@ -99,8 +99,12 @@ struct Context {
   // instead of cuDNN (FRESCO_CUDA_NARROW_CONV=0 keeps cuDNN).
   bool narrow_conv = true;
   // 3x3 convolutions of 64 -> 64 channels on 32-wide fp16 / bf16 maps on fresco's own warpgroup-MMA kernels
-  // (ops/conv3x3_wgmma.h; compute capability 9.0 only; FRESCO_CUDA_WGMMA_CONV=0 leaves them to cuDNN)
-  bool conv3x3_wgmma = false;
+  // (ops/conv3x3_wgmma.h; compute capability 9.0 only; FRESCO_CUDA_WGMMA_CONV): 0 = cuDNN, 1 = the forward
+  // and the input gradient, 2 (default) = also the weight gradient.
+  int conv3x3_wgmma = 0;
+  // Blocks of that weight gradient (FRESCO_CUDA_WGMMA_WGRAD_SMS; default 0 = half the SMs): fewer leave SMs
+  // to the main stream it runs beside.
+  int conv3x3_wgrad_sms = 0;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0 whose
   // kernels were built for 9.0 or newer (device_code_has_dependent_launch), unless

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "ops/conv3x3_wgmma.h"
+#include "ops/conv3x3_wgmma_tiles.cuh"
 #include "ops/mma_sync.cuh"
 #include "ops/wgmma.cuh"
 
@@ -13,14 +14,9 @@ namespace fresco::cuda {
 
 namespace {
 
-constexpr int kC = 64, kW = 32, kTaps = 9, kKDim = kTaps * kC;     // channels (in = out), row width, k = 576
-constexpr int kRows = 4, kWinRows = kRows + 2, kWinCols = kW + 2;  // a tile: 4 output rows; its window
-// One window buffer: 8 chunk planes (8 channels each) of kCS positions, 128-byte aligned for TMA.
-constexpr int kCS = 208, kWin = 8 * kCS;                 // positions >= 6 x 34; uint4 per buffer
-constexpr int kWinBytes = 8 * kWinRows * kWinCols * 16;  // what TMA brings per tile
-constexpr int kStageStride = kC + 8;                     // T per staged position (144 bytes: no conflicts)
-constexpr int kStage = kW * kStageStride;                // T per staged row
-constexpr int kThreads = 384;                            // MMA warpgroups 0, 1; helper warpgroup 2
+constexpr int kStageStride = kC + 8;       // T per staged position (144 bytes: no conflicts)
+constexpr int kStage = kW * kStageStride;  // T per staged row
+constexpr int kThreads = 384;              // MMA warpgroups 0, 1; helper warpgroup 2
 constexpr int kBarriers = 2 * 10;  // per MMA warpgroup: window full / empty [3], stage full / empty [2]
 constexpr size_t kSmem = 2 * 3 * kWin * 16 + 2 * 2 * kStage * 2 + kBarriers * 8;
 
@@ -240,36 +236,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// cuTensorMapEncodeTiled from the driver, through the runtime (the plugin links no libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    FR_CUDA_CHECK(
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    FR_PLUGIN_CHECK(f != nullptr && q == cudaDriverEntryPointSuccess, FR_ERR_DEVICE,
-                    "cuda conv3x3_wgmma: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// The input as a 4-d tensor (channels, columns, rows, images) read in boxes of 8 channels x 34 columns x 6
-// rows x 1 image; elements outside it (the halo, the rows above and below an image) arrive as zeros.
-CUtensorMap input_map(const void* x, FrDType dtype, int64_t n, int64_t h) {
-  CUtensorMap map;
-  const cuuint64_t dims[4] = {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(n)};
-  const cuuint64_t strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
-  const cuuint32_t box[4] = {8, kWinCols, kWinRows, 1}, elem[4] = {1, 1, 1, 1};
-  const CUresult r = encode_tiled()(
-      &map, dtype == FR_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-      const_cast<void*>(x), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  FR_PLUGIN_CHECK(r == CUDA_SUCCESS, FR_ERR_DEVICE,
-                  "cuda conv3x3_wgmma: cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
-  return map;
-}
-
 template <class T, bool kTurns>
 int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y, double* part,
            int sm_count, cudaStream_t s) {
@@ -283,7 +249,7 @@ int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
   const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
   conv3x3_wgmma_kernel<T, kTurns><<<blocks, kThreads, kSmem, s>>>(
       static_cast<const T*>(w), static_cast<T*>(y), part, static_cast<int>(g.n), static_cast<int>(g.h),
-      input_map(x, dtype, g.n, g.h));
+      conv3x3_window_map(x, dtype, g.n, g.h));
   FR_CUDA_LAUNCH_CHECK();
   return blocks;
 }
@@ -311,6 +277,50 @@ int launch_checked(const sdk::ConvShape& g, FrDType dtype, const void* x, const 
 }
 
 }  // namespace
+
+namespace {
+// cuTensorMapEncodeTiled from the driver, through the runtime (the plugin links no libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    FR_CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    FR_PLUGIN_CHECK(f != nullptr && q == cudaDriverEntryPointSuccess, FR_ERR_DEVICE,
+                    "cuda conv3x3_wgmma: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A tensor map of a 16-bit map (rank dims, the innermost first, strides in bytes of dims 1..), read in boxes.
+CUtensorMap tiled_map(const void* p, FrDType dtype, cuuint32_t rank, const cuuint64_t* dims,
+                      const cuuint64_t* strides, const cuuint32_t* box) {
+  CUtensorMap map;
+  const cuuint32_t elem[4] = {1, 1, 1, 1};
+  const CUresult r = encode_tiled()(
+      &map, dtype == FR_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
+      const_cast<void*>(p), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  FR_PLUGIN_CHECK(r == CUDA_SUCCESS, FR_ERR_DEVICE,
+                  "cuda conv3x3_wgmma: cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
+  return map;
+}
+}  // namespace
+
+CUtensorMap conv3x3_window_map(const void* x, FrDType dtype, int64_t n, int64_t h) {
+  const cuuint64_t dims[4] = {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(n)};
+  const cuuint64_t strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
+  const cuuint32_t box[4] = {8, kWinCols, kWinRows, 1};
+  return tiled_map(x, dtype, 4, dims, strides, box);
+}
+
+CUtensorMap conv3x3_rows_map(const void* y, FrDType dtype, int64_t positions) {
+  const cuuint64_t dims[2] = {kC, static_cast<cuuint64_t>(positions)};
+  const cuuint64_t strides[1] = {kC * 2};
+  const cuuint32_t box[2] = {8, kRows * kW};
+  return tiled_map(y, dtype, 2, dims, strides, box);
+}
 
 bool conv3x3_wgmma_available(int device) {
   int major = 0, minor = 0;

@@ -1,9 +1,9 @@
 // fresco's own 3x3 convolution for 64 -> 64 channels on maps 32 positions wide (ResNet's CIFAR stage 1),
 // fp16 / bf16 with fp32 accumulation, on Hopper's warpgroup MMA (sm_90a): the forward, optionally with
-// batchnorm's per-channel sums of y as stored, and the input gradient (the same kernel on dy with the weights
-// flipped and transposed by a small kernel first). cuDNN runs this shape at about 430 TFLOP/s (90 us forward
-// at batch 512 on the H200, without the sums); this kernel ran it in 76 us with them (bench/conv3x3_probe.cu,
-// docs/performance.md).
+// batchnorm's per-channel sums of y as stored, the input gradient (the same kernel on dy with the weights
+// flipped and transposed by a small kernel first) and the weight gradient (ops/conv3x3_wgmma_wgrad.cu). cuDNN
+// runs this shape at about 430 TFLOP/s (90 us forward at batch 512 on the H200, without the sums); this
+// kernel ran it in 76 us with them (bench/conv3x3_probe.cu, docs/performance.md).
 //
 // Persistent blocks of three warpgroups. Two MMA warpgroups hold all 64 x 576 weights as wgmma's A operand in
 // registers (144 per thread) and each computes tiles of 4 output rows of one image: per row 36 m64n32k16
@@ -49,5 +49,11 @@ int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const v
 uint64_t conv3x3_wgmma_flipped_bytes();
 void launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
                                         void* dx, void* flipped, int sm_count, cudaStream_t s);
+
+// dw (K x 3 x 3 x C, in dtype) = the weight gradient from dy and x (ops/conv3x3_wgmma_wgrad.cu), written;
+// `ws` holds conv3x3_wgmma_wgrad_workspace bytes (the blocks' partial sums).
+uint64_t conv3x3_wgmma_wgrad_workspace(const sdk::ConvShape& g, int sm_count);
+void launch_conv3x3_wgmma_backward_filter(const sdk::ConvShape& g, FrDType dtype, const void* dy,
+                                          const void* x, void* dw, void* ws, int sm_count, cudaStream_t s);
 
 }  // namespace fresco::cuda

@@ -119,6 +119,15 @@ std::shared_ptr<EnginePlan> engine_for(Context* ctx, const sdk::ConvShape& g, Fr
   return hit->second;
 }
 
+// The blocks fresco's Hopper weight gradient may use (ops/conv3x3_wgmma.h): by default half the SMs, since it
+// runs beside the main stream's input gradients and batchnorm passes and one of its blocks holds an SM's
+// whole register file (ResNet-18 b512 on the H200: 4.79 ms fp16 with 66 blocks, 4.89-4.90 with 132, 4.95-4.96
+// with 33; docs/performance.md).
+int wgrad_blocks(const Context* ctx) {
+  return ctx->conv3x3_wgrad_sms > 0 ? std::min(ctx->conv3x3_wgrad_sms, ctx->sm_count)
+                                    : std::max(ctx->sm_count / 2, 1);
+}
+
 int as_int(int64_t v, const std::string& shape) {
   FR_PLUGIN_CHECK(v > 0 && v <= INT32_MAX, FR_ERR_UNSUPPORTED,
                   "cuda conv: a dimension of " + shape + " exceeds cuDNN's 32-bit range");
@@ -183,10 +192,15 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
       p.workspace = std::max(p.workspace, conv3x3_wgmma_flipped_bytes());
       dirs &= ~kConvBackwardData;
     }
-    if (ctx->conv_log && (p.wgmma_fwd || p.wgmma_data))
-      std::fprintf(stderr, "[fresco-cuda] conv %s: wgmma kernels for the%s%s\n", shape.c_str(),
+    if ((dirs & kConvBackwardFilter) && ctx->conv3x3_wgmma >= 2) {
+      p.wgmma_filter = true;
+      p.workspace = std::max(p.workspace, conv3x3_wgmma_wgrad_workspace(g, wgrad_blocks(ctx)));
+      dirs &= ~kConvBackwardFilter;
+    }
+    if (ctx->conv_log && (p.wgmma_fwd || p.wgmma_data || p.wgmma_filter))
+      std::fprintf(stderr, "[fresco-cuda] conv %s: wgmma kernels for the%s%s%s\n", shape.c_str(),
                    p.wgmma_fwd ? (p.sums ? " forward with sums" : " forward") : "",
-                   p.wgmma_data ? " input gradient" : "");
+                   p.wgmma_data ? " input gradient" : "", p.wgmma_filter ? " weight gradient" : "");
   }
   auto engine = [&](ConvDir d, const char* direction, bool stats = false) {
     std::shared_ptr<EnginePlan> e = engine_for(ctx, g, dtype, d, stats, direction, shape, max_workspace);
@@ -295,6 +309,8 @@ void run_conv_backward_filter(Context* ctx, const ConvPlan& p, const void* dy, c
                               void* ws, uint64_t ws_bytes, cudaStream_t s) {
   FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
   if (p.narrow_wgrad) return launch_narrow_wgrad(p.shape, p.dtype, dy, x, dw, ws, s);
+  if (p.wgmma_filter)
+    return launch_conv3x3_wgmma_backward_filter(p.shape, p.dtype, dy, x, dw, ws, wgrad_blocks(ctx), s);
   if (p.engine_filter)
     return run_conv_engine(ctx, *p.engine_filter, const_cast<void*>(x), dw, const_cast<void*>(dy), ws, s);
   const float one = 1.0f, zero = 0.0f;

@@ -32,9 +32,9 @@ struct ConvPlan {
   // Few input channels (ops/narrow_conv.h): the forward (with its sums) and / or the weight gradient on
   // fresco's own kernels; `shape` is their geometry.
   bool narrow_fwd = false, narrow_wgrad = false;
-  // 3x3, 64 -> 64 channels, 32 wide on Hopper (ops/conv3x3_wgmma.h): the forward (with its sums) and / or
-  // the input gradient on fresco's own kernels.
-  bool wgmma_fwd = false, wgmma_data = false;
+  // 3x3, 64 -> 64 channels, 32 wide on Hopper (ops/conv3x3_wgmma.h): the forward (with its sums), the input
+  // gradient and / or the weight gradient on fresco's own kernels.
+  bool wgmma_fwd = false, wgmma_data = false, wgmma_filter = false;
   sdk::ConvShape shape{};
   FrDType dtype = FR_F32;
   int64_t rows = 0, k = 0;  // of y as [rows, K]

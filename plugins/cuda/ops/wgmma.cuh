@@ -62,6 +62,35 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 #define FR_WGMMA_REGS16 \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
 FR_WGMMA(wgmma32, 16, "m64n32k16", FR_WGMMA_REGS16, "%21", FR_WGMMA_D16)
+// m64n64k16 with both operands from shared memory, both transposed (MN-major: rows of 16 bytes along M or N,
+// 8 such rows along K form a core matrix; in the descriptors LBO steps along K, SBO along M or N).
+// wgmma64_ss_mn(d, a_desc, b_desc, accumulate, T{}).
+#define FR_WGMMA_D32                                                                                        \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),           \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),            \
+      "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),            \
+      "+f"(d[30]), "+f"(d[31])
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FR_WGMMA_SS_MN_ASM(TYPE)                                                                            \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE \
+               "." TYPE                                                                                     \
+               " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%"  \
+               "24,%25,%26,%27,"                                                                            \
+               "%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 1;\n}\n"                                            \
+               : FR_WGMMA_D32                                                                               \
+               : "l"(a_desc), "l"(b_desc), "r"(accumulate))
+#else
+#define FR_WGMMA_SS_MN_ASM(TYPE) (void)0
+#endif
+__device__ __forceinline__ void wgmma64_ss_mn(float (&d)[32], uint64_t a_desc, uint64_t b_desc,
+                                              int accumulate, __half) {
+  FR_WGMMA_SS_MN_ASM("f16");
+}
+__device__ __forceinline__ void wgmma64_ss_mn(float (&d)[32], uint64_t a_desc, uint64_t b_desc,
+                                              int accumulate, __nv_bfloat16) {
+  FR_WGMMA_SS_MN_ASM("bf16");
+}
 
 // A no-swizzle shared-memory matrix descriptor: start address, LBO (bytes between core matrices along K) and
 // SBO (bytes between core matrices along M / N), each in 16-byte units.
@@ -118,6 +147,15 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const void* map, int c
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
       "%5}], [%6];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// A 2-d box of `map` at (c0, c1) to shared memory at dst by TMA, completing its bytes on mbarrier bar.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
 

@@ -116,7 +116,7 @@ void expect_close(const std::vector<uint16_t>& got, const std::vector<double>& w
 
 class Conv3x3Wgmma : public testing::TestWithParam<FrDType> {};
 
-TEST_P(Conv3x3Wgmma, ForwardSumsAndInputGradientMatchTheReference) {
+TEST_P(Conv3x3Wgmma, ForwardSumsAndBothGradientsMatchTheReference) {
   REQUIRE_GPU();
   if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
   const FrDType t = GetParam();
@@ -191,6 +191,38 @@ TEST_P(Conv3x3Wgmma, ForwardSumsAndInputGradientMatchTheReference) {
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(y.data(), dx.p, nx * 2, cudaMemcpyDeviceToHost));
     expect_close(y, want, mag, t, "dx");
+
+    // weight gradient: dw[k, r, s, c] = sum over n, p, q of dy[n, p, q, k] x[n, p + r - 1, q + s - 1, c],
+    // twice (the same bits)
+    CUDA_OK(cudaMemcpy(dx.p, x.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    DeviceBuffer dws(conv3x3_wgmma_wgrad_workspace(g, geo.sm_count)), ddw(nw * 2);
+    std::vector<double> want_w(nw, 0.0), mag_w(nw, 0.0);
+    for (int b = 0; b < geo.n; ++b)
+      for (int p = 0; p < geo.h; ++p)
+        for (int q = 0; q < kW; ++q) {
+          const double* dyp = &d.v[((static_cast<size_t>(b) * geo.h + p) * kW + q) * kC];
+          for (int r = 0; r < 3; ++r)
+            for (int s = 0; s < 3; ++s) {
+              const int yy = p + r - 1, xx = q + s - 1;
+              if (yy < 0 || yy >= geo.h || xx < 0 || xx >= kW) continue;
+              const double* xp = &x.v[((static_cast<size_t>(b) * geo.h + yy) * kW + xx) * kC];
+              for (int k = 0; k < kC; ++k)
+                for (int c = 0; c < kC; ++c) {
+                  const double term = dyp[k] * xp[c];
+                  const size_t at = ((static_cast<size_t>(k) * 3 + r) * 3 + s) * kC + c;
+                  want_w[at] += term, mag_w[at] += std::fabs(term);
+                }
+            }
+        }
+    std::vector<uint16_t> gw(nw), gw2(nw);
+    for (int run = 0; run < 2; ++run) {
+      CUDA_OK(cudaMemset(ddw.p, 0xFF, nw * 2));
+      launch_conv3x3_wgmma_backward_filter(g, t, dy.p, dx.p, ddw.p, dws.p, geo.sm_count, nullptr);
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(cudaMemcpy(run == 0 ? gw.data() : gw2.data(), ddw.p, nw * 2, cudaMemcpyDeviceToHost));
+    }
+    EXPECT_EQ(gw, gw2) << "two runs of the weight gradient differ";
+    expect_close(gw, want_w, mag_w, t, "dw");
   }
 }
 
