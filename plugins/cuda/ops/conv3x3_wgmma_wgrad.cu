@@ -8,7 +8,8 @@
 // the taps (r, 0..2): per 16 positions it issues one m64n64k16 per tap with both operands from shared
 // memory read transposed (positions along K; the 8 channels of a 16-byte row along M or N): A = dy^T, B =
 // the window shifted by the tap, accumulating its three 64 x 64 tiles in registers over all its tiles (96
-// registers: A from registers as well would exceed the 128 a 512-thread block leaves and serialise). At the
+// registers of the 128 a 512-thread block leaves; A through ldmatrix into registers instead measured the
+// same). A tile's wgmmas are issued before the previous tile's complete, which then frees its stage. At the
 // end each block writes its 9 x 64 x 64 partial sums; a second kernel adds the blocks in a fixed order in
 // double and writes dw in T. Results are the same on every run on one machine.
 #include <algorithm>
@@ -89,19 +90,22 @@ __global__ void __launch_bounds__(kThreads, 1)
         ((window(b) >> 4) & 0x3FFF) | ((128 >> 4) << 16) | (static_cast<uint64_t>(kCS * 16 >> 4) << 32);
     wg_fence();
 #pragma unroll
-    for (int j = 0; j < kRows * 2; ++j) {
-      const int row = j / 2, kk = j % 2;
+    for (int j = 0; j < kRows * 2; ++j)
 #pragma unroll
       for (int s = 0; s < 3; ++s)
         wgmma64_ss_mn(acc[s], a_lo + static_cast<uint64_t>(16 * j),
-                      b_lo + static_cast<uint64_t>((row + g) * kWinCols + 16 * kk + s), 1, T{});
-    }
+                      b_lo + static_cast<uint64_t>((j / 2 + g) * kWinCols + 16 * (j % 2) + s), 1, T{});
     wg_commit();
-    wg_wait<0>();
-#pragma unroll
-    for (int s = 0; s < 3; ++s) fence_regs(acc[s]);
-    mbar_arrive(empty(b));
+    // tile k - 1's wgmmas are complete (tile k's may still run: no drain between tiles; draining each tile
+    // measured 3 us slower): its stage is free
+    if (k > 0) {
+      wg_wait<1>();
+      mbar_arrive(empty((k - 1) % kStages));
+    }
   }
+  wg_wait<0>();
+#pragma unroll
+  for (int s = 0; s < 3; ++s) fence_regs(acc[s]);
   // acc[s][4 j + e]: output channel 16 wq + gid (+ 8 for e >= 2), input channel 8 j + 2 tq + (e & 1)
   const int gid = lane >> 2, tq = lane & 3;
   float* out = part + static_cast<size_t>(blockIdx.x) * kPartFloats;
