@@ -661,7 +661,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       "\"wgmma_regw_tflops\":%.1f,\"wgmma_regw_y_max_rel_err\":%.3g,\"wgmma_regw_sums_max_rel_err\":%.3g,"
       "\"fresco_kernel_us\":%.2f,\"fresco_tflops\":%.1f,\"fresco_y_max_rel_err\":%.3g,"
       "\"fresco_sums_max_rel_err\":%.3g,\"fresco_turns_kernel_us\":%.2f,\"fresco_turns_y_max_rel_err\":%.3g,"
-      "\"fresco_turns_sums_max_rel_err\":%.3g,\"cudnn_legacy_us\":%.2f,\"cudnn_algo\":%d,\"blocks\":%d}\n",
+      "\"fresco_turns_sums_max_rel_err\":%.3g,\"cudnn_legacy_us\":%"
+      ".2f,\"cudnn_algo\":%d,\"blocks\":%d}\n",
       dtype_name, batch, own_us, flop / own_us * 1e-6, worst, rs_worst, wg_us, flop / wg_us * 1e-6, wg_worst,
       wg_rs_worst, v3_us, flop / v3_us * 1e-6, v3_worst, v3_rs_worst, fresco_us, flop / fresco_us * 1e-6,
       fr_worst, fr_rs_worst, turns_us, turns_worst, turns_rs_worst, dnn_us, static_cast<int>(perf[0].algo),

@@ -68,10 +68,11 @@ __device__ __forceinline__ unsigned stage_lane_address(unsigned stage, int lane,
   return stage + static_cast<unsigned>(((8 * (i >> 1) + r) * kStageStride + 16 * wq + 8 * (i & 1)) * 2);
 }
 
-// A completed row rounded to T and staged through stmatrix at this lane's address sb. acc[4 jj + 2 mh + e]:
-// channel c0 + 8 mh, position 8 jj + 2 tq + e.
-template <class T>
-__device__ __forceinline__ void stage_row(const float (&acc)[16], unsigned sb) {
+// A completed row rounded to T and staged through stmatrix at this lane's address sb; on_pair(mh, f0, f1)
+// sees each rounded pair (channel c0 + 8 mh, two positions). acc[4 jj + 2 mh + e]: channel c0 + 8 mh,
+// position 8 jj + 2 tq + e.
+template <class T, class OnPair>
+__device__ __forceinline__ void stage_row(const float (&acc)[16], unsigned sb, OnPair on_pair) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {  // position groups 2 half, 2 half + 1
     uint32_t p[4];
@@ -80,6 +81,7 @@ __device__ __forceinline__ void stage_row(const float (&acc)[16], unsigned sb) {
       const int jj = 2 * half + m / 2, mh = m % 2;
       float f0, f1;
       p[m] = round2(acc[4 * jj + 2 * mh], acc[4 * jj + 2 * mh + 1], f0, f1, T{});
+      on_pair(mh, f0, f1);
     }
     stmatrix_x4_trans(sb + static_cast<unsigned>(16 * half * kStageStride * 2), p[0], p[1], p[2], p[3]);
   }
@@ -148,9 +150,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     if (ht == 0)
       for (int k = 0; k < 3 && k < my_tiles; ++k) load(k);
-    float sum[8], sq[8];  // channels 8 (ht % 8) + i
-#pragma unroll
-    for (int i = 0; i < 8; ++i) sum[i] = sq[i] = 0.0f;
     for (int j = 0; j < rows; ++j) {
       const int k = j / kRows, t = first + k * stride;
       mbar_wait(stage_full(m, j & 1), (j >> 1) & 1);
@@ -159,44 +158,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int v = ht + 64 * q, pos = v / 8, c = v % 8;
-        const uint4 val = *reinterpret_cast<const uint4*>(src + pos * kStageStride + c * 8);
-        if (part) {
-          const T* e = reinterpret_cast<const T*>(&val);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const float f = static_cast<float>(e[i]);
-            sum[i] += f, sq[i] += f * f;
-          }
-        }
-        if (t < tiles) dst[v] = val;
+        if (t < tiles) dst[v] = *reinterpret_cast<const uint4*>(src + pos * kStageStride + c * 8);
       }
       mbar_arrive(stage_empty(m, j & 1));
       if (j % kRows == kRows - 1 && k + 3 < my_tiles && ht == 0) {  // tile k's buffer is free again
         mbar_wait(win_empty(m, k % 3), (k / 3) & 1);
         load(k + 3);
       }
-    }
-    if (!part) return;
-      // the block's partials: lanes 8 apart hold the same channels; then the four helper warps in order
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      for (int off = 8; off < 32; off <<= 1) {
-        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], off);
-        sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], off);
-      }
-    float* red = reinterpret_cast<float*>(stage_base);  // the staging buffers: [4 warps][64][2]
-    named_sync(5, 128);                                 // every row is out: the MMA warpgroups are done
-    const int hw = warp - 8;
-    if (lane < 8)
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        red[(hw * kC + 8 * lane + i) * 2] = sum[i], red[(hw * kC + 8 * lane + i) * 2 + 1] = sq[i];
-    named_sync(5, 128);
-    const int c = threadIdx.x & 127;
-    if (c < kC) {
-      double a = 0.0, b = 0.0;
-      for (int s = 0; s < 4; ++s) a += red[(s * kC + c) * 2], b += red[(s * kC + c) * 2 + 1];
-      part[(blockIdx.x * kC + c) * 2] = a, part[(blockIdx.x * kC + c) * 2 + 1] = b;
     }
     return;
   }
@@ -205,6 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wq = warp & 3, gid = lane >> 2, tq = lane & 3;
   uint32_t a[36][4];
   load_weight_fragments<T>(w, 16 * wq + gid, tq, a);
+  float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels 16 wq + gid (+ 8) as stored
   const unsigned win_base = shared_address(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
   const unsigned stage_lane = stage_lane_address(shared_address(stage_base + g * 2 * kStage), lane, wq);
   // row j: wait for its window (a tile's first row), issue its wgmmas (in turn with the other warpgroup)
@@ -224,7 +193,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int k = j / kRows;
     if (j % kRows == kRows - 1) mbar_arrive(win_empty(g, k % 3));
     mbar_wait(stage_empty(g, j & 1), ((j >> 1) & 1) ^ 1);
-    stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage * 2));
+    stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage * 2),
+                 [&](int mh, float f0, float f1) { ssum[mh] += f0 + f1, ssq[mh] += f0 * f0 + f1 * f1; });
     mbar_arrive(stage_full(g, j & 1));
   };
   float acc[16];
@@ -233,6 +203,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     start(acc, j);
     wg_wait<0>();
     finish(acc, j);
+  }
+  if (!part) return;
+  // the block's partials: this thread's channels c0 + 8 mh added over the four lanes of a gid, then the two
+  // warpgroups in order through their first window buffers (no longer read)
+  float* red = reinterpret_cast<float*>(smem);  // [warpgroup][64][2] at each warpgroup's window base
+#pragma unroll
+  for (int mh = 0; mh < 2; ++mh) {
+    float sa = ssum[mh], sb = ssq[mh];
+    for (int off = 1; off < 4; off <<= 1) {
+      sa += __shfl_xor_sync(0xffffffffu, sa, off);
+      sb += __shfl_xor_sync(0xffffffffu, sb, off);
+    }
+    const int c = 16 * wq + gid + 8 * mh;
+    if (tq == 0) red[g * 3 * kWin * 4 + 2 * c] = sa, red[g * 3 * kWin * 4 + 2 * c + 1] = sb;
+  }
+  named_sync(6, 256);
+  const int c = threadIdx.x;
+  if (c < kC) {
+    const double a0 = static_cast<double>(red[2 * c]) + red[3 * kWin * 4 + 2 * c];
+    const double b0 = static_cast<double>(red[2 * c + 1]) + red[3 * kWin * 4 + 2 * c + 1];
+    part[(blockIdx.x * kC + c) * 2] = a0, part[(blockIdx.x * kC + c) * 2 + 1] = b0;
   }
 }
 
@@ -329,7 +320,7 @@ bool conv3x3_wgmma_available(int device) {
     return false;
   cudaFuncAttributes attr{};  // an sm_90a image runs on compute capability 9.0 only
   return major == 9 && minor == 0 &&
-         cudaFuncGetAttributes(&attr, conv3x3_wgmma_kernel<__half, true>) == cudaSuccess &&
+         cudaFuncGetAttributes(&attr, conv3x3_wgmma_kernel<__half, false>) == cudaSuccess &&
          attr.binaryVersion == 90;
 }
 

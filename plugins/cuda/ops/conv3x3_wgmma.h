@@ -10,12 +10,13 @@
 // wgmmas over the input window (6 rows x 34 columns x 64 channels, zero-padded) as B through descriptors,
 // issued as soon as its window and a staging buffer are ready (taking turns with the other MMA warpgroup
 // through named barriers measured 3-4 us slower), then the row rounded to T through stmatrix into
-// a staging buffer. The third warpgroup (few registers) brings each tile's window by TMA (eight 4-d tensor
-// copies, one per 8-channel chunk; the halo zero-filled by the copy engine; three buffers per MMA warpgroup),
-// and stores the staged rows as 16-byte vectors while adding their channel sums. Hand-offs through mbarriers.
-// The sums: per thread in float over its rows, per block in double over its warps in a fixed order (the
-// block partials of channel_moments.h, finished by launch_sums_finalize). Tiles go to blocks by index only,
-// so results are the same on every run on one machine.
+// a staging buffer, the channel sums added from the same rounded pairs (per thread in float over its rows;
+// the helper adding them from the staged rows measured 4-6 us slower). The third warpgroup (few registers)
+// brings each tile's window by TMA (eight 4-d tensor copies, one per 8-channel chunk; the halo zero-filled by
+// the copy engine; three buffers per MMA warpgroup) and stores the staged rows as 16-byte vectors. Hand-offs
+// through mbarriers. Per block the sums are added over lanes and the two MMA warpgroups in a fixed order,
+// in double (the block partials of channel_moments.h, finished by launch_sums_finalize). Tiles go to blocks
+// by index only, // so results are the same on every run on one machine.
 // Limits (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation 1, one group, C = K = 64,
 // W = 32, H a multiple of 4. Tests: tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp (the kernels against a
 // double reference), tests/plugins/cuda/test_cuda_low_precision.cpp (Hopper3x3Convolutions: through the
