@@ -3,24 +3,24 @@
 // batchnorm's per-channel sums of y as stored, the input gradient (the same kernel on dy with the weights
 // flipped and transposed by a small kernel first) and the weight gradient (ops/conv3x3_wgmma_wgrad.cu). cuDNN
 // runs this shape at about 430 TFLOP/s (90 us forward at batch 512 on the H200, without the sums); this
-// kernel ran it in 76 us with them (bench/conv3x3_probe.cu, docs/performance.md).
+// kernel runs it in 68-73 us with them (bench/conv3x3_probe.cu, docs/performance.md).
 //
 // Persistent blocks of three warpgroups. Two MMA warpgroups hold all 64 x 576 weights as wgmma's A operand in
 // registers (144 per thread) and each computes tiles of 4 output rows of one image: per row 36 m64n32k16
 // wgmmas over the input window (6 rows x 34 columns x 64 channels, zero-padded) as B through descriptors,
-// issued as soon as its window and a staging buffer are ready (taking turns with the other MMA warpgroup
-// through named barriers measured 3-4 us slower), then the row rounded to T through stmatrix into
-// a staging buffer, the channel sums added from the same rounded pairs (per thread in float over its rows;
-// the helper adding them from the staged rows measured 4-6 us slower). The third warpgroup (few registers)
-// brings each tile's window by TMA (eight 4-d tensor copies, one per 8-channel chunk; the halo zero-filled by
-// the copy engine; three buffers per MMA warpgroup) and stores the staged rows as 16-byte vectors. Hand-offs
-// through mbarriers. Per block the sums are added over lanes and the two MMA warpgroups in a fixed order,
-// in double (the block partials of channel_moments.h, finished by launch_sums_finalize). Tiles go to blocks
-// by index only, // so results are the same on every run on one machine.
-// Limits (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation 1, one group, C = K = 64,
-// W = 32, H a multiple of 4. Tests: tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp (the kernels against a
-// double reference), tests/plugins/cuda/test_cuda_low_precision.cpp (Hopper3x3Convolutions: through the
-// plugin).
+// taking turns with the other MMA warpgroup (named barriers) so one's epilogue runs beside the other's
+// wgmmas, then the row rounded to T through stmatrix into a staging buffer, batchnorm's channel sums added
+// from the same rounded pairs (per thread in float over its rows). The third warpgroup (few registers) brings
+// each tile's window by TMA (eight 4-d tensor copies, one per 8-channel chunk; the halo zero-filled by the
+// copy engine; three buffers per MMA warpgroup) and stores the staged rows as 16-byte vectors. Hand-offs
+// through mbarriers. Per block the sums are added over lanes and the two MMA warpgroups in a fixed order, in
+// double (the block partials of channel_moments.h, finished by launch_sums_finalize). Tiles go to blocks by
+// index only, so results are the same on every run on one machine. Measured choices (bench/conv3x3_probe.cu,
+// docs/performance.md): the sums in the MMA warpgroups rather than the helper (4-6 us faster), and, with
+// them, turns rather than free issue (1.5-3 us faster; without them free issue was 3-4 us faster). Limits
+// (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation 1, one group, C = K = 64, W = 32, H a
+// multiple of 4. Tests: tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp (the kernels against a double
+// reference), tests/plugins/cuda/test_cuda_low_precision.cpp (Hopper3x3Convolutions: through the plugin).
 #pragma once
 
 #include "cuda_common.h"
@@ -36,9 +36,9 @@ bool conv3x3_wgmma_fits(const sdk::ConvShape& g, FrDType dtype);
 uint64_t conv3x3_wgmma_partials_bytes(int sm_count);
 
 // How the two MMA warpgroups issue their rows: taking turns (ping-pong) or freely. kConv3x3Schedule is the
-// product's; the other is timed by bench/conv3x3_probe.cu.
+// product's; the other is timed by bench/conv3x3_probe.cu and checked by the kernel test.
 enum class Conv3x3Schedule { kTurns, kFree };
-inline constexpr Conv3x3Schedule kConv3x3Schedule = Conv3x3Schedule::kFree;
+inline constexpr Conv3x3Schedule kConv3x3Schedule = Conv3x3Schedule::kTurns;
 
 // y = conv(x, w); with `part` not null also the per-block sums of y as stored (double, laid out as
 // channel_moments.h's partials). Returns the number of blocks (partials) written.
