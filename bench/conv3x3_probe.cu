@@ -16,9 +16,13 @@
 // Session 15's pipelined and warp-specialized variants (4-6) led to the product's kernel
 // (ops/conv3x3_wgmma.h: warp-specialized, windows by TMA), which this probe now times in their place; their
 // code is in git history (71dec1e), their times in bench/results/2026-12-04_h200_session15.json.
-// Each is checked against a direct fp32-accumulating kernel (max relative error of y, of the sums). Measured
-// on the H200, kernel alone: fresco's 75.8-76.9 us fp16 / bf16 against cuDNN's 90.0-93.4 (which computes no
-// sums); variants 1-3 148 / 135 / 115 us with the finalize.
+// Each is checked against a direct fp32-accumulating kernel (max relative error of y, of the sums); the
+// product kernel is timed with both issue schedules, and its gradients against cuDNN's (timing only: the
+// kernel test checks their values). Measured on the H200 (bench/results/2026-12-04_h200_session16.json),
+// kernels alone: forward with sums 68.0 / 67.1 us fp16 / bf16 against cuDNN's 90.1 / 89.5 without sums, input
+// gradient 70.3 / 69.9 against 106.6 / 106.3, weight gradient 88.9 / 90.3 against 93.1 / 91.0; variants 1-3
+// 148 / 135 / 115 us.
+//
 // Usage: bench_conv3x3_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
 #include <cuda.h>
 #include <cudaTypedefs.h>
