@@ -230,12 +230,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <class T, bool kTurns>
 int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y, double* part,
            int sm_count, cudaStream_t s) {
-  static const bool sized = [] {  // once per kernel: its shared memory beyond the default 48 KB
-    FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    return true;
-  }();
-  (void)sized;
+  // its shared memory beyond the default 48 KB, set on the current device at each launch (captured once)
+  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
   const int64_t pairs = (g.n * (g.h / kRows) + 1) / 2;
   const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
   conv3x3_wgmma_kernel<T, kTurns><<<blocks, kThreads, kSmem, s>>>(

@@ -135,12 +135,9 @@ __global__ void wgrad_finalize_kernel(const float* __restrict__ part, int blocks
 template <class T>
 void launch(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* x, void* dw, float* part,
             int blocks, cudaStream_t s) {
-  static const bool sized = [] {  // once per kernel: its shared memory beyond the default 48 KB
-    FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_wgrad_kernel<T>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    return true;
-  }();
-  (void)sized;
+  // its shared memory beyond the default 48 KB, set on the current device at each launch (captured once)
+  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_wgrad_kernel<T>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
   conv3x3_wgmma_wgrad_kernel<T><<<blocks, kThreads, kSmem, s>>>(
       part, static_cast<int>(g.n), static_cast<int>(g.h), conv3x3_window_map(x, dtype, g.n, g.h),
       conv3x3_rows_map(dy, dtype, g.n * g.h * kW));
