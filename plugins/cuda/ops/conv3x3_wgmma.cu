@@ -324,7 +324,8 @@ bool conv3x3_wgmma_available(int device) {
 bool conv3x3_wgmma_fits(const sdk::ConvShape& g, FrDType dtype) {
   return (dtype == FR_F16 || dtype == FR_BF16) && g.g == 1 && g.r == 3 && g.s == 3 && g.sh == 1 &&
          g.sw == 1 && g.ph == 1 && g.pw == 1 && g.dh == 1 && g.dw == 1 && g.c == kC && g.k == kC &&
-         g.w == kW && g.q == kW && g.p == g.h && g.h % kRows == 0 && g.n * g.h <= 0x7fffffff;
+         g.w == kW && g.q == kW && g.p == g.h && g.h % kRows == 0 &&
+         g.n * g.h * kW <= 0x7fffffff;  // positions index TMA boxes in int
 }
 
 uint64_t conv3x3_wgmma_partials_bytes(int sm_count) {

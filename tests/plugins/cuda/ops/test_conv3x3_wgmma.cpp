@@ -253,6 +253,8 @@ TEST(Conv3x3WgmmaFits, OnlyTheShapeItImplements) {
   EXPECT_FALSE(without([](sdk::ConvShape& c) { c.dh = c.dw = 2; }));
   EXPECT_FALSE(without([](sdk::ConvShape& c) { c.r = c.s = 1, c.ph = c.pw = 0; }));
   EXPECT_FALSE(without([](sdk::ConvShape& c) { c.g = 2, c.cg = 32, c.kg = 32; }));
+  EXPECT_FALSE(
+      without([](sdk::ConvShape& c) { c.n = int64_t{1} << 24, c.h = c.p = 8; }));  // positions > 2^31
 }
 
 }  // namespace
