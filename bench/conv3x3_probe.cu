@@ -162,10 +162,7 @@ __device__ void write_block_partials(const float (&ssum)[J][2], const float (&ss
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       float a = ssum[j][e], b = ssq[j][e];
-      for (int off = 4; off < 32; off <<= 1) {
-        a += __shfl_xor_sync(0xffffffffu, a, off);
-        b += __shfl_xor_sync(0xffffffffu, b, off);
-      }
+      fresco::cuda::add_over_lanes<4, 32>(a, b);
       if (gid == 0) {
         const int ch = channel_of(j) + e;
         red[(slot * kK + ch) * 2] = a, red[(slot * kK + ch) * 2 + 1] = b;
@@ -377,10 +374,7 @@ __device__ __forceinline__ void write_warpgroup_partials(const float (&ssum)[2],
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     float sa = ssum[e], sb = ssq[e];
-    for (int off = 1; off < 4; off <<= 1) {
-      sa += __shfl_xor_sync(0xffffffffu, sa, off);
-      sb += __shfl_xor_sync(0xffffffffu, sb, off);
-    }
+    fresco::cuda::add_over_lanes<1, 4>(sa, sb);
     if (tq == 0) red[(g * kK + c0 + 8 * e) * 2] = sa, red[(g * kK + c0 + 8 * e) * 2 + 1] = sb;
   }
   __syncthreads();
@@ -447,16 +441,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   write_warpgroup_partials(ssum, ssq, g, c0, tq, reinterpret_cast<float*>(smem), part);
 }
 
-// fresco's kernel's partials (double) added in block order.
-__global__ void partials_finalize_kernel(const double* part, int blocks, double* sums) {
-  const int c = threadIdx.x;
-  if (c >= kK) return;
-  double a = 0.0, b = 0.0;
-  for (int i = 0; i < blocks; ++i) a += part[(i * kK + c) * 2], b += part[(i * kK + c) * 2 + 1];
-  sums[c] = a, sums[kK + c] = b;
-}
-
-__global__ void finalize_kernel(const float* part, int blocks, double* sums) {
+// The blocks' partials part[block][channel][2] (float from variants 1-3, double from fresco's kernel) added
+// in block order.
+template <class P>
+__global__ void finalize_kernel(const P* part, int blocks, double* sums) {
   const int c = threadIdx.x;
   if (c >= kK) return;
   double a = 0.0, b = 0.0;
@@ -563,11 +551,11 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   };
   auto own_fresco_free = [&] {
     fresco_free();
-    partials_finalize_kernel<<<1, kK>>>(dpart, fresco_blocks, sums);
+    finalize_kernel<<<1, kK>>>(dpart, fresco_blocks, sums);
   };
   auto own_fresco = [&] {
     fresco_kernel();
-    partials_finalize_kernel<<<1, kK>>>(dpart, fresco_blocks, sums);
+    finalize_kernel<<<1, kK>>>(dpart, fresco_blocks, sums);
   };
   auto own_wg = [&] {
     conv3x3_wgmma_kernel<T><<<blocks, kThreads, kSmem>>>(x, w, y, part, batch, h);

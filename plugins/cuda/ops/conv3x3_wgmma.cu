@@ -12,6 +12,8 @@
 
 namespace fresco::cuda {
 
+using namespace conv3x3;  // NOLINT: the tiling constants and tensor maps shared by the two kernel files
+
 namespace {
 
 constexpr int kStageStride = kC + 8;       // T per staged position (144 bytes: no conflicts)
@@ -211,10 +213,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int mh = 0; mh < 2; ++mh) {
     float sa = ssum[mh], sb = ssq[mh];
-    for (int off = 1; off < 4; off <<= 1) {
-      sa += __shfl_xor_sync(0xffffffffu, sa, off);
-      sb += __shfl_xor_sync(0xffffffffu, sb, off);
-    }
+    add_over_lanes<1, 4>(sa, sb);
     const int c = 16 * wq + gid + 8 * mh;
     if (tq == 0) red[g * 3 * kWin * 4 + 2 * c] = sa, red[g * 3 * kWin * 4 + 2 * c + 1] = sb;
   }
@@ -237,7 +236,7 @@ int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
   const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
   conv3x3_wgmma_kernel<T, kTurns><<<blocks, kThreads, kSmem, s>>>(
       static_cast<const T*>(w), static_cast<T*>(y), part, static_cast<int>(g.n), static_cast<int>(g.h),
-      conv3x3_window_map(x, dtype, g.n, g.h));
+      window_map(x, dtype, g.n, g.h));
   FR_CUDA_LAUNCH_CHECK();
   return blocks;
 }
@@ -296,14 +295,14 @@ CUtensorMap tiled_map(const void* p, FrDType dtype, cuuint32_t rank, const cuuin
 }
 }  // namespace
 
-CUtensorMap conv3x3_window_map(const void* x, FrDType dtype, int64_t n, int64_t h) {
+CUtensorMap conv3x3::window_map(const void* x, FrDType dtype, int64_t n, int64_t h) {
   const cuuint64_t dims[4] = {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(n)};
   const cuuint64_t strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
   const cuuint32_t box[4] = {8, kWinCols, kWinRows, 1};
   return tiled_map(x, dtype, 4, dims, strides, box);
 }
 
-CUtensorMap conv3x3_rows_map(const void* y, FrDType dtype, int64_t positions) {
+CUtensorMap conv3x3::rows_map(const void* y, FrDType dtype, int64_t positions) {
   const cuuint64_t dims[2] = {kC, static_cast<cuuint64_t>(positions)};
   const cuuint64_t strides[1] = {kC * 2};
   const cuuint32_t box[2] = {8, kRows * kW};

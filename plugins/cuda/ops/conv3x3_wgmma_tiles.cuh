@@ -9,7 +9,7 @@
 
 #include "cuda_common.h"
 
-namespace fresco::cuda {
+namespace fresco::cuda::conv3x3 {
 
 constexpr int kC = 64, kW = 32, kTaps = 9, kKDim = kTaps * kC;     // channels (in = out), row width, k = 576
 constexpr int kRows = 4, kWinRows = kRows + 2, kWinCols = kW + 2;  // a tile: 4 output rows; its window
@@ -19,8 +19,8 @@ constexpr int kWinBytes = 8 * kWinRows * kWinCols * 16;  // what TMA brings per 
 
 // x [n, h, 32, 64] read in windows: boxes of 8 channels x 34 columns x 6 rows x 1 image at (8 c, -1, row0 -
 // 1, image); elements outside the map (the halo, rows above and below an image) arrive as zeros.
-CUtensorMap conv3x3_window_map(const void* x, FrDType dtype, int64_t n, int64_t h);
+CUtensorMap window_map(const void* x, FrDType dtype, int64_t n, int64_t h);
 // y [positions, 64] read in tiles: boxes of 8 channels x 128 positions (4 rows) at (8 c, 128 t).
-CUtensorMap conv3x3_rows_map(const void* y, FrDType dtype, int64_t positions);
+CUtensorMap rows_map(const void* y, FrDType dtype, int64_t positions);
 
-}  // namespace fresco::cuda
+}  // namespace fresco::cuda::conv3x3

@@ -21,6 +21,8 @@
 
 namespace fresco::cuda {
 
+using namespace conv3x3;  // NOLINT: the tiling constants and tensor maps shared by the two kernel files
+
 namespace {
 
 constexpr int kThreads = 512;  // MMA warpgroups 0-2 (kernel rows r), producer warpgroup 3
@@ -138,9 +140,9 @@ void launch(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* 
   // its shared memory beyond the default 48 KB, set on the current device at each launch (captured once)
   FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_wgrad_kernel<T>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-  conv3x3_wgmma_wgrad_kernel<T><<<blocks, kThreads, kSmem, s>>>(
-      part, static_cast<int>(g.n), static_cast<int>(g.h), conv3x3_window_map(x, dtype, g.n, g.h),
-      conv3x3_rows_map(dy, dtype, g.n * g.h * kW));
+  conv3x3_wgmma_wgrad_kernel<T>
+      <<<blocks, kThreads, kSmem, s>>>(part, static_cast<int>(g.n), static_cast<int>(g.h),
+                                       window_map(x, dtype, g.n, g.h), rows_map(dy, dtype, g.n * g.h * kW));
   FR_CUDA_LAUNCH_CHECK();
   wgrad_finalize_kernel<T><<<(kPartFloats + 255) / 256, 256, 0, s>>>(part, blocks, static_cast<T*>(dw));
   FR_CUDA_LAUNCH_CHECK();

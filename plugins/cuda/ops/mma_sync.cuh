@@ -40,6 +40,18 @@ __device__ __forceinline__ uint32_t round2(float a, float b, float& ra, float& r
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// a and b each added over the lanes whose index differs from this lane's in the bits kFrom .. kTo / 2 (a
+// fixed shuffle tree): kFrom = 1, kTo = 4 sums the four lanes of an mma fragment row (tq), kFrom = 4, kTo =
+// 32 the eight rows (gid) holding the same columns.
+template <int kFrom, int kTo>
+__device__ __forceinline__ void add_over_lanes(float& a, float& b) {
+#pragma unroll
+  for (int off = kFrom; off < kTo; off <<= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, off);
+    b += __shfl_xor_sync(0xffffffffu, b, off);
+  }
+}
+
 __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }

@@ -171,11 +171,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       float s = ssum[nt][j], q = ssq[nt][j];
-#pragma unroll
-      for (int off = 4; off < 32; off <<= 1) {
-        s += __shfl_xor_sync(0xffffffffu, s, off);
-        q += __shfl_xor_sync(0xffffffffu, q, off);
-      }
+      add_over_lanes<4, 32>(s, q);
       if (gid == 0) wsum[warp][nt * 8 + 2 * tq + j] = s, wsq[warp][nt * 8 + 2 * tq + j] = q;
     }
   __syncthreads();

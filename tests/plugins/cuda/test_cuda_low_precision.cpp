@@ -151,6 +151,33 @@ void expect_close_to_f32(const LowCase& c, double bf16_tol, double f16_tol, cons
   }
 }
 
+// conv2d_backward writing both gradients (dw, then dx) of x [xs] and w [ws] from dy [ys].
+LowCase conv_backward_case(const Shape& xs, const Shape& ws, const Shape& ys, const FrConvParams& p) {
+  LowCase b{{{ys, Fill::RANDOM, true},
+             {xs, Fill::RANDOM, true},
+             {ws, Fill::RANDOM, true},
+             {ws, Fill::ZERO, true},
+             {xs, Fill::ZERO, true}},
+            node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3, 4}),
+            {3, 4}};
+  b.node.with_params(FrConvBackwardParams{p, 1, 0});
+  return b;
+}
+
+// conv2d's sums output (k sums, then k sums of squares) against the sums of y as stored, in double: each sum
+// within 1e-5 of its channel's sum of |y|, each sum of squares within 1e-5 of itself, plus `floor`.
+void expect_sums_of_stored(const std::vector<float>& y, const std::vector<float>& sums, int64_t k,
+                           double floor, const std::string& what) {
+  std::vector<double> yd(y.begin(), y.end()), mag(y.size());
+  for (size_t i = 0; i < yd.size(); ++i) mag[i] = std::fabs(yd[i]);
+  const std::vector<double> want = ref::channel_sums(yd, k), abs_sums = ref::channel_sums(mag, k);
+  const auto n = static_cast<size_t>(k);
+  for (size_t c = 0; c < n; ++c) {
+    EXPECT_NEAR(sums[c], want[c], 1e-5 * abs_sums[c] + floor) << what << " channel " << c;
+    EXPECT_NEAR(sums[n + c], want[n + c], 1e-5 * want[n + c] + floor) << what << " channel " << c;
+  }
+}
+
 }  // namespace
 
 // 999 values take the one-per-thread kernel, 2048 the four-per-thread one.
@@ -465,15 +492,7 @@ TEST(CudaLowPrecision, Conv2dOnTensorCores) {
                 {2}};
       f.node.with_params(p);
       expect_close_to_f32(f, 1.6e-2, 2e-3, what);
-      LowCase b{{{ys, Fill::RANDOM, true},
-                 {xs, Fill::RANDOM, true},
-                 {ws, Fill::RANDOM, true},
-                 {ws, Fill::ZERO, true},
-                 {xs, Fill::ZERO, true}},
-                node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3, 4}),
-                {3, 4}};
-      b.node.with_params(FrConvBackwardParams{p, 1, 0});
-      expect_close_to_f32(b, 1.6e-2, 2e-3, what + " backward");
+      expect_close_to_f32(conv_backward_case(xs, ws, ys, p), 1.6e-2, 2e-3, what + " backward");
     }
   }
 }
@@ -530,13 +549,7 @@ TEST(CudaLowPrecision, Conv2dSumsAreTheSumsOfTheStoredOutput) {
       const auto ref = run_low(f, DType::F32, v);
       const auto got = run_low(f, low, v);
       EXPECT_LE(max_rel(got[0], ref[0]), low == DType::BF16 ? 1.6e-2 : 2e-3) << dtype_name(low) << " y";
-      std::vector<double> y(got[0].begin(), got[0].end()), mag(y.size());
-      for (size_t i = 0; i < y.size(); ++i) mag[i] = std::fabs(y[i]);
-      const std::vector<double> want = ref::channel_sums(y, 64), abs_sums = ref::channel_sums(mag, 64);
-      for (size_t k = 0; k < 64; ++k) {  // f32 accumulation of 2048 terms
-        EXPECT_NEAR(got[1][k], want[k], 1e-5 * abs_sums[k]) << dtype_name(low) << " channel " << k;
-        EXPECT_NEAR(got[1][64 + k], want[64 + k], 1e-5 * want[64 + k]) << dtype_name(low) << " channel " << k;
-      }
+      expect_sums_of_stored(got[0], got[1], 64, 0.0, dtype_name(low));  // f32 accumulation of 2048 terms
     }
   }
 }
@@ -589,15 +602,7 @@ TEST(CudaLowPrecision, NarrowInputConvolutions) {
       const std::string err = testing::internal::GetCapturedStderr();
       EXPECT_NE(err.find("narrow kernels for the forward with sums"), std::string::npos) << err;
       EXPECT_LE(max_rel(got[0], ref[0]), tol) << dtype_name(low) << " y";
-      std::vector<double> y(got[0].begin(), got[0].end()), mag(y.size());
-      for (size_t i = 0; i < y.size(); ++i) mag[i] = std::fabs(y[i]);
-      const auto k = static_cast<size_t>(geo.k);
-      const std::vector<double> want = ref::channel_sums(y, geo.k), abs_sums = ref::channel_sums(mag, geo.k);
-      for (size_t c = 0; c < k; ++c) {
-        EXPECT_NEAR(got[1][c], want[c], 1e-5 * abs_sums[c] + 1e-6) << dtype_name(low) << " channel " << c;
-        EXPECT_NEAR(got[1][k + c], want[k + c], 1e-5 * want[k + c] + 1e-6)
-            << dtype_name(low) << " channel " << c;
-      }
+      expect_sums_of_stored(got[0], got[1], geo.k, 1e-6, dtype_name(low));
       const auto vb = values_of(b, low, 17);
       const auto ref_b = run_low(b, DType::F32, vb);
       testing::internal::CaptureStderr();
@@ -624,14 +629,7 @@ TEST(CudaLowPrecision, Hopper3x3Convolutions) {
       node(FR_OP_CONV2D, {0, 1}, {2, 3}),
       {2, 3}};
   f.node.with_params(p);
-  LowCase b{{{xs, Fill::RANDOM, true},
-             {xs, Fill::RANDOM, true},
-             {ws, Fill::RANDOM, true},
-             {ws, Fill::ZERO, true},
-             {xs, Fill::ZERO, true}},
-            node(FR_OP_CONV2D_BACKWARD, {0, 1, 2}, {3, 4}),
-            {3, 4}};
-  b.node.with_params(FrConvBackwardParams{p, 1, 0});
+  const LowCase b = conv_backward_case(xs, ws, xs, p);
   for (DType low : {DType::BF16, DType::F16}) {
     const double tol = low == DType::BF16 ? 1.6e-2 : 2e-3;
     const auto v = values_of(f, low, 19);
@@ -644,14 +642,7 @@ TEST(CudaLowPrecision, Hopper3x3Convolutions) {
     std::printf("[          ] %s %s\n", dtype_name(low), path);
     SCOPED_TRACE(path);
     EXPECT_LE(max_rel(got[0], ref[0]), tol) << dtype_name(low) << " y";
-    std::vector<double> y(got[0].begin(), got[0].end()), mag(y.size());
-    for (size_t i = 0; i < y.size(); ++i) mag[i] = std::fabs(y[i]);
-    const std::vector<double> want = ref::channel_sums(y, 64), abs_sums = ref::channel_sums(mag, 64);
-    for (size_t c = 0; c < 64; ++c) {
-      EXPECT_NEAR(got[1][c], want[c], 1e-5 * abs_sums[c] + 1e-6) << dtype_name(low) << " channel " << c;
-      EXPECT_NEAR(got[1][64 + c], want[64 + c], 1e-5 * want[64 + c] + 1e-6)
-          << dtype_name(low) << " channel " << c;
-    }
+    expect_sums_of_stored(got[0], got[1], 64, 1e-6, dtype_name(low));
     const auto vb = values_of(b, low, 23);
     const auto ref_b = run_low(b, DType::F32, vb);
     testing::internal::CaptureStderr();
