@@ -12,6 +12,11 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kMaxTaps = 32;
 // Output positions a block aims at (whole output rows of one image): forward, weight gradient.
 constexpr int kForwardPositions = 512, kWgradPositions = 1024;
+// Resident forward blocks per SM the registers must allow (at most 64 per thread): ResNet's CIFAR stem at
+// batch 512 is 1024 blocks, one wave on 132 SMs at 8 (at 72 registers 7 fit, and 100 blocks made a second).
+constexpr int kForwardBlocksPerSm = 8;
+// Lanes per element of the weight gradient's partials finalize (a power of two; 32 x this threads a block).
+constexpr int kFinalizeLanes = 32;
 // The block's input tile in shared memory: with the kernels' static arrays (at most 17.4 KB) it stays within
 // the 48 KB a block may use without opting in to more.
 constexpr int kMaxTileBytes = 28 << 10;
@@ -63,14 +68,18 @@ __device__ __forceinline__ Band band_of(const Geo& g) {
 }
 
 // Copies the band's input window to shared memory: rows p0 * sh - ph ..., columns -pw ..., zero outside the
-// map, and a zero after the tile (tile[g.tile()], what padding taps read).
+// map, and a zero after the tile (tile[g.tile()], what padding taps read). A tile row is one input row's
+// elements shifted by pw columns, so element e of tile row r reads x[row h0 + r][e - pw * C] (no per-element
+// column or channel division).
 __device__ void load_tile(uint16_t* tile, const uint16_t* __restrict__ x, const Geo& g, const Band& b) {
   const uint16_t* xn = x + static_cast<int64_t>(b.n) * g.h * g.w * g.c;
-  const int h0 = b.p0 * g.sh - g.ph, n = g.tile();
+  const int h0 = b.p0 * g.sh - g.ph, row_len = g.wp * g.c, n = g.tile();
+  const int shift = g.pw * g.c, end = min(row_len, (g.pw + g.w) * g.c);  // tile elements [shift, end) are x's
   for (int i = threadIdx.x; i < n; i += kThreads) {
-    const int c = i % g.c, rest = i / g.c, col = rest % g.wp, row = rest / g.wp;
-    const int hi = h0 + row, wi = col - g.pw;
-    tile[i] = hi >= 0 && hi < g.h && wi >= 0 && wi < g.w ? xn[(hi * g.w + wi) * g.c + c] : uint16_t{0};
+    const int row = i / row_len, e = i - row * row_len, hi = h0 + row;
+    tile[i] = hi >= 0 && hi < g.h && e >= shift && e < end
+                  ? xn[static_cast<int64_t>(hi) * g.w * g.c + (e - shift)]
+                  : uint16_t{0};
   }
   if (threadIdx.x == 0) tile[n] = 0;
 }
@@ -98,7 +107,7 @@ __device__ __forceinline__ uint32_t tile_at(const uint16_t* tile, const Geo& g, 
 // gid + 8 (mma.sync's fragment layout); the weights ([K][taps], zero-padded to whole k-steps) sit in shared
 // memory and come as B fragments through ldmatrix, which keeps the kernel at 4+ blocks per SM.
 template <class T, int NT, int KS>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kForwardBlocksPerSm)
     narrow_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                           double* __restrict__ part, Geo g) {
   constexpr int K = 8 * NT, kPad = K + 8;  // padded staging rows: conflict-free fragment stores
@@ -268,22 +277,28 @@ __global__ void __launch_bounds__(kThreads)
     part[static_cast<int64_t>(blockIdx.x) * n + i] = red[i / g.taps][i % g.taps];
 }
 
-// dw[i] = the sum of the blocks' partials of element i in a fixed order (32 elements x 8 block lanes per
-// block, the lanes added in order), in double, rounded once to T.
+// dw[i] = the sum of the blocks' partials of element i in a fixed order, in double, rounded once to T: a
+// block takes 32 elements, each with kFinalizeLanes lanes that add every kFinalizeLanes-th block's partial
+// (16 loads each for ResNet's stem at batch 512, 4 in flight), then a fixed tree over the lanes.
 template <class T>
-__global__ void narrow_wgrad_finalize_kernel(const float* __restrict__ part, int blocks, int n,
-                                             T* __restrict__ dw) {
-  __shared__ double lanes[8][32];
+__global__ void __launch_bounds__(32 * kFinalizeLanes)
+    narrow_wgrad_finalize_kernel(const float* __restrict__ part, int blocks, int n, T* __restrict__ dw) {
+  __shared__ double lanes[kFinalizeLanes][32];
   const int i = blockIdx.x * 32 + threadIdx.x;
   double s = 0.0;
-  if (i < n)
-    for (int b = threadIdx.y; b < blocks; b += 8) s += part[static_cast<int64_t>(b) * n + i];
+  if (i < n) {
+#pragma unroll 4
+    for (int b = threadIdx.y; b < blocks; b += kFinalizeLanes) s += part[static_cast<int64_t>(b) * n + i];
+  }
   lanes[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
-  if (threadIdx.y != 0 || i >= n) return;
-  double t = 0.0;
-  for (int l = 0; l < 8; ++l) t += lanes[l][threadIdx.x];
-  dw[i] = from_f<T>(static_cast<float>(t));
+#pragma unroll
+  for (int half = kFinalizeLanes / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.y) < half)
+      lanes[threadIdx.y][threadIdx.x] += lanes[threadIdx.y + half][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && i < n) dw[i] = from_f<T>(static_cast<float>(lanes[0][threadIdx.x]));
 }
 
 template <class T, int NT>
@@ -377,7 +392,7 @@ void launch_narrow_wgrad(const sdk::ConvShape& g, FrDType dtype, const void* dy,
     else
       wgrad_for<T, 4>(dyt, xt, part, geo, s);
     FR_CUDA_LAUNCH_CHECK();
-    narrow_wgrad_finalize_kernel<T><<<static_cast<unsigned>((n + 31) / 32), dim3(32, 8), 0, s>>>(
+    narrow_wgrad_finalize_kernel<T><<<static_cast<unsigned>((n + 31) / 32), dim3(32, kFinalizeLanes), 0, s>>>(
         part, geo.blocks(), n, static_cast<T*>(dw));
   });
   FR_CUDA_LAUNCH_CHECK();
