@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 
 #include "fresco/core/error.h"
@@ -759,6 +760,36 @@ FrScheduleParams schedule_params(const CompileOptions& o) {
   return sp;
 }
 
+// CompileOptions::early_update: whether the gradients stored after the first layer's (in each parameter
+// group) are made final at the end of DEEP_FWD_BWD on the side stream: cast (fp16: and unscaled) and, but
+// in fp16, applied there too. fp16's loss scaling skips the whole update on an inf or NaN in any gradient,
+// the first layer's too, so its update waits for OPTIMIZER.
+bool early_grads_on(const CompiledModel& m) {
+  const CompileOptions& co = m.options;
+  const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
+  const bool large_first_fc = first.kind == LayerKind::FC && fc_macs(co, first) >= co.early_update_min_macs;
+  const bool mixed_first_conv = co.precision != DType::F32 && first.kind == LayerKind::CONV;
+  return co.overlap_weight_gradients &&
+         (co.early_update == CompileOptions::EarlyUpdate::ON ||
+          (co.early_update == CompileOptions::EarlyUpdate::AUTO && (large_first_fc || mixed_first_conv)));
+}
+bool early_update_on(const CompiledModel& m) {
+  return early_grads_on(m) && m.options.precision != DType::F16;
+}
+
+// Bytes of `span` up to the end of the last of `ids` (the first layer's tensors) stored in it; 0: none is.
+uint64_t first_layer_cut(const MemoryPlan& p, const RegionSpan& span, std::initializer_list<TensorId> ids) {
+  uint64_t cut = 0;
+  for (TensorId id : ids) {
+    if (id == kNoTensor) continue;
+    const DTensor& t = p.tensor(id);
+    const auto at = static_cast<uint64_t>(t.offset);
+    if (at >= span.offset && at < span.offset + span.bytes)
+      cut = std::max<uint64_t>(cut, at + t.slot_bytes - span.offset);
+  }
+  return cut;
+}
+
 // OPTIMIZER: one update per parameter group (region ranges), then step_done, which advances the step counter
 // and writes the next step's lr (the lr of step 0 is written by the host at compile time).
 void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
@@ -777,29 +808,15 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
     groups = {{ParamKind::BN_BIAS, ParamKind::DEEP_CONV, o.weight_decay}};
   }
   const MemoryPlan& p = m.base_plan();
-  const CompileOptions& co = m.options;
   const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
-  const bool large_first_fc = first.kind == LayerKind::FC && fc_macs(co, first) >= co.early_update_min_macs;
-  const bool early = co.overlap_weight_gradients && co.precision == DType::F32 &&
-                     (co.early_update == CompileOptions::EarlyUpdate::ON ||
-                      (co.early_update == CompileOptions::EarlyUpdate::AUTO && large_first_fc));
+  const bool early = early_update_on(m);
   for (const Group& gr : groups) {
     const RegionSpan span =
         p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
     if (span.bytes == 0) continue;
     // Bytes of the group up to the end of the first layer's last parameter in it: the rest has its gradient
     // at the end of DEEP_FWD_BWD and is updated there (CompileOptions::early_update).
-    uint64_t cut = span.bytes;
-    if (early) {
-      cut = 0;
-      for (TensorId id : {first.weight, first.bias}) {
-        if (id == kNoTensor) continue;
-        const DTensor& t = p.tensor(id);
-        const auto at = static_cast<uint64_t>(t.offset);
-        if (at >= span.offset && at < span.offset + span.bytes)
-          cut = std::max<uint64_t>(cut, at + t.slot_bytes - span.offset);
-      }
-    }
+    const uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias}) : span.bytes;
     auto update = [&](GraphId gid, uint64_t skip, int64_t take, bool side) {
       auto rr = [&](Family f) {
         return RangeRef::part(param_region(f, gr.first), param_region(f, gr.last), skip, take);
@@ -929,22 +946,45 @@ void Compiler::build_computation_graph(CompiledModel& m) {
   m.schedule = schedule_params(m.options);
   if (m.options.precision != DType::F32) {  // G16 -> G before the optimizer, W -> A after it
     const DType low = m.options.precision;
+    const bool scaled = low == DType::F16;
+    const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
     auto convs = [&](Family f, DType t) {
       return RangeRef::regions(param_region(f, ParamKind::FIRST_CONV), param_region(f, ParamKind::DEEP_CONV),
                                t);
     };
-    tr.add(GraphId::GRAD_CAST, range_node(FR_OP_CAST_RANGE, {convs(Family::G16, low)},
-                                          {convs(Family::G, DType::F32)}, "grad cast"));
+    // With an early update the gradients stored after the first layer's are cast at the end of
+    // DEEP_FWD_BWD on the side stream; the late cast takes the first layer's. fp16 casts with
+    // unscale_grads, which unscales and checks them in the same pass (NAN_CHECK_AND_GRAD_SCALING).
+    const RegionSpan s16 = m.base_plan().region_range(param_region(Family::G16, ParamKind::FIRST_CONV),
+                                                      param_region(Family::G16, ParamKind::DEEP_CONV));
+    const uint64_t cut =
+        early_grads_on(m) ? first_layer_cut(m.base_plan(), s16, {first.grad_weight_low}) : s16.bytes;
+    auto grad_cast = [&](GraphId gid, uint64_t skip, int64_t take, bool side) {
+      RangeRef in = convs(Family::G16, low), out = convs(Family::G, DType::F32);
+      in.skip = skip, in.take = take;  // the f32 side has twice the bytes (lock-step slots)
+      out.skip = 2 * skip, out.take = take < 0 ? -1 : 2 * take;
+      const std::string label =
+          std::string(scaled ? "grad cast and unscale" : "grad cast") + (side ? " (early)" : "");
+      GraphNode n = scaled ? range_node(FR_OP_UNSCALE_GRADS, {in}, {out, scalars}, label)
+                           : range_node(FR_OP_CAST_RANGE, {in}, {out}, label);
+      n.side_stream = side;
+      tr.add(gid, std::move(n));
+    };
+    const GraphId late = scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST;
+    if (cut > 0 || s16.bytes == 0)
+      grad_cast(late, 0, cut >= s16.bytes ? -1 : static_cast<int64_t>(cut), false);
+    if (cut < s16.bytes) grad_cast(GraphId::DEEP_FWD_BWD, cut, -1, true);
     tr.add(GraphId::WEIGHT_CAST, range_node(FR_OP_CAST_RANGE, {convs(Family::W, DType::F32)},
                                             {convs(Family::A, low)}, "weight cast"));
   }
-  if (m.options.precision == DType::F16)  // every gradient back to true scale; inf/NaN skips the step
-    tr.add(GraphId::NAN_CHECK_AND_GRAD_SCALING,
-           range_node(FR_OP_UNSCALE_GRADS, {},
-                      {RangeRef::regions(param_region(Family::G, ParamKind::BN_BIAS),
-                                         param_region(Family::G, ParamKind::DEEP_CONV), DType::F32),
-                       RangeRef::of(m.t.step_scalars, DType::U8)},
-                      "unscale grads"));
+  if (m.options.precision == DType::F16) {  // the fp32 gradients (batchnorm, fc) back to true scale too
+    const RangeRef fp32_grads = RangeRef::regions(param_region(Family::G, ParamKind::BN_BIAS),
+                                                  param_region(Family::G, ParamKind::FC_WEIGHT), DType::F32);
+    if (m.base_plan().region_range(fp32_grads.first, fp32_grads.last).bytes > 0)
+      tr.add(GraphId::NAN_CHECK_AND_GRAD_SCALING,
+             range_node(FR_OP_UNSCALE_GRADS, {}, {fp32_grads, RangeRef::of(m.t.step_scalars, DType::U8)},
+                        "unscale grads"));
+  }
   emit_optimizer(tr, m);
   // The step's metrics read only the loss's sums: with a side stream they run there, beside the backward
   // (the executor fuses ACCUM_METRICS between DEEP_FWD_BWD and the first layer's backward).

@@ -21,9 +21,11 @@ BluePrint small_resnet() {
               residual({conv(16, 3, 2, 1), bn()}, {conv(16, 1, 2, 0), bn()}), relu(), gap(), fc(10)});
 }
 
-CompiledModel compile(DType precision) {
+CompiledModel compile(DType precision,
+                      CompileOptions::EarlyUpdate early = CompileOptions::EarlyUpdate::AUTO) {
   CompileOptions o = test::small_compile_options(8);
   o.precision = precision;
+  o.early_update = early;
   return Compiler().compile(small_resnet(), o);
 }
 
@@ -92,7 +94,8 @@ TEST(MixedPrecisionPlan, Bf16MapsConvCopiesAndOneCastBeforeTheFc) {
   EXPECT_EQ(weight_parts,
             6);  // four deep convs, the first conv's (whole) backward in FIRST_LAYER_BWD_A and _B
   EXPECT_EQ(input_parts, 4);  // every conv but the first
-  // One range cast each way, over the conv kinds only (BN and fc parameters stay fp32 end to end).
+  // One range cast each way, over the conv kinds only (BN and fc parameters stay fp32 end to end); with
+  // the early update (AUTO in bf16) GRAD_CAST casts the first conv's part (Bf16EarlyUpdate... below).
   ASSERT_EQ(m.train->nodes(GraphId::GRAD_CAST).size(), 1u);
   ASSERT_EQ(m.train->nodes(GraphId::WEIGHT_CAST).size(), 1u);
   const GraphNode& gc = m.train->nodes(GraphId::GRAD_CAST)[0];
@@ -154,11 +157,36 @@ TEST(MixedPrecisionPlan, Fp16ScalesTheLossUnscalesEveryGradientAndUpdatesTheScal
   ASSERT_EQ(loss.size(), 1u);
   ASSERT_EQ(loss[0]->rin.size(), 1u);  // the step scalars: the gradient leaves the loss scaled
   EXPECT_TRUE(nodes_of(m, "softmax_xent").empty());
-  ASSERT_EQ(m.train->nodes(GraphId::NAN_CHECK_AND_GRAD_SCALING).size(), 1u);
-  const GraphNode& u = m.train->nodes(GraphId::NAN_CHECK_AND_GRAD_SCALING)[0];
-  EXPECT_EQ(u.op, "unscale_grads");
-  EXPECT_EQ(u.rout[0].first, Region::G_BN_BIAS);  // every gradient kind, fp32 (after GRAD_CAST)
-  EXPECT_EQ(u.rout[0].last, Region::G_DEEP_CONV);
+  // The conv gradients are cast and unscaled in one pass (unscale_grads with a G16 source): the first conv's
+  // in NAN_CHECK_AND_GRAD_SCALING, the others at the end of DEEP_FWD_BWD on the side stream (AUTO's early
+  // update, which in fp16 prepares the gradients but leaves the update to OPTIMIZER); the fp32 gradients
+  // (batchnorm, fc) are unscaled in place. GRAD_CAST stays empty.
+  EXPECT_TRUE(m.train->empty(GraphId::GRAD_CAST));
+  const auto& check = m.train->nodes(GraphId::NAN_CHECK_AND_GRAD_SCALING);
+  ASSERT_EQ(check.size(), 2u);
+  const uint64_t cut16 = m.base_plan().tensor(m.arch.layers[0].grad_weight_low).slot_bytes;
+  EXPECT_EQ(check[0].op, "unscale_grads");
+  ASSERT_EQ(check[0].rin.size(), 1u);
+  EXPECT_EQ(check[0].rin[0].first, Region::G16_FIRST_CONV);
+  EXPECT_EQ(check[0].rin[0].dtype, DType::F16);
+  EXPECT_EQ(check[0].rin[0].take, static_cast<int64_t>(cut16));
+  EXPECT_EQ(check[0].rout[0].first, Region::G_FIRST_CONV);
+  EXPECT_EQ(check[0].rout[0].take, static_cast<int64_t>(2 * cut16));
+  EXPECT_EQ(check[1].op, "unscale_grads");
+  EXPECT_TRUE(check[1].rin.empty());
+  EXPECT_EQ(check[1].rout[0].first, Region::G_BN_BIAS);
+  EXPECT_EQ(check[1].rout[0].last, Region::G_FC_WEIGHT);
+  const GraphNode& early = m.train->nodes(GraphId::DEEP_FWD_BWD).back();
+  EXPECT_EQ(early.op, "unscale_grads");
+  EXPECT_TRUE(early.side_stream);
+  EXPECT_EQ(early.rin[0].skip, cut16);
+  EXPECT_EQ(early.rout[0].skip, 2 * cut16);
+  for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD)) EXPECT_NE(n.op, "sgd_update");
+  // OFF: the whole conv range in one pass, after the first layer's backward.
+  const CompiledModel off = compile(DType::F16, CompileOptions::EarlyUpdate::OFF);
+  ASSERT_EQ(off.train->nodes(GraphId::NAN_CHECK_AND_GRAD_SCALING).size(), 2u);
+  EXPECT_EQ(off.train->nodes(GraphId::NAN_CHECK_AND_GRAD_SCALING)[0].rin[0].take, -1);
+  EXPECT_NE(off.train->nodes(GraphId::DEEP_FWD_BWD).back().op, "unscale_grads");
   const auto& opt = m.train->nodes(GraphId::OPTIMIZER);
   ASSERT_GE(opt.size(), 3u);
   EXPECT_EQ(opt[opt.size() - 2].op, "loss_scale_update");  // after the updates, before step_done
@@ -168,4 +196,58 @@ TEST(MixedPrecisionPlan, Fp16ScalesTheLossUnscalesEveryGradientAndUpdatesTheScal
   EXPECT_TRUE(b.train->empty(GraphId::NAN_CHECK_AND_GRAD_SCALING));
   ASSERT_EQ(nodes_of(b, "fc_softmax_xent").size(), 1u);
   EXPECT_TRUE(nodes_of(b, "fc_softmax_xent")[0]->rin.empty());
+}
+
+// bf16 with a first conv: the early update (AUTO) casts and updates every parameter stored after the first
+// conv's at the end of DEEP_FWD_BWD on the side stream; GRAD_CAST and OPTIMIZER keep the first conv's part
+// (and the parameters stored before it). fp16 never updates early: its skip decision needs every gradient.
+TEST(MixedPrecisionPlan, Bf16EarlyUpdateCastsAndUpdatesTheDeepPartsBesideTheFirstLayer) {
+  const CompiledModel m = compile(DType::BF16);
+  const MemoryPlan& p = m.base_plan();
+  const LayerDescriptor& first = m.arch.layers[0];
+  ASSERT_EQ(first.kind, LayerKind::CONV);
+  const uint64_t cut16 = p.tensor(first.grad_weight_low).slot_bytes;  // the first conv is stored first
+  ASSERT_EQ(static_cast<uint64_t>(p.tensor(first.grad_weight_low).offset),
+            p.region_range(Region::G16_FIRST_CONV, Region::G16_DEEP_CONV).offset);
+  const auto& gc = m.train->nodes(GraphId::GRAD_CAST);
+  ASSERT_EQ(gc.size(), 1u);
+  EXPECT_EQ(gc[0].rin[0].skip, 0u);
+  EXPECT_EQ(gc[0].rin[0].take, static_cast<int64_t>(cut16));
+  EXPECT_EQ(gc[0].rout[0].take, static_cast<int64_t>(2 * cut16));
+  // DEEP_FWD_BWD ends with the deep gradients' cast, then their update, both on the side stream.
+  const auto& deep = m.train->nodes(GraphId::DEEP_FWD_BWD);
+  ASSERT_GE(deep.size(), 2u);
+  const GraphNode& cast = deep[deep.size() - 2];
+  EXPECT_EQ(cast.op, "cast_range");
+  EXPECT_TRUE(cast.side_stream);
+  EXPECT_EQ(cast.rin[0].skip, cut16);
+  EXPECT_EQ(cast.rin[0].take, -1);
+  EXPECT_EQ(cast.rout[0].skip, 2 * cut16);
+  EXPECT_EQ(cast.rout[0].first, Region::G_FIRST_CONV);
+  EXPECT_EQ(deep.back().op, "sgd_update");
+  EXPECT_TRUE(deep.back().side_stream);
+  // One parameter group (no no-decay split): OPTIMIZER keeps what is stored up to the first conv's end.
+  const RegionSpan group = p.region_range(Region::W_BN_BIAS, Region::W_DEEP_CONV);
+  const DTensor& w0 = p.tensor(first.weight);
+  const uint64_t cut = static_cast<uint64_t>(w0.offset) + w0.slot_bytes - group.offset;
+  EXPECT_EQ(deep.back().rin[0].skip, cut);
+  EXPECT_EQ(deep.back().rin[0].take, -1);
+  const auto& opt = m.train->nodes(GraphId::OPTIMIZER);
+  ASSERT_EQ(opt.size(), 2u);
+  EXPECT_EQ(opt[0].op, "sgd_update");
+  EXPECT_EQ(opt[0].rin[0].skip, 0u);
+  EXPECT_EQ(opt[0].rin[0].take, static_cast<int64_t>(cut));
+  EXPECT_EQ(opt[1].op, "step_done");
+  // OFF: one cast and the whole group after the first layer's backward.
+  const CompiledModel late = compile(DType::BF16, CompileOptions::EarlyUpdate::OFF);
+  for (const GraphNode& n : late.train->nodes(GraphId::DEEP_FWD_BWD)) {
+    EXPECT_NE(n.op, "sgd_update");
+    EXPECT_NE(n.op, "cast_range");
+  }
+  ASSERT_EQ(late.train->nodes(GraphId::GRAD_CAST).size(), 1u);
+  EXPECT_EQ(late.train->nodes(GraphId::GRAD_CAST)[0].rin[0].take, -1);
+  // fp16 forced on: the gradients are prepared early, never updated there (Fp16ScalesTheLoss... above).
+  for (const GraphNode& n :
+       compile(DType::F16, CompileOptions::EarlyUpdate::ON).train->nodes(GraphId::DEEP_FWD_BWD))
+    EXPECT_NE(n.op, "sgd_update");
 }

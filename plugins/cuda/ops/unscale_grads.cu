@@ -1,9 +1,11 @@
 // CUDA range op unscale_grads (dynamic loss scaling, ops.h): one kernel over the whole f32 gradient range
 // multiplies by 1 / loss_scale (read from the step scalars on the device) and sets skip_step when any result
-// is inf or NaN (every writer stores the same 1, so the flag is deterministic). Test: tests/plugins/cuda.
+// is inf or NaN (every writer stores the same 1, so the flag is deterministic); with a 16-bit source it
+// casts in the same pass (fp16's G16 -> G). Test: tests/plugins/cuda.
 #include <cmath>
 
 #include "cuda_common.h"
+#include "ops/dtype.cuh"
 
 namespace fresco::cuda {
 
@@ -34,6 +36,50 @@ __global__ void unscale_kernel(V* g, int64_t n, FrStepScalars* s) {
   }
   if (__syncthreads_or(bad) && threadIdx.x == 0) s->skip_step = 1;
 }
+
+// g = float(src) * (1 / loss_scale), four values per thread when kVec (src 8-byte, g 16-byte aligned; n
+// counted in fours), else one.
+template <class S, bool kVec>
+__global__ void unscale_cast_kernel(const S* src, float* g, int64_t n, FrStepScalars* s) {
+  const float inv = 1.0f / s->loss_scale;
+  bool bad = false;
+  FR_CUDA_GRID_LOOP(i, n) {
+    if constexpr (kVec) {
+      const uint2 u = reinterpret_cast<const uint2*>(src)[i];
+      S v[4];
+      memcpy(v, &u, sizeof u);
+      const float4 r = make_float4(to_f(v[0]) * inv, to_f(v[1]) * inv, to_f(v[2]) * inv, to_f(v[3]) * inv);
+      reinterpret_cast<float4*>(g)[i] = r;
+      bad |= !finite(r);
+    } else {
+      const float r = to_f(src[i]) * inv;
+      g[i] = r;
+      bad |= !finite(r);
+    }
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) s->skip_step = 1;
+}
+
+void launch_unscale_cast(const FrRange& src, const FrRange& g, FrStepScalars* scalars, int sms,
+                         cudaStream_t st) {
+  const int64_t n = sdk::cast_elements(src, g, "unscale_grads");
+  FR_PLUGIN_CHECK(src.dtype == FR_F16 || src.dtype == FR_BF16, FR_ERR_INVALID_ARGUMENT,
+                  "unscale_grads: the source to cast must be f16 or bf16");
+  if (n == 0) return;
+  auto run = [&](auto tag) {
+    using S = decltype(tag);
+    const S* x = static_cast<const S*>(src.data);
+    float* y = static_cast<float*>(g.data);
+    if (n % 4 == 0 && aligned16({g.data}) && reinterpret_cast<uintptr_t>(src.data) % 8 == 0)
+      unscale_cast_kernel<S, true><<<grid_for(n / 4, 256, sms), 256, 0, st>>>(x, y, n / 4, scalars);
+    else
+      unscale_cast_kernel<S, false><<<grid_for(n, 256, sms), 256, 0, st>>>(x, y, n, scalars);
+  };
+  if (src.dtype == FR_F16)
+    run(__half{});
+  else
+    run(__nv_bfloat16{});
+}
 }  // namespace
 
 FR_CUDA_KERNEL_RUN(unscale_grads) {
@@ -45,6 +91,11 @@ FR_CUDA_KERNEL_RUN(unscale_grads) {
     const auto n = static_cast<int64_t>(g.bytes / sizeof(float));
     FrStepScalars* scalars = sdk::step_scalars(call->rout[1], "unscale_grads");
     const int sms = ctx_of(ctx)->sm_count;
+    if (call->n_rin > 0) {  // the cast form
+      launch_unscale_cast(call->rin[0], g, scalars, sms, stream_of(call));
+      FR_CUDA_LAUNCH_CHECK();
+      return;
+    }
     if (n % 4 == 0 && aligned16({g.data}))
       unscale_kernel<float4><<<grid_for(n / 4, 256, sms), 256, 0, stream_of(call)>>>(
           static_cast<float4*>(g.data), n / 4, scalars);

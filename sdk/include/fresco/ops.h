@@ -31,7 +31,9 @@ typedef struct FrStepScalars {
 /* Dynamic loss scaling (fp16; PyTorch GradScaler semantics), all on the device:
  * softmax_xent with rin {step scalars} multiplies its gradient by loss_scale;
  * unscale_grads (range): rout {gradients (f32), step scalars}: g *= 1 / loss_scale, and skip_step = 1 when
- * any gradient is inf or NaN (the optimizers then leave the weights untouched); loss_scale_update (range):
+ * any gradient is inf or NaN (the optimizers then leave the weights untouched); with rin {src (f16 or bf16)}
+ * it also casts: g = float(src) * (1 / loss_scale), the same products as cast_range then unscale_grads, in
+ * one pass (element counts as cast_range's); loss_scale_update (range):
  * rout {step scalars}: after a skipped step loss_scale *= backoff and growth_tracker = 0; otherwise
  * growth_tracker += 1 and, on reaching growth_interval, loss_scale *= growth and growth_tracker = 0.
  * step_done advances step, advances updates unless the step was skipped, and clears skip_step. */

@@ -310,6 +310,40 @@ TEST(CpuCastRange, RoundsToNearestEvenAndKeepsNaN) {
   EXPECT_TRUE(fresco::test::contains(bad.run_error(), "different element counts")) << bad.run_error();
 }
 
+// unscale_grads with an f16 / bf16 source: the gradient cast and the unscale in one pass, and an inf in the
+// source sets skip_step.
+TEST(CpuLossScaling, UnscaleCastsAndChecksALowPrecisionSource) {
+  for (FrDType low : {FR_F16, FR_BF16}) {
+    // 1.5, -2.0 and inf in either format
+    const std::vector<uint16_t> src = low == FR_F16 ? std::vector<uint16_t>{0x3e00u, 0xc000u, 0x7c00u}
+                                                    : std::vector<uint16_t>{0x3fc0u, 0xc000u, 0x7f80u};
+    std::vector<float> g(src.size(), 0.0f);
+    FrStepScalars s{};
+    s.loss_scale = 4.0f;
+    OpCall unscale(FR_OP_UNSCALE_GRADS, FR_F32);
+    unscale
+        .rin(range(const_cast<uint16_t*>(src.data()), 4, low))  // the first two values
+        .rout(range(g.data(), 8, FR_F32))
+        .rout(pod_range(s));
+    ASSERT_TRUE(unscale.run());
+    EXPECT_EQ(g[0], 0.375f);
+    EXPECT_EQ(g[1], -0.5f);
+    EXPECT_EQ(s.skip_step, 0);
+    OpCall all(FR_OP_UNSCALE_GRADS, FR_F32);
+    all.rin(range(const_cast<uint16_t*>(src.data()), 6, low))
+        .rout(range(g.data(), 12, FR_F32))
+        .rout(pod_range(s));
+    ASSERT_TRUE(all.run());
+    EXPECT_TRUE(std::isinf(g[2]));
+    EXPECT_EQ(s.skip_step, 1);
+    OpCall bad(FR_OP_UNSCALE_GRADS, FR_F32);
+    bad.rin(range(const_cast<uint16_t*>(src.data()), 6, low))
+        .rout(range(g.data(), 8, FR_F32))
+        .rout(pod_range(s));
+    EXPECT_TRUE(fresco::test::contains(bad.run_error(), "different element counts")) << bad.run_error();
+  }
+}
+
 // Dynamic loss scaling as the fp16 step runs it (unscale_grads -> sgd_update -> loss_scale_update ->
 // step_done), PyTorch GradScaler semantics: an inf gradient leaves the weights unchanged that step and halves
 // the scale; 2000 clean steps double it.

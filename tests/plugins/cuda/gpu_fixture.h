@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -103,6 +106,16 @@ struct ScopedEnv {
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
+
+// A temporary file's path (under the test's temp dir, with the process id), removed when this goes.
+struct TempPath {
+  std::string path;
+  explicit TempPath(const std::string& name)
+      : path(testing::TempDir() + name + std::to_string(getpid()) + ".tsv") {
+    std::remove(path.c_str());
+  }
+  ~TempPath() { std::remove(path.c_str()); }
 };
 
 // A compute node over tensor ids, and a range node over ranges.

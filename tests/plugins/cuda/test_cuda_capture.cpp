@@ -112,16 +112,6 @@ TEST(CudaCapture, ParityOf20AdamWStepsCpuVsCuda) {
 namespace {
 using Snapshot = std::vector<std::pair<std::string, std::vector<float>>>;
 
-// A temporary file's path (under the test's temp dir, with the process id), removed when this goes.
-struct TempPath {
-  std::string path;
-  explicit TempPath(const std::string& name)
-      : path(testing::TempDir() + name + std::to_string(getpid()) + ".tsv") {
-    std::remove(path.c_str());
-  }
-  ~TempPath() { std::remove(path.c_str()); }
-};
-
 // The README's MLP (at `batch`, 0: the job's) compiled on CUDA and trained `steps` steps from the job's seed;
 // `setup` may change the task before it compiles, `compiled` (if given) looks at it after. The runs of one
 // test share one tuning file, so all take the same timed GEMM choices.

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "e2e/small_residual_task.h"
 #include "plugins/cuda/gpu_fixture.h"
 #include "reference/batchnorm.h"
 
@@ -208,6 +209,41 @@ TEST(CudaLowPrecision, CastsRoundLikeTheHost) {
         ASSERT_EQ(back[i], from_low(low, bits[i])) << dtype_name(low) << " range cast back";
       }
     }
+}
+
+// unscale_grads with a 16-bit source (fp16's gradient cast): g = float(src) * (1 / loss_scale) bit for bit as
+// the host computes it, in both the four-per-thread and the one-per-thread kernel; an inf sets skip_step.
+TEST(CudaLowPrecision, UnscaleCastsTheLowPrecisionGradients) {
+  FRESCO_REQUIRE_GPU();
+  for (int64_t n : {999, 2048})
+    for (DType low : {DType::F16, DType::BF16})
+      for (bool with_inf : {false, true}) {
+        std::vector<uint16_t> src(static_cast<size_t>(n));
+        std::mt19937 rng(5);
+        std::uniform_real_distribution<float> d(-3000.0f, 3000.0f);
+        for (auto& h : src) h = to_low(low, d(rng));
+        if (with_inf) src[static_cast<size_t>(n / 2)] = low == DType::F16 ? 0x7c00u : 0x7f80u;
+        SimpleTask t("cuda");
+        const TensorId a = t.tensor(Region::T_TEMP, low, Shape{1, 1, 1, n}, "g16");
+        const TensorId g = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, n}, "g");
+        const TensorId sc =
+            t.tensor(Region::T_TEMP, DType::U8, Shape{1, 1, 1, sizeof(FrStepScalars)}, "scalars");
+        t.lock_memory();
+        t.add(GraphId::DEEP_FWD_BWD, range_node(FR_OP_UNSCALE_GRADS, {RangeRef::of(a, low)},
+                                                {RangeRef::of(g, DType::F32), RangeRef::of(sc, DType::U8)}));
+        t.compile();
+        FrStepScalars s{};
+        s.loss_scale = 1024.0f;
+        t.write(sc, &s, sizeof s);
+        t.write(a, src.data(), src.size() * 2);
+        t.run(GraphId::DEEP_FWD_BWD);
+        const auto out = t.read<float>(g, src.size());
+        t.read(sc, &s, sizeof s);
+        const float inv = 1.0f / 1024.0f;
+        for (size_t i = 0; i < src.size(); ++i)
+          ASSERT_EQ(out[i], from_low(low, src[i]) * inv) << dtype_name(low) << " n " << n << " at " << i;
+        EXPECT_EQ(s.skip_step, with_inf ? 1 : 0) << dtype_name(low) << " n " << n;
+      }
 }
 
 TEST(CudaLowPrecision, PointwiseAndPools) {
@@ -702,4 +738,42 @@ TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
   EXPECT_EQ(s.growth_tracker, 1);
   EXPECT_EQ(s.step, 2);
   EXPECT_EQ(s.updates, 1);
+}
+
+// The early update (CompileOptions::early_update, on by default for a first conv in mixed precision): in
+// bf16 the deep gradients' cast and their update at the end of DEEP_FWD_BWD on the side stream, in fp16 their
+// cast and unscale there (the update waits for every gradient's check), give the same bits as doing it all
+// after the first layer's backward.
+TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  // Both compiles take the same algorithms: the GEMMs' from one tuning file, cuDNN's heuristic first choices.
+  const TempPath tuning("fresco_early_update_");
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
+  for (DType precision : {DType::BF16, DType::F16}) {
+    auto train = [&](bool early) {
+      DeepLearningTask t;
+      test::configure_small_residual(t);
+      t.device("cuda").precision(precision).early_update(early);
+      t.compile();
+      const std::vector<float> losses = test::train_small_residual(t, 6);
+      std::string early_ops;
+      for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD))
+        if (n.kind == NodeKind::RANGE) early_ops += n.op + " ";
+      EXPECT_EQ(early_ops, !early                     ? ""
+                           : precision == DType::BF16 ? "cast_range sgd_update "
+                                                      : "unscale_grads ")
+          << dtype_name(precision);
+      return std::make_pair(losses, t.snapshot());
+    };
+    const auto [late_losses, late_state] = train(false);
+    const auto [early_losses, early_state] = train(true);
+    EXPECT_EQ(early_losses, late_losses) << dtype_name(precision);
+    ASSERT_EQ(early_state.size(), late_state.size());
+    for (size_t i = 0; i < early_state.size(); ++i) {
+      EXPECT_EQ(early_state[i].first, late_state[i].first);
+      EXPECT_EQ(early_state[i].second, late_state[i].second)
+          << dtype_name(precision) << " " << early_state[i].first;
+    }
+    EXPECT_NE(late_losses.front(), late_losses.back());  // it really trained
+  }
 }

@@ -138,13 +138,14 @@ struct CompileOptions {
   // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
   // still read them.
   bool overlap_weight_gradients = true;
-  // With overlap_weight_gradients, in fp32: the optimizer update of every parameter stored after the first
-  // layer's (in each parameter group) runs at the end of DEEP_FWD_BWD on the side stream, beside the first
-  // layer's backward, instead of in OPTIMIZER. Same arithmetic, same order per parameter; off in mixed
-  // precision, where gradients are cast and unscaled as a whole before any update. AUTO: when the first
-  // layer is an fc whose weight gradient has at least early_update_min_macs multiply-adds (batch x in x
-  // out), long enough to hide the other updates. On the H200 the MLP step at batch 1024 (8.2e8) went from
-  // 0.2726 to 0.2666 ms with it, at batch 128 (1.0e8) from 0.104 to 0.112 (docs/performance.md).
+  // With overlap_weight_gradients, in fp32 and bf16: the optimizer update of every parameter stored after
+  // the first layer's (in each parameter group) runs at the end of DEEP_FWD_BWD on the side stream, beside
+  // the first layer's backward, instead of in OPTIMIZER (in bf16 with those gradients' G16 -> G cast before
+  // it). Same arithmetic, same order per parameter. Never in fp16, whose loss scaling skips the whole update
+  // on an inf or NaN in any gradient, the first layer's too. AUTO: when the first layer is an fc whose
+  // weight gradient has at least early_update_min_macs multiply-adds (batch x in x out), long enough to hide
+  // the other updates, or in bf16 when it is a conv. On the H200 the MLP step at batch 1024 (8.2e8) went
+  // from 0.2726 to 0.2666 ms with it, at batch 128 (1.0e8) from 0.104 to 0.112 (docs/performance.md).
   enum class EarlyUpdate { AUTO, ON, OFF };
   EarlyUpdate early_update = EarlyUpdate::AUTO;
   int64_t early_update_min_macs = 400'000'000;

@@ -80,7 +80,8 @@ class DeepLearningTask : public TaskBase {
   // initial 2^16, x2 after 2000 clean steps, x0.5 and a skipped update on inf/NaN). The CPU backend computes
   // in fp32 only.
   DeepLearningTask& precision(DType p);
-  // CompileOptions::early_update (default AUTO: for a first fc layer whose weight gradient is large):
+  // CompileOptions::early_update (default AUTO: for a first fc layer whose weight gradient is large, and in
+  // bf16 for a first conv; never in fp16):
   // updates every parameter but the first layer's on the side stream beside the first layer's backward. The
   // same numbers either way. true / false force it on / off.
   DeepLearningTask& early_update(bool on);

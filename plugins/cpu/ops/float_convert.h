@@ -1,0 +1,53 @@
+// CPU conversions between f32, f16 and bf16 element by element (cast.cpp, unscale_grads.cpp): f16 through
+// the compiler's _Float16, bf16 by the usual bit rounding.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "fresco/plugin.h"
+
+namespace fresco::cpu {
+
+// Element i of a f32 / f16 / bf16 array as float.
+inline float load_float(const void* data, uint32_t dtype, int64_t i) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (dtype == FR_F32) {
+    float f;
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  if (dtype == FR_F16) {
+    _Float16 v;
+    std::memcpy(&v, &h, 2);
+    return static_cast<float>(v);
+  }
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// f stored as element i of a f32 / f16 / bf16 array, rounded to nearest even (NaN stays NaN).
+inline void store_float(void* data, uint32_t dtype, int64_t i, float f) {
+  auto* p = static_cast<uint8_t*>(data);
+  if (dtype == FR_F32) {
+    std::memcpy(p + 4 * i, &f, 4);
+    return;
+  }
+  uint16_t h;
+  if (dtype == FR_F16) {
+    const _Float16 v = static_cast<_Float16>(f);
+    std::memcpy(&h, &v, 2);
+  } else {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    h = (u & 0x7fffffffu) > 0x7f800000u ? static_cast<uint16_t>((u >> 16) | 0x40u)  // NaN stays NaN
+                                        : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  std::memcpy(p + 2 * i, &h, 2);
+}
+
+}  // namespace fresco::cpu
