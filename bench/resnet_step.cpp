@@ -12,11 +12,12 @@
 //                          auto]
 //                          [--profile 0|1] [--precision fp32|bf16|fp16] [--fuse-joins 1|0] [--fuse-head 1|0]
 //                          [--conv-stats auto|on|off] [--grad-sums auto|on|off] [--join-lag N]
-//                          [--early-update auto|on|off]
+//                          [--early-update auto|on|off] [--early-parts N]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
 // --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
 // --grad-sums sets CompileOptions::grad_sums (batchnorm gradient sums from the masking pass before it).
-// --early-update sets CompileOptions::early_update (the update beside the first layer's backward).
+// --early-update sets CompileOptions::early_update (the update beside the first layer's backward),
+// --early-parts CompileOptions::early_update_parts (-1: the default).
 // --join-lag N sets CompileOptions::conv_join_lag_max: conv input gradients over at most N values per sample
 // let the latest weight gradient run beside them (0, the default: never).
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each);
@@ -91,7 +92,8 @@ int main(int argc, char** argv) {
                           {"conv-stats", "auto"},
                           {"grad-sums", "auto"},
                           {"join-lag", "0"},
-                          {"early-update", "auto"}});
+                          {"early-update", "auto"},
+                          {"early-parts", "-1"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
@@ -131,6 +133,10 @@ int main(int argc, char** argv) {
     const auto early = parse_mode<CompileOptions::EarlyUpdate>(args.str("early-update"), "early-update");
     if (early != CompileOptions::EarlyUpdate::AUTO)
       task.early_update(early == CompileOptions::EarlyUpdate::ON);
+    const int64_t parts = args.integer("early-parts");
+    FRESCO_CHECK(parts >= -1, ErrorCode::kBadConfig,
+                 "bench_resnet_step: --early-parts must be -1 (default) or more");
+    if (parts >= 0) task.early_update_parts(static_cast<int>(parts));
     task.compile();
     task.time_steps(warm);
     const double s = task.time_steps(steps);
@@ -143,7 +149,7 @@ int main(int argc, char** argv) {
         "\"workspace_mib\":%.1f,"
         "\"gflop_step\":%.1f,\"floor_ms\":%.4f,\"peak_tflops\":%.1f,\"conv_stats\":\"%s\",\"grad_sums\":\"%"
         "s\","
-        "\"join_lag\":%lld,\"early_update\":\"%s\"}"
+        "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d}"
         "\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
@@ -151,7 +157,7 @@ int main(int argc, char** argv) {
         static_cast<double>(task.runtime().workspace_bytes()) / (1 << 20), flops / 1e9,
         1e3 * flops / (peak_tflops * 1e12), peak_tflops, args.str("conv-stats").c_str(),
         args.str("grad-sums").c_str(), static_cast<long long>(args.integer("join-lag")),
-        args.str("early-update").c_str());
+        args.str("early-update").c_str(), task.compiled().options.early_update_parts);
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

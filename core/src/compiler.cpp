@@ -122,6 +122,8 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
                "defer_fc_min_macs must be 0 or more, found " + std::to_string(o.defer_fc_min_macs));
   FRESCO_CHECK(o.early_update_min_macs >= 0, ErrorCode::kBadConfig,
                "early_update_min_macs must be 0 or more, found " + std::to_string(o.early_update_min_macs));
+  FRESCO_CHECK(o.early_update_parts >= 0 && o.early_update_parts <= 64, ErrorCode::kBadConfig,
+               "early_update_parts must be 0 to 64, found " + std::to_string(o.early_update_parts));
   FRESCO_CHECK(o.conv_join_lag_max >= 0, ErrorCode::kBadConfig,
                "conv_join_lag_max must be 0 (off) or more, found " + std::to_string(o.conv_join_lag_max));
   ArchPlan a;
@@ -790,55 +792,169 @@ uint64_t first_layer_cut(const MemoryPlan& p, const RegionSpan& span, std::initi
   return cut;
 }
 
-// OPTIMIZER: one update per parameter group (region ranges), then step_done, which advances the step counter
-// and writes the next step's lr (the lr of step 0 is written by the host at compile time).
-void emit_optimizer(ComputationGraph& g, const CompiledModel& m) {
+// Parameter groups as region ranges: the no-decay kinds come first in every family, DEEP_CONV last.
+struct ParamGroup {
+  ParamKind first, last;
+  float wd;
+};
+std::vector<ParamGroup> param_groups(const Optimizer& o) {
+  if (o.no_decay_1d)
+    return {{ParamKind::BN_BIAS, ParamKind::FC_BIAS, 0.0f},
+            {ParamKind::FC_WEIGHT, ParamKind::DEEP_CONV, o.weight_decay}};
+  return {{ParamKind::BN_BIAS, ParamKind::DEEP_CONV, o.weight_decay}};
+}
+
+// The optimizer's update of bytes [skip, skip + take) (take -1: to the end) of group gr's W span (and the
+// same part of G, M, V).
+GraphNode update_node(const CompiledModel& m, const ParamGroup& gr, uint64_t skip, int64_t take) {
   const Optimizer& o = m.options.optimizer;
   const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
-  // Parameter groups as region ranges: the no-decay kinds come first in every family.
-  struct Group {
-    ParamKind first, last;
-    float wd;
+  auto rr = [&](Family f) {
+    return RangeRef::part(param_region(f, gr.first), param_region(f, gr.last), skip, take);
   };
-  std::vector<Group> groups;
-  if (o.no_decay_1d) {
-    groups = {{ParamKind::BN_BIAS, ParamKind::FC_BIAS, 0.0f},
-              {ParamKind::FC_WEIGHT, ParamKind::DEEP_CONV, o.weight_decay}};
+  GraphNode n;
+  if (o.type == Optimizer::Type::SGD) {
+    std::vector<RangeRef> rout = {rr(Family::W)};
+    if (o.uses_m()) rout.push_back(rr(Family::M));
+    n = range_node(FR_OP_SGD_UPDATE, {rr(Family::G), scalars}, rout, "sgd");
+    n.with_params(FrSgdParams{o.momentum, gr.wd, o.nesterov ? 1 : 0, 0});
   } else {
-    groups = {{ParamKind::BN_BIAS, ParamKind::DEEP_CONV, o.weight_decay}};
+    n = range_node(FR_OP_ADAM_UPDATE, {rr(Family::G), scalars}, {rr(Family::W), rr(Family::M), rr(Family::V)},
+                   o.name());
+    n.with_params(FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
   }
+  return n;
+}
+
+// A cast over bytes [skip, skip + take) of the conv kinds' span (FIRST_CONV..DEEP_CONV) in W-family bytes:
+// G16 -> G (fp16: with the unscale, unscale_grads) or W -> A; the 16-bit side has half the bytes.
+GraphNode conv_cast_node(const CompiledModel& m, bool grads, uint64_t skip, int64_t take,
+                         const std::string& label) {
+  const DType low = m.options.precision;
+  auto convs = [&](Family f, DType t, uint64_t sk, int64_t tk) {
+    return RangeRef::part(param_region(f, ParamKind::FIRST_CONV), param_region(f, ParamKind::DEEP_CONV), sk,
+                          tk, t);
+  };
+  const RangeRef wide = convs(grads ? Family::G : Family::W, DType::F32, skip, take);
+  const RangeRef narrow = convs(grads ? Family::G16 : Family::A, low, skip / 2, take < 0 ? -1 : take / 2);
+  if (!grads) return range_node(FR_OP_CAST_RANGE, {wide}, {narrow}, label);
+  if (low == DType::F16)
+    return range_node(FR_OP_UNSCALE_GRADS, {narrow}, {wide, RangeRef::of(m.t.step_scalars, DType::U8)},
+                      label);
+  return range_node(FR_OP_CAST_RANGE, {narrow}, {wide}, label);
+}
+
+// CompileOptions::early_update_parts: byte ranges [lo, hi) (arena offsets) of W_DEEP_CONV, the last layers'
+// first, each final once the weight gradient of `layer` (its first) is. None unless the deep conv weights
+// are stored in layer order (the backward's order reversed).
+struct EarlyPart {
+  uint64_t lo, hi;
+  int layer;
+};
+std::vector<EarlyPart> early_parts(const CompiledModel& m) {
+  const int parts = m.options.early_update_parts;
+  if (!early_update_on(m) || parts <= 0) return {};
+  const MemoryPlan& p = m.base_plan();
+  const Region deep_region = param_region(Family::W, ParamKind::DEEP_CONV);
+  const std::vector<TensorId> deep = p.tensors_in(deep_region);
+  for (size_t i = 1; i < deep.size(); ++i)
+    if (p.tensor(deep[i]).layer <= p.tensor(deep[i - 1]).layer) return {};
+  const RegionSpan span = p.region(deep_region);
+  const uint64_t share = span.bytes / static_cast<uint64_t>(parts + 1);
+  std::vector<EarlyPart> out;
+  uint64_t hi = span.offset + span.bytes, bytes = 0;
+  for (size_t i = deep.size(); i-- > 1 && static_cast<int>(out.size()) < parts;) {  // the first stays
+    const DTensor& t = p.tensor(deep[i]);
+    bytes += t.slot_bytes;
+    if (bytes < share) continue;
+    out.push_back({static_cast<uint64_t>(t.offset), hi, t.layer});
+    hi = static_cast<uint64_t>(t.offset);
+    bytes = 0;
+  }
+  return out;
+}
+
+// Arena offset where the early parts begin (the end of W_DEEP_CONV without parts).
+uint64_t early_parts_begin(const CompiledModel& m, const std::vector<EarlyPart>& parts) {
+  const RegionSpan deep = m.base_plan().region(param_region(Family::W, ParamKind::DEEP_CONV));
+  return parts.empty() ? deep.offset + deep.bytes : parts.back().lo;
+}
+
+// Each early part's nodes (bf16: grad cast, update, weight cast; fp32: the update) go into DEEP_FWD_BWD,
+// detached, after the first join that follows the weight gradient of the part's first layer.
+void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts) {
+  const MemoryPlan& p = m.base_plan();
+  const bool mixed = m.options.precision != DType::F32;
+  const RegionSpan conv = p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
+                                         param_region(Family::W, ParamKind::DEEP_CONV));
+  const ParamGroup gr = param_groups(m.options.optimizer).back();  // the group that ends with DEEP_CONV
+  const RegionSpan group =
+      p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
+  std::vector<GraphNode>& nodes = g.mutable_nodes(GraphId::DEEP_FWD_BWD);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const EarlyPart& part = parts[k];
+    const LayerDescriptor& l = m.arch.layers[static_cast<size_t>(part.layer)];
+    const TensorId grad = mixed ? l.grad_weight_low : l.grad_weight;
+    size_t at = nodes.size();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (std::find(nodes[i].out.begin(), nodes[i].out.end(), grad) == nodes[i].out.end()) continue;
+      at = i + 1;
+      if (nodes[i].side_stream)  // after the next join, which waits for it
+        while (at < nodes.size() && !nodes[at].join_side) ++at;
+      if (at < nodes.size() && nodes[i].side_stream) ++at;
+      break;
+    }
+    const auto take = static_cast<int64_t>(part.hi - part.lo);
+    const std::string tag = " (early part " + std::to_string(k + 1) + ")";
+    std::vector<GraphNode> add;
+    if (mixed) add.push_back(conv_cast_node(m, true, part.lo - conv.offset, take, "grad cast" + tag));
+    add.push_back(update_node(m, gr, part.lo - group.offset, take));
+    add.back().label += tag;
+    if (mixed) add.push_back(conv_cast_node(m, false, part.lo - conv.offset, take, "weight cast" + tag));
+    for (GraphNode& n : add) n.side_stream = n.detached = true;
+    nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(at), add.begin(), add.end());
+  }
+}
+
+// OPTIMIZER: one update per parameter group (region ranges), then step_done, which advances the step counter
+// and writes the next step's lr (the lr of step 0 is written by the host at compile time). With an early
+// update the parts past the first layer's are updated at the end of DEEP_FWD_BWD on the side stream (and the
+// early parts before, place_early_parts); in bf16 each update's W -> A cast follows it.
+void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts) {
+  const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
   const MemoryPlan& p = m.base_plan();
   const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
   const bool early = early_update_on(m);
-  for (const Group& gr : groups) {
+  const uint64_t parts_begin = early_parts_begin(m, parts);
+  for (const ParamGroup& gr : param_groups(m.options.optimizer)) {
     const RegionSpan span =
         p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
     if (span.bytes == 0) continue;
     // Bytes of the group up to the end of the first layer's last parameter in it: the rest has its gradient
     // at the end of DEEP_FWD_BWD and is updated there (CompileOptions::early_update).
     const uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias}) : span.bytes;
-    auto update = [&](GraphId gid, uint64_t skip, int64_t take, bool side) {
-      auto rr = [&](Family f) {
-        return RangeRef::part(param_region(f, gr.first), param_region(f, gr.last), skip, take);
-      };
-      GraphNode n;
-      if (o.type == Optimizer::Type::SGD) {
-        std::vector<RangeRef> rout = {rr(Family::W)};
-        if (o.uses_m()) rout.push_back(rr(Family::M));
-        n = range_node(FR_OP_SGD_UPDATE, {rr(Family::G), scalars}, rout, "sgd");
-        n.with_params(FrSgdParams{o.momentum, gr.wd, o.nesterov ? 1 : 0, 0});
-      } else {
-        n = range_node(FR_OP_ADAM_UPDATE, {rr(Family::G), scalars},
-                       {rr(Family::W), rr(Family::M), rr(Family::V)}, o.name());
-        n.with_params(
-            FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
-      }
-      if (side) n.label += " (early)";
-      n.side_stream = side;
-      g.add(gid, std::move(n));
-    };
-    if (cut > 0) update(GraphId::OPTIMIZER, 0, cut == span.bytes ? -1 : static_cast<int64_t>(cut), false);
-    if (cut < span.bytes) update(GraphId::DEEP_FWD_BWD, cut, -1, true);
+    const uint64_t end = gr.last == ParamKind::DEEP_CONV ? parts_begin - span.offset : span.bytes;
+    if (cut > 0)
+      g.add(GraphId::OPTIMIZER, update_node(m, gr, 0, cut == span.bytes ? -1 : static_cast<int64_t>(cut)));
+    if (cut < end) {
+      GraphNode n = update_node(m, gr, cut, end == span.bytes ? -1 : static_cast<int64_t>(end - cut));
+      n.label += " (early)";
+      n.side_stream = true;
+      g.add(GraphId::DEEP_FWD_BWD, std::move(n));
+    }
+  }
+  if (early && m.options.precision != DType::F32) {  // the W -> A casts after the updates
+    const RegionSpan conv = p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
+                                           param_region(Family::W, ParamKind::DEEP_CONV));
+    const uint64_t cut = first_layer_cut(p, conv, {first.weight}), end = parts_begin - conv.offset;
+    if (cut > 0)
+      g.add(GraphId::OPTIMIZER, conv_cast_node(m, false, 0, static_cast<int64_t>(cut), "weight cast"));
+    if (cut < end) {
+      GraphNode n = conv_cast_node(m, false, cut, end == conv.bytes ? -1 : static_cast<int64_t>(end - cut),
+                                   "weight cast (early)");
+      n.side_stream = true;
+      g.add(GraphId::DEEP_FWD_BWD, std::move(n));
+    }
   }
   if (m.options.precision == DType::F16)  // GradScaler.update: back off after a skipped step, grow after 2000
     g.add(GraphId::OPTIMIZER, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))
@@ -944,38 +1060,32 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, first.grad_out, kNoTensor);
   }
   m.schedule = schedule_params(m.options);
+  const std::vector<EarlyPart> parts = early_parts(m);
   if (m.options.precision != DType::F32) {  // G16 -> G before the optimizer, W -> A after it
-    const DType low = m.options.precision;
-    const bool scaled = low == DType::F16;
-    const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
-    auto convs = [&](Family f, DType t) {
-      return RangeRef::regions(param_region(f, ParamKind::FIRST_CONV), param_region(f, ParamKind::DEEP_CONV),
-                               t);
-    };
+    const bool scaled = m.options.precision == DType::F16;
     // With an early update the gradients stored after the first layer's are cast at the end of
-    // DEEP_FWD_BWD on the side stream; the late cast takes the first layer's. fp16 casts with
-    // unscale_grads, which unscales and checks them in the same pass (NAN_CHECK_AND_GRAD_SCALING).
-    const RegionSpan s16 = m.base_plan().region_range(param_region(Family::G16, ParamKind::FIRST_CONV),
-                                                      param_region(Family::G16, ParamKind::DEEP_CONV));
-    const uint64_t cut =
-        early_grads_on(m) ? first_layer_cut(m.base_plan(), s16, {first.grad_weight_low}) : s16.bytes;
-    auto grad_cast = [&](GraphId gid, uint64_t skip, int64_t take, bool side) {
-      RangeRef in = convs(Family::G16, low), out = convs(Family::G, DType::F32);
-      in.skip = skip, in.take = take;  // the f32 side has twice the bytes (lock-step slots)
-      out.skip = 2 * skip, out.take = take < 0 ? -1 : 2 * take;
-      const std::string label =
-          std::string(scaled ? "grad cast and unscale" : "grad cast") + (side ? " (early)" : "");
-      GraphNode n = scaled ? range_node(FR_OP_UNSCALE_GRADS, {in}, {out, scalars}, label)
-                           : range_node(FR_OP_CAST_RANGE, {in}, {out}, label);
-      n.side_stream = side;
-      tr.add(gid, std::move(n));
-    };
+    // DEEP_FWD_BWD on the side stream (the early parts' before, place_early_parts); the late cast takes the
+    // first layer's. fp16 casts with unscale_grads, which unscales and checks them in the same pass
+    // (NAN_CHECK_AND_GRAD_SCALING).
+    const MemoryPlan& p = m.base_plan();
+    const RegionSpan conv = p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
+                                           param_region(Family::W, ParamKind::DEEP_CONV));
+    const uint64_t cut = early_grads_on(m) ? first_layer_cut(p, conv, {first.weight}) : conv.bytes;
+    const uint64_t end = early_parts_begin(m, parts) - conv.offset;
+    const std::string label = scaled ? "grad cast and unscale" : "grad cast";
     const GraphId late = scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST;
-    if (cut > 0 || s16.bytes == 0)
-      grad_cast(late, 0, cut >= s16.bytes ? -1 : static_cast<int64_t>(cut), false);
-    if (cut < s16.bytes) grad_cast(GraphId::DEEP_FWD_BWD, cut, -1, true);
-    tr.add(GraphId::WEIGHT_CAST, range_node(FR_OP_CAST_RANGE, {convs(Family::W, DType::F32)},
-                                            {convs(Family::A, low)}, "weight cast"));
+    if (cut > 0 || conv.bytes == 0)
+      tr.add(late, conv_cast_node(m, true, 0, cut >= conv.bytes ? -1 : static_cast<int64_t>(cut), label));
+    if (cut < end) {
+      GraphNode n = conv_cast_node(m, true, cut, end == conv.bytes ? -1 : static_cast<int64_t>(end - cut),
+                                   label + " (early)");
+      n.side_stream = true;
+      tr.add(GraphId::DEEP_FWD_BWD, std::move(n));
+    }
+    // The whole cast, for the host's writes (DeepLearningTask::cast_weights) and the step without an early
+    // update; with one, each update's cast follows it (emit_optimizer, place_early_parts).
+    tr.add(GraphId::WEIGHT_CAST, conv_cast_node(m, false, 0, -1, "weight cast"));
+    m.weight_cast_in_step = !early_update_on(m);
   }
   if (m.options.precision == DType::F16) {  // the fp32 gradients (batchnorm, fc) back to true scale too
     const RangeRef fp32_grads = RangeRef::regions(param_region(Family::G, ParamKind::BN_BIAS),
@@ -985,7 +1095,8 @@ void Compiler::build_computation_graph(CompiledModel& m) {
              range_node(FR_OP_UNSCALE_GRADS, {}, {fp32_grads, RangeRef::of(m.t.step_scalars, DType::U8)},
                         "unscale grads"));
   }
-  emit_optimizer(tr, m);
+  emit_optimizer(tr, m, parts);
+  place_early_parts(tr, m, parts);
   // The step's metrics read only the loss's sums: with a side stream they run there, beside the backward
   // (the executor fuses ACCUM_METRICS between DEEP_FWD_BWD and the first layer's backward).
   tr.add(GraphId::ACCUM_METRICS,

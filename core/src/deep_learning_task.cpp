@@ -55,6 +55,7 @@ FRESCO_SETTER(device(std::string d), device_ = std::move(d))
 FRESCO_SETTER(precision(DType p), precision_ = p)
 FRESCO_SETTER(early_update(bool on),
               early_update_ = on ? CompileOptions::EarlyUpdate::ON : CompileOptions::EarlyUpdate::OFF)
+FRESCO_SETTER(early_update_parts(int n), early_update_parts_ = n)
 FRESCO_SETTER(fuse_head(bool on), fuse_head_ = on)
 FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_weight_gradients_ = on;
               defer_fc_min_macs_ = min_macs)
@@ -113,6 +114,7 @@ void DeepLearningTask::plan() {
   o.seed = seed_;
   o.precision = precision_;
   o.early_update = early_update_;
+  o.early_update_parts = early_update_parts_;
   o.defer_fc_weight_gradients = defer_fc_weight_gradients_;
   o.fuse_head = fuse_head_;
   o.defer_fc_min_macs = defer_fc_min_macs_;

@@ -28,16 +28,19 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
       transfer_[v][x] = step_[v][x] = infer_[v][x] = -1;
       if (!at.present(var)) continue;
       transfer_[v][x] = at.slot(var, x ? GraphId::TRANSFER_B : GraphId::TRANSFER_A).captured_idx;
-      if (is_train(var))
-        step_[v][x] =
-            rt.fuse(at, var,
-                    {x ? GraphId::FIRST_LAYER_FWD_B : GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD,
-                     GraphId::ACCUM_METRICS, x ? GraphId::FIRST_LAYER_BWD_B : GraphId::FIRST_LAYER_BWD_A,
-                     GraphId::GRAD_CAST, GraphId::NAN_CHECK_AND_GRAD_SCALING, GraphId::OPTIMIZER,
-                     GraphId::WEIGHT_CAST},
-                    StreamRole::COMP_1);
-      else
+      if (is_train(var)) {
+        std::vector<GraphId> step = {x ? GraphId::FIRST_LAYER_FWD_B : GraphId::FIRST_LAYER_FWD_A,
+                                     GraphId::DEEP_FWD_BWD,
+                                     GraphId::ACCUM_METRICS,
+                                     x ? GraphId::FIRST_LAYER_BWD_B : GraphId::FIRST_LAYER_BWD_A,
+                                     GraphId::GRAD_CAST,
+                                     GraphId::NAN_CHECK_AND_GRAD_SCALING,
+                                     GraphId::OPTIMIZER};
+        if (m.weight_cast_in_step) step.push_back(GraphId::WEIGHT_CAST);
+        step_[v][x] = rt.fuse(at, var, step, StreamRole::COMP_1);
+      } else {
         infer_[v][x] = at.slot(var, x ? GraphId::INF_MAIN_B : GraphId::INF_MAIN_A).captured_idx;
+      }
     }
   }
 }

@@ -74,6 +74,10 @@ StreamRole side_of(StreamRole main) {
 StreamRole aside_of(StreamRole main) {
   return main == StreamRole::COMP_1 ? StreamRole::COMP_3 : side_of(main);
 }
+// The stream of a capture's detached calls (GraphNode::detached): the update stream, else the side.
+StreamRole detached_of(StreamRole main) {
+  return main == StreamRole::UPDATE ? side_of(main) : StreamRole::UPDATE;
+}
 }  // namespace
 
 Runtime::~Runtime() {
@@ -147,6 +151,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   for (const auto& r : node.rout) rc.rout.push_back(range(r));
   rc.params = node.params;
   rc.side = node.side_stream;
+  rc.detached = node.side_stream && node.detached;
   rc.join_before = node.join_side;
   rc.join_lag = node.join_side && node.join_lag;
   uint32_t dtype = static_cast<uint32_t>(FR_F32);
@@ -263,8 +268,11 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
 }
 
 void Runtime::finish_capture(Capture& cap) {
-  const StreamRole side = side_of(cap.stream), aside = aside_of(cap.stream);
-  auto lane = [&](const ResolvedCall& rc) { return rc.aside ? aside : rc.side ? side : cap.stream; };
+  const StreamRole side = side_of(cap.stream), aside = aside_of(cap.stream),
+                   detached = detached_of(cap.stream);
+  auto lane = [&](const ResolvedCall& rc) {
+    return rc.detached ? detached : rc.aside ? aside : rc.side ? side : cap.stream;
+  };
   for (auto& rc : cap.calls) {
     const StreamRole r = lane(rc);
     rc.call.stream = stream(r);
@@ -287,20 +295,20 @@ void Runtime::finish_capture(Capture& cap) {
       if (mark >= 0) wait(cap.stream, lag_events_[static_cast<size_t>(mark)]);
       mark = pending ? next : -1;
     };
-    auto join = [&] {  // every forked stream back into main
+    auto join = [&](bool all) {  // every forked stream back into main (the detached one only with `all`)
       for (int r = 0; r < kStreamCount; ++r)
-        if (forked[static_cast<size_t>(r)]) {
+        if (forked[static_cast<size_t>(r)] && (all || static_cast<StreamRole>(r) != detached)) {
           record(join_event_, static_cast<StreamRole>(r));
           wait(cap.stream, join_event_);
+          forked[static_cast<size_t>(r)] = false;
         }
-      forked.fill(false);
       mark = -1;
     };
     for (const auto& rc : cap.calls) {
       if (rc.join_before && rc.join_lag)
         join_lagged();
       else if (rc.join_before && any_forked())
-        join();
+        join(rc.join_all);
       if (lane(rc) != cap.stream && has_events()) {  // fork: it starts after everything issued on main so far
         record(fork_event_, cap.stream);
         wait(lane(rc), fork_event_);
@@ -308,7 +316,7 @@ void Runtime::finish_capture(Capture& cap) {
       }
       throw_if_error(rc.kernel->run(ctx_, &rc.call), "kernel " + rc.label);
     }
-    if (any_forked()) join();
+    if (any_forked()) join(true);
   } catch (...) {
     void* broken = nullptr;
     try {
@@ -338,6 +346,7 @@ int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>
       ResolvedCall copy = rc;
       copy.owns_state = false;
       copy.join_before = rc.join_before || (first && !backward_piece);
+      copy.join_all = first && !backward_piece;
       copy.join_lag = rc.join_lag && !(first && !backward_piece);  // a piece's first join is a full one
       // The metrics wait only for the loss (issued on main): on a third stream they do not queue behind the
       // side stream's weight gradients and early update (they are still joined before the optimizer).

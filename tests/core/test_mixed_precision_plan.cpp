@@ -4,8 +4,10 @@
 // CPU). The kernels' numerics are checked on a GPU by tests/plugins/cuda/test_cuda_low_precision.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "fresco/core/compiler.h"
 #include "fresco/core/deep_learning_task.h"
@@ -21,11 +23,13 @@ BluePrint small_resnet() {
               residual({conv(16, 3, 2, 1), bn()}, {conv(16, 1, 2, 0), bn()}), relu(), gap(), fc(10)});
 }
 
-CompiledModel compile(DType precision,
-                      CompileOptions::EarlyUpdate early = CompileOptions::EarlyUpdate::AUTO) {
+// early_parts 0 by default: the tests of the early parts set them (EarlyPartsUpdate...).
+CompiledModel compile(DType precision, CompileOptions::EarlyUpdate early = CompileOptions::EarlyUpdate::AUTO,
+                      int early_parts = 0) {
   CompileOptions o = test::small_compile_options(8);
   o.precision = precision;
   o.early_update = early;
+  o.early_update_parts = early_parts;
   return Compiler().compile(small_resnet(), o);
 }
 
@@ -198,9 +202,10 @@ TEST(MixedPrecisionPlan, Fp16ScalesTheLossUnscalesEveryGradientAndUpdatesTheScal
   EXPECT_TRUE(nodes_of(b, "fc_softmax_xent")[0]->rin.empty());
 }
 
-// bf16 with a first conv: the early update (AUTO) casts and updates every parameter stored after the first
-// conv's at the end of DEEP_FWD_BWD on the side stream; GRAD_CAST and OPTIMIZER keep the first conv's part
-// (and the parameters stored before it). fp16 never updates early: its skip decision needs every gradient.
+// bf16 with a first conv: the early update (AUTO) casts, updates and casts back (W -> A) every parameter
+// stored after the first conv's at the end of DEEP_FWD_BWD on the side stream; GRAD_CAST and OPTIMIZER keep
+// the first conv's part (and the parameters stored before it), and the step runs no WEIGHT_CAST (which stays
+// whole for the host's writes). fp16 never updates early: its skip decision needs every gradient.
 TEST(MixedPrecisionPlan, Bf16EarlyUpdateCastsAndUpdatesTheDeepPartsBesideTheFirstLayer) {
   const CompiledModel m = compile(DType::BF16);
   const MemoryPlan& p = m.base_plan();
@@ -214,31 +219,44 @@ TEST(MixedPrecisionPlan, Bf16EarlyUpdateCastsAndUpdatesTheDeepPartsBesideTheFirs
   EXPECT_EQ(gc[0].rin[0].skip, 0u);
   EXPECT_EQ(gc[0].rin[0].take, static_cast<int64_t>(cut16));
   EXPECT_EQ(gc[0].rout[0].take, static_cast<int64_t>(2 * cut16));
-  // DEEP_FWD_BWD ends with the deep gradients' cast, then their update, both on the side stream.
+  // DEEP_FWD_BWD ends with the deep gradients' cast, their update and the weights' cast, on the side stream.
   const auto& deep = m.train->nodes(GraphId::DEEP_FWD_BWD);
-  ASSERT_GE(deep.size(), 2u);
-  const GraphNode& cast = deep[deep.size() - 2];
+  ASSERT_GE(deep.size(), 3u);
+  const GraphNode &cast = deep[deep.size() - 3], &update = deep[deep.size() - 2], &back = deep.back();
+  for (const GraphNode* n : {&cast, &update, &back}) {
+    EXPECT_TRUE(n->side_stream);
+    EXPECT_FALSE(n->detached);  // no early parts (compile(): 0)
+  }
   EXPECT_EQ(cast.op, "cast_range");
-  EXPECT_TRUE(cast.side_stream);
   EXPECT_EQ(cast.rin[0].skip, cut16);
   EXPECT_EQ(cast.rin[0].take, -1);
   EXPECT_EQ(cast.rout[0].skip, 2 * cut16);
   EXPECT_EQ(cast.rout[0].first, Region::G_FIRST_CONV);
-  EXPECT_EQ(deep.back().op, "sgd_update");
-  EXPECT_TRUE(deep.back().side_stream);
+  EXPECT_EQ(update.op, "sgd_update");
+  EXPECT_EQ(back.op, "cast_range");
+  EXPECT_EQ(back.rin[0].first, Region::W_FIRST_CONV);
+  EXPECT_EQ(back.rin[0].skip, 2 * cut16);
+  EXPECT_EQ(back.rout[0].first, Region::A_FIRST_CONV);
+  EXPECT_EQ(back.rout[0].skip, cut16);
+  EXPECT_EQ(back.rout[0].take, -1);
   // One parameter group (no no-decay split): OPTIMIZER keeps what is stored up to the first conv's end.
   const RegionSpan group = p.region_range(Region::W_BN_BIAS, Region::W_DEEP_CONV);
   const DTensor& w0 = p.tensor(first.weight);
   const uint64_t cut = static_cast<uint64_t>(w0.offset) + w0.slot_bytes - group.offset;
-  EXPECT_EQ(deep.back().rin[0].skip, cut);
-  EXPECT_EQ(deep.back().rin[0].take, -1);
+  EXPECT_EQ(update.rin[0].skip, cut);
+  EXPECT_EQ(update.rin[0].take, -1);
   const auto& opt = m.train->nodes(GraphId::OPTIMIZER);
-  ASSERT_EQ(opt.size(), 2u);
+  ASSERT_EQ(opt.size(), 3u);
   EXPECT_EQ(opt[0].op, "sgd_update");
   EXPECT_EQ(opt[0].rin[0].skip, 0u);
   EXPECT_EQ(opt[0].rin[0].take, static_cast<int64_t>(cut));
-  EXPECT_EQ(opt[1].op, "step_done");
-  // OFF: one cast and the whole group after the first layer's backward.
+  EXPECT_EQ(opt[1].op, "cast_range");  // the first conv's W -> A
+  EXPECT_EQ(opt[1].rout[0].take, static_cast<int64_t>(cut16));
+  EXPECT_EQ(opt[2].op, "step_done");
+  EXPECT_FALSE(m.weight_cast_in_step);
+  ASSERT_EQ(m.train->nodes(GraphId::WEIGHT_CAST).size(), 1u);
+  EXPECT_EQ(m.train->nodes(GraphId::WEIGHT_CAST)[0].rin[0].take, -1);
+  // OFF: one cast and the whole group after the first layer's backward, and WEIGHT_CAST in the step.
   const CompiledModel late = compile(DType::BF16, CompileOptions::EarlyUpdate::OFF);
   for (const GraphNode& n : late.train->nodes(GraphId::DEEP_FWD_BWD)) {
     EXPECT_NE(n.op, "sgd_update");
@@ -246,8 +264,62 @@ TEST(MixedPrecisionPlan, Bf16EarlyUpdateCastsAndUpdatesTheDeepPartsBesideTheFirs
   }
   ASSERT_EQ(late.train->nodes(GraphId::GRAD_CAST).size(), 1u);
   EXPECT_EQ(late.train->nodes(GraphId::GRAD_CAST)[0].rin[0].take, -1);
+  EXPECT_TRUE(late.weight_cast_in_step);
   // fp16 forced on: the gradients are prepared early, never updated there (Fp16ScalesTheLoss... above).
   for (const GraphNode& n :
        compile(DType::F16, CompileOptions::EarlyUpdate::ON).train->nodes(GraphId::DEEP_FWD_BWD))
     EXPECT_NE(n.op, "sgd_update");
+}
+
+// CompileOptions::early_update_parts: the last deep convs' weights cast, updated and cast back on the
+// detached stream right after the join that follows their first layer's weight gradient; the end of
+// DEEP_FWD_BWD keeps the rest, and the parts tile the deep conv bytes from the end without gaps.
+TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients) {
+  const CompiledModel m = compile(DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2);
+  EXPECT_EQ(CompileOptions{}.early_update_parts, 3);  // the default
+  const MemoryPlan& p = m.base_plan();
+  const auto& deep = m.train->nodes(GraphId::DEEP_FWD_BWD);
+  std::vector<size_t> detached;
+  for (size_t i = 0; i < deep.size(); ++i)
+    if (deep[i].detached) detached.push_back(i);
+  // parts of three nodes; here one: the shortcut and the strided conv before it make a third of the bytes,
+  // the first block's convs together would, but the first deep conv always stays with the rest
+  ASSERT_EQ(detached.size(), 3u);
+  const RegionSpan conv = p.region_range(Region::W_FIRST_CONV, Region::W_DEEP_CONV);
+  const RegionSpan group = p.region_range(Region::W_BN_BIAS, Region::W_DEEP_CONV);
+  uint64_t hi = conv.bytes;  // each part ends where the one before it (a later layer's) begins
+  for (size_t k = 0; k < detached.size() / 3; ++k) {
+    const GraphNode &cast = deep[detached[3 * k]], &update = deep[detached[3 * k + 1]],
+                    &back = deep[detached[3 * k + 2]];
+    EXPECT_EQ(detached[3 * k + 2], detached[3 * k] + 2);  // together
+    EXPECT_EQ(cast.op, "cast_range");
+    EXPECT_EQ(update.op, "sgd_update");
+    EXPECT_EQ(back.op, "cast_range");
+    for (const GraphNode* n : {&cast, &update, &back}) EXPECT_TRUE(n->side_stream);
+    const uint64_t lo = back.rin[0].skip;  // W -> A: W bytes of the conv span
+    ASSERT_GT(back.rin[0].take, 0);
+    EXPECT_EQ(lo + static_cast<uint64_t>(back.rin[0].take), hi) << "part " << k;
+    EXPECT_EQ(cast.rout[0].skip, lo);
+    EXPECT_EQ(update.rin[0].skip, lo + conv.offset - group.offset);
+    EXPECT_EQ(update.rin[0].take, back.rin[0].take);
+    // the part's first tensor is a deep conv weight, and the part's place follows that layer's weight
+    // gradient and the join after it
+    const uint64_t at = conv.offset + lo;
+    int layer = -1;
+    for (TensorId id : p.tensors_in(Region::W_DEEP_CONV))
+      if (static_cast<uint64_t>(p.tensor(id).offset) == at) layer = p.tensor(id).layer;
+    ASSERT_GE(layer, 0) << "part " << k << " does not start at a tensor";
+    const TensorId grad = m.arch.layers[static_cast<size_t>(layer)].grad_weight_low;
+    size_t wgrad = deep.size();
+    for (size_t i = 0; i < deep.size(); ++i)
+      if (std::find(deep[i].out.begin(), deep[i].out.end(), grad) != deep[i].out.end()) wgrad = i;
+    ASSERT_LT(wgrad, detached[3 * k]);
+    EXPECT_TRUE(deep[detached[3 * k] - 1].join_side);
+    hi = lo;
+  }
+  // the end of DEEP_FWD_BWD: the rest, up to the last part's start
+  const GraphNode& rest = deep.back();
+  EXPECT_EQ(rest.op, "cast_range");
+  EXPECT_FALSE(rest.detached);
+  EXPECT_EQ(rest.rin[0].skip + static_cast<uint64_t>(rest.rin[0].take), hi);
 }

@@ -741,39 +741,57 @@ TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
 }
 
 // The early update (CompileOptions::early_update, on by default for a first conv in mixed precision): in
-// bf16 the deep gradients' cast and their update at the end of DEEP_FWD_BWD on the side stream, in fp16 their
-// cast and unscale there (the update waits for every gradient's check), give the same bits as doing it all
-// after the first layer's backward.
+// bf16 the deep gradients' cast, their update and the weights' cast at the end of DEEP_FWD_BWD on the side
+// stream (and with early_update_parts the last layers' on the detached stream during the backward), in fp16
+// their cast and unscale there (the update waits for every gradient's check), give the same bits as doing it
+// all after the first layer's backward.
 TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
   // Both compiles take the same algorithms: the GEMMs' from one tuning file, cuDNN's heuristic first choices.
   const TempPath tuning("fresco_early_update_");
   const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
+  struct Mode {
+    bool early;
+    int parts;
+    const char* range_ops;  // DEEP_FWD_BWD's range ops, in order
+  };
   for (DType precision : {DType::BF16, DType::F16}) {
-    auto train = [&](bool early) {
+    const bool bf16 = precision == DType::BF16;
+    std::vector<Mode> modes = {{false, 0, ""},
+                               {true, 0, bf16 ? "cast_range sgd_update cast_range " : "unscale_grads "}};
+    if (bf16) modes.push_back({true, 2, nullptr});  // parts: checked by their detached nodes
+    std::vector<float> want_losses;
+    test::Snapshot want;
+    for (const Mode& mode : modes) {
       DeepLearningTask t;
       test::configure_small_residual(t);
-      t.device("cuda").precision(precision).early_update(early);
+      t.device("cuda").precision(precision).early_update(mode.early).early_update_parts(mode.parts);
       t.compile();
       const std::vector<float> losses = test::train_small_residual(t, 6);
-      std::string early_ops;
-      for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD))
-        if (n.kind == NodeKind::RANGE) early_ops += n.op + " ";
-      EXPECT_EQ(early_ops, !early                     ? ""
-                           : precision == DType::BF16 ? "cast_range sgd_update "
-                                                      : "unscale_grads ")
-          << dtype_name(precision);
-      return std::make_pair(losses, t.snapshot());
-    };
-    const auto [late_losses, late_state] = train(false);
-    const auto [early_losses, early_state] = train(true);
-    EXPECT_EQ(early_losses, late_losses) << dtype_name(precision);
-    ASSERT_EQ(early_state.size(), late_state.size());
-    for (size_t i = 0; i < early_state.size(); ++i) {
-      EXPECT_EQ(early_state[i].first, late_state[i].first);
-      EXPECT_EQ(early_state[i].second, late_state[i].second)
-          << dtype_name(precision) << " " << early_state[i].first;
+      std::string ops;
+      int detached = 0;
+      for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD)) {
+        if (n.kind == NodeKind::RANGE) ops += n.op + " ";
+        detached += n.detached ? 1 : 0;
+      }
+      const std::string what = std::string(dtype_name(precision)) + (mode.early ? " early" : " late") +
+                               " parts " + std::to_string(mode.parts);
+      if (mode.range_ops)
+        EXPECT_EQ(ops, mode.range_ops) << what;
+      else
+        EXPECT_TRUE(detached >= 3 && detached % 3 == 0) << what << ": " << detached << " detached nodes";
+      const test::Snapshot state = t.snapshot();
+      if (!mode.early) {
+        want_losses = losses, want = state;
+        EXPECT_NE(losses.front(), losses.back());  // it really trained
+        continue;
+      }
+      EXPECT_EQ(losses, want_losses) << what;
+      ASSERT_EQ(state.size(), want.size());
+      for (size_t i = 0; i < state.size(); ++i) {
+        EXPECT_EQ(state[i].first, want[i].first);
+        EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
+      }
     }
-    EXPECT_NE(late_losses.front(), late_losses.back());  // it really trained
   }
 }

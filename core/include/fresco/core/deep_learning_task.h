@@ -81,10 +81,13 @@ class DeepLearningTask : public TaskBase {
   // in fp32 only.
   DeepLearningTask& precision(DType p);
   // CompileOptions::early_update (default AUTO: for a first fc layer whose weight gradient is large, and in
-  // bf16 for a first conv; never in fp16):
-  // updates every parameter but the first layer's on the side stream beside the first layer's backward. The
-  // same numbers either way. true / false force it on / off.
+  // mixed precision for a first conv): updates every parameter but the first layer's on the side stream
+  // beside the first layer's backward (fp16: only casts and unscales their gradients there, the update
+  // waits for every gradient's check). The same numbers either way. true / false force it on / off.
   DeepLearningTask& early_update(bool on);
+  // CompileOptions::early_update_parts (default 3): with the early update (not fp16), up to n parts of the
+  // deep conv weights updated while the backward still runs. The same numbers either way.
+  DeepLearningTask& early_update_parts(int n);
   // CompileOptions::defer_fc_weight_gradients / defer_fc_min_macs (default on, for fc input gradients of
   // 1e8 multiply-adds or more): the same numbers either way.
   DeepLearningTask& defer_fc_weight_gradients(bool on, int64_t min_macs = 100'000'000);
@@ -168,6 +171,7 @@ class DeepLearningTask : public TaskBase {
   uint64_t seed_ = 0;
   DType precision_ = DType::F32;
   CompileOptions::EarlyUpdate early_update_ = CompileOptions::EarlyUpdate::AUTO;
+  int early_update_parts_ = CompileOptions{}.early_update_parts;
   bool defer_fc_weight_gradients_ = true;
   bool fuse_head_ = true;
   int64_t defer_fc_min_macs_ = 100'000'000;

@@ -102,6 +102,10 @@ struct GraphNode {
   // With join_side: wait only for the side work issued before the previous join, so the side work issued
   // since (one conv's weight gradient) may still run beside this node (CompileOptions::conv_join_lag_max).
   bool join_lag = false;
+  // With side_stream: on a stream of its own (the update stream), forked from the main stream just before
+  // it and joined only where a graph outside the backward pieces starts (and at the end of a capture), so
+  // the backward's joins never wait for it (CompileOptions::early_update_parts). Range ops only.
+  bool detached = false;
 
   template <class P>
   GraphNode& with_params(const P& p) {

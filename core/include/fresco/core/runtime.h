@@ -24,7 +24,9 @@ struct ResolvedCall {
   // (fused captures) runs on a third stream, forked from the main stream just before it, so it waits for
   // nothing queued on the side stream; joined with the side stream. For small calls without workspace.
   bool aside = false;
+  bool detached = false;     // GraphNode::detached: on the update stream, joined only by join_all
   bool join_before = false;  // the main stream waits for all side-stream work before this call
+  bool join_all = false;     // with join_before: the detached work too (a piece past the backward starts)
   bool join_lag = false;     // with join_before: only for the side work issued before the previous join
   FrCall call{};
   std::vector<FrTensor> in, out;
