@@ -105,7 +105,9 @@ __device__ __forceinline__ uint32_t tile_at(const uint16_t* tile, const Geo& g, 
 // Forward: each warp computes 16 positions x K channels per step (NT n-tiles of 8 channels, KS k-steps of
 // 16 taps). A thread holds, per k-step, the A values of taps 2tq, 2tq+1, 2tq+8, 2tq+9 for positions gid and
 // gid + 8 (mma.sync's fragment layout); the weights ([K][taps], zero-padded to whole k-steps) sit in shared
-// memory and come as B fragments through ldmatrix, which keeps the kernel at 4+ blocks per SM.
+// memory and come as B fragments through ldmatrix, which keeps the kernel at 4+ blocks per SM. The outputs
+// are staged per warp as rows of 16-bit values, stored 16 bytes at a time, and summed per channel from there
+// (4 channels per lane: 8 registers of sums instead of 4 per n-tile, so 64 registers need no spills).
 template <class T, int NT, int KS>
 __global__ void __launch_bounds__(kThreads, kForwardBlocksPerSm)
     narrow_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
@@ -129,9 +131,11 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocksPerSm)
   for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
     for (int j = 0; j < 4; ++j) tap[ks][j] = tap_offset(g, ks * 16 + 2 * tq + (j & 1) + (j >> 1) * 8);
-  float ssum[NT][2], ssq[NT][2];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) ssum[nt][0] = ssum[nt][1] = ssq[nt][0] = ssq[nt][1] = 0.0f;
+  // Channel sums from the staged rows (the values as stored; rows past the band's positions hold zeros):
+  // lane l adds channels 4 (l % kSumLanes) .. + 3 over rows kSumRows (l / kSumLanes) .. + kSumRows - 1.
+  constexpr int kSumLanes = K / 4, kSumRows = 16 * kSumLanes / 32;
+  const int sum_c = (lane % kSumLanes) * 4, sum_r = (lane / kSumLanes) * kSumRows;
+  float ssum[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ssq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   __syncthreads();  // the tile and the weights
   uint16_t* yb = reinterpret_cast<uint16_t*>(y) + (static_cast<int64_t>(band.n) * g.p + band.p0) * g.q * K;
   for (int i0 = warp * 16; i0 < band.positions; i0 += kWarps * 16) {
@@ -156,15 +160,26 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocksPerSm)
       float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) mma(d, a[ks], b[2 * ks], b[2 * ks + 1], T{});
-      // y as stored (rounded once), and the channel sums of exactly those values
+      // y as stored (rounded once)
       float f0, f1, f2, f3;
       const uint32_t lo = round2(d[0], d[1], f0, f1, T{}), hi = round2(d[2], d[3], f2, f3, T{});
-      if (c0 >= 0) ssum[nt][0] += f0, ssq[nt][0] += f0 * f0, ssum[nt][1] += f1, ssq[nt][1] += f1 * f1;
-      if (c1 >= 0) ssum[nt][0] += f2, ssq[nt][0] += f2 * f2, ssum[nt][1] += f3, ssq[nt][1] += f3 * f3;
       *reinterpret_cast<uint32_t*>(&stage[warp][gid][nt * 8 + 2 * tq]) = lo;
       *reinterpret_cast<uint32_t*>(&stage[warp][gid + 8][nt * 8 + 2 * tq]) = hi;
     }
     __syncwarp();
+    if (part) {  // the channel sums of exactly the stored values
+#pragma unroll
+      for (int r = 0; r < kSumRows; ++r) {
+        const uint2 u = *reinterpret_cast<const uint2*>(&stage[warp][sum_r + r][sum_c]);
+        T v[4];
+        memcpy(v, &u, sizeof u);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float f = to_f(v[j]);
+          ssum[j] += f, ssq[j] += f * f;
+        }
+      }
+    }
     for (int v = lane; v < 16 * NT; v += 32) {  // whole 16-byte pieces of the tile's rows
       const int row = v / NT, cv = v - row * NT;
       if (i0 + row < band.positions)
@@ -174,15 +189,13 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocksPerSm)
     __syncwarp();
   }
   if (!part) return;  // the same for the whole grid
-    // Channel sums: over the 8 row groups of the warp (a fixed shuffle tree), then the warps in order.
+    // Channel sums: over the warp's row groups (a fixed shuffle tree), then the warps in order.
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      float s = ssum[nt][j], q = ssq[nt][j];
-      add_over_lanes<4, 32>(s, q);
-      if (gid == 0) wsum[warp][nt * 8 + 2 * tq + j] = s, wsq[warp][nt * 8 + 2 * tq + j] = q;
-    }
+  for (int j = 0; j < 4; ++j) {
+    float s = ssum[j], q = ssq[j];
+    add_over_lanes<kSumLanes, 32>(s, q);
+    if (lane < kSumLanes) wsum[warp][sum_c + j] = s, wsq[warp][sum_c + j] = q;
+  }
   __syncthreads();
   for (int c = threadIdx.x; c < K; c += kThreads) {
     double s = 0.0, q = 0.0;
