@@ -895,13 +895,22 @@ void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::v
     const EarlyPart& part = parts[k];
     const LayerDescriptor& l = m.arch.layers[static_cast<size_t>(part.layer)];
     const TensorId grad = mixed ? l.grad_weight_low : l.grad_weight;
+    // After the first join that waits for the weight gradient: a full join, or a lagged one past another
+    // join (a lagged join waits only for the side work issued before the join before it). Without one the
+    // part's nodes stay on the side stream, ordered after the weight gradient (not detached).
     size_t at = nodes.size();
+    bool detach = true;
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (std::find(nodes[i].out.begin(), nodes[i].out.end(), grad) == nodes[i].out.end()) continue;
       at = i + 1;
-      if (nodes[i].side_stream)  // after the next join, which waits for it
-        while (at < nodes.size() && !nodes[at].join_side) ++at;
-      if (at < nodes.size() && nodes[i].side_stream) ++at;
+      if (!nodes[i].side_stream) break;
+      bool passed_join = false;
+      while (at < nodes.size() && !(nodes[at].join_side && (!nodes[at].join_lag || passed_join))) {
+        passed_join = passed_join || nodes[at].join_side;
+        ++at;
+      }
+      detach = at < nodes.size();
+      if (detach) ++at;  // after that join
       break;
     }
     const auto take = static_cast<int64_t>(part.hi - part.lo);
@@ -911,7 +920,7 @@ void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::v
     add.push_back(update_node(m, gr, part.lo - group.offset, take));
     add.back().label += tag;
     if (mixed) add.push_back(conv_cast_node(m, false, part.lo - conv.offset, take, "weight cast" + tag));
-    for (GraphNode& n : add) n.side_stream = n.detached = true;
+    for (GraphNode& n : add) n.side_stream = true, n.detached = detach;
     nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(at), add.begin(), add.end());
   }
 }

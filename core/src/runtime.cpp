@@ -74,9 +74,14 @@ StreamRole side_of(StreamRole main) {
 StreamRole aside_of(StreamRole main) {
   return main == StreamRole::COMP_1 ? StreamRole::COMP_3 : side_of(main);
 }
-// The stream of a capture's detached calls (GraphNode::detached): the update stream, else the side.
+// The stream of a capture's detached calls (GraphNode::detached): the update stream, else (a capture on it)
+// the third computing stream; never the capture's own or its side stream.
 StreamRole detached_of(StreamRole main) {
-  return main == StreamRole::UPDATE ? side_of(main) : StreamRole::UPDATE;
+  return main == StreamRole::UPDATE ? StreamRole::COMP_3 : StreamRole::UPDATE;
+}
+// The stream a resolved call of a capture on `main` runs on (before fusing, which adds `aside`).
+StreamRole lane_of(const ResolvedCall& rc, StreamRole main) {
+  return rc.detached ? detached_of(main) : rc.side ? side_of(main) : main;
 }
 }  // namespace
 
@@ -220,7 +225,7 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
       if (rc.kernel->prepare)
         throw_if_error(rc.kernel->prepare(ctx_, &probe, &rc.state, &ws), "prepare " + rc.label);
       rc.call.workspace_bytes = ws;
-      const int r = static_cast<int>(rc.side ? side_of(cap.stream) : cap.stream);
+      const int r = static_cast<int>(lane_of(rc, cap.stream));
       ws_need[r] = std::max(ws_need[r], ws);
       ++st.calls;
     }

@@ -272,54 +272,108 @@ TEST(MixedPrecisionPlan, Bf16EarlyUpdateCastsAndUpdatesTheDeepPartsBesideTheFirs
 }
 
 // CompileOptions::early_update_parts: the last deep convs' weights cast, updated and cast back on the
-// detached stream right after the join that follows their first layer's weight gradient; the end of
-// DEEP_FWD_BWD keeps the rest, and the parts tile the deep conv bytes from the end without gaps.
+// detached stream right after a join that waits for their first layer's weight gradient (a full join, or a
+// lagged one past another join: CompileOptions::conv_join_lag_max); the end of DEEP_FWD_BWD keeps the rest,
+// and the parts tile the deep conv bytes from the end without gaps, in W, G, G16 and A alike.
 TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients) {
-  const CompiledModel m = compile(DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2);
   EXPECT_EQ(CompileOptions{}.early_update_parts, 3);  // the default
-  const MemoryPlan& p = m.base_plan();
-  const auto& deep = m.train->nodes(GraphId::DEEP_FWD_BWD);
-  std::vector<size_t> detached;
-  for (size_t i = 0; i < deep.size(); ++i)
-    if (deep[i].detached) detached.push_back(i);
-  // parts of three nodes; here one: the shortcut and the strided conv before it make a third of the bytes,
-  // the first block's convs together would, but the first deep conv always stays with the rest
-  ASSERT_EQ(detached.size(), 3u);
-  const RegionSpan conv = p.region_range(Region::W_FIRST_CONV, Region::W_DEEP_CONV);
-  const RegionSpan group = p.region_range(Region::W_BN_BIAS, Region::W_DEEP_CONV);
-  uint64_t hi = conv.bytes;  // each part ends where the one before it (a later layer's) begins
-  for (size_t k = 0; k < detached.size() / 3; ++k) {
-    const GraphNode &cast = deep[detached[3 * k]], &update = deep[detached[3 * k + 1]],
-                    &back = deep[detached[3 * k + 2]];
-    EXPECT_EQ(detached[3 * k + 2], detached[3 * k] + 2);  // together
-    EXPECT_EQ(cast.op, "cast_range");
-    EXPECT_EQ(update.op, "sgd_update");
-    EXPECT_EQ(back.op, "cast_range");
-    for (const GraphNode* n : {&cast, &update, &back}) EXPECT_TRUE(n->side_stream);
-    const uint64_t lo = back.rin[0].skip;  // W -> A: W bytes of the conv span
-    ASSERT_GT(back.rin[0].take, 0);
-    EXPECT_EQ(lo + static_cast<uint64_t>(back.rin[0].take), hi) << "part " << k;
-    EXPECT_EQ(cast.rout[0].skip, lo);
-    EXPECT_EQ(update.rin[0].skip, lo + conv.offset - group.offset);
-    EXPECT_EQ(update.rin[0].take, back.rin[0].take);
-    // the part's first tensor is a deep conv weight, and the part's place follows that layer's weight
-    // gradient and the join after it
-    const uint64_t at = conv.offset + lo;
-    int layer = -1;
-    for (TensorId id : p.tensors_in(Region::W_DEEP_CONV))
-      if (static_cast<uint64_t>(p.tensor(id).offset) == at) layer = p.tensor(id).layer;
-    ASSERT_GE(layer, 0) << "part " << k << " does not start at a tensor";
-    const TensorId grad = m.arch.layers[static_cast<size_t>(layer)].grad_weight_low;
-    size_t wgrad = deep.size();
+  // a stem and five deep convs of equal size: two parts of two, one left
+  const BluePrint plain = seq({conv(8, 3, 1, 1),
+                               bn(),
+                               relu(),
+                               conv(8, 3, 1, 1),
+                               bn(),
+                               relu(),
+                               conv(8, 3, 1, 1),
+                               bn(),
+                               relu(),
+                               conv(8, 3, 1, 1),
+                               bn(),
+                               relu(),
+                               conv(8, 3, 1, 1),
+                               bn(),
+                               relu(),
+                               conv(8, 3, 1, 1),
+                               bn(),
+                               relu(),
+                               gap(),
+                               fc(10)});
+  for (int64_t lag : {int64_t{0}, int64_t{1} << 20}) {
+    CompileOptions o = test::small_compile_options(8);
+    o.precision = DType::BF16;
+    o.early_update_parts = 2;
+    o.conv_join_lag_max = lag;
+    const CompiledModel m = Compiler().compile(plain, o);
+    const MemoryPlan& p = m.base_plan();
+    const auto& deep = m.train->nodes(GraphId::DEEP_FWD_BWD);
+    std::vector<size_t> detached;  // the parts' nodes (detached unless no join waits for them, below)
     for (size_t i = 0; i < deep.size(); ++i)
-      if (std::find(deep[i].out.begin(), deep[i].out.end(), grad) != deep[i].out.end()) wgrad = i;
-    ASSERT_LT(wgrad, detached[3 * k]);
-    EXPECT_TRUE(deep[detached[3 * k] - 1].join_side);
-    hi = lo;
+      if (deep[i].label.find("(early part ") != std::string::npos) detached.push_back(i);
+    ASSERT_EQ(detached.size(), 6u) << "lag " << lag;  // two parts of three nodes
+    const RegionSpan conv = p.region_range(Region::W_FIRST_CONV, Region::W_DEEP_CONV);
+    const RegionSpan group = p.region_range(Region::W_BN_BIAS, Region::W_DEEP_CONV);
+    const auto slot = static_cast<int64_t>(p.tensor(p.tensors_in(Region::W_DEEP_CONV)[0]).slot_bytes);
+    uint64_t hi = conv.bytes;  // each part ends where the one before it (a later layer's) begins
+    for (size_t k = 0; k < 2; ++k) {
+      const GraphNode &cast = deep[detached[3 * k]], &update = deep[detached[3 * k + 1]],
+                      &back = deep[detached[3 * k + 2]];
+      EXPECT_EQ(detached[3 * k + 2], detached[3 * k] + 2);  // together
+      EXPECT_EQ(cast.op, "cast_range");
+      EXPECT_EQ(update.op, "sgd_update");
+      EXPECT_EQ(back.op, "cast_range");
+      for (const GraphNode* n : {&cast, &update, &back}) EXPECT_TRUE(n->side_stream);
+      const uint64_t lo = back.rin[0].skip;  // W -> A: W bytes of the conv span
+      const int64_t take = back.rin[0].take;
+      ASSERT_EQ(take, 2 * slot) << "part " << k;  // two convs of 8 x 3 x 3 x 8 floats
+      EXPECT_EQ(lo + static_cast<uint64_t>(take), hi) << "part " << k;
+      EXPECT_EQ(back.rout[0].skip, lo / 2);  // A: half the bytes
+      EXPECT_EQ(back.rout[0].take, take / 2);
+      EXPECT_EQ(cast.rin[0].skip, lo / 2);  // G16 -> G
+      EXPECT_EQ(cast.rin[0].take, take / 2);
+      EXPECT_EQ(cast.rout[0].skip, lo);
+      EXPECT_EQ(cast.rout[0].take, take);
+      EXPECT_EQ(update.rin[0].skip, lo + conv.offset - group.offset);
+      EXPECT_EQ(update.rin[0].take, take);
+      // the part's first tensor is a deep conv weight; a join that waits for that layer's weight gradient
+      // comes between it and the part
+      const uint64_t at = conv.offset + lo;
+      int layer = -1;
+      for (TensorId id : p.tensors_in(Region::W_DEEP_CONV))
+        if (static_cast<uint64_t>(p.tensor(id).offset) == at) layer = p.tensor(id).layer;
+      ASSERT_GE(layer, 0) << "part " << k << " does not start at a tensor";
+      const TensorId grad = m.arch.layers[static_cast<size_t>(layer)].grad_weight_low;
+      size_t wgrad = deep.size();
+      for (size_t i = 0; i < deep.size(); ++i)
+        if (std::find(deep[i].out.begin(), deep[i].out.end(), grad) != deep[i].out.end()) wgrad = i;
+      ASSERT_LT(wgrad, detached[3 * k]);
+      EXPECT_TRUE(deep[wgrad].side_stream);
+      int joins = 0;
+      bool waits = false;
+      for (size_t i = wgrad + 1; i < detached[3 * k]; ++i) {
+        if (!deep[i].join_side) continue;
+        waits = waits || !deep[i].join_lag || joins > 0;
+        ++joins;
+      }
+      if (cast.detached) {
+        EXPECT_TRUE(waits) << "lag " << lag << " part " << k << ": no join waits for the weight gradient";
+        EXPECT_TRUE(deep[detached[3 * k] - 1].join_side);  // right after it
+        EXPECT_TRUE(update.detached && back.detached);
+      } else {  // with lagged joins the last part may find none: then on the side stream after the gradient
+        EXPECT_FALSE(waits);
+        EXPECT_TRUE(lag > 0 && k == 1) << "part " << k;
+        EXPECT_FALSE(update.detached || back.detached);
+      }
+      hi = lo;
+    }
+    // the end of DEEP_FWD_BWD: the rest, up to the last part's start (the first deep conv)
+    const GraphNode* rest_ptr = nullptr;
+    for (const GraphNode& n : deep)
+      if (n.label == "weight cast (early)") rest_ptr = &n;
+    ASSERT_NE(rest_ptr, nullptr);
+    const GraphNode& rest = *rest_ptr;
+    EXPECT_EQ(rest.op, "cast_range");
+    EXPECT_FALSE(rest.detached);
+    EXPECT_EQ(rest.rin[0].skip + static_cast<uint64_t>(rest.rin[0].take), hi);
+    EXPECT_EQ(rest.rin[0].take, slot);
   }
-  // the end of DEEP_FWD_BWD: the rest, up to the last part's start
-  const GraphNode& rest = deep.back();
-  EXPECT_EQ(rest.op, "cast_range");
-  EXPECT_FALSE(rest.detached);
-  EXPECT_EQ(rest.rin[0].skip + static_cast<uint64_t>(rest.rin[0].take), hi);
 }

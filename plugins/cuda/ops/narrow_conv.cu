@@ -105,9 +105,10 @@ __device__ __forceinline__ uint32_t tile_at(const uint16_t* tile, const Geo& g, 
 // Forward: each warp computes 16 positions x K channels per step (NT n-tiles of 8 channels, KS k-steps of
 // 16 taps). A thread holds, per k-step, the A values of taps 2tq, 2tq+1, 2tq+8, 2tq+9 for positions gid and
 // gid + 8 (mma.sync's fragment layout); the weights ([K][taps], zero-padded to whole k-steps) sit in shared
-// memory and come as B fragments through ldmatrix, which keeps the kernel at 4+ blocks per SM. The outputs
-// are staged per warp as rows of 16-bit values, stored 16 bytes at a time, and summed per channel from there
-// (4 channels per lane: 8 registers of sums instead of 4 per n-tile, so 64 registers need no spills).
+// memory and come as B fragments through ldmatrix, which keeps the registers low (kForwardBlocksPerSm). The
+// outputs are staged per warp as rows of 16-bit values, stored 16 bytes at a time, and summed per channel
+// from there (4 channels per lane: 8 registers of sums instead of 4 per n-tile, so 64 registers need no
+// spills).
 template <class T, int NT, int KS>
 __global__ void __launch_bounds__(kThreads, kForwardBlocksPerSm)
     narrow_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
@@ -290,8 +291,8 @@ __global__ void __launch_bounds__(kThreads)
     part[static_cast<int64_t>(blockIdx.x) * n + i] = red[i / g.taps][i % g.taps];
 }
 
-// dw[i] = the sum of the blocks' partials of element i in a fixed order, in double, rounded once to T: a
-// block takes 32 elements, each with kFinalizeLanes lanes that add every kFinalizeLanes-th block's partial
+// dw[i] = the sum of the blocks' partials of element i in a fixed order, in double, rounded to float, then T:
+// a block takes 32 elements, each with kFinalizeLanes lanes that add every kFinalizeLanes-th block's partial
 // (16 loads each for ResNet's stem at batch 512, 4 in flight), then a fixed tree over the lanes.
 template <class T>
 __global__ void __launch_bounds__(32 * kFinalizeLanes)

@@ -742,7 +742,8 @@ TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
 
 // The early update (CompileOptions::early_update, on by default for a first conv in mixed precision): in
 // bf16 the deep gradients' cast, their update and the weights' cast at the end of DEEP_FWD_BWD on the side
-// stream (and with early_update_parts the last layers' on the detached stream during the backward), in fp16
+// stream (and with early_update_parts the last layers' on the detached stream during the backward, also with
+// lagged joins), in fp16
 // their cast and unscale there (the update waits for every gradient's check), give the same bits as doing it
 // all after the first layer's backward.
 TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
@@ -754,18 +755,23 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
     bool early;
     int parts;
     const char* range_ops;  // DEEP_FWD_BWD's range ops, in order
+    int64_t join_lag = 0;   // CompileOptions::conv_join_lag_max: the parts then wait for a later join
   };
   for (DType precision : {DType::BF16, DType::F16}) {
     const bool bf16 = precision == DType::BF16;
     std::vector<Mode> modes = {{false, 0, ""},
                                {true, 0, bf16 ? "cast_range sgd_update cast_range " : "unscale_grads "}};
-    if (bf16) modes.push_back({true, 2, nullptr});  // parts: checked by their detached nodes
+    if (bf16) {  // parts: checked by their detached nodes
+      modes.push_back({true, 2, nullptr});
+      modes.push_back({true, 2, nullptr, int64_t{1} << 20});
+    }
     std::vector<float> want_losses;
     test::Snapshot want;
     for (const Mode& mode : modes) {
       DeepLearningTask t;
       test::configure_small_residual(t);
       t.device("cuda").precision(precision).early_update(mode.early).early_update_parts(mode.parts);
+      t.conv_join_lag(mode.join_lag);
       t.compile();
       const std::vector<float> losses = test::train_small_residual(t, 6);
       std::string ops;
@@ -775,7 +781,8 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
         detached += n.detached ? 1 : 0;
       }
       const std::string what = std::string(dtype_name(precision)) + (mode.early ? " early" : " late") +
-                               " parts " + std::to_string(mode.parts);
+                               " parts " + std::to_string(mode.parts) + " lag " +
+                               std::to_string(mode.join_lag);
       if (mode.range_ops)
         EXPECT_EQ(ops, mode.range_ops) << what;
       else

@@ -141,16 +141,18 @@ struct CompileOptions {
   // With overlap_weight_gradients, in fp32 and bf16: the optimizer update of every parameter stored after
   // the first layer's (in each parameter group) runs at the end of DEEP_FWD_BWD on the side stream, beside
   // the first layer's backward, instead of in OPTIMIZER (in bf16 with those gradients' G16 -> G cast before
-  // it). Same arithmetic, same order per parameter. Never in fp16, whose loss scaling skips the whole update
-  // on an inf or NaN in any gradient, the first layer's too. AUTO: when the first layer is an fc whose
-  // weight gradient has at least early_update_min_macs multiply-adds (batch x in x out), long enough to hide
-  // the other updates, or in bf16 when it is a conv. On the H200 the MLP step at batch 1024 (8.2e8) went
+  // it and their W -> A cast after it). Same arithmetic, same order per parameter. fp16 moves only those
+  // gradients' cast and unscale there (one pass): its loss scaling skips the whole update on an inf or NaN in
+  // any gradient, the first layer's too. AUTO: when the first layer is an fc whose weight gradient has at
+  // least early_update_min_macs multiply-adds (batch x in x out), long enough to hide the other updates, or
+  // in mixed precision (bf16 or fp16) when it is a conv. On the H200 the MLP step at batch 1024 (8.2e8) went
   // from 0.2726 to 0.2666 ms with it, at batch 128 (1.0e8) from 0.104 to 0.112 (docs/performance.md).
   enum class EarlyUpdate { AUTO, ON, OFF };
   EarlyUpdate early_update = EarlyUpdate::AUTO;
   int64_t early_update_min_macs = 400'000'000;
   // With an early update (not fp16): up to this many parts of the deep conv weights, the last layers' first,
-  // each about 1 / (parts + 1) of their bytes, are cast, updated and (bf16) cast back while the backward
+  // each whole tensors of at least 1 / (parts + 1) of their bytes (the first deep conv always stays with
+  // the rest), are cast, updated and (bf16) cast back while the backward
   // still runs, on a stream that the backward's joins do not wait for (GraphNode::detached), as soon as
   // their weight gradients are final. ResNet-18 bf16 b512 on the H200, three rounds in one call: 0 parts
   // 4.702-4.705 ms, 1: 4.688-4.697, 2: 4.678-4.690, 3: 4.679-4.688 (docs/performance.md).
