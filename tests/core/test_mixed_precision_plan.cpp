@@ -277,27 +277,13 @@ TEST(MixedPrecisionPlan, Bf16EarlyUpdateCastsAndUpdatesTheDeepPartsBesideTheFirs
 // and the parts tile the deep conv bytes from the end without gaps, in W, G, G16 and A alike.
 TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients) {
   EXPECT_EQ(CompileOptions{}.early_update_parts, 3);  // the default
-  // a stem and five deep convs of equal size: two parts of two, one left
-  const BluePrint plain = seq({conv(8, 3, 1, 1),
-                               bn(),
-                               relu(),
-                               conv(8, 3, 1, 1),
-                               bn(),
-                               relu(),
-                               conv(8, 3, 1, 1),
-                               bn(),
-                               relu(),
-                               conv(8, 3, 1, 1),
-                               bn(),
-                               relu(),
-                               conv(8, 3, 1, 1),
-                               bn(),
-                               relu(),
-                               conv(8, 3, 1, 1),
-                               bn(),
-                               relu(),
-                               gap(),
-                               fc(10)});
+  // a stem and five deep convs of equal size (cbr: conv, bn, relu): two parts of two, one left
+  std::vector<LayerSpec> layers;
+  for (int i = 0; i < 6; ++i)
+    for (const LayerSpec& l : cbr(8, 3, 1, 1)) layers.push_back(l);
+  layers.push_back(gap());
+  layers.push_back(fc(10));
+  const BluePrint plain(layers);
   for (int64_t lag : {int64_t{0}, int64_t{1} << 20}) {
     CompileOptions o = test::small_compile_options(8);
     o.precision = DType::BF16;
