@@ -880,13 +880,49 @@ uint64_t early_parts_begin(const CompiledModel& m, const std::vector<EarlyPart>&
   return parts.empty() ? deep.offset + deep.bytes : parts.back().lo;
 }
 
+// The conv kinds' W span (FIRST_CONV..DEEP_CONV), in whose bytes conv_cast_node counts.
+RegionSpan conv_span(const MemoryPlan& p) {
+  return p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
+                        param_region(Family::W, ParamKind::DEEP_CONV));
+}
+
+// The conv span split by the early update: [0, cut) the first layer's (late), [cut, end) at the end of
+// DEEP_FWD_BWD, [end, bytes) the early parts. Without it (`early` false) all late.
+struct ConvSplit {
+  RegionSpan span;
+  uint64_t cut, end;
+};
+ConvSplit conv_split(const CompiledModel& m, const std::vector<EarlyPart>& parts, bool early) {
+  const MemoryPlan& p = m.base_plan();
+  const RegionSpan span = conv_span(p);
+  const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
+  return {span, early ? first_layer_cut(p, span, {first.weight}) : span.bytes,
+          early_parts_begin(m, parts) - span.offset};
+}
+
+// Bytes [0, cut) of a span of `bytes` go to graph `late` (also when the span is empty), [cut, end) to
+// DEEP_FWD_BWD on the side stream (the early update); make(skip, take, early) builds each node, take -1
+// meaning to the span's end.
+template <class Make>
+void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint64_t cut, uint64_t end,
+                        Make make) {
+  auto take = [&](uint64_t from, uint64_t to) {
+    return to >= bytes ? int64_t{-1} : static_cast<int64_t>(to - from);
+  };
+  if (cut > 0 || bytes == 0) g.add(late, make(0, take(0, cut), false));
+  if (cut < end) {
+    GraphNode n = make(cut, take(cut, end), true);
+    n.side_stream = true;
+    g.add(GraphId::DEEP_FWD_BWD, std::move(n));
+  }
+}
+
 // Each early part's nodes (bf16: grad cast, update, weight cast; fp32: the update) go into DEEP_FWD_BWD,
 // detached, after the first join that follows the weight gradient of the part's first layer.
 void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts) {
   const MemoryPlan& p = m.base_plan();
   const bool mixed = m.options.precision != DType::F32;
-  const RegionSpan conv = p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
-                                         param_region(Family::W, ParamKind::DEEP_CONV));
+  const RegionSpan conv = conv_span(p);
   const ParamGroup gr = param_groups(m.options.optimizer).back();  // the group that ends with DEEP_CONV
   const RegionSpan group =
       p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
@@ -943,28 +979,19 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
     // at the end of DEEP_FWD_BWD and is updated there (CompileOptions::early_update).
     const uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias}) : span.bytes;
     const uint64_t end = gr.last == ParamKind::DEEP_CONV ? parts_begin - span.offset : span.bytes;
-    if (cut > 0)
-      g.add(GraphId::OPTIMIZER, update_node(m, gr, 0, cut == span.bytes ? -1 : static_cast<int64_t>(cut)));
-    if (cut < end) {
-      GraphNode n = update_node(m, gr, cut, end == span.bytes ? -1 : static_cast<int64_t>(end - cut));
-      n.label += " (early)";
-      n.side_stream = true;
-      g.add(GraphId::DEEP_FWD_BWD, std::move(n));
-    }
+    add_late_and_early(g, GraphId::OPTIMIZER, span.bytes, cut, end, [&](uint64_t skip, int64_t take, bool e) {
+      GraphNode n = update_node(m, gr, skip, take);
+      if (e) n.label += " (early)";
+      return n;
+    });
   }
-  if (early && m.options.precision != DType::F32) {  // the W -> A casts after the updates
-    const RegionSpan conv = p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
-                                           param_region(Family::W, ParamKind::DEEP_CONV));
-    const uint64_t cut = first_layer_cut(p, conv, {first.weight}), end = parts_begin - conv.offset;
-    if (cut > 0)
-      g.add(GraphId::OPTIMIZER, conv_cast_node(m, false, 0, static_cast<int64_t>(cut), "weight cast"));
-    if (cut < end) {
-      GraphNode n = conv_cast_node(m, false, cut, end == conv.bytes ? -1 : static_cast<int64_t>(end - cut),
-                                   "weight cast (early)");
-      n.side_stream = true;
-      g.add(GraphId::DEEP_FWD_BWD, std::move(n));
-    }
-  }
+  const ConvSplit conv = conv_split(m, parts, early);
+  if (early && m.options.precision != DType::F32 &&
+      conv.span.bytes > 0)  // the W -> A casts after the updates
+    add_late_and_early(
+        g, GraphId::OPTIMIZER, conv.span.bytes, conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
+          return conv_cast_node(m, false, skip, take, e ? "weight cast (early)" : "weight cast");
+        });
   if (m.options.precision == DType::F16)  // GradScaler.update: back off after a skipped step, grow after 2000
     g.add(GraphId::OPTIMIZER, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))
         .with_params(FrLossScaleParams{2.0f, 0.5f, 2000, 0});
@@ -1076,21 +1103,12 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     // DEEP_FWD_BWD on the side stream (the early parts' before, place_early_parts); the late cast takes the
     // first layer's. fp16 casts with unscale_grads, which unscales and checks them in the same pass
     // (NAN_CHECK_AND_GRAD_SCALING).
-    const MemoryPlan& p = m.base_plan();
-    const RegionSpan conv = p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
-                                           param_region(Family::W, ParamKind::DEEP_CONV));
-    const uint64_t cut = early_grads_on(m) ? first_layer_cut(p, conv, {first.weight}) : conv.bytes;
-    const uint64_t end = early_parts_begin(m, parts) - conv.offset;
+    const ConvSplit conv = conv_split(m, parts, early_grads_on(m));
     const std::string label = scaled ? "grad cast and unscale" : "grad cast";
-    const GraphId late = scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST;
-    if (cut > 0 || conv.bytes == 0)
-      tr.add(late, conv_cast_node(m, true, 0, cut >= conv.bytes ? -1 : static_cast<int64_t>(cut), label));
-    if (cut < end) {
-      GraphNode n = conv_cast_node(m, true, cut, end == conv.bytes ? -1 : static_cast<int64_t>(end - cut),
-                                   label + " (early)");
-      n.side_stream = true;
-      tr.add(GraphId::DEEP_FWD_BWD, std::move(n));
-    }
+    add_late_and_early(tr, scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST, conv.span.bytes,
+                       conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
+                         return conv_cast_node(m, true, skip, take, e ? label + " (early)" : label);
+                       });
     // The whole cast, for the host's writes (DeepLearningTask::cast_weights) and the step without an early
     // update; with one, each update's cast follows it (emit_optimizer, place_early_parts).
     tr.add(GraphId::WEIGHT_CAST, conv_cast_node(m, false, 0, -1, "weight cast"));

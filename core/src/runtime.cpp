@@ -79,7 +79,7 @@ StreamRole aside_of(StreamRole main) {
 StreamRole detached_of(StreamRole main) {
   return main == StreamRole::UPDATE ? StreamRole::COMP_3 : StreamRole::UPDATE;
 }
-// The stream a resolved call of a capture on `main` runs on (before fusing, which adds `aside`).
+// The stream a resolved call of a capture on `main` runs on (fused captures also place `aside` calls).
 StreamRole lane_of(const ResolvedCall& rc, StreamRole main) {
   return rc.detached ? detached_of(main) : rc.side ? side_of(main) : main;
 }
@@ -276,7 +276,7 @@ void Runtime::finish_capture(Capture& cap) {
   const StreamRole side = side_of(cap.stream), aside = aside_of(cap.stream),
                    detached = detached_of(cap.stream);
   auto lane = [&](const ResolvedCall& rc) {
-    return rc.detached ? detached : rc.aside ? aside : rc.side ? side : cap.stream;
+    return rc.aside && !rc.detached ? aside : lane_of(rc, cap.stream);
   };
   for (auto& rc : cap.calls) {
     const StreamRole r = lane(rc);

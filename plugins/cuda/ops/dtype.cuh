@@ -83,6 +83,17 @@ void with_float_type(uint32_t dtype, const char* op, F&& f) {
   }
 }
 
+// Calls f(T{}) with T = __half or __nv_bfloat16 for a 16-bit `dtype`; throws for others.
+template <class F>
+void with_half_type(uint32_t dtype, const char* op, F&& f) {
+  FR_PLUGIN_CHECK(dtype == FR_F16 || dtype == FR_BF16, FR_ERR_UNSUPPORTED,
+                  std::string(op) + ": f16 or bf16 only, found dtype " + std::to_string(dtype));
+  if (dtype == FR_F16)
+    f(__half{});
+  else
+    f(__nv_bfloat16{});
+}
+
 // Every input and output tensor of the call has dtype `t`.
 inline void expect_same_dtype(const FrCall* call, uint32_t t, const char* op) {
   for (uint32_t i = 0; i < call->n_in; ++i)

@@ -333,16 +333,6 @@ void wgrad_for(const T* dy, const T* x, float* part, const Geo& g, cudaStream_t 
     narrow_wgrad_kernel<T, MT, 4><<<grid, kThreads, tile_bytes(g), s>>>(dy, x, part, g);
 }
 
-// f(T{}) with T = __half or __nv_bfloat16.
-template <class F>
-void with_half_type(FrDType dtype, F&& f) {
-  FR_PLUGIN_CHECK(dtype == FR_F16 || dtype == FR_BF16, FR_ERR_UNSUPPORTED,
-                  "cuda narrow conv: f16 or bf16 only, found dtype " + std::to_string(dtype));
-  if (dtype == FR_F16)
-    f(__half{});
-  else
-    f(__nv_bfloat16{});
-}
 }  // namespace
 
 bool narrow_conv_fits(const sdk::ConvShape& g, FrDType dtype) {
@@ -371,7 +361,7 @@ void launch_narrow_forward(const sdk::ConvShape& g, FrDType dtype, const void* x
                   "cuda narrow conv: y must be 16-byte aligned, and the sums need the workspace");
   const Geo geo = geo_of(g, kForwardPositions);
   double* part = sums ? static_cast<double*>(ws) : nullptr;
-  with_half_type(dtype, [&](auto tag) {
+  with_half_type(dtype, "cuda narrow conv", [&](auto tag) {
     using T = decltype(tag);
     const T *xt = static_cast<const T*>(x), *wt = static_cast<const T*>(w);
     T* yt = static_cast<T*>(y);
@@ -396,7 +386,7 @@ void launch_narrow_wgrad(const sdk::ConvShape& g, FrDType dtype, const void* dy,
   const Geo geo = geo_of(g, kWgradPositions);
   float* part = static_cast<float*>(ws);
   const int n = geo.k * geo.taps;
-  with_half_type(dtype, [&](auto tag) {
+  with_half_type(dtype, "cuda narrow conv", [&](auto tag) {
     using T = decltype(tag);
     const T *dyt = static_cast<const T*>(dy), *xt = static_cast<const T*>(x);
     if (g.k == 16)

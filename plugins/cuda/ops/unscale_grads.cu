@@ -63,22 +63,16 @@ __global__ void unscale_cast_kernel(const S* src, float* g, int64_t n, FrStepSca
 void launch_unscale_cast(const FrRange& src, const FrRange& g, FrStepScalars* scalars, int sms,
                          cudaStream_t st) {
   const int64_t n = sdk::cast_elements(src, g, "unscale_grads");
-  FR_PLUGIN_CHECK(src.dtype == FR_F16 || src.dtype == FR_BF16, FR_ERR_INVALID_ARGUMENT,
-                  "unscale_grads: the source to cast must be f16 or bf16");
-  if (n == 0) return;
-  auto run = [&](auto tag) {
+  with_half_type(src.dtype, "unscale_grads (the source to cast)", [&](auto tag) {
     using S = decltype(tag);
     const S* x = static_cast<const S*>(src.data);
     float* y = static_cast<float*>(g.data);
+    if (n == 0) return;
     if (n % 4 == 0 && aligned16({g.data}) && reinterpret_cast<uintptr_t>(src.data) % 8 == 0)
       unscale_cast_kernel<S, true><<<grid_for(n / 4, 256, sms), 256, 0, st>>>(x, y, n / 4, scalars);
     else
       unscale_cast_kernel<S, false><<<grid_for(n, 256, sms), 256, 0, st>>>(x, y, n, scalars);
-  };
-  if (src.dtype == FR_F16)
-    run(__half{});
-  else
-    run(__nv_bfloat16{});
+  });
 }
 }  // namespace
 
