@@ -686,13 +686,35 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   auto fresco_filter = [&] {
     fresco::cuda::launch_conv3x3_wgmma_backward_filter(g, fr_type, y2, x, dw, gws, sms, nullptr);
   };
+  // with a batchnorm prologue (ops.h): the forward with its sums on x through it, without and with the
+  // applied map written (into y2, the gradients' dy: its values do not matter to the timings)
+  float* bn = nullptr;  // gamma 1, beta 0.1, mean 0, invstd 1: about half of x passes the relu
+  CK(cudaMalloc(&bn, 4 * kC * sizeof(float)));
+  {
+    std::vector<float> h(4 * kC, 1.0f);
+    for (int c = 0; c < kC; ++c) h[kC + c] = 0.1f, h[2 * kC + c] = 0.0f;
+    CK(cudaMemcpy(bn, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  const fresco::cuda::Conv3x3Prologue pro{bn, bn + kC, bn + 2 * kC, bn + 3 * kC};
+  auto fresco_prologue = [&] {
+    fresco::cuda::launch_conv3x3_wgmma_forward(g, fr_type, x, w, y, dpart, sms, nullptr,
+                                               fresco::cuda::kConv3x3Schedule, &pro);
+  };
+  auto fresco_prologue_stored = [&] {
+    fresco::cuda::launch_conv3x3_wgmma_forward(g, fr_type, x, w, y, dpart, sms, nullptr,
+                                               fresco::cuda::kConv3x3Schedule, &pro, y2);
+  };
   std::printf(
       "{\"bench\":\"conv3x3_probe_gradients\",\"dtype\":\"%s\",\"batch\":%d,\"cudnn_data_us\":%.2f,"
       "\"cudnn_data_algo\":%d,\"fresco_data_us\":%.2f,\"cudnn_filter_us\":%.2f,\"cudnn_filter_algo\":%d,"
-      "\"fresco_filter_us\":%.2f}\n",
+      "\"fresco_filter_us\":%.2f,\"fresco_fwd_sums_us\":%.2f,\"fresco_fwd_prologue_us\":%.2f,"
+      "\"fresco_fwd_prologue_stored_us\":%.2f}\n",
       dtype_name, batch, time_us(dnn_data), static_cast<int>(dperf[0].algo),
       kHasWgmmaHost ? time_us(fresco_data) : -1.0f, time_us(dnn_filter), static_cast<int>(fperf[0].algo),
-      kHasWgmmaHost ? time_us(fresco_filter) : -1.0f);
+      kHasWgmmaHost ? time_us(fresco_filter) : -1.0f, kHasWgmmaHost ? time_us(fresco_kernel) : -1.0f,
+      kHasWgmmaHost ? time_us(fresco_prologue) : -1.0f,
+      kHasWgmmaHost ? time_us(fresco_prologue_stored) : -1.0f);
+  CK(cudaFree(bn));
   auto fine = [](double y_err, double sums_err) { return y_err < 0.02 && sums_err < 1e-4; };
   const bool ok = fine(worst, rs_worst) &&
                   (!kHasWgmmaHost || (fine(wg_worst, wg_rs_worst) && fine(v3_worst, v3_rs_worst) &&

@@ -12,12 +12,13 @@
 //                          auto]
 //                          [--profile 0|1] [--precision fp32|bf16|fp16] [--fuse-joins 1|0] [--fuse-head 1|0]
 //                          [--conv-stats auto|on|off] [--grad-sums auto|on|off] [--join-lag N]
-//                          [--early-update auto|on|off] [--early-parts N]
+//                          [--early-update auto|on|off] [--early-parts N] [--conv-prologue auto|on|off]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
 // --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
 // --grad-sums sets CompileOptions::grad_sums (batchnorm gradient sums from the masking pass before it).
 // --early-update sets CompileOptions::early_update (the update beside the first layer's backward),
 // --early-parts CompileOptions::early_update_parts (-1: the default).
+// --conv-prologue sets CompileOptions::conv_prologue (a batchnorm applied by the conv that reads it).
 // --join-lag N sets CompileOptions::conv_join_lag_max: conv input gradients over at most N values per sample
 // let the latest weight gradient run beside them (0, the default: never).
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each);
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
                           {"grad-sums", "auto"},
                           {"join-lag", "0"},
                           {"early-update", "auto"},
+                          {"conv-prologue", "auto"},
                           {"early-parts", "-1"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
         .fuse_head(args.integer("fuse-head") != 0)
         .conv_stats(parse_mode<CompileOptions::ConvStats>(args.str("conv-stats"), "conv-stats"))
         .grad_sums(parse_mode<CompileOptions::GradSums>(args.str("grad-sums"), "grad-sums"))
+        .conv_prologue(parse_mode<CompileOptions::ConvPrologue>(args.str("conv-prologue"), "conv-prologue"))
         .conv_join_lag(args.integer("join-lag"));
     const auto early = parse_mode<CompileOptions::EarlyUpdate>(args.str("early-update"), "early-update");
     if (early != CompileOptions::EarlyUpdate::AUTO)
@@ -149,7 +152,7 @@ int main(int argc, char** argv) {
         "\"workspace_mib\":%.1f,"
         "\"gflop_step\":%.1f,\"floor_ms\":%.4f,\"peak_tflops\":%.1f,\"conv_stats\":\"%s\",\"grad_sums\":\"%"
         "s\","
-        "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d}"
+        "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d,\"conv_prologue\":\"%s\"}"
         "\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
@@ -157,7 +160,8 @@ int main(int argc, char** argv) {
         static_cast<double>(task.runtime().workspace_bytes()) / (1 << 20), flops / 1e9,
         1e3 * flops / (peak_tflops * 1e12), peak_tflops, args.str("conv-stats").c_str(),
         args.str("grad-sums").c_str(), static_cast<long long>(args.integer("join-lag")),
-        args.str("early-update").c_str(), task.compiled().options.early_update_parts);
+        args.str("early-update").c_str(), task.compiled().options.early_update_parts,
+        args.str("conv-prologue").c_str());
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

@@ -89,6 +89,22 @@ bool fused_join_relu(const ArchPlan& a, const LayerDescriptor& l) {
 }
 
 int first_param_index(const ArchPlan& a);
+
+// An ON / OFF / AUTO option (conv_stats, grad_sums): ON, or AUTO in mixed precision.
+template <class Mode>
+bool option_on(Mode mode, const CompileOptions& o) {
+  return mode == Mode::ON || (mode == Mode::AUTO && o.precision != DType::F32);
+}
+
+// CompileOptions::conv_prologue for conv l: ON, or AUTO in mixed precision on the geometry the CUDA
+// backend's own kernels fuse it into.
+bool conv_prologue_on(const CompileOptions& o, const LayerDescriptor& l) {
+  using Mode = CompileOptions::ConvPrologue;
+  const LayerSpec& c = l.spec;
+  const bool fused_shape = c.k == 3 && c.stride <= 1 && c.pad == 1 && c.dilation == 1 && c.groups == 1 &&
+                           !c.bias && l.in_sample.c == 64 && c.out == 64 && l.in_sample.w == 32;
+  return o.conv_prologue == Mode::ON || (option_on(o.conv_prologue, o) && fused_shape);
+}
 void emit_input(EmitContext& cx, const CompiledModel& m, char ab);
 void emit_forward(EmitContext& cx, const CompiledModel& m, int i);
 void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx);
@@ -256,9 +272,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
       }
     }
   // An ON / OFF / AUTO option (conv_stats, grad_sums): ON, or AUTO in mixed precision.
-  auto mode_on = [&](auto mode) {
-    return mode == decltype(mode)::ON || (mode == decltype(mode)::AUTO && o.precision != DType::F32);
-  };
+  auto mode_on = [&](auto mode) { return option_on(mode, o); };
   // A training batchnorm reading a bias-free conv that nothing else reads takes its statistics from sums the
   // conv writes (CompileOptions::conv_stats).
   if (mode_on(o.conv_stats))
@@ -273,6 +287,20 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   const int fp = first_param_index(a);
   FRESCO_CHECK(fp >= 0, ErrorCode::kBadConfig, "model: no trainable layer (add an fc)");
   a.layers[static_cast<size_t>(fp)].first_param_layer = true;
+  // CompileOptions::conv_prologue: a conv reading (through its fused relu) a batchnorm that nothing else
+  // reads applies that batchnorm itself.
+  for (auto& l : a.layers) {
+    if (l.kind != LayerKind::CONV || l.input <= fp) continue;
+    const auto& relu = a.layers[static_cast<size_t>(l.input)];
+    if (relu.kind != LayerKind::RELU || !relu.fused_into_prev || consumers[static_cast<size_t>(l.input)] != 1)
+      continue;
+    auto& bn = a.layers[static_cast<size_t>(relu.input)];
+    if (bn.kind != LayerKind::BN || !bn.fused_relu || bn.fused_into_join || relu.input <= fp ||
+        !conv_prologue_on(o, l))
+      continue;
+    bn.applied_by_conv = true;
+    l.prologue_bn = relu.input;
+  }
   // CompileOptions::grad_sums: the masking pass that writes a batchnorm's output gradient writes its two
   // gradient sums too. That pass is a fused join's relu backward (for the batchnorm on either branch that
   // only the join reads), or, at a relu fused into a batchnorm whose output two layers read, the sum of the
@@ -376,6 +404,11 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   };
   // Parameters in layer order (lock-step order inside each kind), then their shadows.
   for (auto& l : a.layers) rule_for(l.kind).alloc_params(l, p);
+  for (auto& l : a.layers)  // the batchnorm a conv applies (CompileOptions::conv_prologue)
+    if (l.prologue_bn >= 0) {
+      const auto& bn = a.layers[static_cast<size_t>(l.prologue_bn)];
+      l.prologue = {bn.weight, bn.bias, bn.save_mean, bn.save_invstd};
+    }
   for (auto& l : a.layers)  // a conv's sums for the batchnorm that reads it (CompileOptions::conv_stats)
     if (l.writes_sums)
       l.sums = p.alloc_temp(DType::F32, Shape{1, 1, 1, 2 * l.out_sample.c}, l.name + ".sums");
@@ -430,6 +463,9 @@ void Compiler::create_memory_plans(CompiledModel& m) {
                                       2 * L + 1 - l.index, l.out_dtype));
     }
   }
+  for (auto& l : a.layers)  // the map a conv applies its batchnorm to (CompileOptions::conv_prologue)
+    if (l.prologue_bn >= 0)
+      l.prologue_input = input_tensor(a.layers[static_cast<size_t>(l.prologue_bn)].input);
   t.logits = a.layers.back().out;
   const int fp = first_param_index(a);
   t.grad_logits = batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1,

@@ -51,11 +51,27 @@ Runtime::Runtime(const std::string& device, int device_index) : device_(device) 
 }
 
 namespace {
+// Whether a node uses the batchnorm prologue forms of ops.h (CompileOptions::conv_prologue), which its
+// kernel must declare (FR_KERNEL_CONV_PROLOGUE).
+bool uses_prologue_operands(const GraphNode& n) {
+  if (n.op == FR_OP_CONV2D) {
+    FrConvParams p{};
+    if (n.params.size() != sizeof p) return false;
+    std::memcpy(&p, n.params.data(), sizeof p);
+    return n.in.size() > (p.has_bias ? 3u : 2u);
+  }
+  if (n.op != FR_OP_BATCHNORM) return false;
+  FrBatchNormParams p{};
+  if (n.params.size() != sizeof p) return false;
+  std::memcpy(&p, n.params.data(), sizeof p);
+  return p.training && n.out.size() == 2;
+}
+
 // Whether a node uses the per-channel sums operands of ops.h (CompileOptions::conv_stats, grad_sums), which
 // its kernel must declare (FR_KERNEL_SUMS_OPERANDS).
 bool uses_sums_operands(const GraphNode& n) {
-  if (n.op == FR_OP_CONV2D || n.op == FR_OP_RELU_BACKWARD || n.op == FR_OP_ADD_RELU_BACKWARD)
-    return n.out.size() > 1;  // conv_stats; grad_sums
+  if (n.op == FR_OP_CONV2D) return n.out.size() > (uses_prologue_operands(n) ? 2u : 1u);        // conv_stats
+  if (n.op == FR_OP_RELU_BACKWARD || n.op == FR_OP_ADD_RELU_BACKWARD) return n.out.size() > 1;  // grad_sums
   if (n.op == FR_OP_BATCHNORM_ADD) return n.in.size() > 4;
   const bool bn = n.op == FR_OP_BATCHNORM, bnb = n.op == FR_OP_BATCHNORM_BACKWARD;
   if (!bn && !bnb) return false;
@@ -182,6 +198,12 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
                    "' (ops.h), which the kernel from " + reg.kernel_owner(op, device_, dtype) +
                    " does not declare (FR_KERNEL_SUMS_OPERANDS); compile with CompileOptions::conv_stats and "
                    "grad_sums = OFF (DeepLearningTask::conv_stats, grad_sums) or update the plugin");
+  FRESCO_CHECK(!uses_prologue_operands(node) || (rc.kernel->flags & FR_KERNEL_CONV_PROLOGUE),
+               ErrorCode::kBadConfig,
+               "node " + rc.label + " uses the batchnorm prologue forms of '" + node.op +
+                   "' (ops.h), which the kernel from " + reg.kernel_owner(op, device_, dtype) +
+                   " does not declare (FR_KERNEL_CONV_PROLOGUE); compile with CompileOptions::conv_prologue "
+                   "= OFF (DeepLearningTask::conv_prologue) or update the plugin");
   FrCall& c = rc.call;
   c.struct_size = sizeof(FrCall);
   c.op = static_cast<uint32_t>(op);

@@ -79,6 +79,7 @@ constexpr uint32_t kAny = 0x3Fu;
   { sizeof(FrKernelDef), kind, op, "cuda", mask, flags, prep, run, destroy }
 #define FR_K(kind, op, mask, prep, run, destroy) FR_KF(kind, op, mask, 0, prep, run, destroy)
 constexpr uint32_t kSums = FR_KERNEL_SUMS_OPERANDS;
+constexpr uint32_t kPrologue = FR_KERNEL_CONV_PROLOGUE;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
@@ -104,13 +105,13 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_AVG_POOL2D_BACKWARD, kFloats, nullptr, avg_pool2d_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL, kFloats, nullptr, global_avg_pool_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kFloats, nullptr, global_avg_pool_backward_run, nullptr),
-    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM, kFloats, kSums, batchnorm_prepare, batchnorm_run, nullptr),
+    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM, kFloats, kSums | kPrologue, batchnorm_prepare, batchnorm_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run, nullptr),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kFloats, kSums, batchnorm_add_prepare, batchnorm_add_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CHANNEL_AFFINE, kFloats, nullptr, channel_affine_run, nullptr),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kFloats, kSums, batchnorm_backward_prepare,
           batchnorm_backward_run, nullptr),
-    FR_KF(FR_COMPUTE, FR_OP_CONV2D, kFloats, kSums, conv2d_prepare, conv2d_run, conv2d_destroy),
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D, kFloats, kSums | kPrologue, conv2d_prepare, conv2d_run, conv2d_destroy),
     FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kFloats, conv2d_backward_prepare, conv2d_backward_run,
          conv2d_backward_destroy),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW, kFloats, nullptr, flatten_chw_run, nullptr),

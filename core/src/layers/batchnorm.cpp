@@ -6,7 +6,8 @@
 // a residual join reads is computed in training by the join (batchnorm_add_node; CompileOptions::fuse_joins).
 // Reading a conv that writes the sums of its output, the training forward takes its statistics from them
 // (CompileOptions::conv_stats). Its backward may take its gradient sums from the pass that wrote its output
-// gradient (CompileOptions::grad_sums).
+// gradient (CompileOptions::grad_sums). Applied by the conv that reads it (CompileOptions::conv_prologue),
+// the training forward computes only the statistics; that conv writes its output.
 // Tested by the golden cases cnn_adam_cifar and resnet_sgd.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
@@ -16,10 +17,13 @@ namespace fresco::layers {
 
 namespace {
 // The training forward of batchnorm l over `in` ({x, gamma, beta} or, batchnorm_add, also the residual).
+// y = kNoTensor: the statistics-only form (ops.h), the conv that reads the batchnorm applies it.
 GraphNode training_node(const char* op, const LayerDescriptor& l, std::vector<TensorId> in, TensorId y,
                         bool relu) {
   if (l.sums != kNoTensor) in.push_back(l.sums);  // statistics from the conv that wrote x (ops.h)
-  GraphNode n = compute_node(op, l.name, std::move(in), {y, l.save_mean, l.save_invstd});
+  std::vector<TensorId> out = {y, l.save_mean, l.save_invstd};
+  if (y == kNoTensor) out.erase(out.begin());
+  GraphNode n = compute_node(op, l.name, std::move(in), std::move(out));
   n.rout = {RangeRef::of(l.running_mean, DType::F32), RangeRef::of(l.running_var, DType::F32)};
   n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu ? 1 : 0});
   return n;
@@ -56,7 +60,8 @@ class BatchNormRule final : public LayerRule {
           .with_params(FrChannelAffineParams{l.fused_relu ? 1 : 0, 0});
       return;
     }
-    cx.add(training_node(FR_OP_BATCHNORM, l, {x, l.weight, l.bias}, y, l.fused_relu));
+    cx.add(training_node(FR_OP_BATCHNORM, l, {x, l.weight, l.bias}, l.applied_by_conv ? kNoTensor : y,
+                         l.fused_relu));
   }
   void inference_prepare(EmitContext& cx, const LayerDescriptor& l) const override {
     cx.add(compute_node(FR_OP_BATCHNORM_FOLD, l.name, {l.weight, l.bias, l.running_mean, l.running_var},

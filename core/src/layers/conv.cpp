@@ -1,7 +1,9 @@
 // conv: 2-D convolution over NHWC maps, weight [K, R, S, C/groups] (the first trainable conv in W_FIRST_CONV,
 // the others in W_DEEP_CONV; a bias, when asked, with the 1-D no-decay kinds in W_FC_BIAS). Backward gives
-// dw, db and dx (not for the first trainable layer). Tested by the golden cases and
-// tests/core/test_graph_atlas.cpp.
+// dw, db and dx (not for the first trainable layer). In training its forward may apply the batchnorm it
+// reads (CompileOptions::conv_prologue): it then reads the batchnorm's input with its four prologue operands
+// and writes the batchnorm's output as its second output (ops.h); the backward reads that as usual. Tested by
+// the golden cases and tests/core/test_graph_atlas.cpp.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
 #include "layers/layer_rule.h"
@@ -50,9 +52,15 @@ class ConvRule final : public LayerRule {
   void forward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y,
                bool training) const override {
     // the A copy of the weight in mixed precision
-    GraphNode n = compute_node(FR_OP_CONV2D, l.name,
-                               {x, l.compute_weight != kNoTensor ? l.compute_weight : l.weight}, {y});
+    const bool prologue = training && l.prologue_bn >= 0;  // x is then the batchnorm's output it writes
+    GraphNode n = compute_node(
+        FR_OP_CONV2D, l.name,
+        {prologue ? l.prologue_input : x, l.compute_weight != kNoTensor ? l.compute_weight : l.weight}, {y});
     if (l.spec.bias) n.in.push_back(l.bias);
+    if (prologue) {
+      n.in.insert(n.in.end(), l.prologue.begin(), l.prologue.end());
+      n.out.push_back(x);
+    }
     if (training && l.sums != kNoTensor) n.out.push_back(l.sums);  // for the batchnorm that reads y
     cx.add(std::move(n)).with_params(params_of(l));
   }

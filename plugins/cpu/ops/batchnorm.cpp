@@ -4,7 +4,9 @@
 // momentum with the unbiased variance; inference uses the running statistics. With params.relu the output is
 // max(y, 0) (a fused relu). batchnorm_forward also serves batchnorm_add (ops/batchnorm_add.cpp), which adds a
 // residual before the relu. Given the sums of x (a fourth input, batchnorm_add's fifth; ops.h), training
-// skips both passes and takes the mean and variance from them (fr_bn_stats_from_sums). Test:
+// skips both passes and takes the mean and variance from them (fr_bn_stats_from_sums). The training
+// statistics-only form (two outputs {save_mean, save_invstd}, ops.h: a conv2d's prologue applies the
+// batchnorm) stops before the normalising pass. Test:
 // test_batchnorm.cpp.
 #include <algorithm>
 #include <cmath>
@@ -38,10 +40,15 @@ void check_range(const FrRange& r, int64_t c, const char* what) {
 }
 
 void check_arity(const FrCall* call, const FrBatchNormParams& p) {
-  if (p.training)
-    sdk::expect_arity(call, 3, 3, 0, 2, "batchnorm (training)");
-  else
+  if (p.training) {
+    sdk::expect_arity(call, 3, 2, 0, 2, "batchnorm (training)");
+    FR_PLUGIN_CHECK(call->n_out == 2 || call->n_out == 3, FR_ERR_INVALID_ARGUMENT,
+                    "batchnorm (training): expected outputs {y, save_mean, save_invstd} or, statistics only, "
+                    "{save_mean, save_invstd}; got " +
+                        std::to_string(call->n_out));
+  } else {
     sdk::expect_arity(call, 5, 1, 0, 0, "batchnorm (inference)");
+  }
 }
 
 }  // namespace
@@ -68,7 +75,10 @@ void batchnorm_forward(const FrCall* call, const float* residual, uint32_t sums_
   check_arity(call, p);
   const BnShape s = bn_shape(call->in[0], "batchnorm");
   const int64_t rows = s.rows, c = s.c;
-  FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == rows * c, FR_ERR_INVALID_ARGUMENT,
+  const bool stats_only = p.training && call->n_out == 2;
+  FR_PLUGIN_CHECK(!stats_only || !residual, FR_ERR_INVALID_ARGUMENT, "batchnorm_add: y is required");
+  const uint32_t stats = stats_only ? 0 : 1;  // where save_mean, save_invstd are
+  FR_PLUGIN_CHECK(stats_only || sdk::numel(call->out[0]) == rows * c, FR_ERR_INVALID_ARGUMENT,
                   "batchnorm: x and y sizes differ");
   FR_PLUGIN_CHECK(p.eps >= 0.0f && std::isfinite(p.eps), FR_ERR_INVALID_ARGUMENT, "batchnorm: bad eps");
   check_vec(call->in[1], c, "gamma");
@@ -78,13 +88,13 @@ void batchnorm_forward(const FrCall* call, const float* residual, uint32_t sums_
   const float* x = sdk::data<float>(call->in[0]);
   const float* gamma = sdk::data<float>(call->in[1]);
   const float* beta = sdk::data<float>(call->in[2]);
-  float* y = sdk::data<float>(call->out[0]);
+  float* y = stats_only ? nullptr : sdk::data<float>(call->out[0]);
   float* shift = nullptr;  // per channel: y = (x - shift) * scale + beta
   float* scale = nullptr;
 
   if (p.training) {
-    check_vec(call->out[1], c, "save_mean");
-    check_vec(call->out[2], c, "save_invstd");
+    check_vec(call->out[stats], c, "save_mean");
+    check_vec(call->out[stats + 1], c, "save_invstd");
     check_range(call->rout[0], c, "running_mean");
     check_range(call->rout[1], c, "running_var");
     FR_PLUGIN_CHECK(rows >= 2, FR_ERR_INVALID_ARGUMENT,
@@ -92,8 +102,8 @@ void batchnorm_forward(const FrCall* call, const float* residual, uint32_t sums_
     double* part = static_cast<double*>(call->workspace);
     shift = reinterpret_cast<float*>(part + s.chunks * c);
     scale = shift + c;
-    float* save_mean = sdk::data<float>(call->out[1]);
-    float* save_invstd = sdk::data<float>(call->out[2]);
+    float* save_mean = sdk::data<float>(call->out[stats]);
+    float* save_invstd = sdk::data<float>(call->out[stats + 1]);
     float* run_mean = sdk::data<float>(call->rout[0]);
     float* run_var = sdk::data<float>(call->rout[1]);
     const double n = static_cast<double>(rows);
@@ -155,6 +165,7 @@ void batchnorm_forward(const FrCall* call, const float* residual, uint32_t sums_
       scale[k] = fr_bn_fold_scale(gamma[k], rv[k], p.eps);
     }
   }
+  if (!y) return;  // statistics only
   // Normalise (then the residual and the fused relu): element-wise, so y may alias x.
   const bool relu = p.relu != 0;
   parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {

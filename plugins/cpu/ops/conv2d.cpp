@@ -3,8 +3,9 @@
 // convolutions skip im2col and use x in place. Invariants: never allocates; the image block size depends only
 // on the shapes and every output element is produced by one GEMM dot product, so results are bitwise equal
 // for any thread count. With a second output, the per-channel sums of y and y^2 (ops.h) in double per fixed
-// row chunk, combined in chunk order and rounded to f32 once. Test: tests/plugins/cpu/test_conv2d.cpp (double
-// reference, many geometries).
+// row chunk, combined in chunk order and rounded to f32 once. With a batchnorm prologue (ops.h) x is first
+// transformed into the applied-map output, which the convolution then reads (ops/conv_prologue.h). Test:
+// tests/plugins/cpu/test_conv2d.cpp (double reference, many geometries).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -14,6 +15,7 @@
 #include "gemm.h"
 #include "ops/batchnorm_chunks.h"
 #include "ops/conv_im2col.h"
+#include "ops/conv_prologue.h"
 
 namespace fresco::cpu {
 
@@ -26,7 +28,7 @@ uint64_t sums_offset(const ConvGeom& gm) {
 
 // Bytes of the double partial sums of the sums output (none without one): 2K per row chunk.
 uint64_t sums_bytes(const FrCall* call, const ConvGeom& gm) {
-  if (call->n_out < 2) return 0;
+  if (!sdk::has_conv_sums(call)) return 0;
   const int64_t rows = gm.n * gm.p * gm.q, grain = bn_grain_rows(rows, gm.k);
   return static_cast<uint64_t>((rows + grain - 1) / grain * 2 * gm.k) * sizeof(double);
 }
@@ -58,6 +60,7 @@ void channel_sums(const float* y, int64_t rows, int64_t k, double* part, float* 
 
 ConvGeom checked_geometry(const FrCall* call, const FrConvParams& p) {
   sdk::expect_arity(call, p.has_bias ? 3 : 2, 1, 0, 0, "conv2d");
+  sdk::conv_prologue(call);  // checks only
   for (uint32_t i = 0; i < (p.has_bias ? 3u : 2u); ++i) expect_dtype(call->in[i], FR_F32, "conv2d input");
   expect_dtype(call->out[0], FR_F32, "conv2d output");
   ConvGeom gm = conv_geometry("conv2d", p, call->in[0], call->in[1], call->out[0]);
@@ -92,6 +95,12 @@ FR_CPU_KERNEL_RUN(conv2d) {
     FR_PLUGIN_CHECK(call->workspace_bytes >= workspace_of(call, gm), FR_ERR_INVALID_ARGUMENT,
                     "conv2d: workspace too small");
     const float* x = sdk::data<const float>(call->in[0]);
+    void* applied = nullptr;
+    const sdk::BnPrologue bn = sdk::conv_prologue(call, &applied);
+    if (bn.gamma) {
+      apply_conv_prologue(x, static_cast<float*>(applied), gm.n * gm.h * gm.w, gm.c, bn);
+      x = static_cast<const float*>(applied);
+    }
     const float* w = sdk::data<const float>(call->in[1]);
     float* y = sdk::data<float>(call->out[0]);
     float* col = static_cast<float*>(call->workspace);

@@ -7,7 +7,8 @@
 // variance, save_mean/save_invstd, the running statistics (momentum, unbiased variance) and a scale/shift
 // pair from the saved float statistics (ops/batchnorm_relu_mask.cuh), and a last element-wise pass writes
 // y = fma(x, scale, shift) (y may alias x; max(y, 0) with the fused relu of params.relu). Inference: one
-// element-wise pass with the running statistics. run_batchnorm also serves batchnorm_add
+// element-wise pass with the running statistics. The statistics-only form (two outputs, ops.h: a conv2d's
+// batchnorm prologue applies it) stops before the element-wise pass. run_batchnorm also serves batchnorm_add
 // (ops/batchnorm_add.cpp), whose element-wise pass adds the residual before the relu. Test:
 // tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
 #include <cmath>
@@ -122,19 +123,29 @@ void check_vec(const FrTensor& t, int64_t c, const char* what) {
                       " elements or is not f32, expected C = " + std::to_string(c) + " floats");
 }
 
+// The training statistics-only form (ops.h): {save_mean, save_invstd}, no y.
+bool stats_only(const FrCall* call) {
+  return sdk::params<FrBatchNormParams>(call).training && call->n_out == 2;
+}
+
 // rows and channels of the call's x, with the checks every mode shares.
 ChannelChunks geometry(const FrCall* call) {
   const auto& p = sdk::params<FrBatchNormParams>(call);
   if (p.training)
-    sdk::expect_arity(call, 3, 3, 0, 2, "batchnorm (training)");
+    sdk::expect_arity(call, 3, 2, 0, 2, "batchnorm (training)");
   else
     sdk::expect_arity(call, 5, 1, 0, 0, "batchnorm (inference)");
   const FrTensor& xt = call->in[0];
   FR_PLUGIN_CHECK(xt.ndim >= 1 && xt.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm: bad ndim");
   const int64_t c = xt.dims[xt.ndim - 1];
   FR_PLUGIN_CHECK(c >= 1, FR_ERR_INVALID_ARGUMENT, "batchnorm: no channels");
-  FR_PLUGIN_CHECK(sdk::numel(call->out[0]) == sdk::numel(xt) && call->out[0].dtype == xt.dtype,
-                  FR_ERR_INVALID_ARGUMENT, "batchnorm: x and y sizes or dtypes differ");
+  FR_PLUGIN_CHECK(!p.training || call->n_out == 2 || call->n_out == 3, FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm (training): expected outputs {y, save_mean, save_invstd} or, statistics only, "
+                  "{save_mean, save_invstd}; got " +
+                      std::to_string(call->n_out));
+  FR_PLUGIN_CHECK(
+      stats_only(call) || (sdk::numel(call->out[0]) == sdk::numel(xt) && call->out[0].dtype == xt.dtype),
+      FR_ERR_INVALID_ARGUMENT, "batchnorm: x and y sizes or dtypes differ");
   FR_PLUGIN_CHECK(p.eps >= 0.0f && std::isfinite(p.eps), FR_ERR_INVALID_ARGUMENT, "batchnorm: bad eps");
   return channel_chunks(sdk::numel(xt) / c, c);
 }
@@ -164,8 +175,10 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
   cudaStream_t st = stream_of(call);
   const unsigned blocks = grid_for(total, 256, ctx_of(ctx)->sm_count);
   if (p.training) {
-    check_vec(call->out[1], c, "save_mean");
-    check_vec(call->out[2], c, "save_invstd");
+    const uint32_t stats = call->n_out - 2;  // save_mean, save_invstd
+    FR_PLUGIN_CHECK(!residual || stats == 1, FR_ERR_INVALID_ARGUMENT, "batchnorm_add: y is required");
+    check_vec(call->out[stats], c, "save_mean");
+    check_vec(call->out[stats + 1], c, "save_invstd");
     FR_PLUGIN_CHECK(call->rout[0].bytes >= static_cast<uint64_t>(c) * sizeof(float) &&
                         call->rout[1].bytes >= static_cast<uint64_t>(c) * sizeof(float),
                     FR_ERR_INVALID_ARGUMENT, "batchnorm: running statistics hold fewer than C floats");
@@ -180,8 +193,8 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       using T = decltype(tag);
       const BnOutputs o{sdk::data<float>(call->in[1]),
                         sdk::data<float>(call->in[2]),
-                        sdk::data<float>(call->out[1]),
-                        sdk::data<float>(call->out[2]),
+                        sdk::data<float>(call->out[stats]),
+                        sdk::data<float>(call->out[stats + 1]),
                         sdk::data<float>(call->rout[0]),
                         sdk::data<float>(call->rout[1]),
                         static_cast<double>(k.rows),
@@ -189,7 +202,7 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
                         p.momentum};
       const T* x = sdk::data<T>(call->in[0]);
       const T* r = static_cast<const T*>(residual);
-      T* y = sdk::data<T>(call->out[0]);
+      T* y = stats ? sdk::data<T>(call->out[0]) : nullptr;
       const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x, coef});
       if (sums) {
         bn_finalize_sums_kernel<<<static_cast<unsigned>((c + 127) / 128), 128, 0, st>>>(c, sums, o, coef);
@@ -197,6 +210,7 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
         launch_channel_moments(call->in[0].dtype, call->in[0].data, k.rows, k.c, part, st);
         bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(k, part, o, coef);
       }
+      if (!y) return;  // statistics only
       if (vec) {
         const int64_t nv = total / Vec16<T>::kN;
         const unsigned vblocks = grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count);

@@ -1,8 +1,11 @@
 // CUDA conv2d forward (NHWC, weights [K, R, S, C/g], optional bias) through cuDNN (ops/conv_plan.h: algorithm
 // chosen in prepare, before capture; deterministic; strict fp32), then the bias added per output channel by
 // a small kernel. The optional sums output (ops.h) comes from cuDNN's fused statistics or a separate pass,
-// whichever measured faster at prepare (ops/conv_plan.h). Test: tests/plugins/cuda/test_cuda_ops.cpp
+// whichever measured faster at prepare (ops/conv_plan.h). With a batchnorm prologue (ops.h) x is the
+// batchnorm's input and its applied map the second output (written by fresco's Hopper kernels as they read
+// their windows, else by a pass of its own: ops/conv_prologue.h). Test: tests/plugins/cuda/test_cuda_ops.cpp
 // (against the CPU kernel).
+#include "fresco/conv_prologue.hpp"
 #include "fresco/conv_stats_checks.hpp"
 #include "ops/conv_plan.h"
 
@@ -18,13 +21,15 @@ FR_CUDA_KERNEL_PREPARE(conv2d) {
   const auto& p = sdk::params<FrConvParams>(call);
   if (FrError* e = sdk::guard([&] {
         sdk::expect_arity(call, p.has_bias ? 3 : 2, 1, 0, 0, "conv2d");
+        sdk::conv_prologue(call);  // checks only
         FR_PLUGIN_CHECK(!p.has_bias || call->in[0].dtype == FR_F32, FR_ERR_UNSUPPORTED,
                         "cuda conv2d: a bias is supported in f32 only");
         sdk::conv_sums_output(call, sdk::dim_or_1(call->out[0], 3));
       }))
     return e;
   return conv_prepare_state(ctx, call, "conv2d", p, call->in[0], call->in[1], call->out[0],
-                            kConvForward | (call->n_out > 1 ? kConvForwardSums : 0u), state, workspace_bytes);
+                            kConvForward | (sdk::has_conv_sums(call) ? kConvForwardSums : 0u), state,
+                            workspace_bytes);
 }
 
 FR_CUDA_KERNEL_RUN(conv2d) {
@@ -33,9 +38,11 @@ FR_CUDA_KERNEL_RUN(conv2d) {
     const auto* plan = static_cast<const ConvPlan*>(call->state);
     FR_PLUGIN_CHECK(plan, FR_ERR_INVALID_ARGUMENT, "cuda conv2d: run without prepare");
     const FrTensor& y = call->out[0];
+    void* applied = nullptr;
+    const sdk::BnPrologue bn = sdk::conv_prologue(call, &applied);
     run_conv_forward(ctx_of(ctx), *plan, call->in[0].data, call->in[1].data, y.data, call->workspace,
-                     call->workspace_bytes, stream_of(call),
-                     sdk::conv_sums_output(call, sdk::dim_or_1(y, 3)));
+                     call->workspace_bytes, stream_of(call), sdk::conv_sums_output(call, sdk::dim_or_1(y, 3)),
+                     bn.gamma ? &bn : nullptr, applied);
     if (p.has_bias) {
       const int64_t k = sdk::dim_or_1(y, 3), total = sdk::numel(y);
       FR_PLUGIN_CHECK(sdk::numel(call->in[2]) == k, FR_ERR_INVALID_ARGUMENT,

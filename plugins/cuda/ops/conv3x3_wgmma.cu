@@ -20,7 +20,7 @@ constexpr int kStageStride = kC + 8;       // T per staged position (144 bytes: 
 constexpr int kStage = kW * kStageStride;  // T per staged row
 constexpr int kThreads = 384;              // MMA warpgroups 0, 1; helper warpgroup 2
 constexpr int kBarriers = 2 * 10;  // per MMA warpgroup: window full / empty [3], stage full / empty [2]
-constexpr size_t kSmem = 2 * 3 * kWin * 16 + 2 * 2 * kStage * 2 + kBarriers * 8;
+constexpr size_t kSmem = 2 * 3 * kWin * 16 + 2 * 2 * kStage * 2 + kBarriers * 8 + 2 * kC * sizeof(float);
 
 // This thread's A fragments of the weights [64 outputs][576 k] for every k-step: outputs c0 and c0 + 8,
 // k = 16 ks + 2 tq, +1, +8, +9 (k = tap * 64 + input channel).
@@ -109,11 +109,14 @@ __device__ __forceinline__ void pass_turn(int g, bool last) {
 // 2 (k gridDim.x + b) + g. Both warpgroups make the same number of steps; an odd last tile leaves one
 // warpgroup computing a zero window (TMA past the last image) that it neither stores nor sums.
 // part: the block's channel sums of y as stored (null: none). kTurns: the MMA warpgroups take turns issuing
-// rows (else both issue whenever their window and staging buffer are ready).
-template <class T, bool kTurns>
+// rows (else both issue whenever their window and staging buffer are ready). kPrologue: each MMA warpgroup
+// rewrites the window of its next tile through the batchnorm prologue `bn` while its wgmmas run (a quarter
+// per row: three of each thread's twelve vectors), then a barrier of its 128 threads hands it to the wgmmas.
+template <class T, bool kTurns, bool kPrologue>
 __global__ void __launch_bounds__(kThreads, 1)
     conv3x3_wgmma_kernel(const T* __restrict__ w, T* __restrict__ y, double* __restrict__ part, int n, int h,
-                         const __grid_constant__ CUtensorMap map) {
+                         const __grid_constant__ CUtensorMap map, const Conv3x3Prologue bn,
+                         T* __restrict__ applied) {
   extern __shared__ __align__(128) uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);  // uniform to the compiler
@@ -128,6 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto win_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 3 + b) * 8); };
   auto stage_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 6 + b) * 8); };
   auto stage_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 8 + b) * 8); };
+  float* const coef = reinterpret_cast<float*>(stage_base + 4 * kStage) + kBarriers * 2;
   if (threadIdx.x == 0) {
     for (int m = 0; m < 2; ++m) {
       for (int b = 0; b < 3; ++b) mbar_init(win_full(m, b), 1), mbar_init(win_empty(m, b), 128);
@@ -135,6 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     mbar_init_fence();
   }
+  if (kPrologue) prologue_coefficients(bn, coef);
   __syncthreads();
   if (g == 2) {  // ---- helper: threads 0-63 serve MMA warpgroup 0, 64-127 warpgroup 1
     lower_registers<40>();
@@ -178,11 +183,31 @@ __global__ void __launch_bounds__(kThreads, 1)
   float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels 16 wq + gid (+ 8) as stored
   const unsigned win_base = shared_address(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
   const unsigned stage_lane = stage_lane_address(shared_address(stage_base + g * 2 * kStage), lane, wq);
+  // the prologue: this thread rewrites chunk plane t / 16 at columns 1 + t % 16 and 17 + t % 16 (t: its index
+  // in the warpgroup) of every window row; part p of a tile's window is its vectors 3 p .. 3 p + 2
+  const int pt = threadIdx.x & 127;
+  const ChunkPrologue cp = kPrologue ? chunk_prologue(coef, pt >> 4) : ChunkPrologue{};
+  auto prologue = [&](int k, int part) {
+    const int t = blockIdx.x * 2 + g + k * stride;
+    if (part == 0) mbar_wait(win_full(g, k % 3), (k / 3) & 1);
+    if (t < tiles)
+      prologue_vectors<T, 3>(
+          smem + (g * 3 + k % 3) * kWin + (pt >> 4) * kCS, cp, 1 + (pt & 15), 3 * part,
+          (t % tiles_per_img) * kRows, h,
+          applied ? applied + static_cast<int64_t>(t) * kRows * kW * kC + 8 * (pt >> 4) : nullptr);
+    if (part == kRows - 1) fence_proxy_async();  // the rewritten window, for the wgmmas (async proxy)
+  };
+  if (kPrologue && rows > 0) {
+    for (int part = 0; part < kRows; ++part) prologue(0, part);
+  }
   // row j: wait for its window (a tile's first row), issue its wgmmas (in turn with the other warpgroup)
   auto start = [&](float(&acc)[16], int j) {
     const int k = j / kRows, row = j % kRows;
     if (row == 0) {
-      mbar_wait(win_full(g, k % 3), (k / 3) & 1);
+      if (kPrologue)
+        named_sync(7 + g, 128);  // every thread's part of the window is written
+      else
+        mbar_wait(win_full(g, k % 3), (k / 3) & 1);
       fence_proxy_async();
     }
     if (kTurns) take_turn(g);
@@ -203,6 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (kTurns && rows > 0) open_turns(g);
   for (int j = 0; j < rows; ++j) {
     start(acc, j);
+    if (kPrologue && j / kRows + 1 < my_tiles) prologue(j / kRows + 1, j % kRows);
     wg_wait<0>();
     finish(acc, j);
   }
@@ -226,41 +252,55 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <class T, bool kTurns>
+template <class T, bool kTurns, bool kPrologue>
 int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y, double* part,
-           int sm_count, cudaStream_t s) {
+           int sm_count, cudaStream_t s, const Conv3x3Prologue& bn, void* applied) {
   // its shared memory beyond the default 48 KB, set on the current device at each launch (captured once)
-  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns>,
+  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns, kPrologue>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
   const int64_t pairs = (g.n * (g.h / kRows) + 1) / 2;
   const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
-  conv3x3_wgmma_kernel<T, kTurns><<<blocks, kThreads, kSmem, s>>>(
+  conv3x3_wgmma_kernel<T, kTurns, kPrologue><<<blocks, kThreads, kSmem, s>>>(
       static_cast<const T*>(w), static_cast<T*>(y), part, static_cast<int>(g.n), static_cast<int>(g.h),
-      window_map(x, dtype, g.n, g.h));
+      window_map(x, dtype, g.n, g.h), bn, static_cast<T*>(applied));
   FR_CUDA_LAUNCH_CHECK();
   return blocks;
 }
 
+// The prologue runs with the product's schedule only (kConv3x3Schedule).
 template <class T>
 int launch_schedule(Conv3x3Schedule schedule, const sdk::ConvShape& g, FrDType dtype, const void* x,
-                    const void* w, void* y, double* part, int sm_count, cudaStream_t s) {
+                    const void* w, void* y, double* part, int sm_count, cudaStream_t s,
+                    const Conv3x3Prologue* bn, void* applied) {
+  constexpr bool kProductTurns = kConv3x3Schedule == Conv3x3Schedule::kTurns;
+  if (bn) {
+    FR_PLUGIN_CHECK(schedule == kConv3x3Schedule, FR_ERR_INVALID_ARGUMENT,
+                    "cuda conv3x3_wgmma: the batchnorm prologue runs with the product's schedule only");
+    return launch<T, kProductTurns, true>(g, dtype, x, w, y, part, sm_count, s, *bn, applied);
+  }
   switch (schedule) {
     case Conv3x3Schedule::kTurns:
-      return launch<T, true>(g, dtype, x, w, y, part, sm_count, s);
+      return launch<T, true, false>(g, dtype, x, w, y, part, sm_count, s, Conv3x3Prologue{}, nullptr);
     case Conv3x3Schedule::kFree:
-      return launch<T, false>(g, dtype, x, w, y, part, sm_count, s);
+      return launch<T, false, false>(g, dtype, x, w, y, part, sm_count, s, Conv3x3Prologue{}, nullptr);
   }
   throw sdk::KernelError(FR_ERR_INVALID_ARGUMENT, "cuda conv3x3_wgmma: unknown schedule");
 }
 
 int launch_checked(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y,
-                   double* part, int sm_count, cudaStream_t s, Conv3x3Schedule schedule) {
+                   double* part, int sm_count, cudaStream_t s, Conv3x3Schedule schedule,
+                   const Conv3x3Prologue* bn, void* applied) {
   FR_PLUGIN_CHECK(conv3x3_wgmma_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv3x3_wgmma: the convolution does not fit the kernel");
   FR_PLUGIN_CHECK(aligned16({x, w, y}), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv3x3_wgmma: x, w and y must be 16-byte aligned");
-  return dtype == FR_F16 ? launch_schedule<__half>(schedule, g, dtype, x, w, y, part, sm_count, s)
-                         : launch_schedule<__nv_bfloat16>(schedule, g, dtype, x, w, y, part, sm_count, s);
+  FR_PLUGIN_CHECK(!bn || (bn->gamma && bn->beta && bn->mean && bn->invstd), FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv3x3_wgmma: the batchnorm prologue needs gamma, beta, mean and invstd");
+  FR_PLUGIN_CHECK(!applied || (bn && aligned16({applied})), FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv3x3_wgmma: the applied map needs a prologue and 16-byte alignment");
+  return dtype == FR_F16
+             ? launch_schedule<__half>(schedule, g, dtype, x, w, y, part, sm_count, s, bn, applied)
+             : launch_schedule<__nv_bfloat16>(schedule, g, dtype, x, w, y, part, sm_count, s, bn, applied);
 }
 
 }  // namespace
@@ -316,7 +356,7 @@ bool conv3x3_wgmma_available(int device) {
     return false;
   cudaFuncAttributes attr{};  // an sm_90a image runs on compute capability 9.0 only
   return major == 9 && minor == 0 &&
-         cudaFuncGetAttributes(&attr, conv3x3_wgmma_kernel<__half, false>) == cudaSuccess &&
+         cudaFuncGetAttributes(&attr, conv3x3_wgmma_kernel<__half, false, false>) == cudaSuccess &&
          attr.binaryVersion == 90;
 }
 
@@ -333,8 +373,8 @@ uint64_t conv3x3_wgmma_partials_bytes(int sm_count) {
 
 int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
                                  void* y, double* part, int sm_count, cudaStream_t s,
-                                 Conv3x3Schedule schedule) {
-  return launch_checked(g, dtype, x, w, y, part, sm_count, s, schedule);
+                                 Conv3x3Schedule schedule, const Conv3x3Prologue* prologue, void* applied) {
+  return launch_checked(g, dtype, x, w, y, part, sm_count, s, schedule, prologue, applied);
 }
 
 uint64_t conv3x3_wgmma_flipped_bytes() {
@@ -349,7 +389,7 @@ void launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, 
   flip_weights_kernel<<<(kC * kKDim + 255) / 256, 256, 0, s>>>(static_cast<const uint16_t*>(w),
                                                                static_cast<uint16_t*>(flipped));
   FR_CUDA_LAUNCH_CHECK();
-  launch_checked(g, dtype, dy, flipped, dx, nullptr, sm_count, s, kConv3x3Schedule);
+  launch_checked(g, dtype, dy, flipped, dx, nullptr, sm_count, s, kConv3x3Schedule, nullptr, nullptr);
 }
 
 }  // namespace fresco::cuda

@@ -25,6 +25,7 @@
 
 #include "cuda_common.h"
 #include "fresco/conv_geometry.hpp"
+#include "fresco/conv_prologue.hpp"
 
 namespace fresco::cuda {
 
@@ -40,11 +41,20 @@ uint64_t conv3x3_wgmma_partials_bytes(int sm_count);
 enum class Conv3x3Schedule { kTurns, kFree };
 inline constexpr Conv3x3Schedule kConv3x3Schedule = Conv3x3Schedule::kTurns;
 
+// The batchnorm a convolution may apply to its input first (ops.h, conv2d's batchnorm prologue): x is then
+// the batchnorm's input, and the forward convolves relu(fma(x, scale, shift)) rounded to T (scale and shift
+// from the saved statistics as batchnorm_relu_mask.cuh derives them), the values the batchnorm's apply pass
+// would have stored, with the padding still zero; `applied` (x's size, optional) receives them. Each MMA
+// warpgroup rewrites the window of its next tile in shared memory while its wgmmas run. f32 [64] each,
+// device pointers.
+using Conv3x3Prologue = sdk::BnPrologue;
+
 // y = conv(x, w); with `part` not null also the per-block sums of y as stored (double, laid out as
 // channel_moments.h's partials). Returns the number of blocks (partials) written.
 int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
                                  void* y, double* part, int sm_count, cudaStream_t s,
-                                 Conv3x3Schedule schedule = kConv3x3Schedule);
+                                 Conv3x3Schedule schedule = kConv3x3Schedule,
+                                 const Conv3x3Prologue* prologue = nullptr, void* applied = nullptr);
 // dx = the input gradient of conv(x, w) from dy (written, not accumulated): the weights flipped into
 // `flipped` (conv3x3_wgmma_flipped_bytes, e.g. the workspace), then the forward kernel on dy.
 uint64_t conv3x3_wgmma_flipped_bytes();

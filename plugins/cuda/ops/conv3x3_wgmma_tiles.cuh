@@ -8,6 +8,8 @@
 #include <cudaTypedefs.h>
 
 #include "cuda_common.h"
+#include "ops/batchnorm_relu_mask.cuh"
+#include "ops/conv3x3_wgmma.h"
 
 namespace fresco::cuda::conv3x3 {
 
@@ -22,5 +24,60 @@ constexpr int kWinBytes = 8 * kWinRows * kWinCols * 16;  // what TMA brings per 
 CUtensorMap window_map(const void* x, FrDType dtype, int64_t n, int64_t h);
 // y [positions, 64] read in tiles: boxes of 8 channels x 128 positions (4 rows) at (8 c, 128 t).
 CUtensorMap rows_map(const void* y, FrDType dtype, int64_t positions);
+
+// The batchnorm prologue (ops.h, conv2d's input prologue): per channel scale and shift into coef[0..63] and
+// coef[64..127] (shared memory) by threads 0-63 of the block, from the batchnorm's saved statistics with the
+// apply pass's roundings (batchnorm_relu_mask.cuh). The caller synchronises before reading them.
+__device__ __forceinline__ void prologue_coefficients(const Conv3x3Prologue& bn, float* coef) {
+  const int c = static_cast<int>(threadIdx.x);
+  if (c >= kC) return;
+  const float2 ss = bn_scale_shift(bn.gamma[c], bn.beta[c], bn.mean[c], bn.invstd[c]);
+  coef[c] = ss.x, coef[kC + c] = ss.y;
+}
+
+// One thread's part of the prologue over 16-byte vectors: the 8 channels of one chunk plane, scale and
+// shift in registers.
+struct ChunkPrologue {
+  float scale[8], shift[8];
+};
+__device__ __forceinline__ ChunkPrologue chunk_prologue(const float* coef, int chunk) {
+  ChunkPrologue p;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) p.scale[j] = coef[8 * chunk + j], p.shift[j] = coef[kC + 8 * chunk + j];
+  return p;
+}
+
+// Rewrites kN vectors of the chunk plane `plane` (of a window buffer whose tile starts at image row row0):
+// this thread's vectors first .. first + kN - 1 of its twelve, vector v at window row v / 2, column col0 +
+// 16 (v % 2), as relu(fma(x, scale, shift)) rounded to T: the values the batchnorm's apply pass would have
+// stored. Rows outside the image and the padding columns stay zero.
+// With `applied` (the tile's first position of the applied map, at the plane's channels) not null, the
+// vectors of the tile's own rows (window rows 1-4) are also stored there.
+template <class T, int kN>
+__device__ __forceinline__ void prologue_vectors(uint4* plane, const ChunkPrologue& p, int col0, int first,
+                                                 int row0, int h, T* applied) {
+  uint4 v[kN];
+  bool in[kN];
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    const int wr = (first + i) >> 1, r = row0 - 1 + wr;
+    in[i] = r >= 0 && r < h;
+    if (in[i]) v[i] = plane[wr * kWinCols + col0 + 16 * ((first + i) & 1)];
+  }
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    if (!in[i]) continue;
+    T* e = reinterpret_cast<T*>(&v[i]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float f = bn_normalized(to_f(e[j]), p.scale[j], p.shift[j]);
+      e[j] = from_f<T>(f > 0.0f ? f : 0.0f);
+    }
+    const int wr = (first + i) >> 1, col = col0 + 16 * ((first + i) & 1);
+    plane[wr * kWinCols + col] = v[i];
+    if (applied && wr >= 1 && wr <= kRows)
+      *reinterpret_cast<uint4*>(applied + ((wr - 1) * kW + col - 1) * kC) = v[i];
+  }
+}
 
 }  // namespace fresco::cuda::conv3x3

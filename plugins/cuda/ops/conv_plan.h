@@ -11,6 +11,7 @@
 
 #include "cuda_common.h"
 #include "fresco/conv_geometry.hpp"
+#include "fresco/conv_prologue.hpp"
 #include "ops/conv_engine.h"
 
 namespace fresco::cuda {
@@ -41,7 +42,7 @@ struct ConvPlan {
   uint64_t workspace = 0;   // bytes: the largest of the planned directions (and of the sums pass)
 };
 
-// kConvForwardSums: the forward also writes the per-channel sums of y (conv2d's second output).
+// kConvForwardSums: the forward also writes the per-channel sums of y (conv2d's sums output).
 enum ConvDirections : unsigned {
   kConvForward = 1,
   kConvBackwardData = 2,
@@ -54,9 +55,12 @@ enum ConvDirections : unsigned {
 // within max_workspace bytes.
 void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype, unsigned dirs,
                uint64_t max_workspace);
-// `sums` (2K floats) exactly when the plan was made with kConvForwardSums.
+// `sums` (2K floats) exactly when the plan was made with kConvForwardSums. With `bn` (a batchnorm prologue,
+// ops.h) x is the batchnorm's input and its applied map is written to `applied` (x's size), which the
+// convolution reads: fused into the Hopper kernels, else a pass of its own (ops/conv_prologue.h).
 void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
-                      uint64_t ws_bytes, cudaStream_t s, float* sums = nullptr);
+                      uint64_t ws_bytes, cudaStream_t s, float* sums = nullptr,
+                      const sdk::BnPrologue* bn = nullptr, void* applied = nullptr);
 void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,
                             void* ws, uint64_t ws_bytes, cudaStream_t s);
 void run_conv_backward_filter(Context* ctx, const ConvPlan& p, const void* dy, const void* x, void* dw,

@@ -11,10 +11,18 @@
 namespace fresco::sdk {
 
 // The sums output of a conv2d call with `k` output channels, or null when the call has none; checked: f32,
-// 2k elements, no bias.
+// 2k elements, no bias. It is the second output, or the third after a batchnorm prologue's applied map
+// (conv_prologue.hpp).
+inline uint32_t conv_sums_index(const FrCall* call) {
+  return call->n_in > (params<FrConvParams>(call).has_bias ? 3u : 2u) ? 2 : 1;
+}
+inline bool has_conv_sums(const FrCall* call) {
+  return call->n_out > conv_sums_index(call);
+}
 inline float* conv_sums_output(const FrCall* call, int64_t k) {
-  if (call->n_out < 2) return nullptr;
-  const FrTensor& s = call->out[1];
+  const uint32_t at = conv_sums_index(call);
+  if (call->n_out <= at) return nullptr;
+  const FrTensor& s = call->out[at];
   FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * k, FR_ERR_INVALID_ARGUMENT,
                   "conv2d: the sums output must be f32 with 2K = " + std::to_string(2 * k) +
                       " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));

@@ -148,6 +148,15 @@ typedef struct FrConvParams {
  * conv2d_backward: in {dy [N,P,Q,K], x, w}; part 0 (whole): out {dw, db (if has_bias), dx (if need_dx)};
  * part 1 (input gradient): out {dx}; part 2 (weight gradient): out {dw, db (if has_bias)}. Splitting lets the
  * weight gradient run on a second stream beside the rest of backward. Written, not accumulated. */
+/* Batchnorm prologue (CompileOptions::conv_prologue): conv2d may take four more inputs after its plain ones
+ * (x, w and, with has_bias, b): gamma, beta, save_mean, save_invstd (f32 [C], C = x's channels) of the
+ * training batchnorm with fused relu that x feeds. x is then that batchnorm's INPUT: the kernel writes
+ * a = relu(fma(x, scale, shift)) rounded to x's dtype, with scale = gamma * save_invstd and shift =
+ * fma(-save_mean, scale, beta) in f32 (each rounded once), into its second output (x's shape and dtype: the
+ * batchnorm's output, which the conv's backward and the batchnorm's backward then read as usual), and
+ * convolves a (the padding zero). The sums output, when asked, comes third. The batchnorm itself runs in its
+ * statistics-only form (below). Kernels that implement these forms declare FR_KERNEL_CONV_PROLOGUE
+ * (plugin.h); the runtime refuses nodes that use them on other kernels. */
 typedef struct FrConvBackwardParams {
   FrConvParams conv;
   int32_t need_dx;
@@ -168,7 +177,10 @@ typedef struct FrConvBackwardParams {
  * sum of squares of x that the conv2d writing x produced. It then skips its own pass over x: mean = (float)
  * (sum / n) and the biased variance max(sumsq / n - mean^2, 0), in double from those f32 sums, instead of
  * its own statistics. A kernel that implements these sums operands declares FR_KERNEL_SUMS_OPERANDS
- * (plugin.h); the runtime refuses nodes that use them on other kernels. */
+ * (plugin.h); the runtime refuses nodes that use them on other kernels.
+ * Batchnorm prologue form (FR_KERNEL_CONV_PROLOGUE): a training batchnorm with two outputs {save_mean,
+ * save_invstd} (no y) computes the statistics and moves the running statistics only; the conv2d that reads
+ * it applies it and writes y (above). */
 /* batchnorm_add (training only): a batchnorm whose only reader is a residual join, computed by the join:
  * in {x, gamma, beta, r} (r: the join's other branch, x's shape and dtype; a fifth input may be the sums of
  * x, as for batchnorm); out {y, save_mean, save_invstd};

@@ -108,6 +108,9 @@ typedef struct FrCall {
  * a training batchnorm's fourth / batchnorm_add's fifth input; the gradient sums of relu_backward,
  * add_relu_backward and batchnorm_backward). */
 #define FR_KERNEL_SUMS_OPERANDS (1u << 0)
+/* The batchnorm prologue forms of ops.h: conv2d's four prologue inputs (and its applied-map output), a
+ * training batchnorm's statistics-only form (two outputs). */
+#define FR_KERNEL_CONV_PROLOGUE (1u << 1)
 
 typedef struct FrKernelDef {
   uint32_t struct_size;

@@ -692,6 +692,69 @@ TEST(CudaLowPrecision, Hopper3x3Convolutions) {
   }
 }
 
+// CompileOptions::conv_prologue on the GPU gives the bits of the separate apply pass: a network with a
+// stage-1 residual block (64 channels, 32 wide: fresco's Hopper kernels apply the prologue to their windows
+// on compute capability 9.0, cuDNN after the prologue's own pass elsewhere) and the small residual network
+// (8 and 16 channels: the prologue's own pass), in bf16 and fp16, six SGD steps each, prologue on against
+// off.
+TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  const TempPath tuning("fresco_conv_prologue_");  // both compiles take the same algorithms
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0"),
+      log("FRESCO_CUDNN_LOG", "1");
+  auto images = [](int64_t n, uint32_t seed) {
+    data::Dataset d;
+    d.name = "random 32x32x3";
+    d.n = n, d.h = 32, d.w = 32, d.c = 3, d.num_classes = 4;
+    d.images.resize(static_cast<size_t>(n * 32 * 32 * 3));
+    for (auto& v : d.images) v = static_cast<uint8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
+    for (int64_t i = 0; i < n; ++i) d.labels.push_back(static_cast<int32_t>(i % 4));
+    return d;
+  };
+  for (bool stage1 : {true, false})
+    for (DType precision : {DType::BF16, DType::F16}) {
+      std::vector<float> want_losses;
+      test::Snapshot want;
+      for (auto mode : {CompileOptions::ConvPrologue::OFF, CompileOptions::ConvPrologue::ON}) {
+        DeepLearningTask t;
+        test::configure_small_residual(t);
+        if (stage1)
+          t.model(seq({conv(64, 3, 1, 1), bn(), relu(),
+                       residual({conv(64, 3, 1, 1), bn(), relu(), conv(64, 3, 1, 1), bn()}), relu(), gap(),
+                       fc(4)}))
+              .data(images(32, 7), images(16, 8));
+        t.device("cuda").precision(precision).conv_prologue(mode);
+        testing::internal::CaptureStderr();
+        t.compile();
+        const std::string err = testing::internal::GetCapturedStderr();
+        const std::string what = std::string(stage1 ? "stage-1 block " : "small residual ") +
+                                 dtype_name(precision) +
+                                 (mode == CompileOptions::ConvPrologue::ON ? " prologue" : " apply pass");
+        int stats_only = 0;
+        for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD))
+          stats_only += n.op == FR_OP_BATCHNORM && n.out.size() == 2;
+        const bool on = mode == CompileOptions::ConvPrologue::ON;
+        EXPECT_EQ(stats_only, on ? (stage1 ? 1 : 2) : 0) << what;
+        if (on && stage1)
+          std::printf("[          ] %s: %s\n", what.c_str(),
+                      err.find("wgmma kernels for the forward") != std::string::npos
+                          ? "in fresco's kernels"
+                          : "as a pass of its own (not a compute capability 9.0 device)");
+        const std::vector<float> losses = test::train_small_residual(t, 6);
+        const test::Snapshot state = t.snapshot();
+        if (!on) {
+          want_losses = losses, want = state;
+          EXPECT_NE(losses.front(), losses.back()) << what;  // it really trained
+          continue;
+        }
+        EXPECT_EQ(losses, want_losses) << what;
+        ASSERT_EQ(state.size(), want.size());
+        for (size_t i = 0; i < state.size(); ++i)
+          EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
+      }
+    }
+}
+
 // The fp16 loss-scaling sequence on the device: an inf gradient skips the update (weights unchanged) and
 // halves the scale; a clean step unscales and updates.
 TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {

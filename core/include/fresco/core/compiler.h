@@ -66,6 +66,14 @@ struct LayerDescriptor {
   // batchnorm (a projection shortcut) writes the second one's too (grad_sums_bn2).
   int32_t grad_sums_bn = -1, grad_sums_bn2 = -1;
   TensorId grad_sums = kNoTensor;
+  // CompileOptions::conv_prologue: a batchnorm (with fused relu) applied by the conv that reads it
+  // (applied_by_conv: in training it computes only its statistics, and the conv writes its output); on the
+  // conv, that batchnorm's index (prologue_bn), its input map and its gamma, beta, save_mean and
+  // save_invstd.
+  bool applied_by_conv = false;
+  int32_t prologue_bn = -1;
+  TensorId prologue_input = kNoTensor;
+  std::array<TensorId, 4> prologue{kNoTensor, kNoTensor, kNoTensor, kNoTensor};
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
@@ -134,6 +142,17 @@ struct CompileOptions {
   // precision only, like conv_stats.
   enum class GradSums { AUTO, ON, OFF };
   GradSums grad_sums = GradSums::AUTO;
+  // A training batchnorm with a fused relu whose only reader is a conv is applied by that conv as it reads
+  // its input (ops.h, "Batchnorm prologue"): the conv takes the batchnorm's input with its gamma, beta and
+  // saved statistics and writes the batchnorm's output beside its own, and the batchnorm computes only its
+  // statistics (one pass over the map fewer: its reading; the backward is unchanged). The same values as
+  // the separate apply pass on the CUDA backend, bit for bit; the CPU backend's own batchnorm forward rounds
+  // differently, so its numbers move within rounding. AUTO: in mixed precision, for the convs the CUDA
+  // backend fuses it into (3x3, stride 1, padding 1, dilation 1, one group, no bias, 64 -> 64 channels, maps
+  // 32 wide: a CIFAR ResNet's stage 1); elsewhere a backend runs it as a pass of its own, the same work as
+  // without (docs/decisions.md).
+  enum class ConvPrologue { AUTO, ON, OFF };
+  ConvPrologue conv_prologue = ConvPrologue::AUTO;
   // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device
   // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
   // still read them.

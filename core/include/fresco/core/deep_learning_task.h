@@ -107,6 +107,10 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::grad_sums (default AUTO: in mixed precision): a batchnorm whose output gradient a join's
   // relu backward writes takes its gradient sums from that pass.
   DeepLearningTask& grad_sums(CompileOptions::GradSums mode);
+  // CompileOptions::conv_prologue (default AUTO: in mixed precision, on the convs the CUDA backend fuses
+  // it into): a batchnorm with relu whose only reader is a conv is applied by that conv as it reads its
+  // input, and its output is never stored. The same values on the CUDA backend.
+  DeepLearningTask& conv_prologue(CompileOptions::ConvPrologue mode);
   // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
   // augmented.
   DeepLearningTask& augment(data::Augmentation a);
@@ -179,6 +183,7 @@ class DeepLearningTask : public TaskBase {
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;
+  CompileOptions::ConvPrologue conv_prologue_ = CompileOptions::ConvPrologue::AUTO;
   data::Augmentation augment_;
   bool shuffle_ = true;
   std::function<void(const EpochReport&)> on_epoch_;

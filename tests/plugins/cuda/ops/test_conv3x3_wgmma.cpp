@@ -1,7 +1,8 @@
 // plugins/cuda/ops/conv3x3_wgmma.cu run directly: the forward with and without the sums partials and the
 // input gradient, fp16 and bf16, against double-precision sums of the same rounded values on the host.
 // Shapes: one tile (a phantom second tile), an odd tile count, and enough tiles per block (few blocks) that
-// every window buffer is reused many times. Outputs are poisoned with NaN before each run, so an element left
+// every window buffer is reused many times. The batchnorm prologue (ops.h) against the same kernels on the
+// applied map. Outputs are poisoned with NaN before each run, so an element left
 // unwritten fails; a second run must give the same bits. Skips unless the device can run the kernels (compute
 // capability 9.0).
 #include <gtest/gtest.h>
@@ -227,6 +228,74 @@ TEST_P(Conv3x3Wgmma, ForwardSumsAndBothGradientsMatchTheReference) {
     }
     EXPECT_EQ(gw, gw2) << "two runs of the weight gradient differ";
     expect_close(gw, want_w, mag_w, t, "dw");
+  }
+}
+
+// The batchnorm prologue (ops.h): the forward (with its sums) on x through the prologue gives the bits it
+// gives on the applied map, computed on the host (one float fma, the relu, one rounding), and writes that
+// map when asked. Shifts are mostly positive, so a
+// window whose padding went through the prologue would differ.
+TEST_P(Conv3x3Wgmma, PrologueGivesTheBitsOfTheAppliedMap) {
+  REQUIRE_GPU();
+  if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
+  const FrDType t = GetParam();
+  std::mt19937 rng(5);
+  for (const Geometry& geo : {Geometry{1, 4, 132}, Geometry{5, 12, 132}, Geometry{8, 32, 2}}) {
+    const sdk::ConvShape g = shape_of(geo);
+    SCOPED_TRACE("n " + std::to_string(geo.n) + " h " + std::to_string(geo.h));
+    const size_t nx = static_cast<size_t>(geo.n) * geo.h * kW * kC, nw = static_cast<size_t>(kC) * 9 * kC;
+    const Values x = random_values(nx, 2.0f, t, rng), w = random_values(nw, 0.06f, t, rng);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> bn(4 * kC);  // gamma, beta, mean, invstd
+    for (int c = 0; c < kC; ++c)
+      bn[c] = 1.5f * u(rng), bn[kC + c] = 0.3f + 0.5f * u(rng), bn[2 * kC + c] = 0.5f * u(rng),
+      bn[3 * kC + c] = 0.5f + std::fabs(u(rng));
+    std::vector<uint16_t> applied(nx);
+    for (size_t i = 0; i < nx; ++i) {
+      const int c = static_cast<int>(i % kC);
+      const float scale = bn[c] * bn[3 * kC + c], shift = std::fma(-bn[2 * kC + c], scale, bn[kC + c]);
+      const float v = std::fma(static_cast<float>(x.v[i]), scale, shift);
+      applied[i] = to_bits(v > 0.0f ? v : 0.0f, t);
+    }
+    DeviceBuffer dx(nx * 2), da(nx * 2), dw(nw * 2), dy(nx * 2), dbn(bn.size() * 4),
+        dpart(conv3x3_wgmma_partials_bytes(geo.sm_count));
+    CUDA_OK(cudaMemcpy(dx.p, x.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dw.p, w.bits.data(), nw * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dbn.p, bn.data(), bn.size() * 4, cudaMemcpyHostToDevice));
+    const auto* b = static_cast<const float*>(dbn.p);
+    const Conv3x3Prologue pro{b, b + kC, b + 2 * kC, b + 3 * kC};
+    auto fetch = [&](const void* p, size_t n) {
+      std::vector<uint16_t> h(n);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      return h;
+    };
+    auto fetch_parts = [&](int blocks) {
+      std::vector<double> h(static_cast<size_t>(blocks) * kC * 2);
+      EXPECT_EQ(cudaMemcpy(h.data(), dpart.p, h.size() * sizeof(double), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      return h;
+    };
+    CUDA_OK(cudaMemcpy(da.p, applied.data(), nx * 2, cudaMemcpyHostToDevice));
+    // forward: on the applied map, then through the prologue
+    CUDA_OK(cudaMemset(dy.p, 0xFF, nx * 2));
+    const int blocks = launch_conv3x3_wgmma_forward(g, t, da.p, dw.p, dy.p, static_cast<double*>(dpart.p),
+                                                    geo.sm_count, nullptr);
+    const std::vector<uint16_t> y = fetch(dy.p, nx);
+    const std::vector<double> sums = fetch_parts(blocks);
+    CUDA_OK(cudaMemset(dy.p, 0xFF, nx * 2));
+    EXPECT_EQ(launch_conv3x3_wgmma_forward(g, t, dx.p, dw.p, dy.p, static_cast<double*>(dpart.p),
+                                           geo.sm_count, nullptr, kConv3x3Schedule, &pro),
+              blocks);
+    EXPECT_EQ(fetch(dy.p, nx), y) << "forward";
+    EXPECT_EQ(fetch_parts(blocks), sums) << "forward sums";
+    // and writing the applied map (poisoned first: every element must be written)
+    CUDA_OK(cudaMemset(dy.p, 0xFF, nx * 2));
+    CUDA_OK(cudaMemset(da.p, 0xFF, nx * 2));
+    launch_conv3x3_wgmma_forward(g, t, dx.p, dw.p, dy.p, static_cast<double*>(dpart.p), geo.sm_count, nullptr,
+                                 kConv3x3Schedule, &pro, da.p);
+    EXPECT_EQ(fetch(dy.p, nx), y) << "forward writing the applied map";
+    EXPECT_EQ(fetch(da.p, nx), applied) << "the applied map";
   }
 }
 

@@ -1,0 +1,69 @@
+// The batchnorm prologue operands of conv2d (ops.h, "Batchnorm prologue"): the four inputs {gamma, beta,
+// save_mean, save_invstd} after its plain ones and the applied map it writes as its second output, checked
+// the same way by every backend, and the scale / shift every backend derives from them. Header-only, C++17.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "fresco/ops.h"
+#include "fresco/plugin.hpp"
+
+namespace fresco::sdk {
+
+// A batchnorm's affine parameters and saved batch statistics, f32 [C] each (all null: no prologue).
+struct BnPrologue {
+  const float *gamma, *beta, *mean, *invstd;
+};
+
+// Inputs of a conv2d call before the prologue's: x, w and the bias when it has one.
+inline uint32_t conv_plain_inputs(const FrCall* call) {
+  return params<FrConvParams>(call).has_bias ? 3u : 2u;
+}
+inline bool has_conv_prologue(const FrCall* call) {
+  return call->n_in > conv_plain_inputs(call);
+}
+
+// The prologue of a conv2d call: none (all null) without prologue inputs, else exactly four after the plain
+// ones, each f32 with x's C elements, and a second output of x's shape and dtype (the applied map, `applied`
+// when not null). Data pointers are null during prepare.
+inline BnPrologue conv_prologue(const FrCall* call, void** applied = nullptr) {
+  const uint32_t plain = conv_plain_inputs(call);
+  if (applied) *applied = nullptr;
+  if (call->n_in == plain) return BnPrologue{nullptr, nullptr, nullptr, nullptr};
+  FR_PLUGIN_CHECK(call->n_in == plain + 4, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d: expected " + std::to_string(plain) + " inputs, or " + std::to_string(plain + 4) +
+                      " with a batchnorm prologue, got " + std::to_string(call->n_in));
+  const FrTensor& x = call->in[0];
+  const int64_t c = x.ndim >= 1 ? x.dims[x.ndim - 1] : 0;
+  static const char* const kNames[4] = {"gamma", "beta", "save_mean", "save_invstd"};
+  for (uint32_t i = 0; i < 4; ++i) {
+    const FrTensor& t = call->in[plain + i];
+    FR_PLUGIN_CHECK(t.dtype == FR_F32 && numel(t) == c, FR_ERR_INVALID_ARGUMENT,
+                    std::string("conv2d: the prologue's ") + kNames[i] +
+                        " must be f32 with C = " + std::to_string(c) + " elements, got " +
+                        std::to_string(numel(t)) + " of dtype " + std::to_string(t.dtype));
+  }
+  FR_PLUGIN_CHECK(call->n_out >= 2 && numel(call->out[1]) == numel(x) && call->out[1].dtype == x.dtype,
+                  FR_ERR_INVALID_ARGUMENT,
+                  "conv2d: with a batchnorm prologue the second output is the applied map, of x's shape and "
+                  "dtype");
+  if (applied) *applied = call->out[1].data;
+  return BnPrologue{data<float>(call->in[plain]), data<float>(call->in[plain + 1]),
+                    data<float>(call->in[plain + 2]), data<float>(call->in[plain + 3])};
+}
+
+// Channel k's scale = gamma * invstd and shift = beta - mean * scale, each rounded once in f32 (the CUDA
+// batchnorm's own forward, ops/batchnorm_relu_mask.cuh); the prologue's value is then
+// relu(fma(x, scale, shift)), rounded to the map's dtype.
+inline void bn_prologue_scale_shift(const BnPrologue& p, int64_t k, float* scale, float* shift) {
+  const float s = p.gamma[k] * p.invstd[k];
+  *scale = s;
+  *shift = std::fma(-p.mean[k], s, p.beta[k]);
+}
+inline float bn_prologue_value(float x, float scale, float shift) {
+  const float v = std::fma(x, scale, shift);
+  return v > 0.0f ? v : 0.0f;
+}
+
+}  // namespace fresco::sdk

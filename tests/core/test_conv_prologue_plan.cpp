@@ -1,0 +1,68 @@
+// CompileOptions::conv_prologue in the Compiler: AUTO applies it in mixed precision to exactly the convs of
+// ResNet-18's CIFAR stage 1 whose input is a batchnorm + relu read by nothing else (each block's second
+// conv: 2), which then read the batchnorm's input and write its map; none in fp32 or with OFF; ON everywhere
+// the pattern occurs (every block's second conv: 8). The kernels' numerics:
+// tests/plugins/cpu/test_conv_prologue.cpp, tests/e2e/test_conv_prologue_cpu.cpp and, on a GPU,
+// tests/plugins/cuda/test_cuda_low_precision.cpp.
+#include <gtest/gtest.h>
+
+#include "fresco/core/compiler.h"
+#include "fresco/core/models.h"
+#include "fresco/ops.h"
+
+using namespace fresco;
+
+namespace {
+struct Count {
+  int convs = 0, applied = 0;
+};
+
+Count compile(DType precision, CompileOptions::ConvPrologue mode) {
+  CompileOptions o;
+  o.input_sample = Shape{1, 32, 32, 3};
+  o.num_classes = 10;
+  o.batch = 8;
+  o.train_samples = 16;
+  o.steps_per_epoch = 2;
+  o.total_steps = 2;
+  o.normalize = Normalization{{0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}};
+  o.optimizer = SGD(0.9f, true);
+  o.precision = precision;
+  o.conv_prologue = mode;
+  const CompiledModel m = Compiler().compile(models::resnet18(10), o);
+  Count c;
+  for (const LayerDescriptor& l : m.arch.layers) {
+    if (l.prologue_bn < 0) continue;
+    ++c.convs;
+    const LayerDescriptor& bn = m.arch.layers[static_cast<size_t>(l.prologue_bn)];
+    EXPECT_TRUE(bn.applied_by_conv);
+    EXPECT_EQ(l.prologue_input, m.arch.layers[static_cast<size_t>(bn.input)].out) << l.name;
+    int nodes = 0;  // the conv's forward: the batchnorm's input in, its map out beside y
+    for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD))
+      if (n.op == FR_OP_CONV2D && n.label == l.name) {
+        ++nodes;
+        if (n.in.size() != 6u || n.out.size() < 2u) {
+          ADD_FAILURE() << l.name << ": " << n.in.size() << " inputs, " << n.out.size() << " outputs";
+          continue;
+        }
+        EXPECT_EQ(n.in[0], l.prologue_input);
+        EXPECT_EQ(n.out[1], bn.out);
+      }
+    EXPECT_EQ(nodes, 1) << l.name;
+  }
+  for (const LayerDescriptor& l : m.arch.layers) c.applied += l.applied_by_conv;
+  return c;
+}
+}  // namespace
+
+TEST(ConvProloguePlan, AutoFusesResnet18Stage1InMixedPrecision) {
+  const Count bf16 = compile(DType::BF16, CompileOptions::ConvPrologue::AUTO);
+  EXPECT_EQ(bf16.convs, 2);
+  EXPECT_EQ(bf16.applied, 2);
+  EXPECT_EQ(compile(DType::BF16, CompileOptions::ConvPrologue::OFF).convs, 0);
+  EXPECT_EQ(compile(DType::F16, CompileOptions::ConvPrologue::AUTO).convs, 2);
+  EXPECT_EQ(compile(DType::F32, CompileOptions::ConvPrologue::AUTO).convs, 0);
+  const Count on = compile(DType::F32, CompileOptions::ConvPrologue::ON);
+  EXPECT_EQ(on.convs, 8);
+  EXPECT_EQ(on.applied, 8);
+}

@@ -1,0 +1,117 @@
+// The batchnorm prologue forms of the CPU kernels (ops.h, "Batchnorm prologue"): conv2d with the four
+// prologue operands writes the applied map relu(fma(x, scale, shift)) (computed here with one float fma) as
+// its second output and gives the bits it gives on that map, before its sums when it has them; the
+// statistics-only batchnorm gives the full form's statistics; malformed forms are refused. Part of
+// test_cpu_ops.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plugins/cpu/op_harness.h"
+
+namespace {
+
+using fresco::test::OpCall;
+using fresco::test::tensor;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr int64_t kN = 2, kH = 6, kW = 5, kC = 8, kK = 6;
+
+struct Data {
+  std::vector<float> x, w, gamma, beta, mean, invstd, applied;
+  explicit Data(uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    auto fill = [&](std::vector<float>& v, size_t n, float scale, float offset = 0.0f) {
+      v.resize(n);
+      for (float& f : v) f = offset + scale * u(rng);
+    };
+    fill(x, kN * kH * kW * kC, 2.0f);
+    fill(w, kK * 9 * kC, 0.3f);
+    fill(gamma, kC, 1.5f);
+    fill(beta, kC, 0.5f, 0.2f);
+    fill(mean, kC, 0.5f);
+    fill(invstd, kC, 0.5f, 1.0f);
+    applied.resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t c = i % kC;
+      const float scale = gamma[c] * invstd[c], shift = std::fma(-mean[c], scale, beta[c]);
+      const float v = std::fma(x[i], scale, shift);
+      applied[i] = v > 0.0f ? v : 0.0f;
+    }
+  }
+  FrTensor map(std::vector<float>& v) { return tensor(v, {kN, kH, kW, kC}); }
+  FrTensor vec(std::vector<float>& v) { return tensor(v, {kC}); }
+  OpCall& prologue(OpCall& c) { return c.in(vec(gamma)).in(vec(beta)).in(vec(mean)).in(vec(invstd)); }
+};
+
+const FrConvParams kConv{3, 3, 1, 1, 1, 1, 1, 1, 1, 0};
+
+TEST(CpuConvPrologue, ConvWritesAndConvolvesTheAppliedMap) {
+  Data d(3);
+  for (bool sums : {false, true}) {
+    auto forward = [&](std::vector<float>& x, bool pro, std::vector<float>& applied, std::vector<float>& s2) {
+      std::vector<float> y(kN * kH * kW * kK, kNaN);
+      OpCall c(FR_OP_CONV2D);
+      c.in(d.map(x)).in(tensor(d.w, {kK, 3, 3, kC}));
+      if (pro) d.prologue(c);
+      c.out(tensor(y, {kN, kH, kW, kK}));
+      if (pro) c.out(d.map(applied));
+      if (sums) c.out(tensor(s2, {2 * kK}));
+      c.params(kConv);
+      EXPECT_TRUE(c.run());
+      return y;
+    };
+    std::vector<float> applied(d.x.size(), kNaN), unused, sums_fused(2 * kK, kNaN), sums_plain(2 * kK, kNaN);
+    EXPECT_EQ(forward(d.x, true, applied, sums_fused), forward(d.applied, false, unused, sums_plain));
+    EXPECT_EQ(applied, d.applied);
+    if (sums) {
+      EXPECT_EQ(sums_fused, sums_plain);
+    }
+  }
+}
+
+TEST(CpuConvPrologue, BatchnormFormsMatchTheirFullForms) {
+  Data d(4);
+  // statistics only: the same saved and running statistics as with y
+  std::vector<float> stats[2][4];  // [form][mean, invstd, running mean, running var]
+  for (int form = 0; form < 2; ++form) {
+    auto& s = stats[form];
+    s[0].assign(kC, kNaN), s[1].assign(kC, kNaN), s[2].assign(kC, 0.1f), s[3].assign(kC, 2.0f);
+    std::vector<float> y(d.x.size(), kNaN);
+    OpCall c(FR_OP_BATCHNORM);
+    c.in(d.map(d.x)).in(d.vec(d.gamma)).in(d.vec(d.beta));
+    if (form == 0) c.out(d.map(y));
+    c.out(d.vec(s[0])).out(d.vec(s[1])).rout(fresco::test::range(s[2])).rout(fresco::test::range(s[3]));
+    c.params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+    ASSERT_TRUE(c.run());
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(stats[0][i], stats[1][i]) << "statistic " << i;
+}
+
+TEST(CpuConvPrologue, MalformedFormsAreRefused) {
+  Data d(5);
+  std::vector<float> y(kN * kH * kW * kK), applied(d.x.size());
+  OpCall three(FR_OP_CONV2D);  // three of the four prologue operands
+  three.in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC})).in(d.vec(d.gamma)).in(d.vec(d.beta)).in(d.vec(d.mean));
+  three.out(tensor(y, {kN, kH, kW, kK})).out(d.map(applied)).params(kConv);
+  EXPECT_NE(three.run_error().find("batchnorm prologue"), std::string::npos) << three.run_error();
+  std::vector<float> short_gamma(kC - 1, 1.0f);
+  OpCall wrong(FR_OP_CONV2D);
+  wrong.in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC})).in(tensor(short_gamma, {kC - 1}));
+  wrong.in(d.vec(d.beta)).in(d.vec(d.mean)).in(d.vec(d.invstd));
+  wrong.out(tensor(y, {kN, kH, kW, kK})).out(d.map(applied)).params(kConv);
+  EXPECT_NE(wrong.run_error().find("gamma"), std::string::npos) << wrong.run_error();
+  OpCall no_map(FR_OP_CONV2D);  // the applied map is required
+  d.prologue(no_map.in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC})));
+  no_map.out(tensor(y, {kN, kH, kW, kK})).params(kConv);
+  EXPECT_NE(no_map.run_error().find("applied map"), std::string::npos) << no_map.run_error();
+}
+
+}  // namespace
