@@ -53,9 +53,10 @@ TEST(ConvPrologueCpu, ABatchnormAppliedByItsConvTrainsLikeTheApplyPass) {
   PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
   const Trained fused = train(CompileOptions::ConvPrologue::ON);
   const Trained plain = train(CompileOptions::ConvPrologue::OFF);
-  // the first batchnorm of each of the two residual blocks (relu, then a conv); the stem's feeds a join too
-  EXPECT_EQ(fused.stats_only_bn, 2);
-  EXPECT_EQ(fused.prologue_convs, 2);
+  // the first batchnorm of each of the two residual blocks (relu, then a conv) and the stem's (read by the
+  // first block's conv, then by its join)
+  EXPECT_EQ(fused.stats_only_bn, 3);
+  EXPECT_EQ(fused.prologue_convs, 3);
   EXPECT_EQ(plain.stats_only_bn + plain.prologue_convs, 0);
   // AUTO: fp32 keeps the apply pass
   EXPECT_EQ(train(CompileOptions::ConvPrologue::AUTO).prologue_convs, 0);

@@ -142,10 +142,11 @@ struct CompileOptions {
   // precision only, like conv_stats.
   enum class GradSums { AUTO, ON, OFF };
   GradSums grad_sums = GradSums::AUTO;
-  // A training batchnorm with a fused relu whose only reader is a conv is applied by that conv as it reads
-  // its input (ops.h, "Batchnorm prologue"): the conv takes the batchnorm's input with its gamma, beta and
-  // saved statistics and writes the batchnorm's output beside its own, and the batchnorm computes only its
-  // statistics (one pass over the map fewer: its reading; the backward is unchanged). The same values as
+  // A training batchnorm with a fused relu whose first reader is a conv (a later one may be a residual
+  // join's shortcut) is applied by that conv as it reads its input (ops.h, "Batchnorm prologue"): the conv
+  // takes the batchnorm's input with its gamma, beta and saved statistics and writes the batchnorm's output
+  // beside its own, and the batchnorm computes only its statistics (one pass over the map fewer: its
+  // reading; the backward is unchanged). The same values as
   // the separate apply pass on the CUDA backend, bit for bit; the CPU backend's own batchnorm forward rounds
   // differently, so its numbers move within rounding. AUTO: in mixed precision, for the convs the CUDA
   // backend fuses it into (3x3, stride 1, padding 1, dilation 1, one group, no bias, 64 -> 64 channels, maps
