@@ -288,15 +288,18 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   FRESCO_CHECK(fp >= 0, ErrorCode::kBadConfig, "model: no trainable layer (add an fc)");
   a.layers[static_cast<size_t>(fp)].first_param_layer = true;
   // CompileOptions::conv_prologue: a conv that is the first reader of a batchnorm's fused relu (the other
-  // reader, if any, comes later: a residual join's shortcut) applies that batchnorm itself and writes its map.
+  // reader, if any, comes later: a residual join's shortcut) applies that batchnorm itself and writes its
+  // map.
   std::vector<int32_t> first_reader(a.layers.size(), -1);
   for (const auto& l : a.layers)
     for (const int32_t in : {l.input, l.input2})
-      if (in >= 0 && first_reader[static_cast<size_t>(in)] < 0) first_reader[static_cast<size_t>(in)] = l.index;
+      if (in >= 0 && first_reader[static_cast<size_t>(in)] < 0)
+        first_reader[static_cast<size_t>(in)] = l.index;
   for (auto& l : a.layers) {
     if (l.kind != LayerKind::CONV || l.input <= fp) continue;
     const auto& relu = a.layers[static_cast<size_t>(l.input)];
-    if (relu.kind != LayerKind::RELU || !relu.fused_into_prev || first_reader[static_cast<size_t>(l.input)] != l.index)
+    if (relu.kind != LayerKind::RELU || !relu.fused_into_prev ||
+        first_reader[static_cast<size_t>(l.input)] != l.index)
       continue;
     auto& bn = a.layers[static_cast<size_t>(relu.input)];
     if (bn.kind != LayerKind::BN || !bn.fused_relu || bn.fused_into_join || relu.input <= fp ||

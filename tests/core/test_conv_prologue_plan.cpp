@@ -1,9 +1,9 @@
 // CompileOptions::conv_prologue in the Compiler: AUTO applies it in mixed precision to exactly the convs of
 // ResNet-18's CIFAR stage 1 that first read a batchnorm + relu (the stem's, also read by the first join's
 // shortcut, and each block's first: 3), which then read the batchnorm's input and write its map; none in
-// fp32 or with OFF; ON everywhere the pattern occurs (the stem's and every block's first batchnorm: 9). The kernels' numerics:
-// tests/plugins/cpu/test_conv_prologue.cpp, tests/e2e/test_conv_prologue_cpu.cpp and, on a GPU,
-// tests/plugins/cuda/test_cuda_low_precision.cpp.
+// fp32 or with OFF; ON everywhere the pattern occurs (the stem's and every block's first batchnorm: 9). The
+// kernels' numerics: tests/plugins/cpu/test_conv_prologue.cpp, tests/e2e/test_conv_prologue_cpu.cpp and, on a
+// GPU, tests/plugins/cuda/test_cuda_low_precision.cpp.
 #include <gtest/gtest.h>
 
 #include "fresco/core/compiler.h"

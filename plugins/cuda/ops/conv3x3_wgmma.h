@@ -15,12 +15,16 @@
 // copy engine; three buffers per MMA warpgroup) and stores the staged rows as 16-byte vectors. Hand-offs
 // through mbarriers. Per block the sums are added over lanes and the two MMA warpgroups in a fixed order, in
 // double (the block partials of channel_moments.h, finished by launch_sums_finalize). Tiles go to blocks by
-// index only, so results are the same on every run on one machine. Measured choices (bench/conv3x3_probe.cu,
-// docs/performance.md): the sums in the MMA warpgroups rather than the helper (4-6 us faster), and, with
-// them, turns rather than free issue (1.5-3 us faster; without them free issue was 3-4 us faster). Limits
-// (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation 1, one group, C = K = 64, W = 32, H a
-// multiple of 4. Tests: tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp (the kernels against a double
-// reference), tests/plugins/cuda/test_cuda_low_precision.cpp (Hopper3x3Convolutions: through the plugin).
+// index only, so results are the same on every run on one machine. With a batchnorm prologue (ops.h) the
+// forward reads the batchnorm's input and each MMA warpgroup rewrites its next window in shared memory while
+// its wgmmas run, storing the tile's rows of the applied map from the same registers (Conv3x3Prologue).
+// Measured choices (bench/conv3x3_probe.cu, docs/performance.md): the sums in the MMA warpgroups rather than
+// the helper (4-6 us faster), and, with them, turns rather than free issue (1.5-3 us faster; without them
+// free issue was 3-4 us faster). Limits (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation
+// 1, one group, C = K = 64, W = 32, H a multiple of 4. Tests: tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp
+// (the kernels against a double reference; the prologue against the host's applied map),
+// tests/plugins/cuda/test_cuda_low_precision.cpp (Hopper3x3Convolutions: through the plugin;
+// ConvPrologueGivesTheSameBits).
 #pragma once
 
 #include "cuda_common.h"
