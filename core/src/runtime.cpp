@@ -192,18 +192,19 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   FRESCO_CHECK(
       static_cast<uint32_t>(rc.kernel->kind) == (node.kind == NodeKind::RANGE ? FR_RANGE : FR_COMPUTE),
       ErrorCode::kBadConfig, "op '" + node.op + "' is registered with the other kind (compute vs range)");
-  FRESCO_CHECK(!uses_sums_operands(node) || (rc.kernel->flags & FR_KERNEL_SUMS_OPERANDS),
-               ErrorCode::kBadConfig,
-               "node " + rc.label + " uses the per-channel sums operands of '" + node.op +
-                   "' (ops.h), which the kernel from " + reg.kernel_owner(op, device_, dtype) +
-                   " does not declare (FR_KERNEL_SUMS_OPERANDS); compile with CompileOptions::conv_stats and "
-                   "grad_sums = OFF (DeepLearningTask::conv_stats, grad_sums) or update the plugin");
-  FRESCO_CHECK(!uses_prologue_operands(node) || (rc.kernel->flags & FR_KERNEL_CONV_PROLOGUE),
-               ErrorCode::kBadConfig,
-               "node " + rc.label + " uses the batchnorm prologue forms of '" + node.op +
-                   "' (ops.h), which the kernel from " + reg.kernel_owner(op, device_, dtype) +
-                   " does not declare (FR_KERNEL_CONV_PROLOGUE); compile with CompileOptions::conv_prologue "
-                   "= OFF (DeepLearningTask::conv_prologue) or update the plugin");
+  // an optional operand form of ops.h the node uses must be one its kernel declares (FrKernelDef::flags)
+  auto require_form = [&](bool uses, uint32_t flag, const std::string& form, const std::string& way_out) {
+    FRESCO_CHECK(!uses || (rc.kernel->flags & flag), ErrorCode::kBadConfig,
+                 "node " + rc.label + " uses the " + form + " of '" + node.op +
+                     "' (ops.h), which the kernel from " + reg.kernel_owner(op, device_, dtype) +
+                     " does not declare; " + way_out + " or update the plugin");
+  };
+  require_form(uses_sums_operands(node), FR_KERNEL_SUMS_OPERANDS, "per-channel sums operands",
+               "(FR_KERNEL_SUMS_OPERANDS) compile with CompileOptions::conv_stats and grad_sums = OFF "
+               "(DeepLearningTask::conv_stats, grad_sums)");
+  require_form(uses_prologue_operands(node), FR_KERNEL_CONV_PROLOGUE, "batchnorm prologue forms",
+               "(FR_KERNEL_CONV_PROLOGUE) compile with CompileOptions::conv_prologue = OFF "
+               "(DeepLearningTask::conv_prologue)");
   FrCall& c = rc.call;
   c.struct_size = sizeof(FrCall);
   c.op = static_cast<uint32_t>(op);

@@ -9,6 +9,7 @@
 #include "fresco/core/compiler.h"
 #include "fresco/core/models.h"
 #include "fresco/ops.h"
+#include "small_compile_options.h"
 
 using namespace fresco;
 
@@ -18,15 +19,7 @@ struct Count {
 };
 
 Count compile(DType precision, CompileOptions::ConvPrologue mode) {
-  CompileOptions o;
-  o.input_sample = Shape{1, 32, 32, 3};
-  o.num_classes = 10;
-  o.batch = 8;
-  o.train_samples = 16;
-  o.steps_per_epoch = 2;
-  o.total_steps = 2;
-  o.normalize = Normalization{{0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}};
-  o.optimizer = SGD(0.9f, true);
+  CompileOptions o = test::rgb_compile_options(32, 8);
   o.precision = precision;
   o.conv_prologue = mode;
   const CompiledModel m = Compiler().compile(models::resnet18(10), o);

@@ -97,7 +97,8 @@ TEST(Compiler, GraphNodesAreSplitByGraphId) {
   Compiler c;
   CompileOptions opt = mlp_options(256, 0);
   opt.early_update = CompileOptions::EarlyUpdate::ON;
-  opt.fuse_head = false;  // the separate head nodes (the fused head: FusedHeadIsOneNodeAndTakesThePreviousMask)
+  opt.fuse_head =
+      false;  // the separate head nodes (the fused head: FusedHeadIsOneNodeAndTakesThePreviousMask)
   CompiledModel m = c.compile(seq({fc(32), relu(), fc(10)}), opt);
   const ComputationGraph& g = *m.train;
   // First layer fwd: normalise (+ labels copy), fc0 with the relu fused. Deep: fc2, loss, fc2's input

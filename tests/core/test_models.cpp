@@ -8,21 +8,14 @@
 #include "fresco/core/compiler.h"
 #include "fresco/core/error.h"
 #include "fresco/core/models.h"
+#include "small_compile_options.h"
 
 using namespace fresco;
 
 namespace {
 int64_t parameters(const BluePrint& bp, int64_t hw, int32_t classes) {
-  CompileOptions o;
-  o.input_sample = Shape{1, hw, hw, 3};
+  CompileOptions o = test::rgb_compile_options(hw, 2);
   o.num_classes = classes;
-  o.batch = 2;
-  o.train_samples = 2;
-  o.val_samples = 2;
-  o.steps_per_epoch = 1;
-  o.total_steps = 1;
-  o.normalize = Normalization{{0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}};
-  o.optimizer = SGD(0.9f, true);
   Compiler c;
   return c.compile(bp, o).arch.parameter_count;
 }
