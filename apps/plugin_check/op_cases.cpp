@@ -616,7 +616,32 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
       const auto y = ref::conv2d_forward(widen(x), widen(w), std::vector<double>(sh.k, 0.0), sh);
       return std::max(rel_err(floats(out[0]), y), rel_err(floats(out[1]), ref::channel_sums(y, sh.k)));
     };
+    c.requires_flags = FR_KERNEL_SUMS_OPERANDS;
     cases.emplace_back("sums output", std::move(c));
+    // a batchnorm prologue: x is the batchnorm's input; the applied map relu(fma(x, scale, shift)) comes
+    // second (the reference computes it as ops.h defines it, in float), the sums third
+    const auto g = random(rng, sh.c, 0.5f, 1.5f), b = random(rng, sh.c), mean = random(rng, sh.c),
+               invstd = random(rng, sh.c, 0.5f, 2.0f);
+    std::vector<float> applied(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t k = i % static_cast<size_t>(sh.c);
+      const float scale = g[k] * invstd[k], shift = std::fma(-mean[k], scale, b[k]);
+      applied[i] = std::max(0.0f, std::fma(x[i], scale, shift));
+    }
+    OpCase p;
+    p.in = {f32(x, {sh.n, sh.h, sh.w, sh.c}), f32(w, {sh.k, sh.r, sh.s, sh.c}), f32(g, {1, 1, 1, sh.c}),
+            f32(b, {1, 1, 1, sh.c}),          f32(mean, {1, 1, 1, sh.c}),       f32(invstd, {1, 1, 1, sh.c})};
+    p.out = {f32(std::vector<float>(sh.y_size(), NAN), {sh.n, sh.p(), sh.q(), sh.k}),
+             f32(std::vector<float>(x.size(), NAN), {sh.n, sh.h, sh.w, sh.c}),
+             f32(std::vector<float>(2 * sh.k, NAN), {1, 1, 1, 2 * sh.k})};
+    p.params = params_of(cp);
+    p.requires_flags = FR_KERNEL_CONV_PROLOGUE | FR_KERNEL_SUMS_OPERANDS;
+    p.error = [=](const auto& out, const auto&) {
+      const auto y = ref::conv2d_forward(widen(applied), widen(w), std::vector<double>(sh.k, 0.0), sh);
+      return std::max({rel_err(floats(out[0]), y), rel_err(floats(out[1]), widen(applied)),
+                       rel_err(floats(out[2]), ref::channel_sums(y, sh.k))});
+    };
+    cases.emplace_back("batchnorm prologue", std::move(p));
   }
   if (op == FR_OP_BATCHNORM || op == FR_OP_BATCHNORM_ADD) {
     // Statistics from given f32 sums, deliberately those of 1.5 x + 0.25 and not of x, so a kernel that
@@ -648,7 +673,29 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
                        rel_err(floats(out[2]), r.invstd), rel_err(floats(rout[0]), m),
                        rel_err(floats(rout[1]), v)});
     };
+    c.requires_flags = FR_KERNEL_SUMS_OPERANDS;
     cases.emplace_back("sums given", std::move(c));
+  }
+  if (op == FR_OP_BATCHNORM) {  // the statistics-only form: {save_mean, save_invstd} and the running ones
+    OpCase c;
+    if (!make_case(op, seed, &c)) return cases;
+    auto host_floats = [](const Operand& o) {
+      std::vector<float> v(o.host.size() / sizeof(float));
+      std::memcpy(v.data(), o.host.data(), o.host.size());
+      return v;
+    };
+    const auto x = host_floats(c.in[0]), g = host_floats(c.in[1]), b = host_floats(c.in[2]);
+    const auto rm = host_floats(c.rout[0]), rv = host_floats(c.rout[1]);
+    const int64_t ch = c.in[0].dims[3], rows = static_cast<int64_t>(x.size()) / ch;
+    c.out.erase(c.out.begin());  // no y
+    c.requires_flags = FR_KERNEL_CONV_PROLOGUE;
+    c.error = [=](const auto& out, const auto& rout) {
+      std::vector<double> m = widen(rm), v = widen(rv);
+      const auto r = ref::batchnorm_train(widen(x), widen(g), widen(b), rows, ch, 1e-5, 0.1, &m, &v);
+      return std::max({rel_err(floats(out[0]), r.mean), rel_err(floats(out[1]), r.invstd),
+                       rel_err(floats(rout[0]), m), rel_err(floats(rout[1]), v)});
+    };
+    cases.emplace_back("statistics only", std::move(c));
   }
   if (op == FR_OP_NORMALIZE_INPUT) {
     OpCase c;

@@ -27,6 +27,8 @@ struct OpCase {
   std::vector<uint8_t> params;
   uint32_t dtype = FR_F32;  // the dtype the kernel is asked for
   double tolerance = 1e-5;  // on the worst relative error, max|a - ref| / max|ref|
+  // FR_KERNEL_* bits of an optional operand form the case uses: checked only on kernels that declare them.
+  uint32_t requires_flags = 0;
   // Worst relative error of the kernel's results: out tensors then rout ranges, as downloaded.
   std::function<double(const std::vector<std::vector<uint8_t>>& out,
                        const std::vector<std::vector<uint8_t>>& rout)>
@@ -36,9 +38,9 @@ struct OpCase {
 // Fills `c` for op `name`; false when there is no reference for it.
 bool make_case(const std::string& name, uint32_t seed, OpCase* c);
 
-// The op's optional operand forms (ops.h) beyond make_case's, each named: conv2d with its sums output,
-// batchnorm and batchnorm_add given sums, normalize_input with the labels and with unaligned operands. Empty
-// for other ops.
+// The op's optional operand forms (ops.h) beyond make_case's, each named: conv2d with its sums output and
+// with a batchnorm prologue, batchnorm and batchnorm_add given sums, batchnorm's statistics-only form,
+// normalize_input with the labels and with unaligned operands. Empty for other ops.
 std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string& name, uint32_t seed);
 
 }  // namespace fresco::check
