@@ -271,11 +271,9 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
         break;
       }
     }
-  // An ON / OFF / AUTO option (conv_stats, grad_sums): ON, or AUTO in mixed precision.
-  auto mode_on = [&](auto mode) { return option_on(mode, o); };
   // A training batchnorm reading a bias-free conv that nothing else reads takes its statistics from sums the
   // conv writes (CompileOptions::conv_stats).
-  if (mode_on(o.conv_stats))
+  if (option_on(o.conv_stats, o))
     for (auto& l : a.layers) {
       if (l.kind != LayerKind::BN || l.input < 0) continue;
       auto& conv = a.layers[static_cast<size_t>(l.input)];
@@ -312,7 +310,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   // gradient sums too. That pass is a fused join's relu backward (for the batchnorm on either branch that
   // only the join reads), or, at a relu fused into a batchnorm whose output two layers read, the sum of the
   // two gradient parts, which then also applies the relu's mask (the batchnorm's backward gets it premasked).
-  if (mode_on(o.grad_sums))
+  if (option_on(o.grad_sums, o))
     for (auto& l : a.layers) {
       int32_t b = -1;
       if (l.kind == LayerKind::ADD && l.fused_relu && l.input != l.input2) {
@@ -411,11 +409,6 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   };
   // Parameters in layer order (lock-step order inside each kind), then their shadows.
   for (auto& l : a.layers) rule_for(l.kind).alloc_params(l, p);
-  for (auto& l : a.layers)  // the batchnorm a conv applies (CompileOptions::conv_prologue)
-    if (l.prologue_bn >= 0) {
-      const auto& bn = a.layers[static_cast<size_t>(l.prologue_bn)];
-      l.prologue = {bn.weight, bn.bias, bn.save_mean, bn.save_invstd};
-    }
   for (auto& l : a.layers)  // a conv's sums for the batchnorm that reads it (CompileOptions::conv_stats)
     if (l.writes_sums)
       l.sums = p.alloc_temp(DType::F32, Shape{1, 1, 1, 2 * l.out_sample.c}, l.name + ".sums");
@@ -470,9 +463,12 @@ void Compiler::create_memory_plans(CompiledModel& m) {
                                       2 * L + 1 - l.index, l.out_dtype));
     }
   }
-  for (auto& l : a.layers)  // the map a conv applies its batchnorm to (CompileOptions::conv_prologue)
-    if (l.prologue_bn >= 0)
-      l.prologue_input = input_tensor(a.layers[static_cast<size_t>(l.prologue_bn)].input);
+  for (auto& l : a.layers)  // the batchnorm a conv applies and its input map (CompileOptions::conv_prologue)
+    if (l.prologue_bn >= 0) {
+      const auto& bn = a.layers[static_cast<size_t>(l.prologue_bn)];
+      l.prologue = {bn.weight, bn.bias, bn.save_mean, bn.save_invstd};
+      l.prologue_input = input_tensor(bn.input);
+    }
   t.logits = a.layers.back().out;
   const int fp = first_param_index(a);
   t.grad_logits = batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1,
@@ -1053,10 +1049,8 @@ static void defer_fc_weight_gradients(std::vector<GraphNode>& nodes,
                                       const std::function<int64_t(const GraphNode&)>& macs,
                                       int64_t min_macs) {
   auto fc_params = [](const GraphNode& n) -> std::optional<FrFcBackwardParams> {
-    if (n.op != FR_OP_FC_BACKWARD || n.params.size() != sizeof(FrFcBackwardParams)) return std::nullopt;
-    FrFcBackwardParams p;
-    std::memcpy(&p, n.params.data(), sizeof p);
-    return p;
+    if (n.op != FR_OP_FC_BACKWARD) return std::nullopt;
+    return n.params_as<FrFcBackwardParams>();
   };
   auto fc_part = [&](const GraphNode& n) {
     const auto p = fc_params(n);

@@ -55,16 +55,11 @@ namespace {
 // kernel must declare (FR_KERNEL_CONV_PROLOGUE).
 bool uses_prologue_operands(const GraphNode& n) {
   if (n.op == FR_OP_CONV2D) {
-    FrConvParams p{};
-    if (n.params.size() != sizeof p) return false;
-    std::memcpy(&p, n.params.data(), sizeof p);
-    return n.in.size() > (p.has_bias ? 3u : 2u);
+    const auto p = n.params_as<FrConvParams>();
+    return p && n.in.size() > (p->has_bias ? 3u : 2u);
   }
-  if (n.op != FR_OP_BATCHNORM) return false;
-  FrBatchNormParams p{};
-  if (n.params.size() != sizeof p) return false;
-  std::memcpy(&p, n.params.data(), sizeof p);
-  return p.training && n.out.size() == 2;
+  const auto p = n.params_as<FrBatchNormParams>();
+  return n.op == FR_OP_BATCHNORM && p && p->training && n.out.size() == 2;
 }
 
 // Whether a node uses the per-channel sums operands of ops.h (CompileOptions::conv_stats, grad_sums), which
@@ -74,12 +69,10 @@ bool uses_sums_operands(const GraphNode& n) {
   if (n.op == FR_OP_RELU_BACKWARD || n.op == FR_OP_ADD_RELU_BACKWARD) return n.out.size() > 1;  // grad_sums
   if (n.op == FR_OP_BATCHNORM_ADD) return n.in.size() > 4;
   const bool bn = n.op == FR_OP_BATCHNORM, bnb = n.op == FR_OP_BATCHNORM_BACKWARD;
-  if (!bn && !bnb) return false;
-  FrBatchNormParams p{};
-  if (n.params.size() != sizeof p) return false;
-  std::memcpy(&p, n.params.data(), sizeof p);
-  if (bnb) return !p.relu && n.in.size() == 6;  // gsums (grad_sums)
-  return n.in.size() == 4 && p.training != 0;   // inference takes 5 inputs, no sums
+  const auto p = n.params_as<FrBatchNormParams>();
+  if ((!bn && !bnb) || !p) return false;
+  if (bnb) return !p->relu && n.in.size() == 6;  // gsums (grad_sums)
+  return n.in.size() == 4 && p->training != 0;   // inference takes 5 inputs, no sums
 }
 
 // The stream that side-stream calls of a capture on `main` use.

@@ -13,6 +13,7 @@
 
 #include "cpu_common.h"
 #include "fresco/batchnorm_rules.h"
+#include "fresco/conv_prologue.hpp"
 #include "fresco/conv_stats_checks.hpp"
 #include "ops/batchnorm_chunks.h"
 #include "ops/batchnorm_forward.h"
@@ -42,10 +43,7 @@ void check_range(const FrRange& r, int64_t c, const char* what) {
 void check_arity(const FrCall* call, const FrBatchNormParams& p) {
   if (p.training) {
     sdk::expect_arity(call, 3, 2, 0, 2, "batchnorm (training)");
-    FR_PLUGIN_CHECK(call->n_out == 2 || call->n_out == 3, FR_ERR_INVALID_ARGUMENT,
-                    "batchnorm (training): expected outputs {y, save_mean, save_invstd} or, statistics only, "
-                    "{save_mean, save_invstd}; got " +
-                        std::to_string(call->n_out));
+    sdk::bn_statistics_index(call);  // checks the outputs
   } else {
     sdk::expect_arity(call, 5, 1, 0, 0, "batchnorm (inference)");
   }
@@ -75,9 +73,9 @@ void batchnorm_forward(const FrCall* call, const float* residual, uint32_t sums_
   check_arity(call, p);
   const BnShape s = bn_shape(call->in[0], "batchnorm");
   const int64_t rows = s.rows, c = s.c;
-  const bool stats_only = p.training && call->n_out == 2;
+  const uint32_t stats = p.training ? sdk::bn_statistics_index(call) : 1;  // where save_mean, save_invstd are
+  const bool stats_only = stats == 0;
   FR_PLUGIN_CHECK(!stats_only || !residual, FR_ERR_INVALID_ARGUMENT, "batchnorm_add: y is required");
-  const uint32_t stats = stats_only ? 0 : 1;  // where save_mean, save_invstd are
   FR_PLUGIN_CHECK(stats_only || sdk::numel(call->out[0]) == rows * c, FR_ERR_INVALID_ARGUMENT,
                   "batchnorm: x and y sizes differ");
   FR_PLUGIN_CHECK(p.eps >= 0.0f && std::isfinite(p.eps), FR_ERR_INVALID_ARGUMENT, "batchnorm: bad eps");

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "fresco/batchnorm_rules.h"
+#include "fresco/conv_prologue.hpp"
 #include "fresco/conv_stats_checks.hpp"
 #include "ops/batchnorm_forward.h"
 #include "ops/batchnorm_relu_mask.cuh"
@@ -123,11 +124,6 @@ void check_vec(const FrTensor& t, int64_t c, const char* what) {
                       " elements or is not f32, expected C = " + std::to_string(c) + " floats");
 }
 
-// The training statistics-only form (ops.h): {save_mean, save_invstd}, no y.
-bool stats_only(const FrCall* call) {
-  return sdk::params<FrBatchNormParams>(call).training && call->n_out == 2;
-}
-
 // rows and channels of the call's x, with the checks every mode shares.
 ChannelChunks geometry(const FrCall* call) {
   const auto& p = sdk::params<FrBatchNormParams>(call);
@@ -139,12 +135,9 @@ ChannelChunks geometry(const FrCall* call) {
   FR_PLUGIN_CHECK(xt.ndim >= 1 && xt.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm: bad ndim");
   const int64_t c = xt.dims[xt.ndim - 1];
   FR_PLUGIN_CHECK(c >= 1, FR_ERR_INVALID_ARGUMENT, "batchnorm: no channels");
-  FR_PLUGIN_CHECK(!p.training || call->n_out == 2 || call->n_out == 3, FR_ERR_INVALID_ARGUMENT,
-                  "batchnorm (training): expected outputs {y, save_mean, save_invstd} or, statistics only, "
-                  "{save_mean, save_invstd}; got " +
-                      std::to_string(call->n_out));
+  const bool stats_only = p.training && sdk::bn_statistics_index(call) == 0;  // the training form's outputs
   FR_PLUGIN_CHECK(
-      stats_only(call) || (sdk::numel(call->out[0]) == sdk::numel(xt) && call->out[0].dtype == xt.dtype),
+      stats_only || (sdk::numel(call->out[0]) == sdk::numel(xt) && call->out[0].dtype == xt.dtype),
       FR_ERR_INVALID_ARGUMENT, "batchnorm: x and y sizes or dtypes differ");
   FR_PLUGIN_CHECK(p.eps >= 0.0f && std::isfinite(p.eps), FR_ERR_INVALID_ARGUMENT, "batchnorm: bad eps");
   return channel_chunks(sdk::numel(xt) / c, c);
@@ -175,7 +168,7 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
   cudaStream_t st = stream_of(call);
   const unsigned blocks = grid_for(total, 256, ctx_of(ctx)->sm_count);
   if (p.training) {
-    const uint32_t stats = call->n_out - 2;  // save_mean, save_invstd
+    const uint32_t stats = sdk::bn_statistics_index(call);  // save_mean, save_invstd
     FR_PLUGIN_CHECK(!residual || stats == 1, FR_ERR_INVALID_ARGUMENT, "batchnorm_add: y is required");
     check_vec(call->out[stats], c, "save_mean");
     check_vec(call->out[stats + 1], c, "save_invstd");

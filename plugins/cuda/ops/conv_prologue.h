@@ -1,9 +1,10 @@
 // The batchnorm prologue of a CUDA convolution (ops.h) where fresco's own kernels do not fuse it
 // (ops/conv_plan.h; the Hopper 3x3 kernels apply it to their windows, ops/conv3x3_wgmma.h): one element-wise
-// pass writes relu(fma(x, scale, shift)) rounded to x's dtype into workspace, with scale and shift from the
-// saved statistics as the batchnorm's own forward derives them (ops/batchnorm_relu_mask.cuh), so the
-// convolution reads the very values the batchnorm's apply pass would have stored. Test:
-// tests/plugins/cuda/test_cuda_low_precision.cpp (ConvPrologueGivesTheSameBits, the small residual network).
+// pass writes relu(fma(x, scale, shift)) rounded to x's dtype into conv2d's applied-map output, with scale
+// and shift from the saved statistics as the batchnorm's own forward derives them
+// (ops/batchnorm_relu_mask.cuh), so the convolution reads the very values the batchnorm's apply pass would
+// have stored. Test: tests/plugins/cuda/test_cuda_low_precision.cpp (ConvPrologueGivesTheSameBits, the small
+// residual network).
 #pragma once
 
 #include "cuda_common.h"

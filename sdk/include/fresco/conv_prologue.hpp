@@ -1,6 +1,7 @@
 // The batchnorm prologue operands of conv2d (ops.h, "Batchnorm prologue"): the four inputs {gamma, beta,
-// save_mean, save_invstd} after its plain ones and the applied map it writes as its second output, checked
-// the same way by every backend, and the scale / shift every backend derives from them. Header-only, C++17.
+// save_mean, save_invstd} after its plain ones and the applied map it writes as its second output, the
+// training batchnorm's statistics-only form, checked the same way by every backend, and the scale / shift
+// every backend derives from them. Header-only, C++17.
 #pragma once
 
 #include <cmath>
@@ -51,6 +52,16 @@ inline BnPrologue conv_prologue(const FrCall* call, void** applied = nullptr) {
   if (applied) *applied = call->out[1].data;
   return BnPrologue{data<float>(call->in[plain]), data<float>(call->in[plain + 1]),
                     data<float>(call->in[plain + 2]), data<float>(call->in[plain + 3])};
+}
+
+// Where a training batchnorm call's save_mean (then save_invstd) is: 1 after y, or 0 in the statistics-only
+// form (two outputs); checked: two or three outputs.
+inline uint32_t bn_statistics_index(const FrCall* call) {
+  FR_PLUGIN_CHECK(call->n_out == 2 || call->n_out == 3, FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm (training): expected outputs {y, save_mean, save_invstd} or, statistics only, "
+                  "{save_mean, save_invstd}; got " +
+                      std::to_string(call->n_out));
+  return call->n_out - 2;
 }
 
 // Channel k's scale = gamma * invstd and shift = beta - mean * scale, each rounded once in f32 (the CUDA

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "fresco/conv_prologue.hpp"
 #include "fresco/ops.h"
 #include "fresco/plugin.hpp"
 
@@ -14,7 +15,7 @@ namespace fresco::sdk {
 // 2k elements, no bias. It is the second output, or the third after a batchnorm prologue's applied map
 // (conv_prologue.hpp).
 inline uint32_t conv_sums_index(const FrCall* call) {
-  return call->n_in > (params<FrConvParams>(call).has_bias ? 3u : 2u) ? 2 : 1;
+  return has_conv_prologue(call) ? 2 : 1;
 }
 inline bool has_conv_sums(const FrCall* call) {
   return call->n_out > conv_sums_index(call);

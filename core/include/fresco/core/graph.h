@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,14 @@ struct GraphNode {
     params.resize(sizeof(P));
     std::memcpy(params.data(), &p, sizeof(P));
     return *this;
+  }
+  // The params as P, or none when they are not a P's size.
+  template <class P>
+  std::optional<P> params_as() const {
+    if (params.size() != sizeof(P)) return std::nullopt;
+    P p;
+    std::memcpy(&p, params.data(), sizeof(P));
+    return p;
   }
 };
 
