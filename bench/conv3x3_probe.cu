@@ -704,16 +704,23 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     fresco::cuda::launch_conv3x3_wgmma_forward(g, fr_type, x, w, y, dpart, sms, nullptr,
                                                fresco::cuda::kConv3x3Schedule, &pro, y2);
   };
+  // the input gradient with batchnorm's gradient epilogue (ops.h): masked by the prologue's batchnorm
+  // recomputed from x, with the sums partials
+  const fresco::cuda::Conv3x3GradSums gsums{pro, x, dpart};
+  auto fresco_data_gsums = [&] {
+    fresco::cuda::launch_conv3x3_wgmma_backward_data(g, fr_type, y2, w, y, gws, sms, nullptr, &gsums);
+  };
   std::printf(
       "{\"bench\":\"conv3x3_probe_gradients\",\"dtype\":\"%s\",\"batch\":%d,\"cudnn_data_us\":%.2f,"
       "\"cudnn_data_algo\":%d,\"fresco_data_us\":%.2f,\"cudnn_filter_us\":%.2f,\"cudnn_filter_algo\":%d,"
       "\"fresco_filter_us\":%.2f,\"fresco_fwd_sums_us\":%.2f,\"fresco_fwd_prologue_us\":%.2f,"
-      "\"fresco_fwd_prologue_stored_us\":%.2f}\n",
+      "\"fresco_fwd_prologue_stored_us\":%.2f,\"fresco_data_gsums_us\":%.2f}\n",
       dtype_name, batch, time_us(dnn_data), static_cast<int>(dperf[0].algo),
       kHasWgmmaHost ? time_us(fresco_data) : -1.0f, time_us(dnn_filter), static_cast<int>(fperf[0].algo),
       kHasWgmmaHost ? time_us(fresco_filter) : -1.0f, kHasWgmmaHost ? time_us(fresco_kernel) : -1.0f,
       kHasWgmmaHost ? time_us(fresco_prologue) : -1.0f,
-      kHasWgmmaHost ? time_us(fresco_prologue_stored) : -1.0f);
+      kHasWgmmaHost ? time_us(fresco_prologue_stored) : -1.0f,
+      kHasWgmmaHost ? time_us(fresco_data_gsums) : -1.0f);
   CK(cudaFree(bn));
   auto fine = [](double y_err, double sums_err) { return y_err < 0.02 && sums_err < 1e-4; };
   const bool ok = fine(worst, rs_worst) &&

@@ -643,6 +643,47 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     };
     cases.emplace_back("batchnorm prologue", std::move(p));
   }
+  if (op == FR_OP_CONV2D_BACKWARD) {
+    // the input gradient's batchnorm epilogue: x is the relu output of a batchnorm whose input is bx; dx is
+    // masked by x > 0 and gsums = (sum dx, sum dx (bx - mean)) per channel of the masked dx
+    const ref::ConvShape sh{3, 11, 10, 6, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1};
+    const FrConvParams cp{3, 3, 2, 2, 1, 1, 1, 1, 1, 0};
+    const auto bx = random(rng, sh.x_size(), -2.0f, 2.0f), w = random(rng, sh.w_size(), -0.5f, 0.5f),
+               dy = random(rng, sh.y_size());
+    const auto g = random(rng, sh.c, 0.5f, 1.5f), b = random(rng, sh.c), mean = random(rng, sh.c),
+               invstd = random(rng, sh.c, 0.5f, 2.0f);
+    std::vector<float> x(bx.size());
+    for (size_t i = 0; i < bx.size(); ++i) {
+      const size_t k = i % static_cast<size_t>(sh.c);
+      const float scale = g[k] * invstd[k], shift = std::fma(-mean[k], scale, b[k]);
+      x[i] = std::max(0.0f, std::fma(bx[i], scale, shift));
+    }
+    OpCase e;
+    e.in = {f32(dy, {sh.n, sh.p(), sh.q(), sh.k}),
+            f32(x, {sh.n, sh.h, sh.w, sh.c}),
+            f32(w, {sh.k, sh.r, sh.s, sh.c}),
+            f32(bx, {sh.n, sh.h, sh.w, sh.c}),
+            f32(g, {1, 1, 1, sh.c}),
+            f32(b, {1, 1, 1, sh.c}),
+            f32(mean, {1, 1, 1, sh.c}),
+            f32(invstd, {1, 1, 1, sh.c})};
+    e.out = {f32(std::vector<float>(sh.x_size(), NAN), {sh.n, sh.h, sh.w, sh.c}),
+             f32(std::vector<float>(2 * sh.c, NAN), {1, 1, 1, 2 * sh.c})};
+    e.params = params_of(FrConvBackwardParams{cp, 1, 1});
+    e.requires_flags = FR_KERNEL_CONV_PROLOGUE;
+    e.error = [=](const auto& out, const auto&) {
+      auto dx = ref::conv2d_backward(widen(dy), widen(x), widen(w), sh).dx;
+      std::vector<double> sums(2 * static_cast<size_t>(sh.c), 0.0);
+      for (size_t i = 0; i < dx.size(); ++i) {
+        const size_t k = i % static_cast<size_t>(sh.c);
+        if (!(x[i] > 0.0f)) dx[i] = 0.0;
+        sums[k] += dx[i],
+            sums[static_cast<size_t>(sh.c) + k] += dx[i] * (bx[i] - static_cast<double>(mean[k]));
+      }
+      return std::max(rel_err(floats(out[0]), dx), rel_err(floats(out[1]), sums));
+    };
+    cases.emplace_back("batchnorm gradient epilogue", std::move(e));
+  }
   if (op == FR_OP_BATCHNORM || op == FR_OP_BATCHNORM_ADD) {
     // Statistics from given f32 sums, deliberately those of 1.5 x + 0.25 and not of x, so a kernel that
     // ignored them and computed its own would fail: y = (x - mean) invstd gamma + beta (+ r, relu for add).

@@ -313,6 +313,13 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   if (option_on(o.grad_sums, o))
     for (auto& l : a.layers) {
       int32_t b = -1;
+      if (l.kind == LayerKind::CONV && l.prologue_bn >= 0 && consumers[static_cast<size_t>(l.input)] == 1) {
+        // the conv that applies a batchnorm only it reads: its input gradient is that batchnorm's masked
+        // output gradient, written with the two sums (conv2d_backward's batchnorm gradient epilogue)
+        l.grad_sums_bn = l.prologue_bn;
+        a.layers[static_cast<size_t>(l.prologue_bn)].grad_premasked = true;
+        continue;
+      }
       if (l.kind == LayerKind::ADD && l.fused_relu && l.input != l.input2) {
         for (const int32_t in : {l.input, l.input2}) {
           if (in <= fp) continue;
@@ -419,6 +426,7 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       if (b >= 0) {
         auto& bn = a.layers[static_cast<size_t>(b)];
         bn.grad_sums = p.alloc_temp(DType::F32, Shape{1, 1, 1, 2 * bn.out_sample.c}, bn.name + ".grad_sums");
+        if (l.kind == LayerKind::CONV) l.grad_sums = bn.grad_sums;  // the conv writes them
       }
   const Optimizer& opt = m.options.optimizer;
   for (Family f : {Family::G, Family::M, Family::V}) {

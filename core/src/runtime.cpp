@@ -51,9 +51,11 @@ Runtime::Runtime(const std::string& device, int device_index) : device_(device) 
 }
 
 namespace {
-// Whether a node uses the batchnorm prologue forms of ops.h (CompileOptions::conv_prologue), which its
-// kernel must declare (FR_KERNEL_CONV_PROLOGUE).
+// Whether a node uses the batchnorm prologue forms of ops.h (CompileOptions::conv_prologue: conv2d's
+// prologue, conv2d_backward's gradient epilogue, the statistics-only batchnorm), which its kernel must
+// declare (FR_KERNEL_CONV_PROLOGUE).
 bool uses_prologue_operands(const GraphNode& n) {
+  if (n.op == FR_OP_CONV2D_BACKWARD) return n.in.size() > 3;
   if (n.op == FR_OP_CONV2D) {
     const auto p = n.params_as<FrConvParams>();
     return p && n.in.size() > (p->has_bias ? 3u : 2u);

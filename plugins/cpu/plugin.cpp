@@ -82,7 +82,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums | kPrologue, conv2d_prepare, conv2d_run),
-    FR_K(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, conv2d_backward_prepare, conv2d_backward_run),
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue, conv2d_backward_prepare, conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),
     FR_KF(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, kSums, relu_backward_prepare, relu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run),

@@ -1,9 +1,11 @@
 // CompileOptions::conv_prologue in the Compiler: AUTO applies it in mixed precision to exactly the convs of
 // ResNet-18's CIFAR stage 1 that first read a batchnorm + relu (the stem's, also read by the first join's
 // shortcut, and each block's first: 3), which then read the batchnorm's input and write its map; none in
-// fp32 or with OFF; ON everywhere the pattern occurs (the stem's and every block's first batchnorm: 9). The
-// kernels' numerics: tests/plugins/cpu/test_conv_prologue.cpp, tests/e2e/test_conv_prologue_cpu.cpp and, on a
-// GPU, tests/plugins/cuda/test_cuda_low_precision.cpp.
+// fp32 or with OFF; ON everywhere the pattern occurs (the stem's and every block's first batchnorm: 9). With
+// grad_sums (AUTO: mixed precision) each such conv that is its batchnorm's only reader (not the stem's) also
+// writes the batchnorm's masked gradient and gradient sums from its input gradient (2 in stage 1, 8 with ON),
+// and that batchnorm's backward takes them. The kernels' numerics: tests/plugins/cpu/test_conv_prologue.cpp,
+// tests/e2e/test_conv_prologue_cpu.cpp and, on a GPU, tests/plugins/cuda/test_cuda_low_precision.cpp.
 #include <gtest/gtest.h>
 
 #include "fresco/core/compiler.h"
@@ -15,13 +17,15 @@ using namespace fresco;
 
 namespace {
 struct Count {
-  int convs = 0, applied = 0;
+  int convs = 0, applied = 0, epilogues = 0;
 };
 
-Count compile(DType precision, CompileOptions::ConvPrologue mode) {
+Count compile(DType precision, CompileOptions::ConvPrologue mode,
+              CompileOptions::GradSums sums = CompileOptions::GradSums::AUTO) {
   CompileOptions o = test::rgb_compile_options(32, 8);
   o.precision = precision;
   o.conv_prologue = mode;
+  o.grad_sums = sums;
   const CompiledModel m = Compiler().compile(models::resnet18(10), o);
   Count c;
   for (const LayerDescriptor& l : m.arch.layers) {
@@ -42,6 +46,27 @@ Count compile(DType precision, CompileOptions::ConvPrologue mode) {
         EXPECT_EQ(n.out[1], bn.out);
       }
     EXPECT_EQ(nodes, 1) << l.name;
+    if (l.grad_sums_bn < 0) continue;  // the gradient epilogue: bx and the four in, gsums out last
+    ++c.epilogues;
+    EXPECT_EQ(l.grad_sums_bn, l.prologue_bn);
+    EXPECT_TRUE(bn.grad_premasked);
+    int backward = 0, bn_backward = 0;
+    for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD)) {
+      if (n.op == FR_OP_CONV2D_BACKWARD && n.label == l.name && n.in.size() == 8u) {
+        ++backward;
+        EXPECT_EQ(n.in[3], l.prologue_input);
+        EXPECT_EQ(n.out.back(), bn.grad_sums);
+      }
+      if (n.op == FR_OP_BATCHNORM_BACKWARD && n.label == bn.name) {
+        ++bn_backward;
+        EXPECT_EQ(n.in.size(), 6u) << bn.name << ": dy premasked, with gsums";
+        if (n.in.size() == 6u) {
+          EXPECT_EQ(n.in[5], bn.grad_sums);
+        }
+      }
+    }
+    EXPECT_EQ(backward, 1) << l.name;
+    EXPECT_EQ(bn_backward, 1) << bn.name;
   }
   for (const LayerDescriptor& l : m.arch.layers) c.applied += l.applied_by_conv;
   return c;
@@ -58,4 +83,13 @@ TEST(ConvProloguePlan, AutoFusesResnet18Stage1InMixedPrecision) {
   const Count on = compile(DType::F32, CompileOptions::ConvPrologue::ON);
   EXPECT_EQ(on.convs, 9);
   EXPECT_EQ(on.applied, 9);
+  EXPECT_EQ(on.epilogues, 0);  // grad_sums AUTO: mixed precision only
+}
+
+TEST(ConvProloguePlan, ItsConvWritesTheBatchnormsGradientSums) {
+  EXPECT_EQ(compile(DType::BF16, CompileOptions::ConvPrologue::AUTO).epilogues, 2);
+  EXPECT_EQ(compile(DType::F16, CompileOptions::ConvPrologue::AUTO).epilogues, 2);
+  EXPECT_EQ(compile(DType::BF16, CompileOptions::ConvPrologue::AUTO, CompileOptions::GradSums::OFF).epilogues,
+            0);
+  EXPECT_EQ(compile(DType::F32, CompileOptions::ConvPrologue::ON, CompileOptions::GradSums::ON).epilogues, 8);
 }

@@ -2,8 +2,9 @@
 // trains like the separate apply pass on the CPU: the prologue rounds as fma(x, scale, shift) where the CPU
 // batchnorm computes (x - mean) * scale + beta, so four SGD steps of a residual network agree to about 1e-5
 // in loss and every weight; the graph really takes the path (each residual block's first batchnorm in its
-// statistics-only form, its conv with the four prologue operands, writing the batchnorm's map). A kernel
-// that does not declare the forms is refused for them.
+// statistics-only form, its conv with the four prologue operands, writing the batchnorm's map); with
+// grad_sums, the conv's input gradient with the batchnorm gradient epilogue trains the same. A kernel that
+// does not declare the forms is refused for them.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -22,19 +23,22 @@ namespace {
 struct Trained {
   std::vector<float> losses;
   test::Snapshot state;
-  int stats_only_bn = 0, prologue_convs = 0;
+  int stats_only_bn = 0, prologue_convs = 0, epilogue_convs = 0;
 };
 
-Trained train(CompileOptions::ConvPrologue mode) {
+Trained train(CompileOptions::ConvPrologue mode,
+              CompileOptions::GradSums sums = CompileOptions::GradSums::AUTO) {
   DeepLearningTask t;
   test::configure_small_residual(t);
   t.conv_prologue(mode);
+  t.grad_sums(sums);
   t.compile();
   Trained r;
   const auto& layers = t.compiled().arch.layers;
   for (GraphId g : {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD})
     for (const GraphNode& n : t.compiled().train->nodes(g)) {
       r.stats_only_bn += n.op == FR_OP_BATCHNORM && n.out.size() == 2;
+      r.epilogue_convs += n.op == FR_OP_CONV2D_BACKWARD && n.in.size() == 8;
       if (n.op != FR_OP_CONV2D || n.in.size() != 6) continue;
       ++r.prologue_convs;
       for (const LayerDescriptor& bn : layers)  // it reads a batchnorm's input and writes its map
@@ -60,6 +64,19 @@ TEST(ConvPrologueCpu, ABatchnormAppliedByItsConvTrainsLikeTheApplyPass) {
   EXPECT_EQ(plain.stats_only_bn + plain.prologue_convs, 0);
   // AUTO: fp32 keeps the apply pass
   EXPECT_EQ(train(CompileOptions::ConvPrologue::AUTO).prologue_convs, 0);
+  test::expect_same_training(fused.losses, fused.state, plain.losses, plain.state);
+}
+
+// With grad_sums the conv that applies a batchnorm only it reads also writes that batchnorm's masked output
+// gradient and gradient sums from its input gradient (ops.h, conv2d_backward's batchnorm gradient epilogue):
+// each block's first conv here (the stem's batchnorm has two readers), and the training is the same.
+TEST(ConvPrologueCpu, ItsConvWritesTheBatchnormsGradientSumsAndTrainsTheSame) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  const Trained fused = train(CompileOptions::ConvPrologue::ON, CompileOptions::GradSums::ON);
+  const Trained plain = train(CompileOptions::ConvPrologue::OFF, CompileOptions::GradSums::OFF);
+  EXPECT_EQ(fused.prologue_convs, 3);
+  EXPECT_EQ(fused.epilogue_convs, 2);
+  EXPECT_EQ(plain.epilogue_convs, 0);
   test::expect_same_training(fused.losses, fused.state, plain.losses, plain.state);
 }
 

@@ -2,8 +2,10 @@
 // the others in W_DEEP_CONV; a bias, when asked, with the 1-D no-decay kinds in W_FC_BIAS). Backward gives
 // dw, db and dx (not for the first trainable layer). In training its forward may apply the batchnorm it
 // reads (CompileOptions::conv_prologue): it then reads the batchnorm's input with its four prologue operands
-// and writes the batchnorm's output as its second output (ops.h); the backward reads that as usual. Tested by
-// the golden cases and tests/core/test_graph_atlas.cpp.
+// and writes the batchnorm's output as its second output (ops.h); the backward reads that as usual, and, when
+// it is that output's only reader (CompileOptions::grad_sums), writes the batchnorm's masked output gradient
+// and gradient sums as its input gradient (ops.h). Tested by the golden cases,
+// tests/core/test_graph_atlas.cpp and tests/core/test_conv_prologue_plan.cpp.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
 #include "layers/layer_rule.h"
@@ -69,6 +71,19 @@ class ConvRule final : public LayerRule {
     const bool low =
         l.compute_weight != kNoTensor;  // mixed precision: A weight, G16 gradient (GRAD_CAST casts it)
     const std::vector<TensorId> in = {dy, x, low ? l.compute_weight : l.weight};
+    // CompileOptions::grad_sums with a prologue: dx is the applied batchnorm's masked output gradient,
+    // written with its two gradient sums (ops.h, conv2d_backward's batchnorm gradient epilogue)
+    const bool epilogue = l.grad_sums_bn >= 0;
+    FRESCO_CHECK(!epilogue || (dx != kNoTensor && l.prologue_input != kNoTensor && l.grad_sums != kNoTensor),
+                 ErrorCode::kInternal,
+                 l.name + ": the batchnorm gradient epilogue needs dx and its operands");
+    auto with_epilogue = [&](GraphNode n) {
+      if (!epilogue) return n;
+      n.in.push_back(l.prologue_input);
+      n.in.insert(n.in.end(), l.prologue.begin(), l.prologue.end());
+      n.out.push_back(l.grad_sums);
+      return n;
+    };
     std::vector<TensorId> grads = {low ? l.grad_weight_low : l.grad_weight};
     if (l.spec.bias) grads.push_back(l.grad_bias);
     FrConvBackwardParams p{};
@@ -77,7 +92,7 @@ class ConvRule final : public LayerRule {
     if (splits_weight_gradient(cx, dx)) {
       // The input gradient on the main stream, after the previous weight gradient has finished (which bounds
       // how long the side stream keeps its operands); this weight gradient beside the layers below.
-      GraphNode input = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, {dx});
+      GraphNode input = with_epilogue(compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, {dx}));
       p.part = 1;
       input.with_params(p);
       GraphNode weight = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, grads);
@@ -90,7 +105,7 @@ class ConvRule final : public LayerRule {
     }
     GraphNode n = compute_node(FR_OP_CONV2D_BACKWARD, l.name, in, grads);
     if (dx != kNoTensor) n.out.push_back(dx);
-    cx.add(std::move(n)).with_params(p);
+    cx.add(with_epilogue(std::move(n))).with_params(p);
   }
 };
 

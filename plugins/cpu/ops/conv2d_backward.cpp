@@ -3,16 +3,20 @@
 // buffer followed by a gather col2im (each dx element sums its taps in (r, s) order); db = column sums of dy
 // in row order. Part 1 computes only dx, part 2 only dw and db (ops.h); the arithmetic of each gradient is
 // the same as in the whole call. Gradients are written, not accumulated; never allocates; bitwise equal for
-// any thread count. The geometry helpers are a copy of conv2d.cpp's. Test: tests/plugins/cpu/test_conv2d.cpp
-// (reference, FD).
+// any thread count. The geometry helpers are a copy of conv2d.cpp's. With the batchnorm gradient epilogue
+// (ops.h) dx is then masked by x > 0 and the batchnorm's gradient sums written from it (grad_sums.h, as the
+// masking passes do). Test: tests/plugins/cpu/test_conv2d.cpp (reference, FD),
+// tests/plugins/cpu/test_conv_prologue.cpp (the epilogue).
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "cpu_common.h"
 #include "fresco/conv_backward_parts.hpp"
+#include "fresco/conv_prologue.hpp"
 #include "gemm.h"
 #include "ops/conv_im2col.h"
+#include "ops/grad_sums.h"
 
 namespace fresco::cpu {
 
@@ -50,7 +54,9 @@ void col2im(const ConvGeom& gm, const float* dcol, int64_t n0, int64_t nb, float
 // scratch.
 ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
   const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
-  sdk::expect_arity(call, 3, o.count, 0, 0, "conv2d_backward");
+  const bool epilogue = sdk::has_conv_grad_epilogue(call);
+  sdk::expect_arity(call, epilogue ? 8 : 3, o.count + (epilogue ? 1 : 0), 0, 0, "conv2d_backward");
+  sdk::conv_grad_epilogue(call, o.dx, o.count);  // checks only
   for (uint32_t i = 0; i < 3; ++i) expect_dtype(call->in[i], FR_F32, "conv2d_backward input");
   for (uint32_t i = 0; i < o.count; ++i) expect_dtype(call->out[i], FR_F32, "conv2d_backward output");
   const FrTensor &x = call->in[1], &w = call->in[2];
@@ -82,6 +88,23 @@ ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
   return gm;
 }
 
+// The epilogue's workspace (the sums' chunk partials), after the GEMM scratch.
+uint64_t epilogue_bytes(const FrCall* call) {
+  return sdk::has_conv_grad_epilogue(call) ? grad_sums_workspace(bn_shape(call->in[3], "conv2d_backward"))
+                                           : 0;
+}
+
+// The batchnorm gradient epilogue (ops.h): dx masked by x > 0 (x is the batchnorm's relu output), then the
+// batchnorm's gradient sums of it over bx.
+void grad_epilogue(const FrCall* call, const sdk::BnGradEpilogue& e, float* dx, void* ws) {
+  const BnShape s = bn_shape(call->in[3], "conv2d_backward");
+  const float* x = sdk::data<const float>(call->in[1]);
+  parallel_chunks(s.rows * s.c, 1 << 14, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) dx[i] = x[i] > 0.0f ? dx[i] : 0.0f;
+  });
+  write_grad_sums(s, dx, static_cast<const float*>(e.bx), e.bn.mean, static_cast<double*>(ws), e.gsums);
+}
+
 }  // namespace
 
 FR_CPU_KERNEL_PREPARE(conv2d_backward) {
@@ -89,7 +112,7 @@ FR_CPU_KERNEL_PREPARE(conv2d_backward) {
     *state = nullptr;
     const auto& p = sdk::params<FrConvBackwardParams>(call);
     const ConvGeom gm = checked_geometry(call, p);
-    *workspace_bytes = gm.col_bytes + gm.gemm_bytes;
+    *workspace_bytes = gm.col_bytes + gm.gemm_bytes + epilogue_bytes(call);
   });
 }
 
@@ -97,8 +120,10 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
   return sdk::guard([&] {
     const auto& p = sdk::params<FrConvBackwardParams>(call);
     const ConvGeom gm = checked_geometry(call, p);
-    FR_PLUGIN_CHECK(call->workspace_bytes >= gm.col_bytes + gm.gemm_bytes, FR_ERR_INVALID_ARGUMENT,
-                    "conv2d_backward: workspace too small");
+    FR_PLUGIN_CHECK(call->workspace_bytes >= gm.col_bytes + gm.gemm_bytes + epilogue_bytes(call),
+                    FR_ERR_INVALID_ARGUMENT, "conv2d_backward: workspace too small");
+    const sdk::BnGradEpilogue epilogue =
+        sdk::conv_grad_epilogue(call, sdk::conv_backward_outputs(p).dx, sdk::conv_backward_outputs(p).count);
     const float* dy = sdk::data<const float>(call->in[0]);
     const float* x = sdk::data<const float>(call->in[1]);
     const float* w = sdk::data<const float>(call->in[2]);
@@ -157,6 +182,7 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
     if (gm.direct) {  // 1x1, stride 1, no padding: x and dx are the column matrices
       if (dw) weight_grad(x, gm.c, gm.cg, dy, rows, 0.0f);
       if (dx) input_grad(dx, gm.c, gm.cg, dy, rows);
+      if (epilogue.gsums) grad_epilogue(call, epilogue, dx, static_cast<char*>(gemm_ws) + gm.gemm_bytes);
       return;
     }
     for (int64_t n0 = 0; n0 < gm.n; n0 += gm.nb) {
@@ -171,6 +197,7 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
         col2im(gm, col, n0, nb, dx);
       }
     }
+    if (epilogue.gsums) grad_epilogue(call, epilogue, dx, static_cast<char*>(gemm_ws) + gm.gemm_bytes);
   });
 }
 

@@ -1,26 +1,58 @@
 // CUDA conv2d backward through cuDNN (ops/conv_plan.h): dw by backward-filter, dx (when need_dx) by
 // backward-data, both with deterministic algorithms chosen in prepare; db as deterministic column sums of dy
 // viewed as [N*P*Q, K]. Part 1 runs only backward-data, part 2 only backward-filter and db (ops.h). Written,
-// not accumulated. Test: tests/plugins/cuda/test_cuda_ops.cpp (vs the CPU).
+// not accumulated. With the batchnorm gradient epilogue (ops.h) fresco's Hopper input gradient masks dx and
+// adds the batchnorm's gradient sums as it stores (ops/conv3x3_wgmma.h); other convolutions run the masking
+// pass with sums after it (ops/masked_grad_sums.h, dx in place, masked by x). Test:
+// tests/plugins/cuda/test_cuda_ops.cpp (vs the CPU), test_cuda_low_precision.cpp.
+#include <algorithm>
+
 #include "fresco/conv_backward_parts.hpp"
+#include "fresco/conv_prologue.hpp"
+#include "ops/channel_moments.h"
+#include "ops/conv3x3_wgmma.h"
 #include "ops/conv_plan.h"
+#include "ops/masked_grad_sums.h"
 #include "ops/matmul_plan.h"
 
 namespace fresco::cuda {
 
+namespace {
+// Where the Hopper input gradient's sums partials go in the workspace: after its flipped weights.
+uint64_t partials_at() {
+  return (conv3x3_wgmma_flipped_bytes() + 255) / 256 * 256;
+}
+
+// The epilogue's workspace beyond the convolution's: the partials after the flipped weights, or the masking
+// pass's (run after the convolution, from the workspace's start).
+uint64_t epilogue_workspace(const Context* c, const ConvPlan& plan, const FrCall* call) {
+  if (!sdk::has_conv_grad_epilogue(call)) return 0;
+  if (plan.wgmma_data) return partials_at() + conv3x3_wgmma_partials_bytes(c->sm_count);
+  const sdk::ChannelRows v = sdk::channel_rows(call->in[1], "conv2d_backward");
+  return masked_grad_sums_workspace(v.rows, v.c);
+}
+}  // namespace
+
 FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
   const auto& p = sdk::params<FrConvBackwardParams>(call);
-  sdk::ConvBackwardOutputs o;
+  unsigned dirs = 0;
   if (FrError* e = sdk::guard([&] {
-        o = sdk::conv_backward_outputs(p);
-        sdk::expect_arity(call, 3, o.count, 0, 0, "conv2d_backward");
+        const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
+        dirs = (o.dw >= 0 ? kConvBackwardFilter : 0u) | (o.dx >= 0 ? kConvBackwardData : 0u);
+        const bool epilogue = sdk::has_conv_grad_epilogue(call);
+        sdk::expect_arity(call, epilogue ? 8 : 3, o.count + (epilogue ? 1 : 0), 0, 0, "conv2d_backward");
+        sdk::conv_grad_epilogue(call, o.dx, o.count);  // checks only
         FR_PLUGIN_CHECK(o.db < 0 || call->in[0].dtype == FR_F32, FR_ERR_UNSUPPORTED,
                         "cuda conv2d_backward: a bias is supported in f32 only");
       }))
     return e;
-  const unsigned dirs = (o.dw >= 0 ? kConvBackwardFilter : 0u) | (o.dx >= 0 ? kConvBackwardData : 0u);
-  return conv_prepare_state(ctx, call, "conv2d_backward", p.conv, call->in[1], call->in[2], call->in[0], dirs,
-                            state, workspace_bytes);
+  if (FrError* e = conv_prepare_state(ctx, call, "conv2d_backward", p.conv, call->in[1], call->in[2],
+                                      call->in[0], dirs, state, workspace_bytes))
+    return e;
+  return sdk::guard([&] {
+    *workspace_bytes = std::max(*workspace_bytes,
+                                epilogue_workspace(ctx_of(ctx), *static_cast<const ConvPlan*>(*state), call));
+  });
 }
 
 FR_CUDA_KERNEL_RUN(conv2d_backward) {
@@ -49,8 +81,30 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
     if (o.dx >= 0) {
       FR_PLUGIN_CHECK(sdk::numel(call->out[o.dx]) == sdk::numel(x), FR_ERR_INVALID_ARGUMENT,
                       "conv2d_backward: dx must have the shape of x");
-      run_conv_backward_data(c, *plan, dy.data, w.data, call->out[o.dx].data, call->workspace,
-                             call->workspace_bytes, st);
+      void* dx = call->out[o.dx].data;
+      const sdk::BnGradEpilogue e = sdk::conv_grad_epilogue(call, o.dx, o.count);
+      FR_PLUGIN_CHECK(!e.gsums || call->workspace_bytes >= epilogue_workspace(c, *plan, call),
+                      FR_ERR_INVALID_ARGUMENT, "cuda conv2d_backward: workspace too small for the epilogue");
+      if (e.gsums && plan->wgmma_data) {  // masked and summed as the kernel stores dx
+        auto* part = reinterpret_cast<double*>(static_cast<char*>(call->workspace) + partials_at());
+        const Conv3x3GradSums sums{e.bn, e.bx, part};
+        const int blocks = launch_conv3x3_wgmma_backward_data(plan->shape, plan->dtype, dy.data, w.data, dx,
+                                                              call->workspace, c->sm_count, st, &sums);
+        launch_sums_finalize(blocks, plan->shape.c, part, e.gsums, st);
+      } else {
+        run_conv_backward_data(c, *plan, dy.data, w.data, dx, call->workspace, call->workspace_bytes, st);
+        if (e.gsums) {  // the masking pass with sums, in place
+          const sdk::ChannelRows v = sdk::channel_rows(x, "conv2d_backward");
+          sdk::GradSumsOperands g;
+          g.targets = 1;
+          g.x[0] = e.bx;
+          g.mean[0] = e.bn.mean;
+          g.sums[0] = e.gsums;
+          g.rows = v.rows;
+          g.c = v.c;
+          launch_masked_grad_sums(x.dtype, dx, nullptr, x.data, g, dx, call->workspace, st);
+        }
+      }
     }
   });
 }

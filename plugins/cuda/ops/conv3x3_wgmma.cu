@@ -70,9 +70,9 @@ __device__ __forceinline__ unsigned stage_lane_address(unsigned stage, int lane,
   return stage + static_cast<unsigned>(((8 * (i >> 1) + r) * kStageStride + 16 * wq + 8 * (i & 1)) * 2);
 }
 
-// A completed row rounded to T and staged through stmatrix at this lane's address sb; on_pair(mh, f0, f1)
-// sees each rounded pair (channel c0 + 8 mh, two positions). acc[4 jj + 2 mh + e]: channel c0 + 8 mh,
-// position 8 jj + 2 tq + e.
+// A completed row rounded to T and staged through stmatrix at this lane's address sb; on_pair(jj, mh, f0,
+// f1) sees each rounded pair (channel c0 + 8 mh, positions 8 jj + 2 tq and + 1). acc[4 jj + 2 mh + e]:
+// channel c0 + 8 mh, position 8 jj + 2 tq + e.
 template <class T, class OnPair>
 __device__ __forceinline__ void stage_row(const float (&acc)[16], unsigned sb, OnPair on_pair) {
 #pragma unroll
@@ -83,7 +83,7 @@ __device__ __forceinline__ void stage_row(const float (&acc)[16], unsigned sb, O
       const int jj = 2 * half + m / 2, mh = m % 2;
       float f0, f1;
       p[m] = round2(acc[4 * jj + 2 * mh], acc[4 * jj + 2 * mh + 1], f0, f1, T{});
-      on_pair(mh, f0, f1);
+      on_pair(jj, mh, f0, f1);
     }
     stmatrix_x4_trans(sb + static_cast<unsigned>(16 * half * kStageStride * 2), p[0], p[1], p[2], p[3]);
   }
@@ -112,11 +112,15 @@ __device__ __forceinline__ void pass_turn(int g, bool last) {
 // rows (else both issue whenever their window and staging buffer are ready). kPrologue: each MMA warpgroup
 // rewrites the window of its next tile through the batchnorm prologue `bn` while its wgmmas run (a quarter
 // per row: three of each thread's twelve vectors), then a barrier of its 128 threads hands it to the wgmmas.
-template <class T, bool kTurns, bool kPrologue>
+// kGradSums (the input gradient's batchnorm epilogue, ops.h): y is masked by the fused relu of the batchnorm
+// `bn` recomputed from its input bx (the values batchnorm_relu_mask.cuh's mask gives), and part gets the
+// sums of y as stored and of y (bx - mean) instead of y's moments; each MMA thread loads its sixteen values
+// of bx for a row while that row's wgmmas run.
+template <class T, bool kTurns, bool kPrologue, bool kGradSums>
 __global__ void __launch_bounds__(kThreads, 1)
     conv3x3_wgmma_kernel(const T* __restrict__ w, T* __restrict__ y, double* __restrict__ part, int n, int h,
                          const __grid_constant__ CUtensorMap map, const Conv3x3Prologue bn,
-                         T* __restrict__ applied) {
+                         T* __restrict__ applied, const T* __restrict__ bx) {
   extern __shared__ __align__(128) uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);  // uniform to the compiler
@@ -181,6 +185,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t a[36][4];
   load_weight_fragments<T>(w, 16 * wq + gid, tq, a);
   float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels 16 wq + gid (+ 8) as stored
+  // kGradSums: the mask's scale and shift and the mean of channels 16 wq + gid (+ 8); bx at this thread's
+  // positions 8 jj + 2 tq + e of the row in flight
+  float gscale[2], gshift[2], gmean[2];
+  T xb[4][2][2];
+  if constexpr (kGradSums) {
+#pragma unroll
+    for (int mh = 0; mh < 2; ++mh) {
+      const int c = 16 * wq + gid + 8 * mh;
+      const float2 ss = bn_scale_shift(bn.gamma[c], bn.beta[c], bn.mean[c], bn.invstd[c]);
+      gscale[mh] = ss.x, gshift[mh] = ss.y, gmean[mh] = bn.mean[c];
+    }
+  }
+  auto load_bx = [&](int j) {
+    const int t = blockIdx.x * 2 + g + (j / kRows) * stride;
+    const T* row = bx + (static_cast<int64_t>(t) * kRows + j % kRows) * kW * kC + 16 * wq + gid;
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int mh = 0; mh < 2; ++mh)
+          xb[jj][e][mh] = t < tiles ? __ldg(row + (8 * jj + 2 * tq + e) * kC + 8 * mh) : T{};
+  };
   const unsigned win_base = shared_address(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
   const unsigned stage_lane = stage_lane_address(shared_address(stage_base + g * 2 * kStage), lane, wq);
   // the prologue: this thread rewrites chunk plane t / 16 at columns 1 + t % 16 and 17 + t % 16 (t: its index
@@ -220,8 +247,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int k = j / kRows;
     if (j % kRows == kRows - 1) mbar_arrive(win_empty(g, k % 3));
     mbar_wait(stage_empty(g, j & 1), ((j >> 1) & 1) ^ 1);
+    if constexpr (kGradSums) {  // the fused relu's mask, recomputed from bx
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int mh = 0; mh < 2; ++mh)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (!bn_relu_passes<T>(to_f(xb[jj][e][mh]), gscale[mh], gshift[mh]))
+              acc[4 * jj + 2 * mh + e] = 0.0f;
+    }
     stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage * 2),
-                 [&](int mh, float f0, float f1) { ssum[mh] += f0 + f1, ssq[mh] += f0 * f0 + f1 * f1; });
+                 [&](int jj, int mh, float f0, float f1) {
+                   if constexpr (kGradSums) {  // sum g and sum g (bx - mean) of the masked gradient
+                     ssum[mh] += f0 + f1;
+                     ssq[mh] +=
+                         f0 * (to_f(xb[jj][0][mh]) - gmean[mh]) + f1 * (to_f(xb[jj][1][mh]) - gmean[mh]);
+                   } else {
+                     ssum[mh] += f0 + f1, ssq[mh] += f0 * f0 + f1 * f1;
+                   }
+                 });
     mbar_arrive(stage_full(g, j & 1));
   };
   float acc[16];
@@ -229,6 +274,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int j = 0; j < rows; ++j) {
     start(acc, j);
     if (kPrologue && j / kRows + 1 < my_tiles) prologue(j / kRows + 1, j % kRows);
+    if constexpr (kGradSums) {
+      load_bx(j);
+      // bx of row j + 2 into L2 (each thread of the first warp one position's 128 bytes): 8-10 us less
+      // than loading every row from memory as it comes (bench/conv3x3_probe.cu)
+      const int jp = j + 2, tp = blockIdx.x * 2 + g + (jp / kRows) * stride;
+      if (jp < rows && tp < tiles && (threadIdx.x & 127) < 32)
+        prefetch_l2(bx + ((static_cast<int64_t>(tp) * kRows + jp % kRows) * kW + (threadIdx.x & 31)) * kC);
+    }
     wg_wait<0>();
     finish(acc, j);
   }
@@ -252,17 +305,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <class T, bool kTurns, bool kPrologue>
+template <class T, bool kTurns, bool kPrologue, bool kGradSums = false>
 int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y, double* part,
-           int sm_count, cudaStream_t s, const Conv3x3Prologue& bn, void* applied) {
+           int sm_count, cudaStream_t s, const Conv3x3Prologue& bn, void* applied, const void* bx = nullptr) {
   // its shared memory beyond the default 48 KB, set on the current device at each launch (captured once)
-  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns, kPrologue>,
+  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
   const int64_t pairs = (g.n * (g.h / kRows) + 1) / 2;
   const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
-  conv3x3_wgmma_kernel<T, kTurns, kPrologue><<<blocks, kThreads, kSmem, s>>>(
+  conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums><<<blocks, kThreads, kSmem, s>>>(
       static_cast<const T*>(w), static_cast<T*>(y), part, static_cast<int>(g.n), static_cast<int>(g.h),
-      window_map(x, dtype, g.n, g.h), bn, static_cast<T*>(applied));
+      window_map(x, dtype, g.n, g.h), bn, static_cast<T*>(applied), static_cast<const T*>(bx));
   FR_CUDA_LAUNCH_CHECK();
   return blocks;
 }
@@ -356,7 +409,7 @@ bool conv3x3_wgmma_available(int device) {
     return false;
   cudaFuncAttributes attr{};  // an sm_90a image runs on compute capability 9.0 only
   return major == 9 && minor == 0 &&
-         cudaFuncGetAttributes(&attr, conv3x3_wgmma_kernel<__half, false, false>) == cudaSuccess &&
+         cudaFuncGetAttributes(&attr, conv3x3_wgmma_kernel<__half, false, false, false>) == cudaSuccess &&
          attr.binaryVersion == 90;
 }
 
@@ -381,15 +434,30 @@ uint64_t conv3x3_wgmma_flipped_bytes() {
   return static_cast<uint64_t>(kC) * kKDim * 2;
 }
 
-void launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
-                                        void* dx, void* flipped, int sm_count, cudaStream_t s) {
+int launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
+                                       void* dx, void* flipped, int sm_count, cudaStream_t s,
+                                       const Conv3x3GradSums* sums) {
   FR_PLUGIN_CHECK(
       flipped && aligned16({flipped}), FR_ERR_INVALID_ARGUMENT,
       "cuda conv3x3_wgmma: the input gradient needs 16-byte aligned space for the flipped weights");
   flip_weights_kernel<<<(kC * kKDim + 255) / 256, 256, 0, s>>>(static_cast<const uint16_t*>(w),
                                                                static_cast<uint16_t*>(flipped));
   FR_CUDA_LAUNCH_CHECK();
-  launch_checked(g, dtype, dy, flipped, dx, nullptr, sm_count, s, kConv3x3Schedule, nullptr, nullptr);
+  if (!sums)
+    return launch_checked(g, dtype, dy, flipped, dx, nullptr, sm_count, s, kConv3x3Schedule, nullptr,
+                          nullptr);
+  const Conv3x3Prologue& bn = sums->bn;
+  FR_PLUGIN_CHECK(conv3x3_wgmma_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv3x3_wgmma: the convolution does not fit the kernel");
+  FR_PLUGIN_CHECK(aligned16({dy, dx, sums->bx}) && sums->part && bn.gamma && bn.beta && bn.mean && bn.invstd,
+                  FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv3x3_wgmma: the gradient epilogue needs bx (16-byte aligned), the batchnorm's "
+                  "gamma, beta, mean and invstd, and space for the partials");
+  constexpr bool kTurns = kConv3x3Schedule == Conv3x3Schedule::kTurns;
+  return dtype == FR_F16 ? launch<__half, kTurns, false, true>(g, dtype, dy, flipped, dx, sums->part,
+                                                               sm_count, s, bn, nullptr, sums->bx)
+                         : launch<__nv_bfloat16, kTurns, false, true>(g, dtype, dy, flipped, dx, sums->part,
+                                                                      sm_count, s, bn, nullptr, sums->bx);
 }
 
 }  // namespace fresco::cuda

@@ -17,7 +17,11 @@
 // double (the block partials of channel_moments.h, finished by launch_sums_finalize). Tiles go to blocks by
 // index only, so results are the same on every run on one machine. With a batchnorm prologue (ops.h) the
 // forward reads the batchnorm's input and each MMA warpgroup rewrites its next window in shared memory while
-// its wgmmas run, storing the tile's rows of the applied map from the same registers (Conv3x3Prologue).
+// its wgmmas run, storing the tile's rows of the applied map from the same registers (Conv3x3Prologue). With
+// the batchnorm gradient epilogue the input gradient masks each row by that batchnorm's relu (recomputed from
+// its input, loaded by each MMA thread while the row's wgmmas run, two rows ahead into L2) and adds the
+// batchnorm's two gradient sums in place of the forward's (Conv3x3GradSums): 100 us against 70 without, where
+// the batchnorm's own sums pass took 78-80 us in the step.
 // Measured choices (bench/conv3x3_probe.cu, docs/performance.md): the sums in the MMA warpgroups rather than
 // the helper (4-6 us faster), and, with them, turns rather than free issue (1.5-3 us faster; without them
 // free issue was 3-4 us faster). Limits (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation
@@ -59,11 +63,23 @@ int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const v
                                  void* y, double* part, int sm_count, cudaStream_t s,
                                  Conv3x3Schedule schedule = kConv3x3Schedule,
                                  const Conv3x3Prologue* prologue = nullptr, void* applied = nullptr);
+// The input gradient's batchnorm epilogue (ops.h, conv2d_backward's gradient sums): x of the convolution is
+// the output of a training batchnorm with fused relu whose input is bx (x's shape and dtype); dx is written
+// masked by that relu (recomputed from bx as batchnorm_relu_mask.cuh does: the bits of dx * (x > 0)), and
+// `part` receives the per-block sums of the masked dx as stored and of it times (bx - mean), laid out as the
+// forward's sums partials (conv3x3_wgmma_partials_bytes; finished by launch_sums_finalize).
+struct Conv3x3GradSums {
+  Conv3x3Prologue bn;
+  const void* bx;
+  double* part;
+};
 // dx = the input gradient of conv(x, w) from dy (written, not accumulated): the weights flipped into
-// `flipped` (conv3x3_wgmma_flipped_bytes, e.g. the workspace), then the forward kernel on dy.
+// `flipped` (conv3x3_wgmma_flipped_bytes, e.g. the workspace), then the forward kernel on dy. Returns the
+// number of blocks (partials written with `sums`).
 uint64_t conv3x3_wgmma_flipped_bytes();
-void launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
-                                        void* dx, void* flipped, int sm_count, cudaStream_t s);
+int launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
+                                       void* dx, void* flipped, int sm_count, cudaStream_t s,
+                                       const Conv3x3GradSums* sums = nullptr);
 
 // dw (K x 3 x 3 x C, in dtype) = the weight gradient from dy and x (ops/conv3x3_wgmma_wgrad.cu), written;
 // `ws` holds conv3x3_wgmma_wgrad_workspace bytes (the blocks' partial sums).

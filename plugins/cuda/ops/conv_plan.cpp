@@ -303,8 +303,10 @@ void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void
 void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,
                             void* ws, uint64_t ws_bytes, cudaStream_t s) {
   FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
-  if (p.wgmma_data)
-    return launch_conv3x3_wgmma_backward_data(p.shape, p.dtype, dy, w, dx, ws, ctx->sm_count, s);
+  if (p.wgmma_data) {
+    launch_conv3x3_wgmma_backward_data(p.shape, p.dtype, dy, w, dx, ws, ctx->sm_count, s);
+    return;
+  }
   if (p.engine_data)
     return run_conv_engine(ctx, *p.engine_data, dx, const_cast<void*>(w), const_cast<void*>(dy), ws, s);
   const float one = 1.0f, zero = 0.0f;

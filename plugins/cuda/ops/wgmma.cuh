@@ -160,6 +160,10 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c
 }
 
 // Named barriers (ids 1-15) among `threads` threads.
+// Brings the 128-byte line at p into L2 (no registers written).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

@@ -1,7 +1,7 @@
 // The batchnorm prologue operands of conv2d (ops.h, "Batchnorm prologue"): the four inputs {gamma, beta,
 // save_mean, save_invstd} after its plain ones and the applied map it writes as its second output, the
-// training batchnorm's statistics-only form, checked the same way by every backend, and the scale / shift
-// every backend derives from them. Header-only, C++17.
+// conv2d_backward's batchnorm gradient epilogue, the training batchnorm's statistics-only form, checked the
+// same way by every backend, and the scale / shift every backend derives from them. Header-only, C++17.
 #pragma once
 
 #include <cmath>
@@ -52,6 +52,53 @@ inline BnPrologue conv_prologue(const FrCall* call, void** applied = nullptr) {
   if (applied) *applied = call->out[1].data;
   return BnPrologue{data<float>(call->in[plain]), data<float>(call->in[plain + 1]),
                     data<float>(call->in[plain + 2]), data<float>(call->in[plain + 3])};
+}
+
+// The batchnorm gradient epilogue of a conv2d_backward call (ops.h): bx (the batchnorm's input), the
+// batchnorm's parameters and statistics, and the gsums output; all null without the five inputs.
+struct BnGradEpilogue {
+  const void* bx;
+  BnPrologue bn;
+  float* gsums;
+};
+inline bool has_conv_grad_epilogue(const FrCall* call) {
+  return call->n_in > 3;
+}
+// Checks the epilogue's operands of a conv2d_backward call whose part writes dx at output dx_index (-1:
+// none) and `outputs` outputs without gsums: exactly five inputs after {dy, x, w}, bx of x's size and dtype,
+// the four f32 with x's C elements, gsums f32 [2C] last. Data pointers are null during prepare.
+inline BnGradEpilogue conv_grad_epilogue(const FrCall* call, int dx_index, uint32_t outputs) {
+  if (!has_conv_grad_epilogue(call))
+    return BnGradEpilogue{nullptr, {nullptr, nullptr, nullptr, nullptr}, nullptr};
+  FR_PLUGIN_CHECK(call->n_in == 8, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: expected 3 inputs, or 8 with a batchnorm gradient epilogue, got " +
+                      std::to_string(call->n_in));
+  FR_PLUGIN_CHECK(dx_index >= 0, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: the batchnorm gradient epilogue needs a part that writes dx");
+  const FrTensor &x = call->in[1], &bx = call->in[3];
+  const int64_t c = x.ndim >= 1 ? x.dims[x.ndim - 1] : 0;
+  FR_PLUGIN_CHECK(numel(bx) == numel(x) && bx.dtype == x.dtype, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: the gradient epilogue's bx must have x's size and dtype");
+  static const char* const kNames[4] = {"gamma", "beta", "save_mean", "save_invstd"};
+  for (uint32_t i = 0; i < 4; ++i) {
+    const FrTensor& t = call->in[4 + i];
+    FR_PLUGIN_CHECK(t.dtype == FR_F32 && numel(t) == c, FR_ERR_INVALID_ARGUMENT,
+                    std::string("conv2d_backward: the gradient epilogue's ") + kNames[i] +
+                        " must be f32 with C = " + std::to_string(c) + " elements, got " +
+                        std::to_string(numel(t)) + " of dtype " + std::to_string(t.dtype));
+  }
+  FR_PLUGIN_CHECK(call->n_out == outputs + 1, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: with a batchnorm gradient epilogue the part writes " +
+                      std::to_string(outputs + 1) + " outputs (gsums last), got " +
+                      std::to_string(call->n_out));
+  const FrTensor& s = call->out[outputs];
+  FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * c, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: gsums must be f32 with 2C = " + std::to_string(2 * c) +
+                      " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
+  return BnGradEpilogue{bx.data,
+                        {data<float>(call->in[4]), data<float>(call->in[5]), data<float>(call->in[6]),
+                         data<float>(call->in[7])},
+                        data<float>(s)};
 }
 
 // Where a training batchnorm call's save_mean (then save_invstd) is: 1 after y, or 0 in the statistics-only

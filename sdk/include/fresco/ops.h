@@ -156,7 +156,15 @@ typedef struct FrConvParams {
  * batchnorm's output, which the conv's backward and the batchnorm's backward then read as usual), and
  * convolves a (the padding zero). The sums output, when asked, comes third. The batchnorm itself runs in its
  * statistics-only form (below). Kernels that implement these forms declare FR_KERNEL_CONV_PROLOGUE
- * (plugin.h); the runtime refuses nodes that use them on other kernels. */
+ * (plugin.h); the runtime refuses nodes that use them on other kernels.
+ * Batchnorm gradient epilogue (the same flag; CompileOptions::grad_sums with conv_prologue): a
+ * conv2d_backward call that writes dx (part 1, or part 0 with need_dx) may take five more inputs after {dy,
+ * x, w}: bx, gamma, beta, save_mean, save_invstd, where x is the output of a training batchnorm with fused
+ * relu (the prologue's applied map, read by this conv only) and bx that batchnorm's input (x's shape and
+ * dtype; the four f32 [C]). dx is then written masked by the relu, dx * (x > 0) as the batchnorm's backward
+ * would mask it (a backend may recompute x > 0 from bx as for batchnorm_backward's beta input), and one more
+ * output, last, gsums (f32 [2C]), gets the batchnorm's two gradient sums of that masked dx as in
+ * "Gradient sums" above, with bx as x: the batchnorm's backward then takes dy premasked, with gsums. */
 typedef struct FrConvBackwardParams {
   FrConvParams conv;
   int32_t need_dx;

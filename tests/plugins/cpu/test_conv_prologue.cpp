@@ -1,8 +1,8 @@
 // The batchnorm prologue forms of the CPU kernels (ops.h, "Batchnorm prologue"): conv2d with the four
 // prologue operands writes the applied map relu(fma(x, scale, shift)) (computed here with one float fma) as
 // its second output and gives the bits it gives on that map, before its sums when it has them; the
-// statistics-only batchnorm gives the full form's statistics; malformed forms are refused. Part of
-// test_cpu_ops.
+// statistics-only batchnorm gives the full form's statistics; conv2d_backward's batchnorm gradient epilogue
+// gives the masking pass's masked gradient and sums; malformed forms are refused. Part of test_cpu_ops.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -93,6 +93,55 @@ TEST(CpuConvPrologue, BatchnormFormsMatchTheirFullForms) {
     ASSERT_TRUE(c.run());
   }
   for (int i = 0; i < 4; ++i) EXPECT_EQ(stats[0][i], stats[1][i]) << "statistic " << i;
+}
+
+// The input gradient's batchnorm epilogue (ops.h): conv2d_backward part 1 with bx and the four batchnorm
+// operands gives the plain input gradient masked by x > 0 and the gradient sums the masking pass
+// (relu_backward with gsums) gives from it, bit for bit (the same chunks and order); malformed forms are
+// refused.
+TEST(CpuConvPrologue, InputGradientEpilogueMasksAndSums) {
+  Data d(6);
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> dy(kN * kH * kW * kK);
+  for (float& f : dy) f = u(rng);
+  const FrConvBackwardParams part1{kConv, 1, 1};
+  std::vector<float> dx_plain(d.x.size(), kNaN), dx_masked(d.x.size(), kNaN), sums_pass(2 * kC, kNaN);
+  OpCall plain(FR_OP_CONV2D_BACKWARD);
+  plain.in(tensor(dy, {kN, kH, kW, kK})).in(d.map(d.applied)).in(tensor(d.w, {kK, 3, 3, kC}));
+  plain.out(d.map(dx_plain)).params(part1);
+  ASSERT_TRUE(plain.run());
+  OpCall mask(FR_OP_RELU_BACKWARD);  // the masking pass with gsums, over the batchnorm's input
+  mask.in(d.map(dx_plain)).in(d.map(d.applied)).in(d.map(d.x)).in(d.vec(d.mean));
+  mask.out(d.map(dx_masked)).out(tensor(sums_pass, {2 * kC}));
+  ASSERT_TRUE(mask.run());
+  std::vector<float> dx(d.x.size(), kNaN), sums(2 * kC, kNaN);
+  OpCall fused(FR_OP_CONV2D_BACKWARD);
+  fused.in(tensor(dy, {kN, kH, kW, kK})).in(d.map(d.applied)).in(tensor(d.w, {kK, 3, 3, kC})).in(d.map(d.x));
+  d.prologue(fused).out(d.map(dx)).out(tensor(sums, {2 * kC})).params(part1);
+  ASSERT_TRUE(fused.run());
+  EXPECT_EQ(dx, dx_masked);
+  EXPECT_EQ(sums, sums_pass);
+  const size_t zeros = static_cast<size_t>(std::count(dx.begin(), dx.end(), 0.0f));
+  EXPECT_GT(zeros, dx.size() / 10);  // the mask really masks
+  EXPECT_LT(zeros, dx.size() - dx.size() / 10);
+  // refused: no gsums output; a part without dx
+  OpCall no_sums(FR_OP_CONV2D_BACKWARD);
+  no_sums.in(tensor(dy, {kN, kH, kW, kK}))
+      .in(d.map(d.applied))
+      .in(tensor(d.w, {kK, 3, 3, kC}))
+      .in(d.map(d.x));
+  d.prologue(no_sums).out(d.map(dx)).params(part1);
+  EXPECT_NE(no_sums.run_error().find("conv2d_backward"), std::string::npos) << no_sums.run_error();
+  std::vector<float> dw(kK * 9 * kC);
+  OpCall weights(FR_OP_CONV2D_BACKWARD);
+  weights.in(tensor(dy, {kN, kH, kW, kK}))
+      .in(d.map(d.applied))
+      .in(tensor(d.w, {kK, 3, 3, kC}))
+      .in(d.map(d.x));
+  d.prologue(weights).out(tensor(dw, {kK, 3, 3, kC})).out(tensor(sums, {2 * kC}));
+  weights.params(FrConvBackwardParams{kConv, 0, 2});
+  EXPECT_NE(weights.run_error().find("writes dx"), std::string::npos) << weights.run_error();
 }
 
 TEST(CpuConvPrologue, MalformedFormsAreRefused) {

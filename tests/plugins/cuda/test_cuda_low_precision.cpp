@@ -696,7 +696,14 @@ TEST(CudaLowPrecision, Hopper3x3Convolutions) {
 // stage-1 residual block (64 channels, 32 wide: fresco's Hopper kernels apply the prologue to their windows
 // on compute capability 9.0, cuDNN after the prologue's own pass elsewhere) and the small residual network
 // (8 and 16 channels: the prologue's own pass), in bf16 and fp16, six SGD steps each, prologue on against
-// off.
+// off, both with grad_sums off. With grad_sums (AUTO) the conv that applies a batchnorm only it reads also
+// writes that batchnorm's masked gradient and gradient sums from its input gradient (ops.h: in fresco's
+// kernel as it stores dx, else by the masking pass after cuDNN): the sums are added in another order than
+// the batchnorm's own pass adds them (and handed over in f32), so that training is compared within rounding
+// instead: losses, weights and optimizer state. Not the last step's gradients: measured on the H200, f16's
+// mantissa turns those last bits into different roundings of dx from the third step on (losses within 2e-4,
+// weights within 4e-4 after six steps), and a gradient of a 6-step run on random data then differs by up to
+// 30% of its largest value (bf16: within 1e-7).
 TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
   const TempPath tuning("fresco_conv_prologue_");  // both compiles take the same algorithms
@@ -715,7 +722,8 @@ TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
     for (DType precision : {DType::BF16, DType::F16}) {
       std::vector<float> want_losses;
       test::Snapshot want;
-      for (auto mode : {CompileOptions::ConvPrologue::OFF, CompileOptions::ConvPrologue::ON}) {
+      for (int form = 0; form < 3; ++form) {  // off, on, on with the gradient epilogue
+        const auto mode = form == 0 ? CompileOptions::ConvPrologue::OFF : CompileOptions::ConvPrologue::ON;
         DeepLearningTask t;
         test::configure_small_residual(t);
         if (stage1)
@@ -723,19 +731,25 @@ TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
                        residual({conv(64, 3, 1, 1), bn(), relu(), conv(64, 3, 1, 1), bn()}), relu(), gap(),
                        fc(4)}))
               .data(images(32, 7), images(16, 8));
-        t.device("cuda").precision(precision).conv_prologue(mode);
+        t.device("cuda").precision(precision).conv_prologue(mode).grad_sums(
+            form == 2 ? CompileOptions::GradSums::AUTO : CompileOptions::GradSums::OFF);
         testing::internal::CaptureStderr();
         t.compile();
         const std::string err = testing::internal::GetCapturedStderr();
         const std::string what = std::string(stage1 ? "stage-1 block " : "small residual ") +
                                  dtype_name(precision) +
-                                 (mode == CompileOptions::ConvPrologue::ON ? " prologue" : " apply pass");
-        int stats_only = 0;
-        for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD))
+                                 (form == 0   ? " apply pass"
+                                  : form == 1 ? " prologue"
+                                              : " gradient epilogue");
+        int stats_only = 0, epilogues = 0;
+        for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD)) {
           stats_only += n.op == FR_OP_BATCHNORM && n.out.size() == 2;
+          epilogues += n.op == FR_OP_CONV2D_BACKWARD && n.in.size() == 8;
+        }
+        EXPECT_EQ(epilogues, form == 2 ? (stage1 ? 1 : 2) : 0) << what;
         const bool on = mode == CompileOptions::ConvPrologue::ON;
         EXPECT_EQ(stats_only, on ? (stage1 ? 2 : 3) : 0) << what;
-        if (on && stage1)
+        if (form == 1 && stage1)
           std::printf("[          ] %s: %s\n", what.c_str(),
                       err.find("wgmma kernels for the forward") != std::string::npos
                           ? "in fresco's kernels"
@@ -747,10 +761,32 @@ TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
           EXPECT_NE(losses.front(), losses.back()) << what;  // it really trained
           continue;
         }
-        EXPECT_EQ(losses, want_losses) << what;
         ASSERT_EQ(state.size(), want.size());
-        for (size_t i = 0; i < state.size(); ++i)
-          EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
+        if (form == 1) {
+          EXPECT_EQ(losses, want_losses) << what;
+          for (size_t i = 0; i < state.size(); ++i)
+            EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
+          continue;
+        }
+        double loss_diff = 0.0, weight_diff = 0.0;  // relative to the loss and to each tensor's largest value
+        std::string worst;
+        for (size_t s = 0; s < losses.size(); ++s)
+          loss_diff = std::max(loss_diff, std::fabs(static_cast<double>(losses[s]) - want_losses[s]) /
+                                              std::fabs(want_losses[s]));
+        for (size_t i = 0; i < state.size(); ++i) {
+          if (state[i].first.rfind("G(", 0) == 0) continue;  // the last step's gradients: below
+          double num = 0.0, den = 0.0;
+          for (size_t j = 0; j < state[i].second.size(); ++j) {
+            num = std::max(num, std::fabs(static_cast<double>(state[i].second[j]) - want[i].second[j]));
+            den = std::max(den, std::fabs(static_cast<double>(want[i].second[j])));
+          }
+          const double d = den > 0.0 ? num / den : num;
+          if (d > weight_diff) weight_diff = d, worst = state[i].first;
+        }
+        std::printf("[          ] %s: losses within %.3g, weights within %.3g of the apply pass (%s)\n",
+                    what.c_str(), loss_diff, weight_diff, worst.c_str());
+        EXPECT_LT(loss_diff, 2e-3) << what;
+        EXPECT_LT(weight_diff, 5e-3) << what;
       }
     }
 }

@@ -63,7 +63,9 @@ struct LayerDescriptor {
   // residual join's relu, or the relu fused into that batchnorm when two layers read it) also writes the
   // batchnorm's two gradient sums (grad_sums_bn: that batchnorm's index, else -1); the batchnorm's backward
   // reads them from `grad_sums` (f32 [2C]) instead of its own pass. A join whose branches both end in such a
-  // batchnorm (a projection shortcut) writes the second one's too (grad_sums_bn2).
+  // batchnorm (a projection shortcut) writes the second one's too (grad_sums_bn2). A conv that applies the
+  // batchnorm it reads (prologue_bn), the only reader of its relu, writes them from its input gradient
+  // (conv2d_backward's batchnorm gradient epilogue); its `grad_sums` is then the batchnorm's.
   int32_t grad_sums_bn = -1, grad_sums_bn2 = -1;
   TensorId grad_sums = kNoTensor;
   // CompileOptions::conv_prologue: a batchnorm (with fused relu) applied by the conv that reads it

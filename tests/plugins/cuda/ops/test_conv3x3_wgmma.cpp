@@ -3,7 +3,8 @@
 // Shapes: one tile (a phantom second tile), an odd tile count, and enough tiles per block (few blocks) that
 // every window buffer is reused many times. The batchnorm prologue (ops.h) against the same kernels on the
 // applied map. Outputs are poisoned with NaN before each run, so an element left
-// unwritten fails; a second run must give the same bits. Skips unless the device can run the kernels (compute
+// unwritten fails; a second run must give the same bits. The input gradient's batchnorm epilogue against the
+// plain input gradient masked on the host. Skips unless the device can run the kernels (compute
 // capability 9.0).
 #include <gtest/gtest.h>
 
@@ -296,6 +297,76 @@ TEST_P(Conv3x3Wgmma, PrologueGivesTheBitsOfTheAppliedMap) {
                                  kConv3x3Schedule, &pro, da.p);
     EXPECT_EQ(fetch(dy.p, nx), y) << "forward writing the applied map";
     EXPECT_EQ(fetch(da.p, nx), applied) << "the applied map";
+  }
+}
+
+// The input gradient's batchnorm epilogue (ops.h, conv2d_backward's gradient sums): dx masked by the
+// batchnorm's relu recomputed from its input bx gives the plain input gradient's bits where the applied map
+// (computed on the host as in the prologue test) is positive and zero elsewhere, and the partials add up to
+// the double sums of that masked dx and of it times (bx - mean).
+TEST_P(Conv3x3Wgmma, GradientSumsMaskTheInputGradient) {
+  REQUIRE_GPU();
+  if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
+  const FrDType t = GetParam();
+  std::mt19937 rng(7);
+  for (const Geometry& geo : {Geometry{1, 4, 132}, Geometry{5, 12, 132}, Geometry{8, 32, 2}}) {
+    const sdk::ConvShape g = shape_of(geo);
+    SCOPED_TRACE("n " + std::to_string(geo.n) + " h " + std::to_string(geo.h));
+    const size_t nx = static_cast<size_t>(geo.n) * geo.h * kW * kC, nw = static_cast<size_t>(kC) * 9 * kC;
+    const Values bx = random_values(nx, 2.0f, t, rng), w = random_values(nw, 0.06f, t, rng),
+                 d = random_values(nx, 1.0f, t, rng);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> bn(4 * kC);  // gamma, beta, mean, invstd
+    for (int c = 0; c < kC; ++c)
+      bn[c] = 1.5f * u(rng), bn[kC + c] = 0.3f * u(rng), bn[2 * kC + c] = 0.5f * u(rng),
+      bn[3 * kC + c] = 0.5f + std::fabs(u(rng));
+    DeviceBuffer dbx(nx * 2), dw(nw * 2), ddy(nx * 2), ddx(nx * 2), dbn(bn.size() * 4),
+        dpart(conv3x3_wgmma_partials_bytes(geo.sm_count)), dflip(conv3x3_wgmma_flipped_bytes());
+    CUDA_OK(cudaMemcpy(dbx.p, bx.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dw.p, w.bits.data(), nw * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(ddy.p, d.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dbn.p, bn.data(), bn.size() * 4, cudaMemcpyHostToDevice));
+    const auto* b = static_cast<const float*>(dbn.p);
+    std::vector<uint16_t> plain(nx), masked(nx), again(nx);
+    CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
+    launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, dflip.p, geo.sm_count, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(plain.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
+    const Conv3x3GradSums sums{{b, b + kC, b + 2 * kC, b + 3 * kC}, dbx.p, static_cast<double*>(dpart.p)};
+    int blocks = 0;
+    for (int run = 0; run < 2; ++run) {
+      CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
+      blocks =
+          launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, dflip.p, geo.sm_count, nullptr, &sums);
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(cudaMemcpy(run == 0 ? masked.data() : again.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
+    }
+    EXPECT_EQ(masked, again) << "two runs differ";
+    ASSERT_GE(blocks, 1);
+    std::vector<double> want(2 * kC, 0.0), mag(2 * kC, 0.0);
+    size_t passed = 0, wrong = 0;
+    for (size_t i = 0; i < nx; ++i) {
+      const int c = static_cast<int>(i % kC);
+      const float scale = bn[c] * bn[3 * kC + c], shift = std::fma(-bn[2 * kC + c], scale, bn[kC + c]);
+      const bool pass = from_bits(to_bits(std::fma(static_cast<float>(bx.v[i]), scale, shift), t), t) > 0.0;
+      const uint16_t expect = pass ? plain[i] : uint16_t{0};
+      if (masked[i] != expect && wrong++ < 5)
+        ADD_FAILURE() << "dx[" << i << "] bits " << masked[i] << ", expected " << expect;
+      passed += pass;
+      const double gv = from_bits(masked[i], t), term = gv * (bx.v[i] - bn[2 * kC + c]);
+      want[c] += gv, want[kC + c] += term, mag[c] += std::fabs(gv), mag[kC + c] += std::fabs(term);
+    }
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_GT(passed, nx / 5);  // both sides of the mask are exercised
+    EXPECT_LT(passed, nx - nx / 5);
+    std::vector<double> part(static_cast<size_t>(blocks) * kC * 2), got(2 * kC, 0.0);
+    CUDA_OK(cudaMemcpy(part.data(), dpart.p, part.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    for (int bl = 0; bl < blocks; ++bl)
+      for (int c = 0; c < kC; ++c)
+        got[c] += part[(bl * kC + c) * 2], got[kC + c] += part[(bl * kC + c) * 2 + 1];
+    for (int c = 0; c < 2 * kC; ++c)
+      EXPECT_NEAR(got[c], want[c], 1e-5 * mag[c] + 1e-6)
+          << (c < kC ? "sum g" : "sum g (bx - mean)") << ", channel " << c % kC;
   }
 }
 
