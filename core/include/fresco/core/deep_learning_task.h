@@ -91,8 +91,8 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::defer_fc_weight_gradients / defer_fc_min_macs (default on, for fc input gradients of
   // 1e8 multiply-adds or more): the same numbers either way.
   DeepLearningTask& defer_fc_weight_gradients(bool on, int64_t min_macs = 100'000'000);
-  // CompileOptions::conv_join_lag_max (default 0: off): conv input gradients over at most this many values
-  // per sample let the latest weight gradient run beside them. The same numbers; more memory.
+  // CompileOptions::conv_join_lag_max (default 65536; 0: off): conv input gradients over at most this many
+  // values per sample let the latest weight gradient run beside them. The same numbers; may need more memory.
   DeepLearningTask& conv_join_lag(int64_t max_values);
   // CompileOptions::fuse_head (default on): the training head (last fc, softmax cross-entropy, its input
   // gradient) as one node. The same numbers either way.
@@ -179,7 +179,7 @@ class DeepLearningTask : public TaskBase {
   bool defer_fc_weight_gradients_ = true;
   bool fuse_head_ = true;
   int64_t defer_fc_min_macs_ = 100'000'000;
-  int64_t conv_join_lag_max_ = 0;
+  int64_t conv_join_lag_max_ = 65536;
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;
