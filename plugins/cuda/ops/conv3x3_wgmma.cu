@@ -185,6 +185,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t a[36][4];
   load_weight_fragments<T>(w, 16 * wq + gid, tq, a);
   float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels 16 wq + gid (+ 8) as stored
+  // kGradSums: each row's float sums added into double (a gradient's sum cancels; in float over a thread's
+  // thousand values it lost up to a percent of small channel totals in f16)
+  double dsum[2] = {0.0, 0.0}, dsq[2] = {0.0, 0.0};
   // kGradSums: the mask's scale and shift and the mean of channels 16 wq + gid (+ 8); bx at this thread's
   // positions 8 jj + 2 tq + e of the row in flight
   float gscale[2], gshift[2], gmean[2];
@@ -268,6 +271,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                    }
                  });
     mbar_arrive(stage_full(g, j & 1));
+    if constexpr (kGradSums) {
+#pragma unroll
+      for (int mh = 0; mh < 2; ++mh) dsum[mh] += ssum[mh], dsq[mh] += ssq[mh], ssum[mh] = 0.0f, ssq[mh] = 0.0f;
+    }
   };
   float acc[16];
   if (kTurns && rows > 0) open_turns(g);
@@ -286,6 +293,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     finish(acc, j);
   }
   if (!part) return;
+  if constexpr (kGradSums) {  // the same in double
+    double* dred = reinterpret_cast<double*>(smem);  // [warpgroup][64][2] at each warpgroup's window base
+#pragma unroll
+    for (int mh = 0; mh < 2; ++mh) {
+      double sa = dsum[mh], sb = dsq[mh];
+#pragma unroll
+      for (int off = 1; off < 4; off <<= 1) {
+        sa += __shfl_xor_sync(0xffffffffu, sa, off);
+        sb += __shfl_xor_sync(0xffffffffu, sb, off);
+      }
+      const int c = 16 * wq + gid + 8 * mh;
+      if (tq == 0) dred[g * 3 * kWin * 2 + 2 * c] = sa, dred[g * 3 * kWin * 2 + 2 * c + 1] = sb;
+    }
+    named_sync(6, 256);
+    const int c = threadIdx.x;
+    if (c < kC) {
+      part[(blockIdx.x * kC + c) * 2] = dred[2 * c] + dred[3 * kWin * 2 + 2 * c];
+      part[(blockIdx.x * kC + c) * 2 + 1] = dred[2 * c + 1] + dred[3 * kWin * 2 + 2 * c + 1];
+    }
+    return;
+  }
   // the block's partials: this thread's channels c0 + 8 mh added over the four lanes of a gid, then the two
   // warpgroups in order through their first window buffers (no longer read)
   float* red = reinterpret_cast<float*>(smem);  // [warpgroup][64][2] at each warpgroup's window base

@@ -700,10 +700,13 @@ TEST(CudaLowPrecision, Hopper3x3Convolutions) {
 // writes that batchnorm's masked gradient and gradient sums from its input gradient (ops.h: in fresco's
 // kernel as it stores dx, else by the masking pass after cuDNN): the sums are added in another order than
 // the batchnorm's own pass adds them (and handed over in f32), so that training is compared within rounding
-// instead: losses and weights. Not the gradients and momenta: measured on the H200, f16's mantissa turns
-// those last bits into different roundings of dx from the third step on (losses within 2e-4 after six
-// steps), and a last step's gradient then differs by up to 30% of its largest value, a momentum by up to 6.5%
-// (bf16: all within 4e-4).
+// instead: losses and weights (not gradients and momenta, which a cancelling sum makes as sensitive as the
+// last bits). Measured on the H200 after six steps: bf16 within 2.3e-5 (0 through the masking pass); in f16
+// the hand-over's last bits change the rounding of some dx from the third step on, and this tiny network on
+// random data amplifies them: losses within 2e-4, conv weights within 1.3% and batchnorm parameters within 3%
+// of their ranges, the same through the masking pass after cuDNN, whose partials are the batchnorm's own bit
+// for bit (so it is the f32 hand-over, not the kernel's order). The kernel's own values are checked exactly
+// in tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp.
 TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
   const TempPath tuning("fresco_conv_prologue_");  // both compiles take the same algorithms
@@ -768,13 +771,14 @@ TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
             EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
           continue;
         }
-        double loss_diff = 0.0, weight_diff = 0.0;  // relative to the loss and to each tensor's largest value
-        std::string worst;
+        // relative to the loss and to each tensor's largest value: [0] conv and fc weights, [1] batchnorm's
+        double loss_diff = 0.0, diff[2] = {0.0, 0.0};
+        std::string worst[2];
         for (size_t s = 0; s < losses.size(); ++s)
           loss_diff = std::max(loss_diff, std::fabs(static_cast<double>(losses[s]) - want_losses[s]) /
                                               std::fabs(want_losses[s]));
         for (size_t i = 0; i < state.size(); ++i) {
-          const std::string& name = state[i].first;  // the weights, not the gradients or momenta: below
+          const std::string& name = state[i].first;  // the weights, not the gradients or momenta: above
           if (name.rfind("G(", 0) == 0 || name.rfind("M(", 0) == 0) continue;
           double num = 0.0, den = 0.0;
           for (size_t j = 0; j < state[i].second.size(); ++j) {
@@ -782,12 +786,17 @@ TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
             den = std::max(den, std::fabs(static_cast<double>(want[i].second[j])));
           }
           const double d = den > 0.0 ? num / den : num;
-          if (d > weight_diff) weight_diff = d, worst = state[i].first;
+          const int k = name.rfind("bn", 0) == 0 ? 1 : 0;
+          if (d > diff[k]) diff[k] = d, worst[k] = name;
         }
-        std::printf("[          ] %s: losses within %.3g, weights within %.3g of the apply pass (%s)\n",
-                    what.c_str(), loss_diff, weight_diff, worst.c_str());
+        std::printf(
+            "[          ] %s: losses within %.3g, weights within %.3g (%s), batchnorm parameters "
+            "within %.3g (%s) of the apply pass\n",
+            what.c_str(), loss_diff, diff[0], worst[0].c_str(), diff[1], worst[1].c_str());
+        const bool f16 = precision == DType::F16;
         EXPECT_LT(loss_diff, 2e-3) << what;
-        EXPECT_LT(weight_diff, 5e-3) << what;
+        EXPECT_LT(diff[0], f16 ? 3e-2 : 1e-3) << what;
+        EXPECT_LT(diff[1], f16 ? 6e-2 : 1e-3) << what;
       }
     }
 }
