@@ -20,7 +20,7 @@
 // --early-parts CompileOptions::early_update_parts (-1: the default).
 // --conv-prologue sets CompileOptions::conv_prologue (a batchnorm applied by the conv that reads it).
 // --join-lag N sets CompileOptions::conv_join_lag_max: conv input gradients over at most N values per sample
-// let the latest weight gradient run beside them (0, the default: never).
+// let the latest weight gradient run beside them (default: the library's, 65536; 0: never).
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each);
 // --profile 2 also prints each call (graph, layer, op, time, the layer's per-sample shapes).
 #include <cmath>
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
                           {"fuse-joins", "1"},
                           {"conv-stats", "auto"},
                           {"grad-sums", "auto"},
-                          {"join-lag", "0"},
+                          {"join-lag", std::to_string(CompileOptions{}.conv_join_lag_max)},
                           {"early-update", "auto"},
                           {"conv-prologue", "auto"},
                           {"early-parts", "-1"}});
