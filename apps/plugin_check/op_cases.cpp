@@ -600,6 +600,32 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
   return false;
 }
 
+namespace {
+// A batchnorm's gamma, beta, saved mean and invstd over c channels, and its prologue's map of x:
+// relu(fma(x, scale, shift)) as ops.h defines it, in float.
+struct BnOperands {
+  std::vector<float> g, b, mean, invstd;
+  BnOperands(std::mt19937& rng, int64_t c)
+      : g(random(rng, static_cast<size_t>(c), 0.5f, 1.5f)),
+        b(random(rng, static_cast<size_t>(c))),
+        mean(random(rng, static_cast<size_t>(c))),
+        invstd(random(rng, static_cast<size_t>(c), 0.5f, 2.0f)) {}
+  std::vector<float> applied(const std::vector<float>& x) const {
+    std::vector<float> a(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t k = i % g.size();
+      const float scale = g[k] * invstd[k], shift = std::fma(-mean[k], scale, b[k]);
+      a[i] = std::max(0.0f, std::fma(x[i], scale, shift));
+    }
+    return a;
+  }
+  std::vector<Operand> operands() const {
+    const int64_t c = static_cast<int64_t>(g.size());
+    return {f32(g, {1, 1, 1, c}), f32(b, {1, 1, 1, c}), f32(mean, {1, 1, 1, c}), f32(invstd, {1, 1, 1, c})};
+  }
+};
+}  // namespace
+
 std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string& op, uint32_t seed) {
   std::vector<std::pair<std::string, OpCase>> cases;
   std::mt19937 rng(seed + 1000u);
@@ -620,17 +646,11 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     cases.emplace_back("sums output", std::move(c));
     // a batchnorm prologue: x is the batchnorm's input; the applied map relu(fma(x, scale, shift)) comes
     // second (the reference computes it as ops.h defines it, in float), the sums third
-    const auto g = random(rng, sh.c, 0.5f, 1.5f), b = random(rng, sh.c), mean = random(rng, sh.c),
-               invstd = random(rng, sh.c, 0.5f, 2.0f);
-    std::vector<float> applied(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      const size_t k = i % static_cast<size_t>(sh.c);
-      const float scale = g[k] * invstd[k], shift = std::fma(-mean[k], scale, b[k]);
-      applied[i] = std::max(0.0f, std::fma(x[i], scale, shift));
-    }
+    const BnOperands bn(rng, sh.c);
+    const std::vector<float> applied = bn.applied(x);
     OpCase p;
-    p.in = {f32(x, {sh.n, sh.h, sh.w, sh.c}), f32(w, {sh.k, sh.r, sh.s, sh.c}), f32(g, {1, 1, 1, sh.c}),
-            f32(b, {1, 1, 1, sh.c}),          f32(mean, {1, 1, 1, sh.c}),       f32(invstd, {1, 1, 1, sh.c})};
+    p.in = {f32(x, {sh.n, sh.h, sh.w, sh.c}), f32(w, {sh.k, sh.r, sh.s, sh.c})};
+    for (const Operand& o : bn.operands()) p.in.push_back(o);
     p.out = {f32(std::vector<float>(sh.y_size(), NAN), {sh.n, sh.p(), sh.q(), sh.k}),
              f32(std::vector<float>(x.size(), NAN), {sh.n, sh.h, sh.w, sh.c}),
              f32(std::vector<float>(2 * sh.k, NAN), {1, 1, 1, 2 * sh.k})};
@@ -650,23 +670,12 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     const FrConvParams cp{3, 3, 2, 2, 1, 1, 1, 1, 1, 0};
     const auto bx = random(rng, sh.x_size(), -2.0f, 2.0f), w = random(rng, sh.w_size(), -0.5f, 0.5f),
                dy = random(rng, sh.y_size());
-    const auto g = random(rng, sh.c, 0.5f, 1.5f), b = random(rng, sh.c), mean = random(rng, sh.c),
-               invstd = random(rng, sh.c, 0.5f, 2.0f);
-    std::vector<float> x(bx.size());
-    for (size_t i = 0; i < bx.size(); ++i) {
-      const size_t k = i % static_cast<size_t>(sh.c);
-      const float scale = g[k] * invstd[k], shift = std::fma(-mean[k], scale, b[k]);
-      x[i] = std::max(0.0f, std::fma(bx[i], scale, shift));
-    }
+    const BnOperands bn(rng, sh.c);
+    const std::vector<float> x = bn.applied(bx), mean = bn.mean;
     OpCase e;
-    e.in = {f32(dy, {sh.n, sh.p(), sh.q(), sh.k}),
-            f32(x, {sh.n, sh.h, sh.w, sh.c}),
-            f32(w, {sh.k, sh.r, sh.s, sh.c}),
-            f32(bx, {sh.n, sh.h, sh.w, sh.c}),
-            f32(g, {1, 1, 1, sh.c}),
-            f32(b, {1, 1, 1, sh.c}),
-            f32(mean, {1, 1, 1, sh.c}),
-            f32(invstd, {1, 1, 1, sh.c})};
+    e.in = {f32(dy, {sh.n, sh.p(), sh.q(), sh.k}), f32(x, {sh.n, sh.h, sh.w, sh.c}),
+            f32(w, {sh.k, sh.r, sh.s, sh.c}), f32(bx, {sh.n, sh.h, sh.w, sh.c})};
+    for (const Operand& o : bn.operands()) e.in.push_back(o);
     e.out = {f32(std::vector<float>(sh.x_size(), NAN), {sh.n, sh.h, sh.w, sh.c}),
              f32(std::vector<float>(2 * sh.c, NAN), {1, 1, 1, 2 * sh.c})};
     e.params = params_of(FrConvBackwardParams{cp, 1, 1});
