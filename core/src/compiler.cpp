@@ -363,8 +363,10 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
       single = j >= 0 && consumers[static_cast<size_t>(j)] == 1;
     }
     if (single && a.layers[static_cast<size_t>(j)].kind == LayerKind::FC &&
-        a.layers[static_cast<size_t>(j)].fused_relu)
+        a.layers[static_cast<size_t>(j)].fused_relu) {
       a.layers[static_cast<size_t>(j)].grad_premasked = true;
+      a.fused_head_masks_input = true;
+    }
   }
   return a;
 }
@@ -638,8 +640,9 @@ void emit_fused_head(EmitContext& cx, const CompiledModel& m) {
   const int i = static_cast<int>(m.arch.layers.size()) - 1;
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
   const TensorId x = layer_input(m, i);
-  bool mask = false;
-  for (const auto& p : m.arch.layers) mask = mask || p.grad_premasked;
+  // only the fc feeding the head through its fused relu is masked here (grad_premasked is also set on
+  // batchnorms whose masking pass is elsewhere: CompileOptions::grad_sums)
+  const bool mask = m.arch.fused_head_masks_input;
   GraphNode n = compute_node(FR_OP_FC_SOFTMAX_XENT, l.name, {x, l.weight, m.t.labels},
                              {m.t.logits, m.t.grad_logits, l.grad_in});
   if (l.spec.bias) n.in.push_back(l.bias);

@@ -199,7 +199,8 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
                "(DeepLearningTask::conv_stats, grad_sums)");
   require_form(uses_prologue_operands(node), FR_KERNEL_CONV_PROLOGUE, "batchnorm prologue forms",
                "(FR_KERNEL_CONV_PROLOGUE) compile with CompileOptions::conv_prologue = OFF "
-               "(DeepLearningTask::conv_prologue)");
+               "(DeepLearningTask::conv_prologue; conv2d_backward's gradient epilogue also goes with "
+               "grad_sums = OFF)");
   FrCall& c = rc.call;
   c.struct_size = sizeof(FrCall);
   c.op = static_cast<uint32_t>(op);

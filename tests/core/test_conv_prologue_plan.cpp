@@ -93,3 +93,29 @@ TEST(ConvProloguePlan, ItsConvWritesTheBatchnormsGradientSums) {
             0);
   EXPECT_EQ(compile(DType::F32, CompileOptions::ConvPrologue::ON, CompileOptions::GradSums::ON).epilogues, 8);
 }
+
+// The fused head masks its input gradient only when that input is the fused relu output of the fc before
+// it: a batchnorm whose gradient the epilogue premasks elsewhere must not turn the mask on (an fc without
+// relu between: its input gradient is not masked).
+TEST(ConvProloguePlan, TheHeadMasksOnlyAReluFcInput) {
+  for (bool relu_fc : {false, true}) {
+    CompileOptions o = test::rgb_compile_options(32, 8);
+    o.precision = DType::BF16;
+    const BluePrint model = relu_fc ? seq({conv(64, 3, 1, 1), bn(), relu(), conv(64, 3, 1, 1), bn(), relu(),
+                                           conv(64, 3, 1, 1), bn(), relu(), gap(), fc(16), relu(), fc(10)})
+                                    : seq({conv(64, 3, 1, 1), bn(), relu(), conv(64, 3, 1, 1), bn(), relu(),
+                                           conv(64, 3, 1, 1), bn(), relu(), gap(), fc(16), fc(10)});
+    const CompiledModel m = Compiler().compile(model, o);
+    int epilogues = 0, heads = 0;
+    for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD)) {
+      epilogues += n.op == FR_OP_CONV2D_BACKWARD && n.in.size() == 8;
+      if (n.op != FR_OP_FC_SOFTMAX_XENT) continue;
+      ++heads;
+      const auto p = n.params_as<FrFcSoftmaxXentParams>();
+      ASSERT_TRUE(p.has_value());
+      EXPECT_EQ(p->mask_input, relu_fc ? 1 : 0) << (relu_fc ? "fc + relu before the head" : "plain fc");
+    }
+    EXPECT_GE(epilogues, 1);  // a premasked batchnorm exists
+    EXPECT_EQ(heads, 1);
+  }
+}

@@ -5,9 +5,8 @@
 // ops/batchnorm_backward.cu; test: tests/plugins/cuda/test_cuda_low_precision.cpp.
 #pragma once
 
-#include <type_traits>
-
 #include "ops/dtype.cuh"
+#include "ops/rounds_to_zero.h"
 
 namespace fresco::cuda {
 
@@ -22,16 +21,9 @@ __device__ __forceinline__ float bn_normalized(float x, float scale, float shift
   return __fmaf_rn(x, scale, shift);
 }
 
-// The largest float that rounds to zero (or below) in T, to nearest even: half the smallest positive
-// subnormal of T (2^-25 for f16, 2^-134 for bf16; for f32 itself 0).
-template <class T>
-inline constexpr float kRoundsToZeroBelow = std::is_same_v<T, __half>          ? 0x1p-25f
-                                            : std::is_same_v<T, __nv_bfloat16> ? 0x1p-134f
-                                                                               : 0.0f;
-
 // Whether the fused relu passes the gradient at x: its output, stored as T, is positive, i.e. the value
-// before the relu exceeds kRoundsToZeroBelow<T> (the same answer as rounding it to T and comparing, without
-// the two conversions; NaN passes neither).
+// before the relu exceeds kRoundsToZeroBelow<T> (rounds_to_zero.h: the same answer as rounding it to T and
+// comparing, without the two conversions; NaN passes neither).
 template <class T>
 __device__ __forceinline__ bool bn_relu_passes(float x, float scale, float shift) {
   return bn_normalized(x, scale, shift) > kRoundsToZeroBelow<T>;

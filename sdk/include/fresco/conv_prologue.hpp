@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "fresco/conv_geometry.hpp"
 #include "fresco/ops.h"
 #include "fresco/plugin.hpp"
 
@@ -65,7 +66,7 @@ inline bool has_conv_grad_epilogue(const FrCall* call) {
   return call->n_in > 3;
 }
 // Checks the epilogue's operands of a conv2d_backward call whose part writes dx at output dx_index (-1:
-// none) and `outputs` outputs without gsums: exactly five inputs after {dy, x, w}, bx of x's size and dtype,
+// none) and `outputs` outputs without gsums: exactly five inputs after {dy, x, w}, bx of x's shape and dtype,
 // the four f32 with x's C elements, gsums f32 [2C] last. Data pointers are null during prepare.
 inline BnGradEpilogue conv_grad_epilogue(const FrCall* call, int dx_index, uint32_t outputs) {
   if (!has_conv_grad_epilogue(call))
@@ -77,8 +78,11 @@ inline BnGradEpilogue conv_grad_epilogue(const FrCall* call, int dx_index, uint3
                   "conv2d_backward: the batchnorm gradient epilogue needs a part that writes dx");
   const FrTensor &x = call->in[1], &bx = call->in[3];
   const int64_t c = x.ndim >= 1 ? x.dims[x.ndim - 1] : 0;
-  FR_PLUGIN_CHECK(numel(bx) == numel(x) && bx.dtype == x.dtype, FR_ERR_INVALID_ARGUMENT,
-                  "conv2d_backward: the gradient epilogue's bx must have x's size and dtype");
+  bool same_shape = bx.ndim == x.ndim && bx.dtype == x.dtype;
+  for (uint32_t d = 0; same_shape && d < x.ndim; ++d) same_shape = bx.dims[d] == x.dims[d];
+  FR_PLUGIN_CHECK(same_shape, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: the gradient epilogue's bx " + shape_str(bx) + " must have x's shape " +
+                      shape_str(x) + " and dtype");
   static const char* const kNames[4] = {"gamma", "beta", "save_mean", "save_invstd"};
   for (uint32_t i = 0; i < 4; ++i) {
     const FrTensor& t = call->in[4 + i];

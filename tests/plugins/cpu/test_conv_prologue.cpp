@@ -125,7 +125,7 @@ TEST(CpuConvPrologue, InputGradientEpilogueMasksAndSums) {
   const size_t zeros = static_cast<size_t>(std::count(dx.begin(), dx.end(), 0.0f));
   EXPECT_GT(zeros, dx.size() / 10);  // the mask really masks
   EXPECT_LT(zeros, dx.size() - dx.size() / 10);
-  // refused: no gsums output; a part without dx
+  // refused: no gsums output; bx of another shape; a part without dx
   OpCall no_sums(FR_OP_CONV2D_BACKWARD);
   no_sums.in(tensor(dy, {kN, kH, kW, kK}))
       .in(d.map(d.applied))
@@ -133,6 +133,11 @@ TEST(CpuConvPrologue, InputGradientEpilogueMasksAndSums) {
       .in(d.map(d.x));
   d.prologue(no_sums).out(d.map(dx)).params(part1);
   EXPECT_NE(no_sums.run_error().find("conv2d_backward"), std::string::npos) << no_sums.run_error();
+  OpCall reshaped(FR_OP_CONV2D_BACKWARD);  // bx with x's size but not its shape
+  reshaped.in(tensor(dy, {kN, kH, kW, kK})).in(d.map(d.applied)).in(tensor(d.w, {kK, 3, 3, kC}));
+  reshaped.in(tensor(d.x, {kN, kH, kC, kW}));
+  d.prologue(reshaped).out(d.map(dx)).out(tensor(sums, {2 * kC})).params(part1);
+  EXPECT_NE(reshaped.run_error().find("bx"), std::string::npos) << reshaped.run_error();
   std::vector<float> dw(kK * 9 * kC);
   OpCall weights(FR_OP_CONV2D_BACKWARD);
   weights.in(tensor(dy, {kN, kH, kW, kK}))

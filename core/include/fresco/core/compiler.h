@@ -104,6 +104,9 @@ struct ArchPlan {
   // CompileOptions::fuse_head took effect: the last layer's training forward, the loss and the last layer's
   // input gradient are one fc_softmax_xent node.
   bool fused_head = false;
+  // With fused_head: the fc whose fused relu output the head reads (its grad_premasked), so the head masks
+  // its input gradient; else the head's input is not such a relu output and nothing masks.
+  bool fused_head_masks_input = false;
 };
 
 struct CompileOptions {
