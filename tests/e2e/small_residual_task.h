@@ -42,6 +42,16 @@ inline std::vector<float> train_small_residual(DeepLearningTask& t, int steps) {
 // one, test_conv_stats_cpu.cpp, test_grad_sums_cpu.cpp): losses within 1e-5, every tensor within 1e-4 of its
 // largest value, and the run really trained.
 using Snapshot = std::vector<std::pair<std::string, std::vector<float>>>;
+// The largest |a - b| relative to the largest |b| (the absolute difference when b is all zero).
+inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0.0, den = 0.0;
+  for (size_t j = 0; j < a.size() && j < b.size(); ++j) {
+    num = std::max(num, std::fabs(static_cast<double>(a[j]) - b[j]));
+    den = std::max(den, std::fabs(static_cast<double>(b[j])));
+  }
+  return den > 0.0 ? num / den : num;
+}
+
 inline void expect_same_training(const std::vector<float>& losses, const Snapshot& state,
                                  const std::vector<float>& want_losses, const Snapshot& want_state) {
   ASSERT_EQ(losses.size(), want_losses.size());
@@ -52,12 +62,7 @@ inline void expect_same_training(const std::vector<float>& losses, const Snapsho
     EXPECT_EQ(state[i].first, want_state[i].first);
     const std::vector<float>&a = state[i].second, &b = want_state[i].second;
     ASSERT_EQ(a.size(), b.size()) << state[i].first;
-    double num = 0.0, den = 0.0;
-    for (size_t j = 0; j < a.size(); ++j) {
-      num = std::max(num, std::fabs(static_cast<double>(a[j]) - b[j]));
-      den = std::max(den, std::fabs(static_cast<double>(b[j])));
-    }
-    EXPECT_LT(den > 0.0 ? num / den : num, 1e-4) << state[i].first;
+    EXPECT_LT(max_rel_diff(a, b), 1e-4) << state[i].first;
   }
   EXPECT_NE(losses.front(), losses.back());  // it really trained
 }

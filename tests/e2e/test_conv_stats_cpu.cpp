@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "e2e/legacy_conv.h"
 #include "e2e/small_residual_task.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
@@ -52,10 +53,7 @@ TEST(ConvStatsCpu, StatisticsFromConvSumsTrainLikeTheTwoPassStatistics) {
 // written before they existed) is refused with a clear error for a node that uses them, never handed operands
 // it would ignore; the same kernel still serves the plain form.
 TEST(ConvStatsCpu, AKernelWithoutTheSumsOperandsIsRefusedForThem) {
-  PluginRegistry& reg = PluginRegistry::instance();
-  reg.load_default({FRESCO_LIB_DIR});
-  reg.load_file(std::string(FRESCO_TEST_PLUGIN_DIR) + "/libfresco-test-legacy_conv.so");  // once a process
-  ASSERT_NE(reg.kernel_owner(reg.op_id(FR_OP_CONV2D), "cpu", FR_F16).find("legacy_conv"), std::string::npos);
+  ASSERT_TRUE(test::load_legacy_conv());
   auto conv_task = [](bool sums) {
     auto t = std::make_unique<SimpleTask>("cpu");
     const TensorId x = t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 8}, "x");
@@ -73,15 +71,8 @@ TEST(ConvStatsCpu, AKernelWithoutTheSumsOperandsIsRefusedForThem) {
     t->add(GraphId::DEEP_FWD_BWD, n);
     return t;
   };
-  try {
-    conv_task(true)->compile();
-    ADD_FAILURE() << "a conv2d node with sums compiled on a kernel that does not declare them";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
-    const std::string m = e.what();
-    EXPECT_NE(m.find("FR_KERNEL_SUMS_OPERANDS"), std::string::npos) << m;
-    EXPECT_NE(m.find("legacy_conv"), std::string::npos) << m;  // names the plugin
-    EXPECT_NE(m.find("conv_stats"), std::string::npos) << m;   // and the way out
-  }
+  // the flag, the plugin and the way out named
+  test::expect_refused(*conv_task(true), "a conv2d node with sums",
+                       {"FR_KERNEL_SUMS_OPERANDS", "legacy_conv", "conv_stats"});
   EXPECT_NO_THROW(conv_task(false)->compile());
 }

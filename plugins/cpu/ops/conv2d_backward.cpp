@@ -122,12 +122,11 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
     const ConvGeom gm = checked_geometry(call, p);
     FR_PLUGIN_CHECK(call->workspace_bytes >= gm.col_bytes + gm.gemm_bytes + epilogue_bytes(call),
                     FR_ERR_INVALID_ARGUMENT, "conv2d_backward: workspace too small");
-    const sdk::BnGradEpilogue epilogue =
-        sdk::conv_grad_epilogue(call, sdk::conv_backward_outputs(p).dx, sdk::conv_backward_outputs(p).count);
+    const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
+    const sdk::BnGradEpilogue epilogue = sdk::conv_grad_epilogue(call, o.dx, o.count);
     const float* dy = sdk::data<const float>(call->in[0]);
     const float* x = sdk::data<const float>(call->in[1]);
     const float* w = sdk::data<const float>(call->in[2]);
-    const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
     float* dw = o.dw >= 0 ? sdk::data<float>(call->out[o.dw]) : nullptr;
     float* db = o.db >= 0 ? sdk::data<float>(call->out[o.db]) : nullptr;
     float* dx = o.dx >= 0 ? sdk::data<float>(call->out[o.dx]) : nullptr;

@@ -4,6 +4,7 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "ops/conv3x3_wgmma.h"
 #include "ops/conv3x3_wgmma_tiles.cuh"
@@ -273,7 +274,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_arrive(stage_full(g, j & 1));
     if constexpr (kGradSums) {
 #pragma unroll
-      for (int mh = 0; mh < 2; ++mh) dsum[mh] += ssum[mh], dsq[mh] += ssq[mh], ssum[mh] = 0.0f, ssq[mh] = 0.0f;
+      for (int mh = 0; mh < 2; ++mh)
+        dsum[mh] += ssum[mh], dsq[mh] += ssq[mh], ssum[mh] = 0.0f, ssq[mh] = 0.0f;
     }
   };
   float acc[16];
@@ -293,44 +295,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     finish(acc, j);
   }
   if (!part) return;
-  if constexpr (kGradSums) {  // the same in double
-    double* dred = reinterpret_cast<double*>(smem);  // [warpgroup][64][2] at each warpgroup's window base
+  // the block's partials: this thread's channels c0 + 8 mh added over the four lanes of a gid, then the two
+  // warpgroups in order through their first window buffers (no longer read); in float, or in double with the
+  // gradient sums
+  auto write_partials = [&](auto(&sums)[2], auto(&second)[2]) {
+    using A = std::remove_reference_t<decltype(sums[0])>;
+    A* red = reinterpret_cast<A*>(smem);  // [warpgroup][64][2] at each warpgroup's window base
+    constexpr int kBase = 3 * kWin * 16 / sizeof(A);
 #pragma unroll
     for (int mh = 0; mh < 2; ++mh) {
-      double sa = dsum[mh], sb = dsq[mh];
-#pragma unroll
-      for (int off = 1; off < 4; off <<= 1) {
-        sa += __shfl_xor_sync(0xffffffffu, sa, off);
-        sb += __shfl_xor_sync(0xffffffffu, sb, off);
-      }
+      A sa = sums[mh], sb = second[mh];
+      add_over_lanes<1, 4>(sa, sb);
       const int c = 16 * wq + gid + 8 * mh;
-      if (tq == 0) dred[g * 3 * kWin * 2 + 2 * c] = sa, dred[g * 3 * kWin * 2 + 2 * c + 1] = sb;
+      if (tq == 0) red[g * kBase + 2 * c] = sa, red[g * kBase + 2 * c + 1] = sb;
     }
     named_sync(6, 256);
     const int c = threadIdx.x;
     if (c < kC) {
-      part[(blockIdx.x * kC + c) * 2] = dred[2 * c] + dred[3 * kWin * 2 + 2 * c];
-      part[(blockIdx.x * kC + c) * 2 + 1] = dred[2 * c + 1] + dred[3 * kWin * 2 + 2 * c + 1];
+      part[(blockIdx.x * kC + c) * 2] = static_cast<double>(red[2 * c]) + red[kBase + 2 * c];
+      part[(blockIdx.x * kC + c) * 2 + 1] = static_cast<double>(red[2 * c + 1]) + red[kBase + 2 * c + 1];
     }
-    return;
-  }
-  // the block's partials: this thread's channels c0 + 8 mh added over the four lanes of a gid, then the two
-  // warpgroups in order through their first window buffers (no longer read)
-  float* red = reinterpret_cast<float*>(smem);  // [warpgroup][64][2] at each warpgroup's window base
-#pragma unroll
-  for (int mh = 0; mh < 2; ++mh) {
-    float sa = ssum[mh], sb = ssq[mh];
-    add_over_lanes<1, 4>(sa, sb);
-    const int c = 16 * wq + gid + 8 * mh;
-    if (tq == 0) red[g * 3 * kWin * 4 + 2 * c] = sa, red[g * 3 * kWin * 4 + 2 * c + 1] = sb;
-  }
-  named_sync(6, 256);
-  const int c = threadIdx.x;
-  if (c < kC) {
-    const double a0 = static_cast<double>(red[2 * c]) + red[3 * kWin * 4 + 2 * c];
-    const double b0 = static_cast<double>(red[2 * c + 1]) + red[3 * kWin * 4 + 2 * c + 1];
-    part[(blockIdx.x * kC + c) * 2] = a0, part[(blockIdx.x * kC + c) * 2 + 1] = b0;
-  }
+  };
+  if constexpr (kGradSums)
+    write_partials(dsum, dsq);
+  else
+    write_partials(ssum, ssq);
 }
 
 template <class T, bool kTurns, bool kPrologue, bool kGradSums = false>

@@ -40,11 +40,11 @@ __device__ __forceinline__ uint32_t round2(float a, float b, float& ra, float& r
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// a and b each added over the lanes whose index differs from this lane's in the bits kFrom .. kTo / 2 (a
-// fixed shuffle tree): kFrom = 1, kTo = 4 sums the four lanes of an mma fragment row (tq), kFrom = 4, kTo =
-// 32 the eight rows (gid) holding the same columns.
-template <int kFrom, int kTo>
-__device__ __forceinline__ void add_over_lanes(float& a, float& b) {
+// a and b (float or double) each added over the lanes whose index differs from this lane's in the bits kFrom
+// .. kTo / 2 (a fixed shuffle tree): kFrom = 1, kTo = 4 sums the four lanes of an mma fragment row (tq),
+// kFrom = 4, kTo = 32 the eight rows (gid) holding the same columns.
+template <int kFrom, int kTo, class A>
+__device__ __forceinline__ void add_over_lanes(A& a, A& b) {
 #pragma unroll
   for (int off = kFrom; off < kTo; off <<= 1) {
     a += __shfl_xor_sync(0xffffffffu, a, off);

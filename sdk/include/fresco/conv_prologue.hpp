@@ -26,6 +26,21 @@ inline bool has_conv_prologue(const FrCall* call) {
   return call->n_in > conv_plain_inputs(call);
 }
 
+// The four batchnorm operands {gamma, beta, save_mean, save_invstd} at call->in[first ..], each checked f32
+// with c elements (`what` names them in errors, e.g. "conv2d: the prologue's").
+inline BnPrologue bn_operands(const FrCall* call, uint32_t first, int64_t c, const char* what) {
+  static const char* const kNames[4] = {"gamma", "beta", "save_mean", "save_invstd"};
+  for (uint32_t i = 0; i < 4; ++i) {
+    const FrTensor& t = call->in[first + i];
+    FR_PLUGIN_CHECK(t.dtype == FR_F32 && numel(t) == c, FR_ERR_INVALID_ARGUMENT,
+                    std::string(what) + " " + kNames[i] + " must be f32 with C = " + std::to_string(c) +
+                        " elements, got " + std::to_string(numel(t)) + " of dtype " +
+                        std::to_string(t.dtype));
+  }
+  return BnPrologue{data<float>(call->in[first]), data<float>(call->in[first + 1]),
+                    data<float>(call->in[first + 2]), data<float>(call->in[first + 3])};
+}
+
 // The prologue of a conv2d call: none (all null) without prologue inputs, else exactly four after the plain
 // ones, each f32 with x's C elements, and a second output of x's shape and dtype (the applied map, `applied`
 // when not null). Data pointers are null during prepare.
@@ -37,22 +52,14 @@ inline BnPrologue conv_prologue(const FrCall* call, void** applied = nullptr) {
                   "conv2d: expected " + std::to_string(plain) + " inputs, or " + std::to_string(plain + 4) +
                       " with a batchnorm prologue, got " + std::to_string(call->n_in));
   const FrTensor& x = call->in[0];
-  const int64_t c = x.ndim >= 1 ? x.dims[x.ndim - 1] : 0;
-  static const char* const kNames[4] = {"gamma", "beta", "save_mean", "save_invstd"};
-  for (uint32_t i = 0; i < 4; ++i) {
-    const FrTensor& t = call->in[plain + i];
-    FR_PLUGIN_CHECK(t.dtype == FR_F32 && numel(t) == c, FR_ERR_INVALID_ARGUMENT,
-                    std::string("conv2d: the prologue's ") + kNames[i] +
-                        " must be f32 with C = " + std::to_string(c) + " elements, got " +
-                        std::to_string(numel(t)) + " of dtype " + std::to_string(t.dtype));
-  }
+  const BnPrologue bn =
+      bn_operands(call, plain, x.ndim >= 1 ? x.dims[x.ndim - 1] : 0, "conv2d: the prologue's");
   FR_PLUGIN_CHECK(call->n_out >= 2 && numel(call->out[1]) == numel(x) && call->out[1].dtype == x.dtype,
                   FR_ERR_INVALID_ARGUMENT,
                   "conv2d: with a batchnorm prologue the second output is the applied map, of x's shape and "
                   "dtype");
   if (applied) *applied = call->out[1].data;
-  return BnPrologue{data<float>(call->in[plain]), data<float>(call->in[plain + 1]),
-                    data<float>(call->in[plain + 2]), data<float>(call->in[plain + 3])};
+  return bn;
 }
 
 // The batchnorm gradient epilogue of a conv2d_backward call (ops.h): bx (the batchnorm's input), the
@@ -83,14 +90,7 @@ inline BnGradEpilogue conv_grad_epilogue(const FrCall* call, int dx_index, uint3
   FR_PLUGIN_CHECK(same_shape, FR_ERR_INVALID_ARGUMENT,
                   "conv2d_backward: the gradient epilogue's bx " + shape_str(bx) + " must have x's shape " +
                       shape_str(x) + " and dtype");
-  static const char* const kNames[4] = {"gamma", "beta", "save_mean", "save_invstd"};
-  for (uint32_t i = 0; i < 4; ++i) {
-    const FrTensor& t = call->in[4 + i];
-    FR_PLUGIN_CHECK(t.dtype == FR_F32 && numel(t) == c, FR_ERR_INVALID_ARGUMENT,
-                    std::string("conv2d_backward: the gradient epilogue's ") + kNames[i] +
-                        " must be f32 with C = " + std::to_string(c) + " elements, got " +
-                        std::to_string(numel(t)) + " of dtype " + std::to_string(t.dtype));
-  }
+  const BnPrologue bn = bn_operands(call, 4, c, "conv2d_backward: the gradient epilogue's");
   FR_PLUGIN_CHECK(call->n_out == outputs + 1, FR_ERR_INVALID_ARGUMENT,
                   "conv2d_backward: with a batchnorm gradient epilogue the part writes " +
                       std::to_string(outputs + 1) + " outputs (gsums last), got " +
@@ -99,10 +99,7 @@ inline BnGradEpilogue conv_grad_epilogue(const FrCall* call, int dx_index, uint3
   FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * c, FR_ERR_INVALID_ARGUMENT,
                   "conv2d_backward: gsums must be f32 with 2C = " + std::to_string(2 * c) +
                       " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
-  return BnGradEpilogue{bx.data,
-                        {data<float>(call->in[4]), data<float>(call->in[5]), data<float>(call->in[6]),
-                         data<float>(call->in[7])},
-                        data<float>(s)};
+  return BnGradEpilogue{bx.data, bn, data<float>(s)};
 }
 
 // Where a training batchnorm call's save_mean (then save_invstd) is: 1 after y, or 0 in the statistics-only

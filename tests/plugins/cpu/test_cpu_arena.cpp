@@ -1,6 +1,6 @@
 // The CPU backend flushes denormals inside its kernels (MXCSR FTZ/DAZ in its own arena) and leaves the
 // caller's floating-point mode alone: a relu over a denormal input writes 0 (DAZ), and the test thread's
-// MXCSR is the same before and after the kernel runs.
+// MXCSR control bits are the same before and after the kernel runs.
 #include <gtest/gtest.h>
 #include <xmmintrin.h>
 
@@ -17,7 +17,10 @@ TEST(CpuArena, KernelsFlushDenormalsAndRestoreTheCallersMode) {
   c.in(fresco::test::tensor(x, {1, 1, 1, 4096})).out(fresco::test::tensor(y, {1, 1, 1, 4096}));
   ASSERT_TRUE(c.run());
   for (float v : y) ASSERT_EQ(v, 0.0f) << "denormal inputs are read as zero inside the backend";
-  EXPECT_EQ(_mm_getcsr(), before);
+  // the mode (control bits); the sticky exception flags (bits 0-5) are status, which oneTBB's restore of the
+  // thread's settings does not keep (set by whatever ran before in this process)
+  constexpr unsigned kStatusFlags = 0x3Fu;
+  EXPECT_EQ(_mm_getcsr() & ~kStatusFlags, before & ~kStatusFlags);
   volatile float tiny = std::numeric_limits<float>::denorm_min() * 8;
   EXPECT_GT(tiny * 1.0f, 0.0f) << "the caller keeps IEEE denormals";
 }

@@ -780,12 +780,7 @@ TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
         for (size_t i = 0; i < state.size(); ++i) {
           const std::string& name = state[i].first;  // the weights, not the gradients or momenta: above
           if (name.rfind("G(", 0) == 0 || name.rfind("M(", 0) == 0) continue;
-          double num = 0.0, den = 0.0;
-          for (size_t j = 0; j < state[i].second.size(); ++j) {
-            num = std::max(num, std::fabs(static_cast<double>(state[i].second[j]) - want[i].second[j]));
-            den = std::max(den, std::fabs(static_cast<double>(want[i].second[j])));
-          }
-          const double d = den > 0.0 ? num / den : num;
+          const double d = test::max_rel_diff(state[i].second, want[i].second);
           const int k = name.rfind("bn", 0) == 0 ? 1 : 0;
           if (d > diff[k]) diff[k] = d, worst[k] = name;
         }

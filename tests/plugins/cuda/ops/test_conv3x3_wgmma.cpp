@@ -232,6 +232,22 @@ TEST_P(Conv3x3Wgmma, ForwardSumsAndBothGradientsMatchTheReference) {
   }
 }
 
+// A batchnorm's gamma, beta, mean and invstd ([4][64] floats) drawn per channel, beta about beta0.
+std::vector<float> random_batchnorm(std::mt19937& rng, float beta0, float beta_scale) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> bn(4 * kC);
+  for (int c = 0; c < kC; ++c)
+    bn[c] = 1.5f * u(rng), bn[kC + c] = beta0 + beta_scale * u(rng), bn[2 * kC + c] = 0.5f * u(rng),
+    bn[3 * kC + c] = 0.5f + std::fabs(u(rng));
+  return bn;
+}
+
+// Channel c's value before the relu at x: one float fma with scale and shift rounded as ops.h defines them.
+float bn_pre_relu(const std::vector<float>& bn, int c, double x) {
+  const float scale = bn[c] * bn[3 * kC + c], shift = std::fma(-bn[2 * kC + c], scale, bn[kC + c]);
+  return std::fma(static_cast<float>(x), scale, shift);
+}
+
 // The batchnorm prologue (ops.h): the forward (with its sums) on x through the prologue gives the bits it
 // gives on the applied map, computed on the host (one float fma, the relu, one rounding), and writes that
 // map when asked. Shifts are mostly positive, so a
@@ -246,16 +262,10 @@ TEST_P(Conv3x3Wgmma, PrologueGivesTheBitsOfTheAppliedMap) {
     SCOPED_TRACE("n " + std::to_string(geo.n) + " h " + std::to_string(geo.h));
     const size_t nx = static_cast<size_t>(geo.n) * geo.h * kW * kC, nw = static_cast<size_t>(kC) * 9 * kC;
     const Values x = random_values(nx, 2.0f, t, rng), w = random_values(nw, 0.06f, t, rng);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> bn(4 * kC);  // gamma, beta, mean, invstd
-    for (int c = 0; c < kC; ++c)
-      bn[c] = 1.5f * u(rng), bn[kC + c] = 0.3f + 0.5f * u(rng), bn[2 * kC + c] = 0.5f * u(rng),
-      bn[3 * kC + c] = 0.5f + std::fabs(u(rng));
+    const std::vector<float> bn = random_batchnorm(rng, 0.3f, 0.5f);  // gamma, beta, mean, invstd
     std::vector<uint16_t> applied(nx);
     for (size_t i = 0; i < nx; ++i) {
-      const int c = static_cast<int>(i % kC);
-      const float scale = bn[c] * bn[3 * kC + c], shift = std::fma(-bn[2 * kC + c], scale, bn[kC + c]);
-      const float v = std::fma(static_cast<float>(x.v[i]), scale, shift);
+      const float v = bn_pre_relu(bn, static_cast<int>(i % kC), x.v[i]);
       applied[i] = to_bits(v > 0.0f ? v : 0.0f, t);
     }
     DeviceBuffer dx(nx * 2), da(nx * 2), dw(nw * 2), dy(nx * 2), dbn(bn.size() * 4),
@@ -315,11 +325,7 @@ TEST_P(Conv3x3Wgmma, GradientSumsMaskTheInputGradient) {
     const size_t nx = static_cast<size_t>(geo.n) * geo.h * kW * kC, nw = static_cast<size_t>(kC) * 9 * kC;
     const Values bx = random_values(nx, 2.0f, t, rng), w = random_values(nw, 0.06f, t, rng),
                  d = random_values(nx, 1.0f, t, rng);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> bn(4 * kC);  // gamma, beta, mean, invstd
-    for (int c = 0; c < kC; ++c)
-      bn[c] = 1.5f * u(rng), bn[kC + c] = 0.3f * u(rng), bn[2 * kC + c] = 0.5f * u(rng),
-      bn[3 * kC + c] = 0.5f + std::fabs(u(rng));
+    const std::vector<float> bn = random_batchnorm(rng, 0.0f, 0.3f);  // gamma, beta, mean, invstd
     DeviceBuffer dbx(nx * 2), dw(nw * 2), ddy(nx * 2), ddx(nx * 2), dbn(bn.size() * 4),
         dpart(conv3x3_wgmma_partials_bytes(geo.sm_count)), dflip(conv3x3_wgmma_flipped_bytes());
     CUDA_OK(cudaMemcpy(dbx.p, bx.bits.data(), nx * 2, cudaMemcpyHostToDevice));
@@ -347,8 +353,7 @@ TEST_P(Conv3x3Wgmma, GradientSumsMaskTheInputGradient) {
     size_t passed = 0, wrong = 0;
     for (size_t i = 0; i < nx; ++i) {
       const int c = static_cast<int>(i % kC);
-      const float scale = bn[c] * bn[3 * kC + c], shift = std::fma(-bn[2 * kC + c], scale, bn[kC + c]);
-      const bool pass = from_bits(to_bits(std::fma(static_cast<float>(bx.v[i]), scale, shift), t), t) > 0.0;
+      const bool pass = from_bits(to_bits(bn_pre_relu(bn, c, bx.v[i]), t), t) > 0.0;
       const uint16_t expect = pass ? plain[i] : uint16_t{0};
       if (masked[i] != expect && wrong++ < 5)
         ADD_FAILURE() << "dx[" << i << "] bits " << masked[i] << ", expected " << expect;
