@@ -692,6 +692,55 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
       return std::max(rel_err(floats(out[0]), dx), rel_err(floats(out[1]), sums));
     };
     cases.emplace_back("batchnorm gradient epilogue", std::move(e));
+    // the weight gradient's batchnorm prologue: dy is the premasked output gradient g of a batchnorm whose
+    // input is this conv's output y; the weight gradient is the plain one of that batchnorm's dx, a (g - b -
+    // (y - mean) k), from gamma, the saved statistics and gsums (ops.h)
+    const auto g = random(rng, sh.y_size()), y = random(rng, sh.y_size(), -2.0f, 2.0f);
+    const BnOperands ybn(rng, sh.k);
+    std::vector<float> gsums(2 * static_cast<size_t>(sh.k));
+    for (float& v : gsums) v = std::uniform_real_distribution<float>(-20.0f, 20.0f)(rng);
+    OpCase wp;
+    wp.in = {f32(g, {sh.n, sh.p(), sh.q(), sh.k}), f32(bx, {sh.n, sh.h, sh.w, sh.c}),
+             f32(w, {sh.k, sh.r, sh.s, sh.c}),     f32(y, {sh.n, sh.p(), sh.q(), sh.k}),
+             f32(ybn.g, {1, 1, 1, sh.k}),          f32(ybn.mean, {1, 1, 1, sh.k}),
+             f32(ybn.invstd, {1, 1, 1, sh.k}),     f32(gsums, {1, 1, 1, 2 * sh.k})};
+    wp.out = {f32(std::vector<float>(sh.w_size(), NAN), {sh.k, sh.r, sh.s, sh.c})};
+    wp.params = params_of(FrConvBackwardParams{cp, 0, 2});
+    wp.requires_flags = FR_KERNEL_WGRAD_BN_PROLOGUE;
+    wp.error = [=](const auto& out, const auto&) {
+      const size_t kk = static_cast<size_t>(sh.k);
+      const double n = static_cast<double>(sh.y_size() / sh.k);
+      std::vector<double> dx_bn(g.size());
+      for (size_t i = 0; i < g.size(); ++i) {
+        const size_t k = i % kk;
+        const double is = ybn.invstd[k], a = ybn.g[k] * is, b = gsums[k] / n,
+                     kf = gsums[kk + k] * is * is / n;
+        dx_bn[i] = a * (g[i] - b - (y[i] - static_cast<double>(ybn.mean[k])) * kf);
+      }
+      return rel_err(floats(out[0]), ref::conv2d_backward(dx_bn, widen(bx), widen(w), sh).dw);
+    };
+    cases.emplace_back("batchnorm gradient prologue of the weight gradient", std::move(wp));
+  }
+  if (op == FR_OP_BATCHNORM_BACKWARD) {  // the weights-only form: {dgamma, dbeta} from gsums, no dx
+    constexpr int64_t kC = 6;
+    const auto dy = random(rng, 4 * 5 * kC), x = random(rng, 4 * 5 * kC);
+    const BnOperands bn(rng, kC);
+    std::vector<float> gsums(2 * kC);
+    for (float& v : gsums) v = std::uniform_real_distribution<float>(-20.0f, 20.0f)(rng);
+    OpCase c;
+    c.in = {f32(dy, {4, 1, 5, kC}),      f32(x, {4, 1, 5, kC}),         f32(bn.g, {1, 1, 1, kC}),
+            f32(bn.mean, {1, 1, 1, kC}), f32(bn.invstd, {1, 1, 1, kC}), f32(gsums, {1, 1, 1, 2 * kC})};
+    c.out = {f32(std::vector<float>(kC, NAN), {1, 1, 1, kC}),
+             f32(std::vector<float>(kC, NAN), {1, 1, 1, kC})};
+    c.params = params_of(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+    c.requires_flags = FR_KERNEL_WGRAD_BN_PROLOGUE | FR_KERNEL_SUMS_OPERANDS;
+    c.error = [=](const auto& out, const auto&) {
+      std::vector<double> dgamma(kC), dbeta(kC);
+      for (size_t k = 0; k < static_cast<size_t>(kC); ++k)
+        dgamma[k] = gsums[kC + k] * static_cast<double>(bn.invstd[k]), dbeta[k] = gsums[k];
+      return std::max(rel_err(floats(out[0]), dgamma), rel_err(floats(out[1]), dbeta));
+    };
+    cases.emplace_back("weights only", std::move(c));
   }
   if (op == FR_OP_BATCHNORM || op == FR_OP_BATCHNORM_ADD) {
     // Statistics from given f32 sums, deliberately those of 1.5 x + 0.25 and not of x, so a kernel that

@@ -105,6 +105,15 @@ bool conv_prologue_on(const CompileOptions& o, const LayerDescriptor& l) {
                            !c.bias && l.in_sample.c == 64 && c.out == 64 && l.in_sample.w == 32;
   return o.conv_prologue == Mode::ON || (option_on(o.conv_prologue, o) && fused_shape);
 }
+// CompileOptions::conv_prologue for the first conv l's weight gradient: ON, or AUTO in mixed precision on a
+// narrow input (at most 32 taps, 16 / 32 / 64 outputs: the CUDA backend's own stem kernels).
+bool wgrad_prologue_on(const CompileOptions& o, const LayerDescriptor& l) {
+  using Mode = CompileOptions::ConvPrologue;
+  const LayerSpec& c = l.spec;
+  const bool narrow = c.groups == 1 && !c.bias && l.in_sample.c * c.k * c.k <= 32 &&
+                      (c.out == 16 || c.out == 32 || c.out == 64);
+  return o.conv_prologue == Mode::ON || (option_on(o.conv_prologue, o) && narrow);
+}
 void emit_input(EmitContext& cx, const CompiledModel& m, char ab);
 void emit_forward(EmitContext& cx, const CompiledModel& m, int i);
 void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx);
@@ -337,6 +346,22 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
       auto& bn = a.layers[static_cast<size_t>(b)];
       if (bn.fused_relu) bn.grad_premasked = true;
     }
+  // The first conv's weight gradient applies the backward of the batchnorm that alone reads its output when
+  // that batchnorm gets its gradient premasked with its sums (above): its dx is read by nothing else.
+  {
+    auto& conv = a.layers[static_cast<size_t>(fp)];
+    const int32_t b = first_reader[static_cast<size_t>(fp)];
+    if (conv.kind == LayerKind::CONV && b >= 0 && consumers[static_cast<size_t>(fp)] == 1 &&
+        option_on(o.grad_sums, o) && wgrad_prologue_on(o, conv)) {
+      auto& bn = a.layers[static_cast<size_t>(b)];
+      bool has_sums = false;
+      for (const auto& l : a.layers) has_sums = has_sums || l.grad_sums_bn == b || l.grad_sums_bn2 == b;
+      if (bn.kind == LayerKind::BN && bn.grad_premasked && has_sums && !bn.fused_into_join) {
+        bn.dx_by_conv = true;
+        conv.wgrad_prologue_bn = b;
+      }
+    }
+  }
   FRESCO_CHECK(cur.h == 1 && cur.w == 1 && cur.c == o.num_classes, ErrorCode::kBadConfig,
                "model: the last layer outputs " + cur.str() + " per sample, but the data has " +
                    std::to_string(o.num_classes) + " classes (expected [1,1,1," +
@@ -479,6 +504,11 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       l.prologue = {bn.weight, bn.bias, bn.save_mean, bn.save_invstd};
       l.prologue_input = input_tensor(bn.input);
     }
+  for (auto& l : a.layers)  // the batchnorm whose backward the first conv's weight gradient applies
+    if (l.wgrad_prologue_bn >= 0) {
+      const auto& bn = a.layers[static_cast<size_t>(l.wgrad_prologue_bn)];
+      l.wgrad_prologue = {bn.weight, bn.save_mean, bn.save_invstd, bn.grad_sums};
+    }
   t.logits = a.layers.back().out;
   const int fp = first_param_index(a);
   t.grad_logits = batched(p.alloc_feature(a.layers.back().out_sample.with_batch(mb), "grad(logits)", L - 1,
@@ -503,7 +533,7 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       for (const auto& [c, which] : consumers[static_cast<size_t>(i)]) {
         const auto& cl = a.layers[static_cast<size_t>(c)];
         // a fused-relu residual join gives both branches its one masked gradient; a concat splits
-        parts.push_back(passes_gradient(cl)                          ? cl.grad_out
+        parts.push_back(passes_gradient(cl) || cl.dx_by_conv         ? cl.grad_out
                         : cl.kind == LayerKind::CONCAT && which == 1 ? cl.grad_in2
                                                                      : cl.grad_in);
       }
@@ -528,7 +558,7 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       }
     }
     if (i == fp) break;  // the first trainable layer's input gradient is not needed
-    if (!passes_gradient(l) && (l.input >= fp || l.kind == LayerKind::CONCAT))
+    if (!passes_gradient(l) && !l.dx_by_conv && (l.input >= fp || l.kind == LayerKind::CONCAT))
       l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
                                           2 * L + 1 - l.index, end, dtype_of(l.input)));
     if (l.kind == LayerKind::CONCAT) {  // the split writes both parts

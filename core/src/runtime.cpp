@@ -54,14 +54,27 @@ namespace {
 // Whether a node uses the batchnorm prologue forms of ops.h (CompileOptions::conv_prologue: conv2d's
 // prologue, conv2d_backward's gradient epilogue, the statistics-only batchnorm), which its kernel must
 // declare (FR_KERNEL_CONV_PROLOGUE).
+// Whether a conv2d_backward node's part writes dx.
+bool writes_input_gradient(const GraphNode& n) {
+  const auto p = n.params_as<FrConvBackwardParams>();
+  return p && (p->part == 1 || (p->part == 0 && p->need_dx));
+}
 bool uses_prologue_operands(const GraphNode& n) {
-  if (n.op == FR_OP_CONV2D_BACKWARD) return n.in.size() > 3;
+  if (n.op == FR_OP_CONV2D_BACKWARD) return n.in.size() > 3 && writes_input_gradient(n);
   if (n.op == FR_OP_CONV2D) {
     const auto p = n.params_as<FrConvParams>();
     return p && n.in.size() > (p->has_bias ? 3u : 2u);
   }
   const auto p = n.params_as<FrBatchNormParams>();
   return n.op == FR_OP_BATCHNORM && p && p->training && n.out.size() == 2;
+}
+
+// Whether a node uses the batchnorm gradient prologue of a weight gradient (ops.h: conv2d_backward's five
+// prologue inputs on a part without dx, batchnorm_backward's weights-only form), which its kernel must
+// declare (FR_KERNEL_WGRAD_BN_PROLOGUE).
+bool uses_wgrad_bn_prologue(const GraphNode& n) {
+  if (n.op == FR_OP_CONV2D_BACKWARD) return n.in.size() > 3 && !writes_input_gradient(n);
+  return n.op == FR_OP_BATCHNORM_BACKWARD && n.out.size() == 2;
 }
 
 // Whether a node uses the per-channel sums operands of ops.h (CompileOptions::conv_stats, grad_sums), which
@@ -177,6 +190,8 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
     dtype = rc.in[0].dtype;
   else if (node.kind == NodeKind::RANGE && !rc.rout.empty())
     dtype = rc.rout[0].dtype;
+  if (uses_wgrad_bn_prologue(node) && node.op == FR_OP_BATCHNORM_BACKWARD)
+    dtype = rc.in[0].dtype;  // the weights-only form's outputs are f32 [C]: the kernel of its maps' dtype
   const int32_t op = reg.op_id(node.op);
   rc.kernel = reg.kernel(op, device_, dtype);
   FRESCO_CHECK(rc.kernel, ErrorCode::kBadConfig,
@@ -201,6 +216,10 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
                "(FR_KERNEL_CONV_PROLOGUE) compile with CompileOptions::conv_prologue = OFF "
                "(DeepLearningTask::conv_prologue; conv2d_backward's gradient epilogue also goes with "
                "grad_sums = OFF)");
+  require_form(uses_wgrad_bn_prologue(node), FR_KERNEL_WGRAD_BN_PROLOGUE,
+               "batchnorm gradient prologue of the weight gradient",
+               "(FR_KERNEL_WGRAD_BN_PROLOGUE) compile with CompileOptions::conv_prologue or grad_sums = OFF "
+               "(DeepLearningTask::conv_prologue, grad_sums)");
   FrCall& c = rc.call;
   c.struct_size = sizeof(FrCall);
   c.op = static_cast<uint32_t>(op);

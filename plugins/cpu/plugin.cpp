@@ -78,11 +78,13 @@ constexpr uint32_t kFloats = FR_DTYPE_BIT(FR_F32) | FR_DTYPE_BIT(FR_F16) | FR_DT
 #define FR_K(kind, op, mask, prep, run) FR_KF(kind, op, mask, 0, prep, run)
 constexpr uint32_t kSums = FR_KERNEL_SUMS_OPERANDS;
 constexpr uint32_t kPrologue = FR_KERNEL_CONV_PROLOGUE;
+constexpr uint32_t kWgradBn = FR_KERNEL_WGRAD_BN_PROLOGUE;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums | kPrologue, conv2d_prepare, conv2d_run),
-    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue, conv2d_backward_prepare, conv2d_backward_run),
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue | kWgradBn, conv2d_backward_prepare,
+          conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),
     FR_KF(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, kSums, relu_backward_prepare, relu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run),
@@ -91,7 +93,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_SOFTMAX_XENT, kF32, softmax_xent_prepare, softmax_xent_run),
     FR_K(FR_COMPUTE, FR_OP_FC_SOFTMAX_XENT, kF32, fc_softmax_xent_prepare, fc_softmax_xent_run),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM, kF32, kSums | kPrologue, batchnorm_prepare, batchnorm_run),
-    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, kSums, batchnorm_backward_prepare,
+    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, kSums | kWgradBn, batchnorm_backward_prepare,
           batchnorm_backward_run),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kF32, kSums, batchnorm_add_prepare, batchnorm_add_run),

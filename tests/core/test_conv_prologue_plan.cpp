@@ -119,3 +119,58 @@ TEST(ConvProloguePlan, TheHeadMasksOnlyAReluFcInput) {
     EXPECT_EQ(heads, 1);
   }
 }
+
+// With grad_sums the first conv's weight gradient applies the backward of the batchnorm that alone reads its
+// output when that batchnorm gets its gradient premasked with its sums (ResNet-18's stem: its relu is read
+// by the first block's conv and shortcut): AUTO in mixed precision on a narrow input, ON anywhere. The
+// batchnorm's backward then writes only dgamma and dbeta, the conv's takes the batchnorm's output gradient,
+// y, gamma, save_mean, save_invstd and gsums, and the batchnorm's dx is never planned.
+TEST(ConvProloguePlan, TheFirstConvsWeightGradientAppliesItsBatchnormsBackward) {
+  struct Case {
+    DType precision;
+    CompileOptions::ConvPrologue mode;
+    CompileOptions::GradSums sums;
+    bool fused;
+  };
+  using P = CompileOptions::ConvPrologue;
+  using S = CompileOptions::GradSums;
+  for (const Case& k : {Case{DType::BF16, P::AUTO, S::AUTO, true}, Case{DType::F16, P::AUTO, S::AUTO, true},
+                        Case{DType::F32, P::AUTO, S::AUTO, false}, Case{DType::BF16, P::OFF, S::AUTO, false},
+                        Case{DType::BF16, P::AUTO, S::OFF, false}, Case{DType::F32, P::ON, S::ON, true}}) {
+    CompileOptions o = test::rgb_compile_options(32, 8);
+    o.precision = k.precision;
+    o.conv_prologue = k.mode;
+    o.grad_sums = k.sums;
+    const CompiledModel m = Compiler().compile(models::resnet18(10), o);
+    const LayerDescriptor& conv = m.arch.layers[0];
+    const LayerDescriptor& bn = m.arch.layers[1];
+    ASSERT_TRUE(conv.first_param_layer && conv.kind == LayerKind::CONV && bn.kind == LayerKind::BN);
+    const std::string what = std::string(dtype_name(k.precision)) + " mode " +
+                             std::to_string(static_cast<int>(k.mode)) + " sums " +
+                             std::to_string(static_cast<int>(k.sums));
+    EXPECT_EQ(conv.wgrad_prologue_bn >= 0, k.fused) << what;
+    EXPECT_EQ(bn.dx_by_conv, k.fused) << what;
+    EXPECT_EQ(bn.grad_in == kNoTensor, k.fused)
+        << what << ": the batchnorm's dx is planned only when written";
+    int conv_backward = 0, bn_backward = 0;
+    for (const GraphNode& n : m.train->nodes(GraphId::FIRST_LAYER_BWD_A)) {
+      if (n.op != FR_OP_CONV2D_BACKWARD) continue;
+      ++conv_backward;
+      ASSERT_EQ(n.in.size(), k.fused ? 8u : 3u) << what;
+      if (!k.fused) continue;
+      EXPECT_EQ(n.in[0], bn.grad_out);
+      EXPECT_EQ(n.in[3], conv.out);
+      EXPECT_EQ(n.in[4], bn.weight);
+      EXPECT_EQ(n.in[5], bn.save_mean);
+      EXPECT_EQ(n.in[6], bn.save_invstd);
+      EXPECT_EQ(n.in[7], bn.grad_sums);
+    }
+    for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD))
+      if (n.op == FR_OP_BATCHNORM_BACKWARD && n.label == bn.name) {
+        ++bn_backward;
+        EXPECT_EQ(n.out.size(), k.fused ? 2u : 3u) << what;
+      }
+    EXPECT_EQ(conv_backward, 1) << what;
+    EXPECT_EQ(bn_backward, 1) << what;
+  }
+}

@@ -1,6 +1,7 @@
-// The legacy_conv test plugin (tests/plugins/testplugins): a conv2d kernel for f16 on the CPU written before
-// the optional operand forms existed (FrKernelDef::flags = 0). The tests of those forms load it and check
-// that a node using a form it does not declare is refused at compile with the flag and the way out named.
+// The legacy_conv test plugin (tests/plugins/testplugins): conv2d, conv2d_backward and batchnorm_backward
+// kernels for f16 on the CPU written before the optional operand forms existed (FrKernelDef::flags = 0). The
+// tests of those forms load it and check that a node using a form it does not declare is refused at compile
+// with the flag and the way out named.
 #pragma once
 
 #include <gtest/gtest.h>

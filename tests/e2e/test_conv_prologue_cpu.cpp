@@ -24,7 +24,7 @@ namespace {
 struct Trained {
   std::vector<float> losses;
   test::Snapshot state;
-  int stats_only_bn = 0, prologue_convs = 0, epilogue_convs = 0;
+  int stats_only_bn = 0, prologue_convs = 0, epilogue_convs = 0, weights_only_bn = 0, wgrad_prologues = 0;
 };
 
 Trained train(CompileOptions::ConvPrologue mode,
@@ -36,10 +36,12 @@ Trained train(CompileOptions::ConvPrologue mode,
   t.compile();
   Trained r;
   const auto& layers = t.compiled().arch.layers;
-  for (GraphId g : {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD})
+  for (GraphId g : {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD, GraphId::FIRST_LAYER_BWD_A})
     for (const GraphNode& n : t.compiled().train->nodes(g)) {
       r.stats_only_bn += n.op == FR_OP_BATCHNORM && n.out.size() == 2;
-      r.epilogue_convs += n.op == FR_OP_CONV2D_BACKWARD && n.in.size() == 8;
+      r.weights_only_bn += n.op == FR_OP_BATCHNORM_BACKWARD && n.out.size() == 2;
+      const bool bwd8 = n.op == FR_OP_CONV2D_BACKWARD && n.in.size() == 8;
+      (g == GraphId::FIRST_LAYER_BWD_A ? r.wgrad_prologues : r.epilogue_convs) += bwd8;
       if (n.op != FR_OP_CONV2D || n.in.size() != 6) continue;
       ++r.prologue_convs;
       for (const LayerDescriptor& bn : layers)  // it reads a batchnorm's input and writes its map
@@ -70,14 +72,18 @@ TEST(ConvPrologueCpu, ABatchnormAppliedByItsConvTrainsLikeTheApplyPass) {
 
 // With grad_sums the conv that applies a batchnorm only it reads also writes that batchnorm's masked output
 // gradient and gradient sums from its input gradient (ops.h, conv2d_backward's batchnorm gradient epilogue):
-// each block's first conv here (the stem's batchnorm has two readers), and the training is the same.
+// each block's first conv here (the stem's batchnorm has two readers), and the training is the same. The
+// stem's batchnorm, premasked with its sums, then leaves its dx to the first conv's weight gradient (ops.h,
+// the batchnorm gradient prologue).
 TEST(ConvPrologueCpu, ItsConvWritesTheBatchnormsGradientSumsAndTrainsTheSame) {
   PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
   const Trained fused = train(CompileOptions::ConvPrologue::ON, CompileOptions::GradSums::ON);
   const Trained plain = train(CompileOptions::ConvPrologue::OFF, CompileOptions::GradSums::OFF);
   EXPECT_EQ(fused.prologue_convs, 3);
   EXPECT_EQ(fused.epilogue_convs, 2);
-  EXPECT_EQ(plain.epilogue_convs, 0);
+  EXPECT_EQ(fused.weights_only_bn, 1);
+  EXPECT_EQ(fused.wgrad_prologues, 1);
+  EXPECT_EQ(plain.epilogue_convs + plain.weights_only_bn + plain.wgrad_prologues, 0);
   test::expect_same_training(fused.losses, fused.state, plain.losses, plain.state);
 }
 
@@ -102,4 +108,42 @@ TEST(ConvPrologueCpu, AKernelWithoutThePrologueFormsIsRefusedForThem) {
   n.with_params(FrConvParams{3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
   t->add(GraphId::DEEP_FWD_BWD, n);
   test::expect_refused(*t, "a conv2d node with a prologue", {"FR_KERNEL_CONV_PROLOGUE", "conv_prologue"});
+}
+
+// The weight gradient's batchnorm prologue and batchnorm_backward's weights-only form (ops.h) are refused on
+// kernels that do not declare FR_KERNEL_WGRAD_BN_PROLOGUE.
+TEST(ConvPrologueCpu, AKernelWithoutTheWeightGradientPrologueIsRefusedForIt) {
+  ASSERT_TRUE(test::load_legacy_conv());
+  for (bool conv : {true, false}) {
+    auto t = std::make_unique<SimpleTask>("cpu");
+    auto map = [&](const char* name, int64_t c) {
+      return t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, c}, name);
+    };
+    auto vec = [&](const char* name, int64_t n) {
+      return t->tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, n}, name);
+    };
+    const TensorId g = map("g", 8), x = map("x", 8), y = map("y", 8);
+    const TensorId w = t->tensor(Region::T_TEMP, DType::F16, Shape{8, 3, 3, 8}, "w");
+    const TensorId dw = t->tensor(Region::T_TEMP, DType::F16, Shape{8, 3, 3, 8}, "dw");
+    const TensorId gamma = vec("gamma", 8), mean = vec("mean", 8), invstd = vec("invstd", 8),
+                   gsums = vec("gsums", 16), dgamma = vec("dgamma", 8), dbeta = vec("dbeta", 8);
+    t->lock_memory();
+    GraphNode n;
+    n.label = conv ? "conv" : "bn";
+    if (conv) {
+      n.op = FR_OP_CONV2D_BACKWARD;
+      n.in = {g, x, w, y, gamma, mean, invstd, gsums};
+      n.out = {dw};
+      n.with_params(FrConvBackwardParams{FrConvParams{3, 3, 1, 1, 1, 1, 1, 1, 1, 0}, 0, 2});
+    } else {
+      n.op = FR_OP_BATCHNORM_BACKWARD;
+      n.in = {g, y, gamma, mean, invstd, gsums};
+      n.out = {dgamma, dbeta};
+      n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+    }
+    t->add(GraphId::DEEP_FWD_BWD, n);
+    test::expect_refused(*t,
+                         conv ? "a weight gradient with the batchnorm prologue" : "a weights-only batchnorm",
+                         {"FR_KERNEL_WGRAD_BN_PROLOGUE", "conv_prologue"});
+  }
 }

@@ -7,7 +7,8 @@
 // Reading a conv that writes the sums of its output, the training forward takes its statistics from them
 // (CompileOptions::conv_stats). Its backward may take its gradient sums from the pass that wrote its output
 // gradient (CompileOptions::grad_sums). Applied by the conv that reads it (CompileOptions::conv_prologue),
-// the training forward computes only the statistics; that conv writes its output.
+// the training forward computes only the statistics; that conv writes its output. Read only from the first
+// conv, its backward may leave dx to that conv's weight gradient (dx_by_conv; ops.h).
 // Tested by the golden cases cnn_adam_cifar and resnet_sgd.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
@@ -70,11 +71,15 @@ class BatchNormRule final : public LayerRule {
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
-    FRESCO_CHECK(dx != kNoTensor, ErrorCode::kInternal,
-                 l.name + ": batchnorm backward needs an input gradient");
-    GraphNode n =
-        compute_node(FR_OP_BATCHNORM_BACKWARD, l.name, {dy, x, l.weight, l.save_mean, l.save_invstd},
-                     {dx, l.grad_weight, l.grad_bias});
+    FRESCO_CHECK((dx != kNoTensor) != l.dx_by_conv, ErrorCode::kInternal,
+                 l.name + ": batchnorm backward needs an input gradient, unless the conv before applies it");
+    FRESCO_CHECK(!l.dx_by_conv || (l.grad_premasked && l.grad_sums != kNoTensor), ErrorCode::kInternal,
+                 l.name + ": the weights-only backward needs a premasked gradient with its sums");
+    // the weights-only form: the first conv's weight gradient applies dx (ops.h)
+    std::vector<TensorId> out = {dx, l.grad_weight, l.grad_bias};
+    if (l.dx_by_conv) out.erase(out.begin());
+    GraphNode n = compute_node(FR_OP_BATCHNORM_BACKWARD, l.name,
+                               {dy, x, l.weight, l.save_mean, l.save_invstd}, std::move(out));
     // dy is w.r.t. the relu output; the kernel masks it with y > 0, which a backend may recompute from x and
     // beta (ops.h), unless the pass that wrote dy masked it already (grad_premasked). The gradient sums come
     // from that pass when it wrote them (CompileOptions::grad_sums).

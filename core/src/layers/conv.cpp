@@ -4,7 +4,9 @@
 // reads (CompileOptions::conv_prologue): it then reads the batchnorm's input with its four prologue operands
 // and writes the batchnorm's output as its second output (ops.h); the backward reads that as usual, and, when
 // it is that output's only reader (CompileOptions::grad_sums), writes the batchnorm's masked output gradient
-// and gradient sums as its input gradient (ops.h). Tested by the golden cases,
+// and gradient sums as its input gradient (ops.h). The first conv's weight gradient may apply the backward of
+// the batchnorm that reads its output (CompileOptions::conv_prologue with grad_sums; ops.h, the batchnorm
+// gradient prologue). Tested by the golden cases,
 // tests/core/test_graph_atlas.cpp and tests/core/test_conv_prologue_plan.cpp.
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
@@ -66,11 +68,19 @@ class ConvRule final : public LayerRule {
     if (training && l.sums != kNoTensor) n.out.push_back(l.sums);  // for the batchnorm that reads y
     cx.add(std::move(n)).with_params(params_of(l));
   }
-  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId, TensorId dy,
+  void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
     const bool low =
         l.compute_weight != kNoTensor;  // mixed precision: A weight, G16 gradient (GRAD_CAST casts it)
-    const std::vector<TensorId> in = {dy, x, low ? l.compute_weight : l.weight};
+    std::vector<TensorId> in = {dy, x, low ? l.compute_weight : l.weight};
+    // the first conv: dy is the output gradient of the batchnorm that reads y, whose dx the weight gradient
+    // computes (ops.h, conv2d_backward's batchnorm gradient prologue)
+    if (l.wgrad_prologue_bn >= 0) {
+      FRESCO_CHECK(dx == kNoTensor && l.wgrad_prologue[3] != kNoTensor, ErrorCode::kInternal,
+                   l.name + ": the batchnorm gradient prologue is for a weight gradient with gradient sums");
+      in.push_back(y);
+      in.insert(in.end(), l.wgrad_prologue.begin(), l.wgrad_prologue.end());
+    }
     // CompileOptions::grad_sums with a prologue: dx is the applied batchnorm's masked output gradient,
     // written with its two gradient sums (ops.h, conv2d_backward's batchnorm gradient epilogue)
     const bool epilogue = l.grad_sums_bn >= 0;

@@ -4,11 +4,13 @@
 // dy. With params.relu (a fused relu) a sixth input y masks the incoming gradient: dy * (y > 0) (a seventh,
 // beta, is not needed here). Without one, a sixth input may be gsums (ops.h, "Gradient sums"), the two sums
 // the pass that wrote dy computed (ops/grad_sums.h, the same chunks): then there is no pass over dy and x for
-// them. Test: test_batchnorm.cpp.
+// them. With gsums and two outputs {dgamma, dbeta} (the weights-only form, ops.h) it writes no dx. Test:
+// test_batchnorm.cpp.
 #include <algorithm>
 #include <cmath>
 
 #include "cpu_common.h"
+#include "fresco/conv_prologue.hpp"
 #include "fresco/grad_sums_checks.hpp"
 #include "ops/grad_sums.h"
 
@@ -40,7 +42,8 @@ static uint32_t inputs_of(const FrCall* call) {
 
 FR_CPU_KERNEL_PREPARE(batchnorm_backward) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, inputs_of(call), 3, 0, 0, "batchnorm_backward");
+    sdk::expect_arity(call, inputs_of(call), 2, 0, 0, "batchnorm_backward");
+    sdk::bn_backward_dgamma_index(call);  // checks the outputs
     *state = nullptr;
     *workspace_bytes = bnb_workspace(bn_shape(call->in[1], "batchnorm_backward"));
   });
@@ -48,16 +51,17 @@ FR_CPU_KERNEL_PREPARE(batchnorm_backward) {
 
 FR_CPU_KERNEL_RUN(batchnorm_backward) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, inputs_of(call), 3, 0, 0, "batchnorm_backward");
+    sdk::expect_arity(call, inputs_of(call), 2, 0, 0, "batchnorm_backward");
+    const uint32_t gi = sdk::bn_backward_dgamma_index(call);  // 0: the weights-only form, no dx
     const BnShape s = bn_shape(call->in[1], "batchnorm_backward");
     const int64_t rows = s.rows, c = s.c;
-    FR_PLUGIN_CHECK(sdk::numel(call->in[0]) == rows * c && sdk::numel(call->out[0]) == rows * c,
+    FR_PLUGIN_CHECK(sdk::numel(call->in[0]) == rows * c && (gi == 0 || sdk::numel(call->out[0]) == rows * c),
                     FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: dy, x and dx sizes differ");
     check_c(call->in[2], c, "gamma");
     check_c(call->in[3], c, "save_mean");
     check_c(call->in[4], c, "save_invstd");
-    check_c(call->out[1], c, "dgamma");
-    check_c(call->out[2], c, "dbeta");
+    check_c(call->out[gi], c, "dgamma");
+    check_c(call->out[gi + 1], c, "dbeta");
     FR_PLUGIN_CHECK(call->workspace_bytes >= bnb_workspace(s), FR_ERR_INVALID_ARGUMENT,
                     "batchnorm_backward: workspace too small");
     const float* dy = sdk::data<float>(call->in[0]);
@@ -72,9 +76,9 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
       relu_y = sdk::data<float>(call->in[5]);
     }
     auto grad = [&](int64_t i) { return relu_y && !(relu_y[i] > 0.0f) ? 0.0f : dy[i]; };
-    float* dx = sdk::data<float>(call->out[0]);
-    float* dgamma = sdk::data<float>(call->out[1]);
-    float* dbeta = sdk::data<float>(call->out[2]);
+    float* dx = gi == 0 ? nullptr : sdk::data<float>(call->out[0]);
+    float* dgamma = sdk::data<float>(call->out[gi]);
+    float* dbeta = sdk::data<float>(call->out[gi + 1]);
     double* part = static_cast<double*>(call->workspace);
     float* coef_a = reinterpret_cast<float*>(part + s.chunks * c * 2);  // gamma * invstd
     float* coef_b = coef_a + c;                                         // dbeta / n
@@ -89,15 +93,12 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
         db = given[k], dyx = given[c + k];
       else
         grad_sums_total(s, part, k, db, dyx);
-      const double is = invstd[k];
-      const double dg = dyx * is;
-      coef_a[k] = static_cast<float>(gamma[k] * is);
-      coef_b[k] = static_cast<float>(db / n);
-      coef_k[k] = static_cast<float>(dg * is / n);
-      coef_m[k] = mean[k];
-      dgamma[k] = static_cast<float>(dg);
-      dbeta[k] = static_cast<float>(db);
+      const sdk::BnGradCoefficients cf = sdk::bn_grad_coefficients(db, dyx, gamma[k], invstd[k], n);
+      coef_a[k] = cf.a, coef_b[k] = cf.b, coef_k[k] = cf.k, coef_m[k] = mean[k];
+      dgamma[k] = cf.dgamma;
+      dbeta[k] = cf.dbeta;
     }
+    if (!dx) return;  // the weights-only form: the conv's weight gradient applies dx (ops.h)
     parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
       for (int64_t i = a; i < b; ++i) {
         const float* xr = x + i * c;

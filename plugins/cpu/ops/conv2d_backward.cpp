@@ -5,8 +5,10 @@
 // the same as in the whole call. Gradients are written, not accumulated; never allocates; bitwise equal for
 // any thread count. The geometry helpers are a copy of conv2d.cpp's. With the batchnorm gradient epilogue
 // (ops.h) dx is then masked by x > 0 and the batchnorm's gradient sums written from it (grad_sums.h, as the
-// masking passes do). Test: tests/plugins/cpu/test_conv2d.cpp (reference, FD),
-// tests/plugins/cpu/test_conv_prologue.cpp (the epilogue).
+// masking passes do). With the weight gradient's batchnorm prologue (ops.h) the call first writes the
+// batchnorm's dx from its output gradient into the workspace and uses that as dy. Test:
+// tests/plugins/cpu/test_conv2d.cpp (reference, FD), tests/plugins/cpu/test_conv_prologue.cpp (the epilogue
+// and the prologue).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -55,8 +57,9 @@ void col2im(const ConvGeom& gm, const float* dcol, int64_t n0, int64_t nb, float
 ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
   const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
   const bool epilogue = sdk::has_conv_grad_epilogue(call);
-  sdk::expect_arity(call, epilogue ? 8 : 3, o.count + (epilogue ? 1 : 0), 0, 0, "conv2d_backward");
+  sdk::expect_arity(call, call->n_in > 3 ? 8 : 3, o.count + (epilogue ? 1 : 0), 0, 0, "conv2d_backward");
   sdk::conv_grad_epilogue(call, o.dx, o.count);  // checks only
+  sdk::wgrad_bn_prologue(call);
   for (uint32_t i = 0; i < 3; ++i) expect_dtype(call->in[i], FR_F32, "conv2d_backward input");
   for (uint32_t i = 0; i < o.count; ++i) expect_dtype(call->out[i], FR_F32, "conv2d_backward output");
   const FrTensor &x = call->in[1], &w = call->in[2];
@@ -94,6 +97,31 @@ uint64_t epilogue_bytes(const FrCall* call) {
                                            : 0;
 }
 
+// The weight gradient's batchnorm prologue's output gradient (rows * K floats) and its K coefficients, after
+// the epilogue's workspace.
+uint64_t prologue_bytes(const FrCall* call) {
+  if (!sdk::has_wgrad_bn_prologue(call)) return 0;
+  const FrTensor& dy = call->in[0];
+  return sdk::numel(dy) * sizeof(float) + dy.dims[dy.ndim - 1] * sizeof(sdk::BnGradCoefficients);
+}
+
+// The batchnorm gradient prologue of the weight gradient (ops.h): dy_bn = the batchnorm's dx from its output
+// gradient g (premasked), its input y and its gradient sums, as its own backward computes it.
+void grad_prologue(const FrCall* call, const sdk::BnWgradPrologue& p, float* dy_bn) {
+  const BnShape s = bn_shape(call->in[3], "conv2d_backward");
+  const float* g = sdk::data<const float>(call->in[0]);
+  const float* y = static_cast<const float*>(p.y);
+  auto* cf = reinterpret_cast<sdk::BnGradCoefficients*>(dy_bn + s.rows * s.c);
+  for (int64_t k = 0; k < s.c; ++k)
+    cf[k] = sdk::bn_grad_coefficients(p.gsums[k], p.gsums[s.c + k], p.gamma[k], p.invstd[k],
+                                      static_cast<double>(s.rows));
+  parallel_chunks(s.rows, 256, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i)
+      for (int64_t k = 0; k < s.c; ++k)
+        dy_bn[i * s.c + k] = sdk::bn_dx_value(g[i * s.c + k], y[i * s.c + k], p.mean[k], cf[k]);
+  });
+}
+
 // The batchnorm gradient epilogue (ops.h): dx masked by x > 0 (x is the batchnorm's relu output), then the
 // batchnorm's gradient sums of it over bx.
 void grad_epilogue(const FrCall* call, const sdk::BnGradEpilogue& e, float* dx, void* ws) {
@@ -112,7 +140,7 @@ FR_CPU_KERNEL_PREPARE(conv2d_backward) {
     *state = nullptr;
     const auto& p = sdk::params<FrConvBackwardParams>(call);
     const ConvGeom gm = checked_geometry(call, p);
-    *workspace_bytes = gm.col_bytes + gm.gemm_bytes + epilogue_bytes(call);
+    *workspace_bytes = gm.col_bytes + gm.gemm_bytes + epilogue_bytes(call) + prologue_bytes(call);
   });
 }
 
@@ -120,11 +148,19 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
   return sdk::guard([&] {
     const auto& p = sdk::params<FrConvBackwardParams>(call);
     const ConvGeom gm = checked_geometry(call, p);
-    FR_PLUGIN_CHECK(call->workspace_bytes >= gm.col_bytes + gm.gemm_bytes + epilogue_bytes(call),
-                    FR_ERR_INVALID_ARGUMENT, "conv2d_backward: workspace too small");
+    FR_PLUGIN_CHECK(
+        call->workspace_bytes >= gm.col_bytes + gm.gemm_bytes + epilogue_bytes(call) + prologue_bytes(call),
+        FR_ERR_INVALID_ARGUMENT, "conv2d_backward: workspace too small");
     const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
     const sdk::BnGradEpilogue epilogue = sdk::conv_grad_epilogue(call, o.dx, o.count);
+    const sdk::BnWgradPrologue prologue = sdk::wgrad_bn_prologue(call);
     const float* dy = sdk::data<const float>(call->in[0]);
+    if (prologue.y) {  // dy is the batchnorm's output gradient: its dx, into the workspace's end
+      float* dy_bn = reinterpret_cast<float*>(static_cast<char*>(call->workspace) + gm.col_bytes +
+                                              gm.gemm_bytes + epilogue_bytes(call));
+      grad_prologue(call, prologue, dy_bn);
+      dy = dy_bn;
+    }
     const float* x = sdk::data<const float>(call->in[1]);
     const float* w = sdk::data<const float>(call->in[2]);
     float* dw = o.dw >= 0 ? sdk::data<float>(call->out[o.dw]) : nullptr;

@@ -46,10 +46,10 @@ __device__ float2 bn_finalize_channel(int64_t c, float mean, double var, const B
 }
 
 __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, BnOutputs o, float* coef) {
-  const int64_t c = finalize_channel();
-  if (c >= k.c) return;
-  const double2 t = channel_totals(k, part, c);
-  if (threadIdx.x != 0) return;
+  const int64_t c0 = finalize_first_channel();
+  const double2 t = channel_totals(k, part, c0);
+  const int64_t c = finalize_owner(k, c0);
+  if (c < 0) return;
   float mean = 0.0f;
   double var = 0.0;
   fr_bn_stats_from_sums(t.x, t.y, o.n, &mean, &var);

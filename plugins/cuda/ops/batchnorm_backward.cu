@@ -13,6 +13,8 @@
 
 #include "fresco/grad_sums_checks.hpp"
 #include "ops/batchnorm_relu_mask.cuh"
+#include "ops/bn_dx.h"
+#include "ops/bn_grad_coefficients.cuh"
 #include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
@@ -99,25 +101,21 @@ __global__ void __launch_bounds__(kVecThreads, 4)
   });
 }
 
-// Channel c's outputs from its totals t = (sum dy, sum dy (x - mean)).
+// Channel c's outputs from its totals t = (sum dy, sum dy (x - mean)); dgamma and dbeta only where given.
 __device__ __forceinline__ void write_grad_coefficients(ChannelChunks k, int64_t c, double2 t,
                                                         const float* gamma, const float* invstd,
                                                         float* dgamma, float* dbeta, float* coef) {
-  const double n = static_cast<double>(k.rows), is = invstd[c];
-  const double dg = t.y * is;
-  dgamma[c] = static_cast<float>(dg);
-  dbeta[c] = static_cast<float>(t.x);
-  coef[c] = static_cast<float>(gamma[c] * is);          // a
-  coef[k.c + c] = static_cast<float>(t.x / n);          // b
-  coef[2 * k.c + c] = static_cast<float>(dg * is / n);  // k
+  const BnGradCoef f = bn_grad_coef(t, gamma[c], invstd[c], static_cast<double>(k.rows));
+  if (dgamma) dgamma[c] = f.dgamma, dbeta[c] = static_cast<float>(t.x);
+  coef[c] = f.a, coef[k.c + c] = f.b, coef[2 * k.c + c] = f.k;
 }
 
 __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, const float* gamma,
                                         const float* invstd, float* dgamma, float* dbeta, float* coef) {
-  const int64_t c = finalize_channel();
-  if (c >= k.c) return;
-  const double2 t = channel_totals(k, part, c);
-  if (threadIdx.x != 0) return;
+  const int64_t c0 = finalize_first_channel();
+  const double2 t = channel_totals(k, part, c0);
+  const int64_t c = finalize_owner(k, c0);
+  if (c < 0) return;
   write_grad_coefficients(k, c, t, gamma, invstd, dgamma, dbeta, coef);
 }
 
@@ -135,8 +133,8 @@ __global__ void bn_dx_kernel(const T* dy, ReluMask<T> mask, const T* x, const fl
                              T* dx, int64_t total, int64_t c) {
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
-    dx[i] = from_f<T>(coef[ch] * (grad_at<M>(dy, x, mask, i, ch) - coef[c + ch] -
-                                  (to_f(x[i]) - mean[ch]) * coef[2 * c + ch]));
+    dx[i] = from_f<T>(bn_dx_value(grad_at<M>(dy, x, mask, i, ch), to_f(x[i]), mean[ch], coef[ch],
+                                  coef[c + ch], coef[2 * c + ch]));
   }
 }
 
@@ -164,7 +162,7 @@ __global__ void __launch_bounds__(kFixedThreads)
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float gj = passes<M>(xv, yv, j, scale, shift) ? to_f(g.v[j]) : 0.0f;
-      g.v[j] = from_f<T>(ca[j] * (gj - cb[j] - (to_f(xv.v[j]) - mu[j]) * ck[j]));
+      g.v[j] = from_f<T>(bn_dx_value(gj, to_f(xv.v[j]), mu[j], ca[j], cb[j], ck[j]));
     }
     store16(dx, i, g);
   }
@@ -189,16 +187,17 @@ void check_vec(const FrTensor& t, int64_t c, const char* what) {
 
 ChannelChunks geometry(const FrCall* call) {
   const bool relu = call->params && sdk::params<FrBatchNormParams>(call).relu;
-  sdk::expect_arity(call, relu ? 6 : 5, 3, 0, 0, "batchnorm_backward");
+  sdk::expect_arity(call, relu ? 6 : 5, 2, 0, 0, "batchnorm_backward");
+  const bool dx = sdk::bn_backward_dgamma_index(call) == 1;  // else the weights-only form (ops.h)
   const FrTensor& xt = call->in[1];
   FR_PLUGIN_CHECK(xt.ndim >= 1 && xt.ndim <= 4, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: bad ndim");
   const int64_t c = xt.dims[xt.ndim - 1];
   FR_PLUGIN_CHECK(c >= 1, FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: no channels");
   const int64_t n = sdk::numel(xt);
-  FR_PLUGIN_CHECK(sdk::numel(call->in[0]) == n && sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT,
-                  "batchnorm_backward: dy, x and dx sizes differ");
-  FR_PLUGIN_CHECK(call->in[0].dtype == xt.dtype && call->out[0].dtype == xt.dtype, FR_ERR_INVALID_ARGUMENT,
-                  "batchnorm_backward: dy, x and dx dtypes differ");
+  FR_PLUGIN_CHECK(sdk::numel(call->in[0]) == n && (!dx || sdk::numel(call->out[0]) == n),
+                  FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: dy, x and dx sizes differ");
+  FR_PLUGIN_CHECK(call->in[0].dtype == xt.dtype && (!dx || call->out[0].dtype == xt.dtype),
+                  FR_ERR_INVALID_ARGUMENT, "batchnorm_backward: dy, x and dx dtypes differ");
   FR_PLUGIN_CHECK(!relu || (sdk::numel(call->in[5]) == n && call->in[5].dtype == xt.dtype),
                   FR_ERR_INVALID_ARGUMENT,
                   "batchnorm_backward: the fused relu's y differs from x in size or dtype");
@@ -220,8 +219,9 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
     check_vec(call->in[2], c, "gamma");
     check_vec(call->in[3], c, "save_mean");
     check_vec(call->in[4], c, "save_invstd");
-    check_vec(call->out[1], c, "dgamma");
-    check_vec(call->out[2], c, "dbeta");
+    const uint32_t gi = sdk::bn_backward_dgamma_index(call);  // 0: the weights-only form, no dx
+    check_vec(call->out[gi], c, "dgamma");
+    check_vec(call->out[gi + 1], c, "dbeta");
     FR_PLUGIN_CHECK(call->workspace && call->workspace_bytes >= channel_workspace_bytes(k),
                     FR_ERR_INVALID_ARGUMENT,
                     "batchnorm_backward: run without the workspace asked by prepare");
@@ -248,11 +248,11 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
         }
       }
       const T* relu_y = mask.y;
-      T* dx = sdk::data<T>(call->out[0]);
+      T* dx = gi == 1 ? sdk::data<T>(call->out[0]) : nullptr;
       with_mask_mode(mode, [&](auto m) {
         constexpr int M = decltype(m)::value;
         const float *gamma = sdk::data<float>(call->in[2]), *invstd = sdk::data<float>(call->in[4]);
-        float *dgamma = sdk::data<float>(call->out[1]), *dbeta = sdk::data<float>(call->out[2]);
+        float *dgamma = sdk::data<float>(call->out[gi]), *dbeta = sdk::data<float>(call->out[gi + 1]);
         if (given) {  // the sums from the pass that wrote dy
           bn_grad_given_sums_kernel<<<static_cast<unsigned>((c + 255) / 256), 256, 0, st>>>(
               k, given, gamma, invstd, dgamma, dbeta, coef);
@@ -267,6 +267,7 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
           bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(k, part, gamma, invstd,
                                                                                    dgamma, dbeta, coef);
         }
+        if (!dx) return;  // the weights-only form: the conv's weight gradient applies dx
         if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy, coef, mean,
                                                                 mask.gamma, mask.beta, mask.invstd})) {
           const int64_t nv = total / Vec16<T>::kN;
@@ -281,6 +282,29 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
     });
     FR_CUDA_LAUNCH_CHECK();
   });
+}
+
+void launch_bn_dx_given_sums(uint32_t dtype, const void* g, const void* x, const float* gamma,
+                             const float* mean, const float* invstd, const float* gsums, int64_t rows,
+                             int64_t c, float* coef, void* dx, int sm_count, cudaStream_t s) {
+  const ChannelChunks k = channel_chunks(rows, c);
+  bn_grad_given_sums_kernel<<<static_cast<unsigned>((c + 255) / 256), 256, 0, s>>>(k, gsums, gamma, invstd,
+                                                                                   nullptr, nullptr, coef);
+  const int64_t total = rows * c;
+  with_float_type(dtype, "batchnorm dx", [&](auto tag) {
+    using T = decltype(tag);
+    const T *gt = static_cast<const T*>(g), *xt = static_cast<const T*>(x);
+    T* dxt = static_cast<T*>(dx);
+    if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {gt, xt, dxt, coef, mean})) {
+      const int64_t nv = total / Vec16<T>::kN;
+      bn_dx_vec_kernel<T, kNoMask><<<grid_for(nv, kFixedThreads, sm_count), kFixedThreads, 0, s>>>(
+          gt, ReluMask<T>{}, xt, mean, coef, dxt, nv, c);
+    } else {
+      bn_dx_kernel<T, kNoMask>
+          <<<grid_for(total, 256, sm_count), 256, 0, s>>>(gt, ReluMask<T>{}, xt, mean, coef, dxt, total, c);
+    }
+  });
+  FR_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace fresco::cuda

@@ -33,11 +33,20 @@ __global__ void __launch_bounds__(kVecThreads) moments_vec_kernel(const T* x, Ch
                                   });
 }
 
-__global__ void sums_finalize_kernel(ChannelChunks k, const double* part, float* sums) {
-  const int64_t c = finalize_channel();
-  if (c >= k.c) return;
-  const double2 t = channel_totals(k, part, c);
-  if (threadIdx.x != 0) return;
+// Up to two finalizes of the same shape in one launch (blockIdx.y picks one): a projection join's masking
+// pass hands two batchnorms their sums.
+struct FinalizeTargets {
+  const double* part[2];
+  float* sums[2];
+};
+
+__global__ void sums_finalize_kernel(ChannelChunks k, FinalizeTargets o) {
+  const double* part = o.part[blockIdx.y];
+  float* sums = o.sums[blockIdx.y];
+  const int64_t c0 = finalize_first_channel();
+  const double2 t = channel_totals(k, part, c0);
+  const int64_t c = finalize_owner(k, c0);
+  if (c < 0) return;
   sums[c] = static_cast<float>(t.x);
   sums[k.c + c] = static_cast<float>(t.y);
 }
@@ -69,10 +78,17 @@ void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, vo
   launch_sums_finalize(k.chunks, c, partials_of(ws), sums, s);
 }
 
-void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* sums, cudaStream_t s) {
+void launch_sums_finalize(int64_t chunks, int64_t c, const double* const* part, float* const* sums, int n,
+                          cudaStream_t s) {
+  FR_PLUGIN_CHECK(n >= 1 && n <= 2, FR_ERR_INVALID_ARGUMENT, "sums finalize: 1 or 2 targets");
   const ChannelChunks k{0, c, 0, chunks};  // the totals read only c and chunks
-  sums_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, s>>>(k, part, sums);
+  FinalizeTargets o{{part[0], part[n - 1]}, {sums[0], sums[n - 1]}};
+  sums_finalize_kernel<<<dim3(finalize_blocks(c), static_cast<unsigned>(n)), kFinalizeThreads, 0, s>>>(k, o);
   FR_CUDA_LAUNCH_CHECK();
+}
+
+void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* sums, cudaStream_t s) {
+  launch_sums_finalize(chunks, c, &part, &sums, 1, s);
 }
 
 }  // namespace fresco::cuda

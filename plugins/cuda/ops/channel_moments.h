@@ -24,5 +24,8 @@ void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, vo
 // layout above: part[(chunk * C + c) * 2 + {0, 1}]), rounded to f32 once: the finalize of conv2d's sums for
 // kernels that write such partials themselves (ops/narrow_conv.h).
 void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* sums, cudaStream_t s);
+// The same for n = 1 or 2 maps' partials of one shape (part[i] -> sums[i]) in one launch.
+void launch_sums_finalize(int64_t chunks, int64_t c, const double* const* part, float* const* sums, int n,
+                          cudaStream_t s);
 
 }  // namespace fresco::cuda

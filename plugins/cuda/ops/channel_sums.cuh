@@ -142,27 +142,33 @@ __device__ void vector_channel_partials(const ChannelChunks k, double* part, F a
       k, parts, [&](int64_t r, int cv, Acc(&acc)[1][2][V]) { add_row(r, cv, acc[0][0], acc[0][1]); });
 }
 
-// Totals of channel c over all chunks, by one block of kFinalizeThreads threads (one block per channel):
-// thread t adds chunks t, t + kFinalizeThreads, ... in order, a fixed shuffle tree combines each warp, and
-// thread 0 adds the warps in order (deterministic). The totals are valid in thread 0 only. Once per kernel:
-// the shared scratch has no trailing barrier. (One warp per channel left each lane up to 32 dependent loads:
-// 5-13 us per call on the H200, 386 us of a ResNet-18 step.)
-constexpr int kFinalizeThreads = 256;
-__device__ inline double2 channel_totals(const ChannelChunks k, const double* part, int64_t c) {
-  __shared__ double wa[kFinalizeThreads / 32], wb[kFinalizeThreads / 32];
-  double a = 0.0, b = 0.0;
-  for (int64_t i = threadIdx.x; i < k.chunks; i += kFinalizeThreads)
-    a += part[(i * k.c + c) * 2], b += part[(i * k.c + c) * 2 + 1];
-  for (int off = 16; off > 0; off >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, off);
-    b += __shfl_xor_sync(0xffffffffu, b, off);
+// Totals over all chunks of the kFinalizeChannels channels from c0, by one block of kFinalizeThreads
+// threads: lane l of every warp reads double l of the group's pairs in a chunk's row (a channel's two
+// partials are adjacent, so the group is 256 contiguous bytes: one coalesced load per warp and chunk), warp
+// w adds chunks w, w + kFinalizeWarps, ... in order, and warp 0 adds the warps in order (deterministic).
+// Returns channel c0 + l's totals in lane l < kFinalizeChannels of warp 0 (finalize_owner); once per kernel:
+// the shared scratch has no trailing barrier. Few blocks of whole-sector loads because a finalize often runs
+// beside a weight gradient that holds all but a dozen SMs: one block per channel with a 16-byte load per
+// chunk and thread (the previous form) made up to 512 blocks there, 11-18 us each. (One warp per channel,
+// before that, left each lane up to 32 dependent loads: 5-13 us per call, 386 us of a ResNet-18 step.)
+constexpr int kFinalizeChannels = 16, kFinalizeWarps = 16, kFinalizeThreads = 32 * kFinalizeWarps;
+__device__ inline double2 channel_totals(const ChannelChunks k, const double* __restrict__ part, int64_t c0) {
+  __shared__ double s[kFinalizeWarps][2 * kFinalizeChannels];
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int64_t col = 2 * c0 + lane, row = 2 * k.c;
+  double v = 0.0;
+  if (col < row) {
+#pragma unroll 8
+    for (int64_t i = warp; i < k.chunks; i += kFinalizeWarps) v += __ldg(part + i * row + col);
   }
-  if ((threadIdx.x & 31) == 0) wa[threadIdx.x / 32] = a, wb[threadIdx.x / 32] = b;
+  s[warp][lane] = v;
   __syncthreads();
-  double ta = 0.0, tb = 0.0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < kFinalizeThreads / 32; ++w) ta += wa[w], tb += wb[w];
-  return make_double2(ta, tb);
+  double t = 0.0;
+  if (warp == 0)
+    for (int w = 0; w < kFinalizeWarps; ++w) t += s[w][lane];
+  const double a = __shfl_sync(0xffffffffu, t, (2 * lane) & 31);
+  const double b = __shfl_sync(0xffffffffu, t, (2 * lane + 1) & 31);
+  return make_double2(a, b);
 }
 
 // Element-wise passes over [rows, C] in 16-byte vectors where each thread keeps its channels' coefficients in
@@ -199,12 +205,17 @@ __device__ __forceinline__ void load_channels(const float* p, int64_t ch, float 
   }
 }
 
-// Finalize kernels run one block per channel (channel_totals).
+// Finalize kernels run one block per kFinalizeChannels channels (channel_totals): the block's first channel,
+// and the channel whose totals the calling thread holds, or -1.
 inline unsigned finalize_blocks(int64_t c) {
-  return static_cast<unsigned>(c);
+  return static_cast<unsigned>((c + kFinalizeChannels - 1) / kFinalizeChannels);
 }
-__device__ inline int64_t finalize_channel() {
-  return static_cast<int64_t>(blockIdx.x);
+__device__ inline int64_t finalize_first_channel() {
+  return static_cast<int64_t>(blockIdx.x) * kFinalizeChannels;
+}
+__device__ inline int64_t finalize_owner(const ChannelChunks k, int64_t c0) {
+  const int64_t c = c0 + threadIdx.x;
+  return threadIdx.x < kFinalizeChannels && c < k.c ? c : -1;
 }
 
 // Batchnorm's two gradient sums (sum g, sum g (x - mean)), shared by its own sums pass

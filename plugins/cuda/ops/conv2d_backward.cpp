@@ -3,17 +3,22 @@
 // viewed as [N*P*Q, K]. Part 1 runs only backward-data, part 2 only backward-filter and db (ops.h). Written,
 // not accumulated. With the batchnorm gradient epilogue (ops.h) fresco's Hopper input gradient masks dx and
 // adds the batchnorm's gradient sums as it stores (ops/conv3x3_wgmma.h); other convolutions run the masking
-// pass with sums after it (ops/masked_grad_sums.h, dx in place, masked by x). Test:
+// pass with sums after it (ops/masked_grad_sums.h, dx in place, masked by x). With the weight gradient's
+// batchnorm prologue (ops.h) fresco's narrow weight gradient computes the batchnorm's dx as it stages dy
+// (ops/narrow_conv.h); other convolutions get it from batchnorm_backward's pass first (ops/bn_dx.h). Test:
 // tests/plugins/cuda/test_cuda_ops.cpp (vs the CPU), test_cuda_low_precision.cpp.
 #include <algorithm>
+#include <initializer_list>
 
 #include "fresco/conv_backward_parts.hpp"
 #include "fresco/conv_prologue.hpp"
+#include "ops/bn_dx.h"
 #include "ops/channel_moments.h"
 #include "ops/conv3x3_wgmma.h"
 #include "ops/conv_plan.h"
 #include "ops/masked_grad_sums.h"
 #include "ops/matmul_plan.h"
+#include "ops/narrow_conv.h"
 
 namespace fresco::cuda {
 
@@ -31,6 +36,18 @@ uint64_t epilogue_workspace(const Context* c, const ConvPlan& plan, const FrCall
   const sdk::ChannelRows v = sdk::channel_rows(call->in[1], "conv2d_backward");
   return masked_grad_sums_workspace(v.rows, v.c);
 }
+
+// The weight gradient's batchnorm prologue off fresco's narrow kernels: the batchnorm's dx (dy's shape and
+// dtype) and its 3K coefficients, after the convolution's workspace.
+uint64_t prologue_dx_at(const ConvPlan& plan) {
+  return (plan.workspace + 255) / 256 * 256;
+}
+uint64_t prologue_workspace(const ConvPlan& plan, const FrCall* call) {
+  if (!sdk::has_wgrad_bn_prologue(call) || plan.narrow_wgrad) return 0;
+  const FrTensor& dy = call->in[0];
+  const uint64_t bytes = (sdk::numel(dy) * sdk::float_bytes(dy.dtype, "conv2d_backward") + 255) / 256 * 256;
+  return prologue_dx_at(plan) + bytes + 3 * sdk::dim_or_1(dy, 3) * sizeof(float);
+}
 }  // namespace
 
 FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
@@ -40,8 +57,10 @@ FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
         const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
         dirs = (o.dw >= 0 ? kConvBackwardFilter : 0u) | (o.dx >= 0 ? kConvBackwardData : 0u);
         const bool epilogue = sdk::has_conv_grad_epilogue(call);
-        sdk::expect_arity(call, epilogue ? 8 : 3, o.count + (epilogue ? 1 : 0), 0, 0, "conv2d_backward");
+        sdk::expect_arity(call, call->n_in > 3 ? 8 : 3, o.count + (epilogue ? 1 : 0), 0, 0,
+                          "conv2d_backward");
         sdk::conv_grad_epilogue(call, o.dx, o.count);  // checks only
+        sdk::wgrad_bn_prologue(call);
         FR_PLUGIN_CHECK(o.db < 0 || call->in[0].dtype == FR_F32, FR_ERR_UNSUPPORTED,
                         "cuda conv2d_backward: a bias is supported in f32 only");
       }))
@@ -50,8 +69,9 @@ FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
                                       call->in[0], dirs, state, workspace_bytes))
     return e;
   return sdk::guard([&] {
-    *workspace_bytes = std::max(*workspace_bytes,
-                                epilogue_workspace(ctx_of(ctx), *static_cast<const ConvPlan*>(*state), call));
+    const auto& plan = *static_cast<const ConvPlan*>(*state);
+    *workspace_bytes = std::max(
+        {*workspace_bytes, epilogue_workspace(ctx_of(ctx), plan, call), prologue_workspace(plan, call)});
   });
 }
 
@@ -60,10 +80,23 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
     const auto& p = sdk::params<FrConvBackwardParams>(call);
     const auto* plan = static_cast<const ConvPlan*>(call->state);
     FR_PLUGIN_CHECK(plan, FR_ERR_INVALID_ARGUMENT, "cuda conv2d_backward: run without prepare");
-    const FrTensor &dy = call->in[0], &x = call->in[1], &w = call->in[2];
+    FrTensor dy = call->in[0];
+    const FrTensor &x = call->in[1], &w = call->in[2];
     const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
     cudaStream_t st = stream_of(call);
     Context* c = ctx_of(ctx);
+    const sdk::BnWgradPrologue bn = sdk::wgrad_bn_prologue(call);
+    if (bn.y && !plan->narrow_wgrad) {  // the batchnorm's dx into the workspace, then the plain path on it
+      FR_PLUGIN_CHECK(call->workspace_bytes >= prologue_workspace(*plan, call), FR_ERR_INVALID_ARGUMENT,
+                      "cuda conv2d_backward: workspace too small for the batchnorm gradient prologue");
+      char* at = static_cast<char*>(call->workspace) + prologue_dx_at(*plan);
+      const int64_t k = sdk::dim_or_1(dy, 3);
+      auto* coef = reinterpret_cast<float*>(
+          at + (sdk::numel(dy) * sdk::float_bytes(dy.dtype, "conv2d_backward") + 255) / 256 * 256);
+      launch_bn_dx_given_sums(dy.dtype, dy.data, bn.y, bn.gamma, bn.mean, bn.invstd, bn.gsums,
+                              sdk::numel(dy) / k, k, coef, at, c->sm_count, st);
+      dy.data = at;
+    }
     if (o.db >= 0) {
       const int64_t k = sdk::dim_or_1(dy, 3);
       FR_PLUGIN_CHECK(sdk::numel(call->out[o.db]) == k, FR_ERR_INVALID_ARGUMENT,
@@ -75,8 +108,14 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
       FR_PLUGIN_CHECK(
           sdk::numel(call->out[o.dw]) == sdk::numel(w), FR_ERR_INVALID_ARGUMENT,
           "conv2d_backward: dw " + sdk::shape_str(call->out[o.dw]) + " differs from w " + sdk::shape_str(w));
-      run_conv_backward_filter(c, *plan, dy.data, x.data, call->out[o.dw].data, call->workspace,
-                               call->workspace_bytes, st);
+      if (bn.y && plan->narrow_wgrad) {  // the batchnorm's dx computed as the kernel stages dy
+        const NarrowBnDy nb{bn.y, bn.gamma, bn.mean, bn.invstd, bn.gsums};
+        launch_narrow_wgrad(plan->shape, plan->dtype, dy.data, x.data, call->out[o.dw].data, call->workspace,
+                            st, &nb);
+      } else {
+        run_conv_backward_filter(c, *plan, dy.data, x.data, call->out[o.dw].data, call->workspace,
+                                 call->workspace_bytes, st);
+      }
     }
     if (o.dx >= 0) {
       FR_PLUGIN_CHECK(sdk::numel(call->out[o.dx]) == sdk::numel(x), FR_ERR_INVALID_ARGUMENT,

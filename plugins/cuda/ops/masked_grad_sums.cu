@@ -126,7 +126,7 @@ void launch_masked_grad_sums(uint32_t dtype, const void* a, const void* b, const
       targets(std::false_type{});
   });
   FR_CUDA_LAUNCH_CHECK();
-  for (int t = 0; t < g.targets; ++t) launch_sums_finalize(k.chunks, g.c, part[t], g.sums[t], s);
+  launch_sums_finalize(k.chunks, g.c, part, g.sums, g.targets, s);
 }
 
 uint64_t masked_grad_sums_prepare(const FrCall* call, uint32_t x_at, const char* op) {

@@ -1,6 +1,7 @@
 // Narrow-input convolutions on tensor cores (narrow_conv.h).
 #include "ops/narrow_conv.h"
 
+#include "ops/bn_grad_coefficients.cuh"
 #include "ops/channel_moments.h"
 #include "ops/dtype.cuh"
 #include "ops/mma_sync.cuh"
@@ -212,19 +213,35 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocksPerSm)
 // ldmatrix .trans; the B values (positions 2tq, 2tq+1, 2tq+8, 2tq+9 at tap nt * 8 + gid) come from the
 // input tile. MT m-tiles of 16 channels, NT n-tiles of 8 taps; the warps' sums are added in order, then
 // written as the block's partials.
-template <class T, int MT, int NT>
-__global__ void __launch_bounds__(kThreads)
-    narrow_wgrad_kernel(const T* __restrict__ dy, const T* __restrict__ x, float* __restrict__ part, Geo g) {
+// kBn (the batchnorm gradient prologue, ops.h): dy is a batchnorm's premasked output gradient and the rows
+// staged are that batchnorm's dx, from its input bn.y (this conv's output, loaded beside dy) with the
+// coefficients batchnorm_backward computes (bn_grad_coefficients.cuh), rounded to T as its dx pass stores
+// them, the coefficients read from shared memory (in registers the kernel took 167 and fit 3 blocks per SM
+// instead of the 4 its grid needs for one wave).
+template <class T, int MT, int NT, bool kBn>
+__global__ void __launch_bounds__(kThreads, 4)
+    narrow_wgrad_kernel(const T* __restrict__ dy, const T* __restrict__ x, float* __restrict__ part, Geo g,
+                        NarrowBnDy bn) {
   constexpr int K = 16 * MT, kPad = K + 8, kVecs = K / 8;  // 16-byte pieces per row of dy
   constexpr int kPerLane = 16 * kVecs / 32;                // = MT
   extern __shared__ __align__(16) uint16_t tile[];
   __shared__ __align__(16) uint16_t stage[kWarps][16][kPad];
   __shared__ float red[K][8 * NT];
+  __shared__ float coef[kBn ? 4 : 1][K];  // kBn: a, b, k and the mean per channel
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
   const Band band = band_of(g);
+  if constexpr (kBn) {
+    const double n = static_cast<double>(g.n) * g.p * g.q;
+    for (int c = threadIdx.x; c < K; c += kThreads) {
+      const BnGradCoef f =
+          bn_grad_coef(make_double2(bn.gsums[c], bn.gsums[K + c]), bn.gamma[c], bn.invstd[c], n);
+      coef[0][c] = f.a, coef[1][c] = f.b, coef[2][c] = f.k, coef[3][c] = bn.mean[c];
+    }
+  }
   load_tile(tile, reinterpret_cast<const uint16_t*>(x), g, band);
-  const uint4* dyv =
-      reinterpret_cast<const uint4*>(dy) + (static_cast<int64_t>(band.n) * g.p + band.p0) * g.q * kVecs;
+  const int64_t first_vec = (static_cast<int64_t>(band.n) * g.p + band.p0) * g.q * kVecs;
+  const uint4* dyv = reinterpret_cast<const uint4*>(dy) + first_vec;
+  const uint4* yv = kBn ? reinterpret_cast<const uint4*>(bn.y) + first_vec : nullptr;
   int tap[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) tap[nt] = tap_offset(g, nt * 8 + gid);
@@ -233,24 +250,37 @@ __global__ void __launch_bounds__(kThreads)
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
-  auto load_rows = [&](int i0, uint4(&v)[kPerLane]) {
+  auto load_rows = [&](int i0, uint4(&v)[kPerLane], uint4(&w)[kPerLane]) {
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int e = lane + 32 * i, row = e / kVecs, cv = e - row * kVecs;
-      v[i] = i0 + row < band.positions ? __ldg(dyv + (i0 + row) * kVecs + cv) : make_uint4(0u, 0u, 0u, 0u);
+      const bool in = i0 + row < band.positions;
+      v[i] = in ? __ldg(dyv + (i0 + row) * kVecs + cv) : make_uint4(0u, 0u, 0u, 0u);
+      if constexpr (kBn) w[i] = in ? __ldg(yv + (i0 + row) * kVecs + cv) : make_uint4(0u, 0u, 0u, 0u);
     }
   };
-  uint4 cur[kPerLane];
+  uint4 cur[kPerLane], cury[kPerLane];
   int i0 = warp * 16;
-  if (i0 < band.positions) load_rows(i0, cur);
-  __syncthreads();  // the tile
+  if (i0 < band.positions) load_rows(i0, cur, cury);
+  __syncthreads();  // the tile (and kBn's coefficients)
   for (; i0 < band.positions; i0 += kWarps * 16) {
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int e = lane + 32 * i, row = e / kVecs, cv = e - row * kVecs;
+      if constexpr (kBn) {
+        if (i0 + row < band.positions) {  // rows past the band stay zero
+          T* gv = reinterpret_cast<T*>(&cur[i]);
+          const T* xv = reinterpret_cast<const T*>(&cury[i]);
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+            gv[j] = from_f<T>(bn_dx_value(to_f(gv[j]), to_f(xv[j]), coef[3][cv * 8 + j], coef[0][cv * 8 + j],
+                                          coef[1][cv * 8 + j], coef[2][cv * 8 + j]));
+        }
+      }
       *reinterpret_cast<uint4*>(&stage[warp][row][cv * 8]) = cur[i];
     }
-    if (i0 + kWarps * 16 < band.positions) load_rows(i0 + kWarps * 16, cur);  // the next step's, in flight
+    if (i0 + kWarps * 16 < band.positions)
+      load_rows(i0 + kWarps * 16, cur, cury);  // the next step's, in flight
     const int c0 = corner_offset(g, band, i0 + 2 * tq), c1 = corner_offset(g, band, i0 + 2 * tq + 1),
               c2 = corner_offset(g, band, i0 + 2 * tq + 8), c3 = corner_offset(g, band, i0 + 2 * tq + 9);
     uint32_t b[NT][2];
@@ -324,13 +354,20 @@ void forward_for(const T* x, const T* w, T* y, double* part, const Geo& g, cudaS
     narrow_forward_kernel<T, NT, 2><<<grid, kThreads, tile_bytes(g), s>>>(x, w, y, part, g);
 }
 
-template <class T, int MT>
-void wgrad_for(const T* dy, const T* x, float* part, const Geo& g, cudaStream_t s) {
+template <class T, int MT, bool kBn>
+void wgrad_for(const T* dy, const T* x, float* part, const Geo& g, const NarrowBnDy& bn, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(g.blocks()));
   if (g.taps <= 16)
-    narrow_wgrad_kernel<T, MT, 2><<<grid, kThreads, tile_bytes(g), s>>>(dy, x, part, g);
+    narrow_wgrad_kernel<T, MT, 2, kBn><<<grid, kThreads, tile_bytes(g), s>>>(dy, x, part, g, bn);
   else
-    narrow_wgrad_kernel<T, MT, 4><<<grid, kThreads, tile_bytes(g), s>>>(dy, x, part, g);
+    narrow_wgrad_kernel<T, MT, 4, kBn><<<grid, kThreads, tile_bytes(g), s>>>(dy, x, part, g, bn);
+}
+template <class T, int MT>
+void wgrad_for(const T* dy, const T* x, float* part, const Geo& g, const NarrowBnDy* bn, cudaStream_t s) {
+  if (bn)
+    wgrad_for<T, MT, true>(dy, x, part, g, *bn, s);
+  else
+    wgrad_for<T, MT, false>(dy, x, part, g, NarrowBnDy{}, s);
 }
 
 }  // namespace
@@ -377,12 +414,13 @@ void launch_narrow_forward(const sdk::ConvShape& g, FrDType dtype, const void* x
 }
 
 void launch_narrow_wgrad(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* x, void* dw,
-                         void* ws, cudaStream_t s) {
+                         void* ws, cudaStream_t s, const NarrowBnDy* bn) {
   FR_PLUGIN_CHECK(narrow_conv_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
                   "cuda narrow conv: the convolution does not fit the narrow kernels");
-  FR_PLUGIN_CHECK(
-      aligned16({dy}) && ws, FR_ERR_INVALID_ARGUMENT,
-      "cuda narrow conv: dy must be 16-byte aligned, and the weight gradient needs the workspace");
+  FR_PLUGIN_CHECK(aligned16({dy, bn ? bn->y : dy}) && ws, FR_ERR_INVALID_ARGUMENT,
+                  "cuda narrow conv: dy (and the prologue's y) must be 16-byte aligned, and the weight "
+                  "gradient needs the "
+                  "workspace");
   const Geo geo = geo_of(g, kWgradPositions);
   float* part = static_cast<float*>(ws);
   const int n = geo.k * geo.taps;
@@ -390,11 +428,11 @@ void launch_narrow_wgrad(const sdk::ConvShape& g, FrDType dtype, const void* dy,
     using T = decltype(tag);
     const T *dyt = static_cast<const T*>(dy), *xt = static_cast<const T*>(x);
     if (g.k == 16)
-      wgrad_for<T, 1>(dyt, xt, part, geo, s);
+      wgrad_for<T, 1>(dyt, xt, part, geo, bn, s);
     else if (g.k == 32)
-      wgrad_for<T, 2>(dyt, xt, part, geo, s);
+      wgrad_for<T, 2>(dyt, xt, part, geo, bn, s);
     else
-      wgrad_for<T, 4>(dyt, xt, part, geo, s);
+      wgrad_for<T, 4>(dyt, xt, part, geo, bn, s);
     FR_CUDA_LAUNCH_CHECK();
     narrow_wgrad_finalize_kernel<T><<<static_cast<unsigned>((n + 31) / 32), dim3(32, kFinalizeLanes), 0, s>>>(
         part, geo.blocks(), n, static_cast<T*>(dw));

@@ -30,8 +30,16 @@ uint64_t narrow_wgrad_workspace(const sdk::ConvShape& g);
 // y = conv(x, w); `sums` (2K floats: the sums of y's channels, then of their squares) when not null.
 void launch_narrow_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y,
                            float* sums, void* ws, cudaStream_t s);
-// dw (K x R x S x C, in dtype) = the weight gradient from dy and x.
+// The batchnorm gradient prologue of the weight gradient (ops.h): dy is a batchnorm's premasked output
+// gradient, y this conv's output (that batchnorm's input), with the batchnorm's gamma, saved mean and invstd
+// (f32 [K]) and gradient sums (f32 [2K]); the kernel uses the batchnorm's dx as batchnorm_backward computes
+// it.
+struct NarrowBnDy {
+  const void* y = nullptr;
+  const float *gamma = nullptr, *mean = nullptr, *invstd = nullptr, *gsums = nullptr;
+};
+// dw (K x R x S x C, in dtype) = the weight gradient from dy (with `bn`: from that batchnorm's dx) and x.
 void launch_narrow_wgrad(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* x, void* dw,
-                         void* ws, cudaStream_t s);
+                         void* ws, cudaStream_t s, const NarrowBnDy* bn = nullptr);
 
 }  // namespace fresco::cuda

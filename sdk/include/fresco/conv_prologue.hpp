@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "fresco/conv_backward_parts.hpp"
 #include "fresco/conv_geometry.hpp"
 #include "fresco/ops.h"
 #include "fresco/plugin.hpp"
@@ -69,8 +70,10 @@ struct BnGradEpilogue {
   BnPrologue bn;
   float* gsums;
 };
+// Five more inputs on a part that writes dx: the epilogue (on a part that writes none: the weight
+// gradient's prologue, below).
 inline bool has_conv_grad_epilogue(const FrCall* call) {
-  return call->n_in > 3;
+  return call->n_in > 3 && conv_backward_outputs(params<FrConvBackwardParams>(call)).dx >= 0;
 }
 // Checks the epilogue's operands of a conv2d_backward call whose part writes dx at output dx_index (-1:
 // none) and `outputs` outputs without gsums: exactly five inputs after {dy, x, w}, bx of x's shape and dtype,
@@ -100,6 +103,60 @@ inline BnGradEpilogue conv_grad_epilogue(const FrCall* call, int dx_index, uint3
                   "conv2d_backward: gsums must be f32 with 2C = " + std::to_string(2 * c) +
                       " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
   return BnGradEpilogue{bx.data, bn, data<float>(s)};
+}
+
+// The batchnorm gradient prologue of a conv2d_backward call that writes no dx (ops.h): y (the conv's output,
+// the batchnorm's input), the batchnorm's gamma and saved statistics, and its gradient sums; all null
+// without the five inputs.
+struct BnWgradPrologue {
+  const void* y;
+  const float *gamma, *mean, *invstd, *gsums;
+};
+inline bool has_wgrad_bn_prologue(const FrCall* call) {
+  return call->n_in > 3 && conv_backward_outputs(params<FrConvBackwardParams>(call)).dx < 0;
+}
+// Checks the prologue's operands: exactly five inputs after {dy, x, w}, y of dy's shape and dtype, gamma,
+// save_mean, save_invstd f32 with K elements and gsums f32 with 2K. Data pointers are null during prepare.
+inline BnWgradPrologue wgrad_bn_prologue(const FrCall* call) {
+  if (!has_wgrad_bn_prologue(call)) return BnWgradPrologue{nullptr, nullptr, nullptr, nullptr, nullptr};
+  FR_PLUGIN_CHECK(call->n_in == 8, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: expected 3 inputs, or 8 with a batchnorm gradient prologue, got " +
+                      std::to_string(call->n_in));
+  const FrTensor &dy = call->in[0], &y = call->in[3];
+  const int64_t k = dy.ndim >= 1 ? dy.dims[dy.ndim - 1] : 0;
+  bool same_shape = y.ndim == dy.ndim && y.dtype == dy.dtype;
+  for (uint32_t d = 0; same_shape && d < dy.ndim; ++d) same_shape = y.dims[d] == dy.dims[d];
+  FR_PLUGIN_CHECK(same_shape, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: the gradient prologue's y " + shape_str(y) + " must have dy's shape " +
+                      shape_str(dy) + " and dtype");
+  static const char* const kNames[4] = {"gamma", "save_mean", "save_invstd", "gsums"};
+  for (uint32_t i = 0; i < 4; ++i) {
+    const FrTensor& t = call->in[4 + i];
+    const int64_t want = i == 3 ? 2 * k : k;
+    FR_PLUGIN_CHECK(t.dtype == FR_F32 && numel(t) == want, FR_ERR_INVALID_ARGUMENT,
+                    std::string("conv2d_backward: the gradient prologue's ") + kNames[i] +
+                        " must be f32 with " + std::to_string(want) + " elements, got " +
+                        std::to_string(numel(t)) + " of dtype " + std::to_string(t.dtype));
+  }
+  return BnWgradPrologue{y.data, data<float>(call->in[4]), data<float>(call->in[5]), data<float>(call->in[6]),
+                         data<float>(call->in[7])};
+}
+
+// A batchnorm's backward coefficients of channel c from its two gradient sums (sum g, sum g (x - mean)) over
+// n values: dx = a (g - b - (x - mean) k) with a = gamma invstd, b = sum g / n, k = dgamma invstd / n, and
+// dgamma = sum g (x - mean) invstd; in double, each rounded once to f32 (every backend's batchnorm_backward).
+struct BnGradCoefficients {
+  float a, b, k, dgamma, dbeta;
+};
+inline BnGradCoefficients bn_grad_coefficients(double sum_g, double sum_gx, float gamma, float invstd,
+                                               double n) {
+  const double is = invstd, dg = sum_gx * is;
+  return BnGradCoefficients{static_cast<float>(gamma * is), static_cast<float>(sum_g / n),
+                            static_cast<float>(dg * is / n), static_cast<float>(dg),
+                            static_cast<float>(sum_g)};
+}
+inline float bn_dx_value(float g, float x, float mean, const BnGradCoefficients& c) {
+  return c.a * (g - c.b - (x - mean) * c.k);
 }
 
 // Where a training batchnorm call's save_mean (then save_invstd) is: 1 after y, or 0 in the statistics-only

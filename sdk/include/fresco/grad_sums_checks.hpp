@@ -70,4 +70,19 @@ inline const float* bn_grad_sums_input(const FrCall* call, int64_t c) {
   return data<float>(s);
 }
 
+// Where batchnorm_backward's dgamma is (dbeta follows): 1 after dx, or 0 in the weights-only form (ops.h:
+// outputs {dgamma, dbeta}, the dx applied by the weight gradient of the conv that wrote x), which needs gsums
+// and no fused relu. Checked: two or three outputs.
+inline uint32_t bn_backward_dgamma_index(const FrCall* call) {
+  FR_PLUGIN_CHECK(call->n_out == 2 || call->n_out == 3, FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm_backward: expected outputs {dx, dgamma, dbeta} or, weights only, {dgamma, "
+                  "dbeta}; got " +
+                      std::to_string(call->n_out));
+  const bool relu = call->params && params<FrBatchNormParams>(call).relu;
+  FR_PLUGIN_CHECK(call->n_out == 3 || (!relu && call->n_in == 6), FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm_backward: the weights-only form (two outputs) takes its dy premasked with gsums "
+                  "(6 inputs, no fused relu)");
+  return call->n_out - 2;
+}
+
 }  // namespace fresco::sdk

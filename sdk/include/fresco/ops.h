@@ -164,7 +164,16 @@ typedef struct FrConvParams {
  * dtype; the four f32 [C]). dx is then written masked by the relu, dx * (x > 0) as the batchnorm's backward
  * would mask it (a backend may recompute x > 0 from bx as for batchnorm_backward's beta input), and one more
  * output, last, gsums (f32 [2C]), gets the batchnorm's two gradient sums of that masked dx as in
- * "Gradient sums" above, with bx as x: the batchnorm's backward then takes dy premasked, with gsums. */
+ * "Gradient sums" above, with bx as x: the batchnorm's backward then takes dy premasked, with gsums.
+ * Batchnorm gradient prologue of the weight gradient (FR_KERNEL_WGRAD_BN_PROLOGUE; CompileOptions::
+ * conv_prologue with grad_sums, at the first layer): a conv2d_backward call that writes no dx (part 2, or
+ * part 0 without need_dx) may take five more inputs after {dy, x, w}: y, gamma, save_mean, save_invstd,
+ * gsums, where y is the conv's output (dy's shape and dtype), read only by a training batchnorm with those
+ * parameters and statistics (f32 [K]), dy is that batchnorm's output gradient, premasked, and gsums (f32
+ * [2K]) its two gradient sums ("Gradient sums" above). The call then takes as its output gradient what that
+ * batchnorm's backward would write as dx: a (dy - b - (y - mean) k) rounded to y's dtype, with a = gamma
+ * invstd, b = gsums[c] / n and k = gsums[K + c] invstd invstd / n (n = N P Q; in double, each rounded once
+ * to f32). The batchnorm's backward runs in its weights-only form (below). */
 typedef struct FrConvBackwardParams {
   FrConvParams conv;
   int32_t need_dx;
@@ -188,7 +197,10 @@ typedef struct FrConvBackwardParams {
  * (plugin.h); the runtime refuses nodes that use them on other kernels.
  * Batchnorm prologue form (FR_KERNEL_CONV_PROLOGUE): a training batchnorm with two outputs {save_mean,
  * save_invstd} (no y) computes the statistics and moves the running statistics only; the conv2d that reads
- * it applies it and writes y (above). */
+ * it applies it and writes y (above).
+ * Weights-only backward (FR_KERNEL_WGRAD_BN_PROLOGUE): batchnorm_backward with gsums (six inputs, no fused
+ * relu) and two outputs {dgamma, dbeta} writes no dx: the weight gradient of the conv2d that wrote x applies
+ * it (conv2d_backward's batchnorm gradient prologue, above). */
 /* batchnorm_add (training only): a batchnorm whose only reader is a residual join, computed by the join:
  * in {x, gamma, beta, r} (r: the join's other branch, x's shape and dtype; a fifth input may be the sums of
  * x, as for batchnorm); out {y, save_mean, save_invstd};

@@ -111,6 +111,9 @@ typedef struct FrCall {
 /* The batchnorm prologue forms of ops.h: conv2d's four prologue inputs (and its applied-map output), a
  * training batchnorm's statistics-only form (two outputs). */
 #define FR_KERNEL_CONV_PROLOGUE (1u << 1)
+/* The batchnorm gradient prologue of a weight gradient (ops.h): conv2d_backward's five prologue inputs on a
+ * part that writes no dx, batchnorm_backward's weights-only form (two outputs). */
+#define FR_KERNEL_WGRAD_BN_PROLOGUE (1u << 2)
 
 typedef struct FrKernelDef {
   uint32_t struct_size;

@@ -2,7 +2,8 @@
 // prologue operands writes the applied map relu(fma(x, scale, shift)) (computed here with one float fma) as
 // its second output and gives the bits it gives on that map, before its sums when it has them; the
 // statistics-only batchnorm gives the full form's statistics; conv2d_backward's batchnorm gradient epilogue
-// gives the masking pass's masked gradient and sums; malformed forms are refused. Part of test_cpu_ops.
+// gives the masking pass's masked gradient and sums; its weight gradient's batchnorm prologue gives the plain
+// weight gradient of the batchnorm's dx; malformed forms are refused. Part of test_cpu_ops.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -145,8 +146,73 @@ TEST(CpuConvPrologue, InputGradientEpilogueMasksAndSums) {
       .in(tensor(d.w, {kK, 3, 3, kC}))
       .in(d.map(d.x));
   d.prologue(weights).out(tensor(dw, {kK, 3, 3, kC})).out(tensor(sums, {2 * kC}));
-  weights.params(FrConvBackwardParams{kConv, 0, 2});
-  EXPECT_NE(weights.run_error().find("writes dx"), std::string::npos) << weights.run_error();
+  weights.params(FrConvBackwardParams{kConv, 0, 2});  // (read as the weight gradient's prologue: no y)
+  EXPECT_NE(weights.run_error().find("gradient prologue's y"), std::string::npos) << weights.run_error();
+}
+
+// The weight gradient's batchnorm prologue (ops.h): conv2d_backward part 2 (and part 0 without dx) with y,
+// the batchnorm's gamma, saved statistics and gradient sums gives the weight gradient of the plain call on
+// the dx that batchnorm_backward (premasked, with gsums) writes, bit for bit; batchnorm_backward's
+// weights-only form gives the full form's dgamma and dbeta; malformed forms are refused.
+TEST(CpuConvPrologue, WeightGradientPrologueAppliesTheBatchnormsBackward) {
+  Data d(9);
+  std::mt19937 rng(10);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t kRows = kN * kH * kW;
+  std::vector<float> g(kRows * kK), y(kRows * kK), gamma(kK), mean(kK), invstd(kK), gsums(2 * kK);
+  for (float& f : g) f = u(rng);
+  for (float& f : y) f = 2.0f * u(rng);
+  for (int64_t k = 0; k < kK; ++k) {
+    gamma[k] = 1.0f + 0.5f * u(rng), mean[k] = 0.3f * u(rng), invstd[k] = 1.0f + 0.4f * u(rng);
+    double sg = 0.0, sgx = 0.0;
+    for (int64_t r = 0; r < kRows; ++r) sg += g[r * kK + k], sgx += g[r * kK + k] * (y[r * kK + k] - mean[k]);
+    gsums[k] = static_cast<float>(sg), gsums[kK + k] = static_cast<float>(sgx);
+  }
+  auto ymap = [&](std::vector<float>& v) { return tensor(v, {kN, kH, kW, kK}); };
+  auto kvec = [&](std::vector<float>& v) { return tensor(v, {static_cast<int64_t>(v.size())}); };
+  // the batchnorm's backward in both forms
+  std::vector<float> dx_bn(g.size(), kNaN), dgamma[2], dbeta[2];
+  for (int form = 0; form < 2; ++form) {
+    dgamma[form].assign(kK, kNaN), dbeta[form].assign(kK, kNaN);
+    OpCall bnb(FR_OP_BATCHNORM_BACKWARD);
+    bnb.in(ymap(g)).in(ymap(y)).in(kvec(gamma)).in(kvec(mean)).in(kvec(invstd)).in(kvec(gsums));
+    if (form == 0) bnb.out(ymap(dx_bn));
+    bnb.out(kvec(dgamma[form])).out(kvec(dbeta[form])).params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+    ASSERT_TRUE(bnb.run()) << form;
+  }
+  EXPECT_EQ(dgamma[0], dgamma[1]);
+  EXPECT_EQ(dbeta[0], dbeta[1]);
+  for (int part : {2, 0}) {
+    const FrConvBackwardParams p{kConv, 0, part};
+    std::vector<float> dw_plain(kK * 9 * kC, kNaN), dw(kK * 9 * kC, kNaN);
+    OpCall plain(FR_OP_CONV2D_BACKWARD);
+    plain.in(ymap(dx_bn)).in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC}));
+    plain.out(tensor(dw_plain, {kK, 3, 3, kC})).params(p);
+    ASSERT_TRUE(plain.run());
+    OpCall fused(FR_OP_CONV2D_BACKWARD);
+    fused.in(ymap(g)).in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC})).in(ymap(y));
+    fused.in(kvec(gamma)).in(kvec(mean)).in(kvec(invstd)).in(kvec(gsums));
+    fused.out(tensor(dw, {kK, 3, 3, kC})).params(p);
+    ASSERT_TRUE(fused.run()) << fused.run_error();
+    EXPECT_EQ(dw, dw_plain) << "part " << part;
+  }
+  // refused: gsums of C elements; y of x's shape; the weights-only batchnorm without gsums
+  std::vector<float> dw(kK * 9 * kC), short_sums(kK);
+  OpCall short_gsums(FR_OP_CONV2D_BACKWARD);
+  short_gsums.in(ymap(g)).in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC})).in(ymap(y));
+  short_gsums.in(kvec(gamma)).in(kvec(mean)).in(kvec(invstd)).in(kvec(short_sums));
+  short_gsums.out(tensor(dw, {kK, 3, 3, kC})).params(FrConvBackwardParams{kConv, 0, 2});
+  EXPECT_NE(short_gsums.run_error().find("gsums"), std::string::npos) << short_gsums.run_error();
+  OpCall x_shaped(FR_OP_CONV2D_BACKWARD);
+  x_shaped.in(ymap(g)).in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC})).in(d.map(d.x));
+  x_shaped.in(kvec(gamma)).in(kvec(mean)).in(kvec(invstd)).in(kvec(gsums));
+  x_shaped.out(tensor(dw, {kK, 3, 3, kC})).params(FrConvBackwardParams{kConv, 0, 2});
+  EXPECT_NE(x_shaped.run_error().find("gradient prologue's y"), std::string::npos) << x_shaped.run_error();
+  std::vector<float> dg(kK), db(kK);
+  OpCall no_sums(FR_OP_BATCHNORM_BACKWARD);
+  no_sums.in(ymap(g)).in(ymap(y)).in(kvec(gamma)).in(kvec(mean)).in(kvec(invstd));
+  no_sums.out(kvec(dg)).out(kvec(db)).params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
+  EXPECT_NE(no_sums.run_error().find("weights-only"), std::string::npos) << no_sums.run_error();
 }
 
 TEST(CpuConvPrologue, MalformedFormsAreRefused) {

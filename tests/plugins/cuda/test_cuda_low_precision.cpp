@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <random>
 
 #include "e2e/small_residual_task.h"
 #include "plugins/cuda/gpu_fixture.h"
@@ -648,6 +649,88 @@ TEST(CudaLowPrecision, NarrowInputConvolutions) {
       EXPECT_LE(max_rel(got_b[0], ref_b[0]), tol) << dtype_name(low) << " dw";
       EXPECT_GT(max_rel(ref_b[0], std::vector<float>(ref_b[0].size(), 0.0f)), 0.0) << "dw is all zero";
     }
+  }
+}
+
+// The weight gradient's batchnorm prologue (ops.h): conv2d_backward part 2 with y, gamma, save_mean,
+// save_invstd and gsums gives the bits of batchnorm_backward's dx (premasked, with gsums) followed by the
+// plain weight gradient, on fresco's narrow kernel in bf16 / f16 (the dx computed as it stages dy) and on
+// cuDNN in f32 (batchnorm_backward's pass into the workspace first); the weights-only batchnorm_backward
+// gives the full form's dgamma and dbeta.
+TEST(CudaLowPrecision, WeightGradientPrologueGivesTheBatchnormsBits) {
+  FRESCO_REQUIRE_GPU();
+  ScopedEnv narrow("FRESCO_CUDA_NARROW_CONV", "1"), log("FRESCO_CUDNN_LOG", "1");
+  const FrConvParams p{3, 3, 1, 1, 1, 1, 1, 1, 1, 0};
+  constexpr int64_t kN = 4, kHW = 11, kC = 3, kK = 64, kRows = kN * kHW * kHW;
+  for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    SimpleTask t("cuda");
+    auto map = [&](int64_t c, const char* name) {
+      return t.tensor(Region::T_TEMP, dt, Shape{kN, kHW, kHW, c}, name);
+    };
+    auto f32 = [&](int64_t n, const char* name) {
+      return t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, n}, name);
+    };
+    const TensorId g = map(kK, "g"), y = map(kK, "y"), x = map(kC, "x"), dx_bn = map(kK, "dx_bn");
+    const TensorId w = t.tensor(Region::T_TEMP, dt, Shape{kK, 3, 3, kC}, "w");
+    const TensorId dw_plain = t.tensor(Region::T_TEMP, dt, Shape{kK, 3, 3, kC}, "dw_plain");
+    const TensorId dw = t.tensor(Region::T_TEMP, dt, Shape{kK, 3, 3, kC}, "dw");
+    const TensorId gamma = f32(kK, "gamma"), mean = f32(kK, "mean"), invstd = f32(kK, "invstd"),
+                   gsums = f32(2 * kK, "gsums");
+    const TensorId dgamma[2] = {f32(kK, "dgamma"), f32(kK, "dgamma2")},
+                   dbeta[2] = {f32(kK, "dbeta"), f32(kK, "dbeta2")};
+    t.lock_memory();
+    const FrBatchNormParams bp{1e-5f, 0.1f, 1, 0};
+    GraphNode bnb =
+        node(FR_OP_BATCHNORM_BACKWARD, {g, y, gamma, mean, invstd, gsums}, {dx_bn, dgamma[0], dbeta[0]});
+    t.add(GraphId::DEEP_FWD_BWD, bnb.with_params(bp));
+    GraphNode plain = node(FR_OP_CONV2D_BACKWARD, {dx_bn, x, w}, {dw_plain});
+    t.add(GraphId::DEEP_FWD_BWD, plain.with_params(FrConvBackwardParams{p, 0, 2}));
+    GraphNode fused = node(FR_OP_CONV2D_BACKWARD, {g, x, w, y, gamma, mean, invstd, gsums}, {dw});
+    t.add(GraphId::DEEP_FWD_BWD, fused.with_params(FrConvBackwardParams{p, 0, 2}));
+    GraphNode weights =
+        node(FR_OP_BATCHNORM_BACKWARD, {g, y, gamma, mean, invstd, gsums}, {dgamma[1], dbeta[1]});
+    t.add(GraphId::DEEP_FWD_BWD, weights.with_params(bp));
+    testing::internal::CaptureStderr();
+    t.compile();
+    const std::string err = testing::internal::GetCapturedStderr();
+    if (dt != DType::F32) {
+      EXPECT_NE(err.find("narrow kernels for the weight gradient"), std::string::npos) << err;
+    }
+    std::mt19937 rng(23);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    auto values = [&](int64_t n, float scale, float offset) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& f : v)
+        f = dt == DType::F32 ? offset + scale * u(rng) : from_low(dt, to_low(dt, offset + scale * u(rng)));
+      return v;
+    };
+    write_values(t, g, dt, values(kRows * kK, 1.0f, 0.0f));
+    write_values(t, y, dt, values(kRows * kK, 2.0f, 0.1f));
+    write_values(t, x, dt, values(kRows * kC, 1.0f, 0.0f));
+    write_values(t, w, dt, values(kK * 9 * kC, 0.3f, 0.0f));
+    std::vector<float> gm(kK), mu(kK), is(kK), gs(2 * kK);
+    for (int64_t k = 0; k < kK; ++k) {
+      gm[k] = 1.0f + 0.5f * u(rng), mu[k] = 0.2f * u(rng), is[k] = 1.0f + 0.3f * u(rng);
+      gs[k] = 20.0f * u(rng), gs[kK + k] = 30.0f * u(rng);
+    }
+    t.write(gamma, gm);
+    t.write(mean, mu);
+    t.write(invstd, is);
+    t.write(gsums, gs);
+    t.run(GraphId::DEEP_FWD_BWD);
+    auto read = [&](TensorId id, int64_t n) {
+      if (dt == DType::F32) return t.read<float>(id, static_cast<size_t>(n));
+      const auto b = t.read<uint16_t>(id, static_cast<size_t>(n));
+      std::vector<float> f(b.size());
+      for (size_t j = 0; j < b.size(); ++j) f[j] = from_low(dt, b[j]);
+      return f;
+    };
+    const std::vector<float> want = read(dw_plain, kK * 9 * kC);
+    EXPECT_EQ(read(dw, kK * 9 * kC), want);
+    EXPECT_GT(max_rel(want, std::vector<float>(want.size(), 0.0f)), 0.0) << "dw is all zero";
+    EXPECT_EQ(t.read<float>(dgamma[1], kK), t.read<float>(dgamma[0], kK));
+    EXPECT_EQ(t.read<float>(dbeta[1], kK), t.read<float>(dbeta[0], kK));
   }
 }
 

@@ -1,6 +1,8 @@
-// Test plugin: an f16 conv2d kernel for the "cpu" device written before the sums operands existed (flags 0:
-// it declares none). The runtime must refuse a conv2d node with a sums output on it, and accept a plain one.
-// Its run is never reached in the test.
+// Test plugin: f16 conv2d, conv2d_backward and batchnorm_backward kernels for the "cpu" device written before
+// the optional operand forms existed (flags 0: they declare none; the batchnorm_backward came after the sums
+// operands, before its weights-only form). The runtime must refuse nodes that use a
+// form on them (a conv2d with a sums output, the weight gradient's batchnorm prologue, ...), and accept plain
+// ones. Their run is never reached in the tests.
 #include "fresco/ops.h"
 #include "fresco/plugin.h"
 
@@ -9,7 +11,11 @@ FrError* run(void*, const FrCall*) {
   return nullptr;
 }
 const FrKernelDef kKernels[] = {
-    {sizeof(FrKernelDef), FR_COMPUTE, FR_OP_CONV2D, "cpu", FR_DTYPE_BIT(FR_F16), 0, nullptr, run, nullptr}};
+    {sizeof(FrKernelDef), FR_COMPUTE, FR_OP_CONV2D, "cpu", FR_DTYPE_BIT(FR_F16), 0, nullptr, run, nullptr},
+    {sizeof(FrKernelDef), FR_COMPUTE, FR_OP_CONV2D_BACKWARD, "cpu", FR_DTYPE_BIT(FR_F16), 0, nullptr, run,
+     nullptr},
+    {sizeof(FrKernelDef), FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, "cpu", FR_DTYPE_BIT(FR_F16),
+     FR_KERNEL_SUMS_OPERANDS, nullptr, run, nullptr}};
 }  // namespace
 
 extern "C" FR_EXPORT FrAbiInfo fresco_plugin_abi(void) {
@@ -17,6 +23,6 @@ extern "C" FR_EXPORT FrAbiInfo fresco_plugin_abi(void) {
 }
 extern "C" FR_EXPORT FrError* fresco_plugin_init(const FrHostApi*, FrPlugin* out) {
   out->kernels = kKernels;
-  out->n_kernels = 1;
+  out->n_kernels = sizeof(kKernels) / sizeof(kKernels[0]);
   return nullptr;
 }

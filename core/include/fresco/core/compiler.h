@@ -76,6 +76,14 @@ struct LayerDescriptor {
   int32_t prologue_bn = -1;
   TensorId prologue_input = kNoTensor;
   std::array<TensorId, 4> prologue{kNoTensor, kNoTensor, kNoTensor, kNoTensor};
+  // CompileOptions::conv_prologue with grad_sums at the first layer: a batchnorm whose premasked backward
+  // with gradient sums writes no dx (dx_by_conv: its weights-only form) because the first conv, whose output
+  // only it reads, applies that dx in its weight gradient (conv2d_backward's batchnorm gradient prologue,
+  // ops.h); on the conv, the batchnorm's index (wgrad_prologue_bn) and its gamma, save_mean, save_invstd and
+  // grad_sums. The conv's output gradient is then the batchnorm's.
+  bool dx_by_conv = false;
+  int32_t wgrad_prologue_bn = -1;
+  std::array<TensorId, 4> wgrad_prologue{kNoTensor, kNoTensor, kNoTensor, kNoTensor};
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
