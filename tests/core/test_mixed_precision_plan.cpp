@@ -276,7 +276,7 @@ TEST(MixedPrecisionPlan, Bf16EarlyUpdateCastsAndUpdatesTheDeepPartsBesideTheFirs
 // lagged one past another join: CompileOptions::conv_join_lag_max); the end of DEEP_FWD_BWD keeps the rest,
 // and the parts tile the deep conv bytes from the end without gaps, in W, G, G16 and A alike.
 TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients) {
-  EXPECT_EQ(CompileOptions{}.early_update_parts, 3);  // the default
+  EXPECT_EQ(CompileOptions{}.early_update_parts, 5);  // the default
   // a stem and five deep convs of equal size (cbr: conv, bn, relu): two parts of two, one left
   std::vector<LayerSpec> layers;
   for (int i = 0; i < 6; ++i)

@@ -188,8 +188,10 @@ struct CompileOptions {
   // the rest), are cast, updated and (bf16) cast back while the backward
   // still runs, on a stream that the backward's joins do not wait for (GraphNode::detached), as soon as
   // their weight gradients are final. ResNet-18 bf16 b512 on the H200, three rounds in one call: 0 parts
-  // 4.702-4.705 ms, 1: 4.688-4.697, 2: 4.678-4.690, 3: 4.679-4.688 (docs/performance.md).
-  int early_update_parts = 3;
+  // 4.702-4.705 ms, 1: 4.688-4.697, 2: 4.678-4.690, 3: 4.679-4.688; later (the twentieth session), 3 parts
+  // left stages 1-3 (2.8M parameters) to the end of the backward: 5 parts 4.623-4.629 against 4.640-4.654,
+  // ResNet-50 34.88 against 35.08 ms (docs/performance.md).
+  int early_update_parts = 5;
   // With overlap_weight_gradients: an fc layer's weight gradient forks onto the side stream after the next
   // fc input gradient on the main stream instead of after its own, when that input gradient has at least
   // defer_fc_min_macs multiply-adds (batch x in x out): one that large fills a big GPU alone, and sharing it
