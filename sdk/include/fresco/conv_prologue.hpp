@@ -63,6 +63,16 @@ inline BnPrologue conv_prologue(const FrCall* call, void** applied = nullptr) {
   return bn;
 }
 
+// conv2d_backward's operand t (named `what`) must have the shape and dtype of `like` (named `like_name`).
+inline void expect_same_map(const FrTensor& t, const FrTensor& like, const char* what,
+                            const char* like_name) {
+  bool same = t.ndim == like.ndim && t.dtype == like.dtype;
+  for (uint32_t d = 0; same && d < like.ndim; ++d) same = t.dims[d] == like.dims[d];
+  FR_PLUGIN_CHECK(same, FR_ERR_INVALID_ARGUMENT,
+                  std::string("conv2d_backward: ") + what + " " + shape_str(t) + " must have " + like_name +
+                      " shape " + shape_str(like) + " and dtype");
+}
+
 // The batchnorm gradient epilogue of a conv2d_backward call (ops.h): bx (the batchnorm's input), the
 // batchnorm's parameters and statistics, and the gsums output; all null without the five inputs.
 struct BnGradEpilogue {
@@ -88,11 +98,7 @@ inline BnGradEpilogue conv_grad_epilogue(const FrCall* call, int dx_index, uint3
                   "conv2d_backward: the batchnorm gradient epilogue needs a part that writes dx");
   const FrTensor &x = call->in[1], &bx = call->in[3];
   const int64_t c = x.ndim >= 1 ? x.dims[x.ndim - 1] : 0;
-  bool same_shape = bx.ndim == x.ndim && bx.dtype == x.dtype;
-  for (uint32_t d = 0; same_shape && d < x.ndim; ++d) same_shape = bx.dims[d] == x.dims[d];
-  FR_PLUGIN_CHECK(same_shape, FR_ERR_INVALID_ARGUMENT,
-                  "conv2d_backward: the gradient epilogue's bx " + shape_str(bx) + " must have x's shape " +
-                      shape_str(x) + " and dtype");
+  expect_same_map(bx, x, "the gradient epilogue's bx", "x's");
   const BnPrologue bn = bn_operands(call, 4, c, "conv2d_backward: the gradient epilogue's");
   FR_PLUGIN_CHECK(call->n_out == outputs + 1, FR_ERR_INVALID_ARGUMENT,
                   "conv2d_backward: with a batchnorm gradient epilogue the part writes " +
@@ -124,11 +130,7 @@ inline BnWgradPrologue wgrad_bn_prologue(const FrCall* call) {
                       std::to_string(call->n_in));
   const FrTensor &dy = call->in[0], &y = call->in[3];
   const int64_t k = dy.ndim >= 1 ? dy.dims[dy.ndim - 1] : 0;
-  bool same_shape = y.ndim == dy.ndim && y.dtype == dy.dtype;
-  for (uint32_t d = 0; same_shape && d < dy.ndim; ++d) same_shape = y.dims[d] == dy.dims[d];
-  FR_PLUGIN_CHECK(same_shape, FR_ERR_INVALID_ARGUMENT,
-                  "conv2d_backward: the gradient prologue's y " + shape_str(y) + " must have dy's shape " +
-                      shape_str(dy) + " and dtype");
+  expect_same_map(y, dy, "the gradient prologue's y", "dy's");
   static const char* const kNames[4] = {"gamma", "save_mean", "save_invstd", "gsums"};
   for (uint32_t i = 0; i < 4; ++i) {
     const FrTensor& t = call->in[4 + i];
