@@ -113,8 +113,9 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
         launch_narrow_wgrad(plan->shape, plan->dtype, dy.data, x.data, call->out[o.dw].data, call->workspace,
                             st, &nb);
       } else {
+        // (with the prologue's dx after it, the convolution gets only the workspace before that)
         run_conv_backward_filter(c, *plan, dy.data, x.data, call->out[o.dw].data, call->workspace,
-                                 call->workspace_bytes, st);
+                                 bn.y ? prologue_dx_at(*plan) : call->workspace_bytes, st);
       }
     }
     if (o.dx >= 0) {
