@@ -51,14 +51,15 @@ Runtime::Runtime(const std::string& device, int device_index) : device_(device) 
 }
 
 namespace {
-// Whether a node uses the batchnorm prologue forms of ops.h (CompileOptions::conv_prologue: conv2d's
-// prologue, conv2d_backward's gradient epilogue, the statistics-only batchnorm), which its kernel must
-// declare (FR_KERNEL_CONV_PROLOGUE).
 // Whether a conv2d_backward node's part writes dx.
 bool writes_input_gradient(const GraphNode& n) {
   const auto p = n.params_as<FrConvBackwardParams>();
   return p && (p->part == 1 || (p->part == 0 && p->need_dx));
 }
+
+// Whether a node uses the batchnorm prologue forms of ops.h (CompileOptions::conv_prologue: conv2d's
+// prologue, conv2d_backward's gradient epilogue, the statistics-only batchnorm), which its kernel must
+// declare (FR_KERNEL_CONV_PROLOGUE).
 bool uses_prologue_operands(const GraphNode& n) {
   if (n.op == FR_OP_CONV2D_BACKWARD) return n.in.size() > 3 && writes_input_gradient(n);
   if (n.op == FR_OP_CONV2D) {
