@@ -1056,8 +1056,13 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
         p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
     if (span.bytes == 0) continue;
     // Bytes of the group up to the end of the first layer's last parameter in it: the rest has its gradient
-    // at the end of DEEP_FWD_BWD and is updated there (CompileOptions::early_update).
-    const uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias}) : span.bytes;
+    // at the end of DEEP_FWD_BWD and is updated there (CompileOptions::early_update). The gamma of the
+    // batchnorm whose backward the first conv's weight gradient applies is read there, after DEEP_FWD_BWD, so
+    // it waits with the first layer's (an early update would race that read on the side stream).
+    const TensorId read_late = first.wgrad_prologue_bn >= 0
+                                   ? m.arch.layers[static_cast<size_t>(first.wgrad_prologue_bn)].weight
+                                   : kNoTensor;
+    const uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias, read_late}) : span.bytes;
     const uint64_t end = gr.last == ParamKind::DEEP_CONV ? parts_begin - span.offset : span.bytes;
     add_late_and_early(g, GraphId::OPTIMIZER, span.bytes, cut, end, [&](uint64_t skip, int64_t take, bool e) {
       GraphNode n = update_node(m, gr, skip, take);

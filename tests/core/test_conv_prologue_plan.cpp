@@ -174,3 +174,33 @@ TEST(ConvProloguePlan, TheFirstConvsWeightGradientAppliesItsBatchnormsBackward) 
     EXPECT_EQ(bn_backward, 1) << what;
   }
 }
+
+// The gamma that the first conv's weight gradient reads (its batchnorm's backward, applied there) is read
+// after DEEP_FWD_BWD, so the early update (bf16, AUTO) must not update it on the side stream at the end of
+// DEEP_FWD_BWD: with the no-decay group of its own (no_decay_1d) it is updated in OPTIMIZER with the first
+// layer's parameters, and no update of DEEP_FWD_BWD writes it.
+TEST(ConvProloguePlan, TheGammaItsWeightGradientReadsIsNotUpdatedEarly) {
+  for (bool no_decay : {false, true}) {
+    CompileOptions o = test::rgb_compile_options(32, 8);
+    o.precision = DType::BF16;
+    o.optimizer.with_no_decay_1d(no_decay);
+    const CompiledModel m = Compiler().compile(models::resnet18(10), o);
+    const LayerDescriptor& bn = m.arch.layers[1];
+    ASSERT_TRUE(bn.dx_by_conv);
+    const MemoryPlan& p = m.base_plan();
+    const auto gamma = static_cast<uint64_t>(p.tensor(bn.weight).offset);
+    auto writes_gamma = [&](const GraphNode& n) {
+      for (const RangeRef& r : n.rout) {
+        if (r.kind != RangeRef::Kind::REGIONS || region_family(r.first) != Family::W) continue;
+        const RegionSpan s = range_bytes(r, p, n.label);
+        if (gamma >= s.offset && gamma < s.offset + s.bytes) return true;
+      }
+      return false;
+    };
+    int early = 0, late = 0;
+    for (const GraphNode& n : m.train->nodes(GraphId::DEEP_FWD_BWD)) early += writes_gamma(n);
+    for (const GraphNode& n : m.train->nodes(GraphId::OPTIMIZER)) late += writes_gamma(n);
+    EXPECT_EQ(early, 0) << "no_decay_1d " << no_decay;
+    EXPECT_EQ(late, 1) << "no_decay_1d " << no_decay;
+  }
+}

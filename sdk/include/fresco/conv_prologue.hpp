@@ -128,6 +128,11 @@ inline BnWgradPrologue wgrad_bn_prologue(const FrCall* call) {
   FR_PLUGIN_CHECK(call->n_in == 8, FR_ERR_INVALID_ARGUMENT,
                   "conv2d_backward: expected 3 inputs, or 8 with a batchnorm gradient prologue, got " +
                       std::to_string(call->n_in));
+  const uint32_t outputs = conv_backward_outputs(params<FrConvBackwardParams>(call)).count;
+  FR_PLUGIN_CHECK(call->n_out == outputs, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: with a batchnorm gradient prologue the part writes " +
+                      std::to_string(outputs) + " outputs (its weight gradients), got " +
+                      std::to_string(call->n_out));
   const FrTensor &dy = call->in[0], &y = call->in[3];
   const int64_t k = dy.ndim >= 1 ? dy.dims[dy.ndim - 1] : 0;
   expect_same_map(y, dy, "the gradient prologue's y", "dy's");

@@ -146,8 +146,8 @@ TEST(CpuConvPrologue, InputGradientEpilogueMasksAndSums) {
       .in(tensor(d.w, {kK, 3, 3, kC}))
       .in(d.map(d.x));
   d.prologue(weights).out(tensor(dw, {kK, 3, 3, kC})).out(tensor(sums, {2 * kC}));
-  weights.params(FrConvBackwardParams{kConv, 0, 2});  // (read as the weight gradient's prologue: no y)
-  EXPECT_NE(weights.run_error().find("gradient prologue's y"), std::string::npos) << weights.run_error();
+  weights.params(FrConvBackwardParams{kConv, 0, 2});  // (read as the weight gradient's prologue: refused)
+  EXPECT_NE(weights.run_error().find("gradient prologue"), std::string::npos) << weights.run_error();
 }
 
 // The weight gradient's batchnorm prologue (ops.h): conv2d_backward part 2 (and part 0 without dx) with y,
@@ -196,7 +196,7 @@ TEST(CpuConvPrologue, WeightGradientPrologueAppliesTheBatchnormsBackward) {
     ASSERT_TRUE(fused.run()) << fused.run_error();
     EXPECT_EQ(dw, dw_plain) << "part " << part;
   }
-  // refused: gsums of C elements; y of x's shape; the weights-only batchnorm without gsums
+  // refused: gsums of C elements; y of x's shape; an extra output; the weights-only batchnorm without gsums
   std::vector<float> dw(kK * 9 * kC), short_sums(kK);
   OpCall short_gsums(FR_OP_CONV2D_BACKWARD);
   short_gsums.in(ymap(g)).in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC})).in(ymap(y));
@@ -208,6 +208,12 @@ TEST(CpuConvPrologue, WeightGradientPrologueAppliesTheBatchnormsBackward) {
   x_shaped.in(kvec(gamma)).in(kvec(mean)).in(kvec(invstd)).in(kvec(gsums));
   x_shaped.out(tensor(dw, {kK, 3, 3, kC})).params(FrConvBackwardParams{kConv, 0, 2});
   EXPECT_NE(x_shaped.run_error().find("gradient prologue's y"), std::string::npos) << x_shaped.run_error();
+  std::vector<float> stray(2 * kK);
+  OpCall extra(FR_OP_CONV2D_BACKWARD);
+  extra.in(ymap(g)).in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC})).in(ymap(y));
+  extra.in(kvec(gamma)).in(kvec(mean)).in(kvec(invstd)).in(kvec(gsums));
+  extra.out(tensor(dw, {kK, 3, 3, kC})).out(kvec(stray)).params(FrConvBackwardParams{kConv, 0, 2});
+  EXPECT_NE(extra.run_error().find("writes 1 outputs"), std::string::npos) << extra.run_error();
   std::vector<float> dg(kK), db(kK);
   OpCall no_sums(FR_OP_BATCHNORM_BACKWARD);
   no_sums.in(ymap(g)).in(ymap(y)).in(kvec(gamma)).in(kvec(mean)).in(kvec(invstd));
