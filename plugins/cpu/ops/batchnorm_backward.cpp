@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "cpu_common.h"
-#include "fresco/conv_prologue.hpp"
+#include "fresco/batchnorm_rules.h"
 #include "fresco/grad_sums_checks.hpp"
 #include "ops/grad_sums.h"
 
@@ -93,7 +93,7 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
         db = given[k], dyx = given[c + k];
       else
         grad_sums_total(s, part, k, db, dyx);
-      const sdk::BnGradCoefficients cf = sdk::bn_grad_coefficients(db, dyx, gamma[k], invstd[k], n);
+      const FrBnGradCoefficients cf = fr_bn_grad_coefficients(db, dyx, gamma[k], invstd[k], n);
       coef_a[k] = cf.a, coef_b[k] = cf.b, coef_k[k] = cf.k, coef_m[k] = mean[k];
       dgamma[k] = cf.dgamma;
       dbeta[k] = cf.dbeta;
@@ -104,7 +104,7 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
         const float* xr = x + i * c;
         float* dxr = dx + i * c;
         for (int64_t k = 0; k < c; ++k)
-          dxr[k] = coef_a[k] * (grad(i * c + k) - coef_b[k] - (xr[k] - coef_m[k]) * coef_k[k]);
+          dxr[k] = fr_bn_dx_value(grad(i * c + k), xr[k], coef_m[k], coef_a[k], coef_b[k], coef_k[k]);
       }
     });
   });

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cpu_common.h"
+#include "fresco/batchnorm_rules.h"
 #include "fresco/conv_backward_parts.hpp"
 #include "fresco/conv_prologue.hpp"
 #include "gemm.h"
@@ -102,7 +103,7 @@ uint64_t epilogue_bytes(const FrCall* call) {
 uint64_t prologue_bytes(const FrCall* call) {
   if (!sdk::has_wgrad_bn_prologue(call)) return 0;
   const FrTensor& dy = call->in[0];
-  return sdk::numel(dy) * sizeof(float) + dy.dims[dy.ndim - 1] * sizeof(sdk::BnGradCoefficients);
+  return sdk::numel(dy) * sizeof(float) + dy.dims[dy.ndim - 1] * sizeof(FrBnGradCoefficients);
 }
 
 // The batchnorm gradient prologue of the weight gradient (ops.h): dy_bn = the batchnorm's dx from its output
@@ -111,14 +112,15 @@ void grad_prologue(const FrCall* call, const sdk::BnWgradPrologue& p, float* dy_
   const BnShape s = bn_shape(call->in[3], "conv2d_backward");
   const float* g = sdk::data<const float>(call->in[0]);
   const float* y = static_cast<const float*>(p.y);
-  auto* cf = reinterpret_cast<sdk::BnGradCoefficients*>(dy_bn + s.rows * s.c);
+  auto* cf = reinterpret_cast<FrBnGradCoefficients*>(dy_bn + s.rows * s.c);
   for (int64_t k = 0; k < s.c; ++k)
-    cf[k] = sdk::bn_grad_coefficients(p.gsums[k], p.gsums[s.c + k], p.gamma[k], p.invstd[k],
-                                      static_cast<double>(s.rows));
+    cf[k] = fr_bn_grad_coefficients(p.gsums[k], p.gsums[s.c + k], p.gamma[k], p.invstd[k],
+                                    static_cast<double>(s.rows));
   parallel_chunks(s.rows, 256, [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i)
       for (int64_t k = 0; k < s.c; ++k)
-        dy_bn[i * s.c + k] = sdk::bn_dx_value(g[i * s.c + k], y[i * s.c + k], p.mean[k], cf[k]);
+        dy_bn[i * s.c + k] =
+            fr_bn_dx_value(g[i * s.c + k], y[i * s.c + k], p.mean[k], cf[k].a, cf[k].b, cf[k].k);
   });
 }
 

@@ -11,10 +11,10 @@
 // pass runs.
 #include <type_traits>
 
+#include "fresco/batchnorm_rules.h"
 #include "fresco/grad_sums_checks.hpp"
 #include "ops/batchnorm_relu_mask.cuh"
 #include "ops/bn_dx.h"
-#include "ops/bn_grad_coefficients.cuh"
 #include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
@@ -105,8 +105,9 @@ __global__ void __launch_bounds__(kVecThreads, 4)
 __device__ __forceinline__ void write_grad_coefficients(ChannelChunks k, int64_t c, double2 t,
                                                         const float* gamma, const float* invstd,
                                                         float* dgamma, float* dbeta, float* coef) {
-  const BnGradCoef f = bn_grad_coef(t, gamma[c], invstd[c], static_cast<double>(k.rows));
-  if (dgamma) dgamma[c] = f.dgamma, dbeta[c] = static_cast<float>(t.x);
+  const FrBnGradCoefficients f =
+      fr_bn_grad_coefficients(t.x, t.y, gamma[c], invstd[c], static_cast<double>(k.rows));
+  if (dgamma) dgamma[c] = f.dgamma, dbeta[c] = f.dbeta;
   coef[c] = f.a, coef[k.c + c] = f.b, coef[2 * k.c + c] = f.k;
 }
 
@@ -133,8 +134,8 @@ __global__ void bn_dx_kernel(const T* dy, ReluMask<T> mask, const T* x, const fl
                              T* dx, int64_t total, int64_t c) {
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
-    dx[i] = from_f<T>(bn_dx_value(grad_at<M>(dy, x, mask, i, ch), to_f(x[i]), mean[ch], coef[ch],
-                                  coef[c + ch], coef[2 * c + ch]));
+    dx[i] = from_f<T>(fr_bn_dx_value(grad_at<M>(dy, x, mask, i, ch), to_f(x[i]), mean[ch], coef[ch],
+                                     coef[c + ch], coef[2 * c + ch]));
   }
 }
 
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(kFixedThreads)
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float gj = passes<M>(xv, yv, j, scale, shift) ? to_f(g.v[j]) : 0.0f;
-      g.v[j] = from_f<T>(bn_dx_value(gj, to_f(xv.v[j]), mu[j], ca[j], cb[j], ck[j]));
+      g.v[j] = from_f<T>(fr_bn_dx_value(gj, to_f(xv.v[j]), mu[j], ca[j], cb[j], ck[j]));
     }
     store16(dx, i, g);
   }
@@ -177,6 +178,21 @@ void with_mask_mode(int mode, F&& f) {
     f(std::integral_constant<int, kReadMask>{});
   else
     f(std::integral_constant<int, kNoMask>{});
+}
+
+// dx = the element-wise pass over `total` values (coef: a, b, k per channel), 16 bytes per load where the
+// channels and pointers allow (bn_dx_vec_kernel), else one value per thread.
+template <class T, int M>
+void launch_dx(const T* dy, const ReluMask<T>& mask, const T* x, const float* mean, const float* coef, T* dx,
+               int64_t total, int64_t c, int sm_count, cudaStream_t s) {
+  if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, mask.y ? mask.y : dy, coef, mean,
+                                                          mask.gamma, mask.beta, mask.invstd})) {
+    const int64_t nv = total / Vec16<T>::kN;
+    bn_dx_vec_kernel<T, M>
+        <<<grid_for(nv, kFixedThreads, sm_count), kFixedThreads, 0, s>>>(dy, mask, x, mean, coef, dx, nv, c);
+  } else {
+    bn_dx_kernel<T, M><<<grid_for(total, 256, sm_count), 256, 0, s>>>(dy, mask, x, mean, coef, dx, total, c);
+  }
 }
 
 void check_vec(const FrTensor& t, int64_t c, const char* what) {
@@ -268,16 +284,7 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
                                                                                    dgamma, dbeta, coef);
         }
         if (!dx) return;  // the weights-only form: the conv's weight gradient applies dx
-        if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, relu_y ? relu_y : dy, coef, mean,
-                                                                mask.gamma, mask.beta, mask.invstd})) {
-          const int64_t nv = total / Vec16<T>::kN;
-          bn_dx_vec_kernel<T, M>
-              <<<grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count), kFixedThreads, 0, st>>>(
-                  dy, mask, x, mean, coef, dx, nv, c);
-        } else {
-          bn_dx_kernel<T, M><<<grid_for(total, 256, ctx_of(ctx)->sm_count), 256, 0, st>>>(dy, mask, x, mean,
-                                                                                          coef, dx, total, c);
-        }
+        launch_dx<T, M>(dy, mask, x, mean, coef, dx, total, c, ctx_of(ctx)->sm_count, st);
       });
     });
     FR_CUDA_LAUNCH_CHECK();
@@ -290,19 +297,10 @@ void launch_bn_dx_given_sums(uint32_t dtype, const void* g, const void* x, const
   const ChannelChunks k = channel_chunks(rows, c);
   bn_grad_given_sums_kernel<<<static_cast<unsigned>((c + 255) / 256), 256, 0, s>>>(k, gsums, gamma, invstd,
                                                                                    nullptr, nullptr, coef);
-  const int64_t total = rows * c;
   with_float_type(dtype, "batchnorm dx", [&](auto tag) {
     using T = decltype(tag);
-    const T *gt = static_cast<const T*>(g), *xt = static_cast<const T*>(x);
-    T* dxt = static_cast<T*>(dx);
-    if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {gt, xt, dxt, coef, mean})) {
-      const int64_t nv = total / Vec16<T>::kN;
-      bn_dx_vec_kernel<T, kNoMask><<<grid_for(nv, kFixedThreads, sm_count), kFixedThreads, 0, s>>>(
-          gt, ReluMask<T>{}, xt, mean, coef, dxt, nv, c);
-    } else {
-      bn_dx_kernel<T, kNoMask>
-          <<<grid_for(total, 256, sm_count), 256, 0, s>>>(gt, ReluMask<T>{}, xt, mean, coef, dxt, total, c);
-    }
+    launch_dx<T, kNoMask>(static_cast<const T*>(g), ReluMask<T>{}, static_cast<const T*>(x), mean, coef,
+                          static_cast<T*>(dx), rows * c, c, sm_count, s);
   });
   FR_CUDA_LAUNCH_CHECK();
 }

@@ -24,8 +24,11 @@ namespace fresco::cuda {
 
 namespace {
 // Where the Hopper input gradient's sums partials go in the workspace: after its flipped weights.
+uint64_t align256(uint64_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
 uint64_t partials_at() {
-  return (conv3x3_wgmma_flipped_bytes() + 255) / 256 * 256;
+  return align256(conv3x3_wgmma_flipped_bytes());
 }
 
 // The epilogue's workspace beyond the convolution's: the partials after the flipped weights, or the masking
@@ -38,15 +41,16 @@ uint64_t epilogue_workspace(const Context* c, const ConvPlan& plan, const FrCall
 }
 
 // The weight gradient's batchnorm prologue off fresco's narrow kernels: the batchnorm's dx (dy's shape and
-// dtype) and its 3K coefficients, after the convolution's workspace.
+// dtype) at prologue_dx_at, then its 3K coefficients at prologue_coef_at, after the convolution's workspace.
 uint64_t prologue_dx_at(const ConvPlan& plan) {
-  return (plan.workspace + 255) / 256 * 256;
+  return align256(plan.workspace);
+}
+uint64_t prologue_coef_at(const ConvPlan& plan, const FrTensor& dy) {
+  return prologue_dx_at(plan) + align256(sdk::numel(dy) * sdk::float_bytes(dy.dtype, "conv2d_backward"));
 }
 uint64_t prologue_workspace(const ConvPlan& plan, const FrCall* call) {
   if (!sdk::has_wgrad_bn_prologue(call) || plan.narrow_wgrad) return 0;
-  const FrTensor& dy = call->in[0];
-  const uint64_t bytes = (sdk::numel(dy) * sdk::float_bytes(dy.dtype, "conv2d_backward") + 255) / 256 * 256;
-  return prologue_dx_at(plan) + bytes + 3 * sdk::dim_or_1(dy, 3) * sizeof(float);
+  return prologue_coef_at(plan, call->in[0]) + 3 * sdk::dim_or_1(call->in[0], 3) * sizeof(float);
 }
 }  // namespace
 
@@ -89,10 +93,10 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
     if (bn.y && !plan->narrow_wgrad) {  // the batchnorm's dx into the workspace, then the plain path on it
       FR_PLUGIN_CHECK(call->workspace_bytes >= prologue_workspace(*plan, call), FR_ERR_INVALID_ARGUMENT,
                       "cuda conv2d_backward: workspace too small for the batchnorm gradient prologue");
-      char* at = static_cast<char*>(call->workspace) + prologue_dx_at(*plan);
+      char* ws = static_cast<char*>(call->workspace);
+      char* at = ws + prologue_dx_at(*plan);
       const int64_t k = sdk::dim_or_1(dy, 3);
-      auto* coef = reinterpret_cast<float*>(
-          at + (sdk::numel(dy) * sdk::float_bytes(dy.dtype, "conv2d_backward") + 255) / 256 * 256);
+      auto* coef = reinterpret_cast<float*>(ws + prologue_coef_at(*plan, dy));
       launch_bn_dx_given_sums(dy.dtype, dy.data, bn.y, bn.gamma, bn.mean, bn.invstd, bn.gsums,
                               sdk::numel(dy) / k, k, coef, at, c->sm_count, st);
       dy.data = at;

@@ -90,6 +90,18 @@ __device__ __forceinline__ void stage_row(const float (&acc)[16], unsigned sb, O
   }
 }
 
+// f(jj, e, mh) for each of an MMA thread's 16 values of a row: position 8 jj + 2 tq + e, channel c0 + 8 mh
+// (acc[4 jj + 2 mh + e]).
+template <class F>
+__device__ __forceinline__ void for_each_row_value(F f) {
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int mh = 0; mh < 2; ++mh) f(jj, e, mh);
+}
+
 // Ping-pong turns of the two MMA warpgroups (named barriers 3 and 4, 256 threads): warpgroup 1 opens with
 // one pass; each takes its turn before issuing a row and passes it after (warpgroup 1 not after its last),
 // so one warpgroup's epilogue runs beside the other's wgmmas.
@@ -204,13 +216,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto load_bx = [&](int j) {
     const int t = blockIdx.x * 2 + g + (j / kRows) * stride;
     const T* row = bx + (static_cast<int64_t>(t) * kRows + j % kRows) * kW * kC + 16 * wq + gid;
-#pragma unroll
-    for (int jj = 0; jj < 4; ++jj)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int mh = 0; mh < 2; ++mh)
-          xb[jj][e][mh] = t < tiles ? __ldg(row + (8 * jj + 2 * tq + e) * kC + 8 * mh) : T{};
+    for_each_row_value([&](int jj, int e, int mh) {
+      xb[jj][e][mh] = t < tiles ? __ldg(row + (8 * jj + 2 * tq + e) * kC + 8 * mh) : T{};
+    });
   };
   const unsigned win_base = shared_address(smem) + static_cast<unsigned>(g * 3 * kWin * 16);
   const unsigned stage_lane = stage_lane_address(shared_address(stage_base + g * 2 * kStage), lane, wq);
@@ -252,14 +260,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (j % kRows == kRows - 1) mbar_arrive(win_empty(g, k % 3));
     mbar_wait(stage_empty(g, j & 1), ((j >> 1) & 1) ^ 1);
     if constexpr (kGradSums) {  // the fused relu's mask, recomputed from bx
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj)
-#pragma unroll
-        for (int mh = 0; mh < 2; ++mh)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (!bn_relu_passes<T>(to_f(xb[jj][e][mh]), gscale[mh], gshift[mh]))
-              acc[4 * jj + 2 * mh + e] = 0.0f;
+      for_each_row_value([&](int jj, int e, int mh) {
+        if (!bn_relu_passes<T>(to_f(xb[jj][e][mh]), gscale[mh], gshift[mh])) acc[4 * jj + 2 * mh + e] = 0.0f;
+      });
     }
     stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage * 2),
                  [&](int jj, int mh, float f0, float f1) {

@@ -1,7 +1,7 @@
 // Narrow-input convolutions on tensor cores (narrow_conv.h).
 #include "ops/narrow_conv.h"
 
-#include "ops/bn_grad_coefficients.cuh"
+#include "fresco/batchnorm_rules.h"
 #include "ops/channel_moments.h"
 #include "ops/dtype.cuh"
 #include "ops/mma_sync.cuh"
@@ -215,9 +215,9 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocksPerSm)
 // written as the block's partials.
 // kBn (the batchnorm gradient prologue, ops.h): dy is a batchnorm's premasked output gradient and the rows
 // staged are that batchnorm's dx, from its input bn.y (this conv's output, loaded beside dy) with the
-// coefficients batchnorm_backward computes (bn_grad_coefficients.cuh), rounded to T as its dx pass stores
-// them, the coefficients read from shared memory (in registers the kernel took 167 and fit 3 blocks per SM
-// instead of the 4 its grid needs for one wave).
+// coefficients batchnorm_backward computes (fr_bn_grad_coefficients, fresco/batchnorm_rules.h), rounded to T
+// as its dx pass stores them, the coefficients read from shared memory (in registers the kernel took 167 and
+// fit 3 blocks per SM instead of the 4 its grid needs for one wave).
 template <class T, int MT, int NT, bool kBn>
 __global__ void __launch_bounds__(kThreads, 4)
     narrow_wgrad_kernel(const T* __restrict__ dy, const T* __restrict__ x, float* __restrict__ part, Geo g,
@@ -233,8 +233,8 @@ __global__ void __launch_bounds__(kThreads, 4)
   if constexpr (kBn) {
     const double n = static_cast<double>(g.n) * g.p * g.q;
     for (int c = threadIdx.x; c < K; c += kThreads) {
-      const BnGradCoef f =
-          bn_grad_coef(make_double2(bn.gsums[c], bn.gsums[K + c]), bn.gamma[c], bn.invstd[c], n);
+      const FrBnGradCoefficients f =
+          fr_bn_grad_coefficients(bn.gsums[c], bn.gsums[K + c], bn.gamma[c], bn.invstd[c], n);
       coef[0][c] = f.a, coef[1][c] = f.b, coef[2][c] = f.k, coef[3][c] = bn.mean[c];
     }
   }
@@ -273,8 +273,8 @@ __global__ void __launch_bounds__(kThreads, 4)
           const T* xv = reinterpret_cast<const T*>(&cury[i]);
 #pragma unroll
           for (int j = 0; j < 8; ++j)
-            gv[j] = from_f<T>(bn_dx_value(to_f(gv[j]), to_f(xv[j]), coef[3][cv * 8 + j], coef[0][cv * 8 + j],
-                                          coef[1][cv * 8 + j], coef[2][cv * 8 + j]));
+            gv[j] = from_f<T>(fr_bn_dx_value(to_f(gv[j]), to_f(xv[j]), coef[3][cv * 8 + j],
+                                             coef[0][cv * 8 + j], coef[1][cv * 8 + j], coef[2][cv * 8 + j]));
         }
       }
       *reinterpret_cast<uint4*>(&stage[warp][row][cv * 8]) = cur[i];

@@ -149,23 +149,6 @@ inline BnWgradPrologue wgrad_bn_prologue(const FrCall* call) {
                          data<float>(call->in[7])};
 }
 
-// A batchnorm's backward coefficients of channel c from its two gradient sums (sum g, sum g (x - mean)) over
-// n values: dx = a (g - b - (x - mean) k) with a = gamma invstd, b = sum g / n, k = dgamma invstd / n, and
-// dgamma = sum g (x - mean) invstd; in double, each rounded once to f32 (every backend's batchnorm_backward).
-struct BnGradCoefficients {
-  float a, b, k, dgamma, dbeta;
-};
-inline BnGradCoefficients bn_grad_coefficients(double sum_g, double sum_gx, float gamma, float invstd,
-                                               double n) {
-  const double is = invstd, dg = sum_gx * is;
-  return BnGradCoefficients{static_cast<float>(gamma * is), static_cast<float>(sum_g / n),
-                            static_cast<float>(dg * is / n), static_cast<float>(dg),
-                            static_cast<float>(sum_g)};
-}
-inline float bn_dx_value(float g, float x, float mean, const BnGradCoefficients& c) {
-  return c.a * (g - c.b - (x - mean) * c.k);
-}
-
 // Where a training batchnorm call's save_mean (then save_invstd) is: 1 after y, or 0 in the statistics-only
 // form (two outputs); checked: two or three outputs.
 inline uint32_t bn_statistics_index(const FrCall* call) {
