@@ -591,6 +591,49 @@ TEST(CudaLowPrecision, Conv2dSumsAreTheSumsOfTheStoredOutput) {
   }
 }
 
+// The separate sums pass (channel_moments.h) over many chunks (4608 rows: 72 chunks of 64) and few (512
+// rows), run after run of one compiled graph, each run with the sums output overwritten first, gives the same
+// sums, those of y as stored.
+TEST(CudaLowPrecision, Conv2dSumsPassGivesTheSameSumsEveryRun) {
+  FRESCO_REQUIRE_GPU();
+  const ScopedEnv engines("FRESCO_CUDNN_ENGINES", "2"), genstats("FRESCO_CUDNN_GENSTATS", "0");
+  const FrConvParams p{3, 3, 1, 1, 1, 1, 1, 1, 1, 0};
+  for (const int64_t n : {int64_t{18}, int64_t{2}}) {
+    for (DType low : {DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtype_name(low)) + " n " + std::to_string(n));
+      SimpleTask t("cuda");
+      const TensorId x = t.tensor(Region::T_TEMP, low, Shape{n, 16, 16, 64}, "x");
+      const TensorId w = t.tensor(Region::T_TEMP, low, Shape{64, 3, 3, 64}, "w");
+      const TensorId y = t.tensor(Region::T_TEMP, low, Shape{n, 16, 16, 64}, "y");
+      const TensorId sums = t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 128}, "sums");
+      t.lock_memory();
+      t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_CONV2D, {x, w}, {y, sums}).with_params(p));
+      t.compile();
+      std::mt19937 rng(5);
+      std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+      auto random = [&](size_t count) {
+        std::vector<float> v(count);
+        for (float& f : v) f = d(rng);
+        return v;
+      };
+      write_values(t, x, low, random(static_cast<size_t>(n * 16 * 16 * 64)));
+      write_values(t, w, low, random(64 * 9 * 64));
+      std::vector<float> first;
+      for (int run = 0; run < 3; ++run) {
+        t.write(sums, random(128));
+        t.run(GraphId::DEEP_FWD_BWD);
+        const auto yb = t.read<uint16_t>(y, static_cast<size_t>(n * 16 * 16 * 64));
+        std::vector<float> yf(yb.size());
+        for (size_t j = 0; j < yb.size(); ++j) yf[j] = from_low(low, yb[j]);
+        const auto got = t.read<float>(sums, 128);
+        expect_sums_of_stored(yf, got, 64, 0.0, "run " + std::to_string(run));
+        if (run == 0) first = got;
+        EXPECT_EQ(got, first) << "run " << run;
+      }
+    }
+  }
+}
+
 // Convolutions with few input channels (a stem) run on fresco's own tensor-core kernels (ops/narrow_conv.h):
 // forward with the sums output, and the weight gradient of a first layer (no dx), against the f32
 // convolution on the same values; the sums against the sums of y as stored. Shapes cover 1-4 input channels,
