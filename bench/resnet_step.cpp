@@ -76,26 +76,18 @@ double forward_flops_per_sample(const fresco::ArchPlan& arch) {
 
 int main(int argc, char** argv) {
   using namespace fresco;
-  const bench::Args args(argc, argv,
-                         {{"device", "cuda"},
-                          {"model", "resnet18"},
-                          {"batch", "512"},
-                          {"image", "32"},
-                          {"stem", "cifar"},
-                          {"classes", "10"},
-                          {"steps", "60"},
-                          {"warm", "10"},
-                          {"peak-tflops", "auto"},
-                          {"profile", "0"},
-                          {"fuse-head", "1"},
-                          {"precision", "fp32"},
-                          {"fuse-joins", "1"},
-                          {"conv-stats", "auto"},
-                          {"grad-sums", "auto"},
-                          {"join-lag", std::to_string(CompileOptions{}.conv_join_lag_max)},
-                          {"early-update", "auto"},
-                          {"conv-prologue", "auto"},
-                          {"early-parts", "-1"}});
+  const std::string fork_default = CompileOptions{}.fork_shortcuts ? "1" : "0";
+  const bench::Args args(
+      argc, argv, {{"device", "cuda"},       {"model", "resnet18"},
+                   {"batch", "512"},         {"image", "32"},
+                   {"stem", "cifar"},        {"classes", "10"},
+                   {"steps", "60"},          {"warm", "10"},
+                   {"peak-tflops", "auto"},  {"profile", "0"},
+                   {"fuse-head", "1"},       {"precision", "fp32"},
+                   {"fuse-joins", "1"},      {"conv-stats", "auto"},
+                   {"grad-sums", "auto"},    {"join-lag", std::to_string(CompileOptions{}.conv_join_lag_max)},
+                   {"early-update", "auto"}, {"conv-prologue", "auto"},
+                   {"early-parts", "-1"},    {"fork-shortcuts", fork_default}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
@@ -132,7 +124,8 @@ int main(int argc, char** argv) {
         .conv_stats(parse_mode<CompileOptions::ConvStats>(args.str("conv-stats"), "conv-stats"))
         .grad_sums(parse_mode<CompileOptions::GradSums>(args.str("grad-sums"), "grad-sums"))
         .conv_prologue(parse_mode<CompileOptions::ConvPrologue>(args.str("conv-prologue"), "conv-prologue"))
-        .conv_join_lag(args.integer("join-lag"));
+        .conv_join_lag(args.integer("join-lag"))
+        .fork_shortcuts(args.integer("fork-shortcuts") != 0);
     const auto early = parse_mode<CompileOptions::EarlyUpdate>(args.str("early-update"), "early-update");
     if (early != CompileOptions::EarlyUpdate::AUTO)
       task.early_update(early == CompileOptions::EarlyUpdate::ON);
@@ -152,7 +145,8 @@ int main(int argc, char** argv) {
         "\"workspace_mib\":%.1f,"
         "\"gflop_step\":%.1f,\"floor_ms\":%.4f,\"peak_tflops\":%.1f,\"conv_stats\":\"%s\",\"grad_sums\":\"%"
         "s\","
-        "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d,\"conv_prologue\":\"%s\"}"
+        "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d,\"conv_prologue\":\"%s\","
+        "\"fork_shortcuts\":%d}"
         "\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
@@ -161,7 +155,7 @@ int main(int argc, char** argv) {
         1e3 * flops / (peak_tflops * 1e12), peak_tflops, args.str("conv-stats").c_str(),
         args.str("grad-sums").c_str(), static_cast<long long>(args.integer("join-lag")),
         args.str("early-update").c_str(), task.compiled().options.early_update_parts,
-        args.str("conv-prologue").c_str());
+        args.str("conv-prologue").c_str(), task.compiled().options.fork_shortcuts ? 1 : 0);
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

@@ -647,8 +647,60 @@ GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label,
   return n;
 }
 
-// Forward of layer i in training (views emit nothing; residual joins emit their add).
+// CompileOptions::fork_shortcuts: the layers first..last of join j's second branch (a chain from the block's
+// input, emitted after the main branch and right before the join) and the main branch's first layer, before
+// which the branch forks onto the side stream; first = -1 when the join has no such branch (an identity
+// shortcut) or the option is off.
+struct ForkedBranch {
+  int32_t main_first = -1, first = -1, last = -1;
+};
+ForkedBranch forked_branch(const CompiledModel& m, int32_t j) {
+  const auto& layers = m.arch.layers;
+  const auto& join = layers[static_cast<size_t>(j)];
+  if (!m.options.fork_shortcuts || join.kind != LayerKind::ADD) return {};
+  const int32_t main_end = std::min(join.input, join.input2), last = std::max(join.input, join.input2);
+  if (main_end < 0 || last != j - 1 || last <= main_end) return {};
+  auto of = [&](int32_t k) -> const LayerDescriptor& { return layers[static_cast<size_t>(k)]; };
+  auto single = [&](int32_t k) { return of(k).kind != LayerKind::ADD && of(k).kind != LayerKind::CONCAT; };
+  const int32_t first = main_end + 1, fork = of(first).input, fp = first_param_index(m.arch);
+  if (fp >= first && fp <= last) return {};
+  for (int32_t k = first; k <= last; ++k)
+    if (!single(k) || of(k).input != (k == first ? fork : k - 1) || is_fused_head(m, k)) return {};
+  int32_t main_first = main_end;  // the main branch back to the layer that reads the fork
+  while (main_first > fork && single(main_first) && of(main_first).input != fork) {
+    if (of(main_first).input >= main_first) return {};
+    main_first = of(main_first).input;
+  }
+  if (main_first <= fork || !single(main_first) || of(main_first).input != fork) return {};
+  return {main_first, first, last};
+}
+
+void emit_layer_forward(EmitContext& cx, const CompiledModel& m, int i);
+
+// Forward of layer i in training. With CompileOptions::fork_shortcuts a join's forked branch is emitted on
+// the side stream before its main branch's first layer (and not again at its own layers), and the join waits
+// for it.
 void emit_forward(EmitContext& cx, const CompiledModel& m, int i) {
+  if (!m.options.fork_shortcuts) return emit_layer_forward(cx, m, i);
+  const auto count = static_cast<int32_t>(m.arch.layers.size());
+  for (int32_t j = i + 1; j < count; ++j) {
+    const ForkedBranch b = forked_branch(m, j);
+    if (b.first < 0) continue;
+    if (i >= b.first && i <= b.last) return;  // emitted at the fork
+    if (b.main_first != i) continue;
+    const size_t before = cx.graph->nodes(cx.gid).size();
+    for (int32_t k = b.first; k <= b.last; ++k) emit_layer_forward(cx, m, k);
+    std::vector<GraphNode>& nodes = cx.graph->mutable_nodes(cx.gid);
+    for (size_t n = before; n < nodes.size(); ++n) nodes[n].side_stream = true;
+  }
+  const size_t before = cx.graph->nodes(cx.gid).size();
+  emit_layer_forward(cx, m, i);
+  std::vector<GraphNode>& nodes = cx.graph->mutable_nodes(cx.gid);
+  if (forked_branch(m, i).first >= 0 && nodes.size() > before) nodes[before].join_side = true;
+}
+
+// Forward of layer i in training (views emit nothing; residual joins emit their add).
+void emit_layer_forward(EmitContext& cx, const CompiledModel& m, int i) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
   if (l.fused_into_join) return;                     // a batchnorm the join below computes
   if (is_fused_head(m, i)) return;                   // in fc_softmax_xent (emit_fused_head)
@@ -771,12 +823,19 @@ static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
   std::vector<int> last(p.tensors().size(), -1);
   ComputationGraph scratch(ComputationGraph::Kind::TRAIN);
   // Side-stream nodes not yet joined: issued before the last lagged join (joined at the next join), and
-  // since.
+  // since. A side node may run from its fork, so what it touches lives from then (a forked shortcut's maps,
+  // CompileOptions::fork_shortcuts, begin before their layers' own times).
   std::vector<size_t> pending_before, pending_side;
+  std::vector<int> forked_at(p.tensors().size(), end + 1);
   auto touch = [&](const GraphNode& n, int when) {
     for (const auto* ids : {&n.in, &n.out})
       for (TensorId id : *ids)
         if (id >= 0) last[static_cast<size_t>(id)] = std::max(last[static_cast<size_t>(id)], when);
+  };
+  auto fork = [&](const GraphNode& n, int when) {
+    for (const auto* ids : {&n.in, &n.out})
+      for (TensorId id : *ids)
+        if (id >= 0) forked_at[static_cast<size_t>(id)] = std::min(forked_at[static_cast<size_t>(id)], when);
   };
   auto at = [&](int t, const std::function<void(EmitContext&)>& emit) {
     EmitContext cx{&scratch, GraphId::DEEP_FWD_BWD, &m.t, &m.options};
@@ -793,10 +852,12 @@ static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
           for (size_t s : pending_side) touch(nodes[s], t);
         pending_side.clear();
       }
-      if (nodes[k].side_stream)
+      if (nodes[k].side_stream) {
         pending_side.push_back(k);
-      else
+        fork(nodes[k], t);
+      } else {
         touch(nodes[k], t);
+      }
     }
   };
   at(0, [&](EmitContext& cx) { emit_input(cx, m, 'A'); });
@@ -822,7 +883,9 @@ static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
   at(L + 1, [&](EmitContext& cx) { emit_loss(cx, m, false); });
   for (size_t id = 0; id < last.size(); ++id) {
     DTensor& d = p.mutable_tensor(static_cast<TensorId>(id));
-    if (last[id] >= 0 && region_family(d.region) == Family::F) d.live_end = std::max(d.live_begin, last[id]);
+    if (region_family(d.region) != Family::F) continue;
+    if (forked_at[id] < d.live_begin) d.live_begin = forked_at[id];
+    if (last[id] >= 0) d.live_end = std::max(d.live_begin, last[id]);
   }
 }
 

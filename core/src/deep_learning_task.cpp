@@ -60,6 +60,7 @@ FRESCO_SETTER(fuse_head(bool on), fuse_head_ = on)
 FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_weight_gradients_ = on;
               defer_fc_min_macs_ = min_macs)
 FRESCO_SETTER(conv_join_lag(int64_t max_values), conv_join_lag_max_ = max_values)
+FRESCO_SETTER(fork_shortcuts(bool on), fork_shortcuts_ = on)
 FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
 FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), conv_stats_ = mode)
 FRESCO_SETTER(grad_sums(CompileOptions::GradSums mode), grad_sums_ = mode)
@@ -120,6 +121,7 @@ void DeepLearningTask::plan() {
   o.fuse_head = fuse_head_;
   o.defer_fc_min_macs = defer_fc_min_macs_;
   o.conv_join_lag_max = conv_join_lag_max_;
+  o.fork_shortcuts = fork_shortcuts_;
   o.fuse_joins = fuse_joins_;
   o.conv_stats = conv_stats_;
   o.grad_sums = grad_sums_;

@@ -210,6 +210,14 @@ struct CompileOptions {
   // lagging measured 20 us faster on average for ResNet-18 b512 (H200, six rounds per dtype, never more than
   // 6 us slower) and 0.16 ms for ResNet-50, with the same planned memory (docs/decisions.md).
   int64_t conv_join_lag_max = 65536;
+  // A residual join's second branch (a projection shortcut: the chain of layers after the main branch and
+  // before the join, from the block's input) forks onto the side stream before the main branch's first
+  // layer, and the join waits for it (GraphNode::side_stream, join_side), so on a GPU the shortcut's
+  // convolution and batchnorm run beside the main branch's. Its maps are planned live from the fork. The
+  // same nodes, the same numbers (on the CPU, which runs the nodes in order, the same bits). Off by default
+  // until timed on a GPU: ResNet-18's three projection branches are 0.1 ms of its bf16 forward run alone
+  // (docs/decisions.md).
+  bool fork_shortcuts = false;
   // Compute precision of the maps: F32, or BF16 / F16 for mixed precision (DESIGN §3, §7): convolutions,
   // batchnorm, activations, pools and residual adds run on low-precision maps with low-precision copies of
   // the conv weights (A) and low-precision conv weight gradients (G16); fc layers, the loss, the optimizer

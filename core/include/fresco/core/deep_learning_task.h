@@ -94,6 +94,9 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::conv_join_lag_max (default 65536; 0: off): conv input gradients over at most this many
   // values per sample let the latest weight gradient run beside them. The same numbers; may need more memory.
   DeepLearningTask& conv_join_lag(int64_t max_values);
+  // CompileOptions::fork_shortcuts (default off): a projection shortcut's layers run on the side stream
+  // beside the residual block's main branch.
+  DeepLearningTask& fork_shortcuts(bool on);
   // CompileOptions::fuse_head (default on): the training head (last fc, softmax cross-entropy, its input
   // gradient) as one node. The same numbers either way.
   DeepLearningTask& fuse_head(bool on);
@@ -180,6 +183,7 @@ class DeepLearningTask : public TaskBase {
   bool fuse_head_ = true;
   int64_t defer_fc_min_macs_ = 100'000'000;
   int64_t conv_join_lag_max_ = 65536;
+  bool fork_shortcuts_ = CompileOptions{}.fork_shortcuts;
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;
