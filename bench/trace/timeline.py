@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Summarise a CUPTI trace (bench/trace/cupti_trace.cpp) of replayed CUDA graphs.
 
-Usage: timeline.py TRACE.csv [--last N]
+Usage: timeline.py TRACE.csv [--last N] [--classes]
 Groups the records by graph launch (they share the launch's correlation id), takes the last N launches
 (default 50) of the largest graph (with whatever other graph starts inside each), and prints: the replay span and the gap to the next replay (medians), how much of the span has no kernel
 running, and one line per graph node in start order with its median start offset, duration and stream, and the
-idle time before it when nothing else ran.
+idle time before it when nothing else ran. With --classes it then adds the median durations by kernel class
+(the kernel's name without namespace and template arguments; cuDNN's by direction), before and from the
+first loss kernel (the forward and the backward with the update), which is how two timelines compare.
 """
 import collections
 import csv
@@ -77,6 +79,34 @@ def main():
         print(f"{med(n['off'])/1e3:8.1f} {med(n['dur'])/1e3:7.1f} {med(n['idle'])/1e3:6.1f} {n['stream']:>4} "
               f"{n['grid']:>6}  {n['kind'][0]} {n['name'][:90]}")
     print(f"sum of median node durations {total/1e3:.1f} us")
+    if "--classes" in sys.argv:
+        print_classes(sorted(per_node.values(), key=lambda n: med(n["off"])))
+
+
+def kernel_class(name):
+    """A kernel's name without namespace and template or call arguments; cuDNN's by direction."""
+    for direction in ("fprop", "dgrad", "wgrad"):
+        if "xmma" in name and direction in name:
+            return "cudnn " + direction
+    if "warp_specialized_kernel" in name:
+        return "cudnn fused (genstats)"
+    name = name.replace("void ", "").replace("fresco::cuda::(anonymous namespace)::", "")
+    return name.split("<")[0].split("(")[0][:48]
+
+
+def print_classes(nodes):
+    med = statistics.median
+    loss = next((med(n["off"]) for n in nodes if "softmax_xent" in n["name"]), None)
+    parts = {"forward": collections.Counter(), "backward": collections.Counter()}
+    counts = {"forward": collections.Counter(), "backward": collections.Counter()}
+    for n in nodes:
+        part = "forward" if loss is None or med(n["off"]) < loss else "backward"
+        parts[part][kernel_class(n["name"])] += med(n["dur"])
+        counts[part][kernel_class(n["name"])] += 1
+    for part in ("forward", "backward"):
+        print(f"{part}: {sum(parts[part].values())/1e3:.1f} us of kernels by class (count)")
+        for k, v in parts[part].most_common():
+            print(f"  {v/1e3:8.1f} {counts[part][k]:4d}  {k}")
 
 
 if __name__ == "__main__":
