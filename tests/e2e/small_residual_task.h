@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -36,6 +38,34 @@ inline std::vector<float> train_small_residual(DeepLearningTask& t, int steps) {
   std::vector<float> losses;
   for (int s = 0; s < steps; ++s) losses.push_back(t.train_step(idx.data() + 16 * (s % 2), 16));
   return losses;
+}
+
+// Two trainings of the small residual network, configured and then changed by `a` and `b`, that must give the
+// same bits: the same losses and every tensor equal (an option that only reorders nodes or moves them between
+// streams, which the CPU runs in order anyway).
+inline void expect_same_bits(const std::function<void(DeepLearningTask&)>& a,
+                             const std::function<void(DeepLearningTask&)>& b, int steps = 6) {
+  std::vector<float> losses[2];
+  std::vector<std::pair<std::string, std::vector<float>>> snaps[2];
+  for (int k = 0; k < 2; ++k) {
+    DeepLearningTask t;
+    configure_small_residual(t);
+    (k == 0 ? a : b)(t);
+    t.compile();
+    losses[k] = train_small_residual(t, steps);
+    snaps[k] = t.snapshot();
+  }
+  ASSERT_EQ(losses[0].size(), losses[1].size());
+  for (size_t i = 0; i < losses[0].size(); ++i) EXPECT_EQ(losses[0][i], losses[1][i]) << "step " << i;
+  EXPECT_NE(losses[0].front(), losses[0].back());  // it really trained
+  ASSERT_EQ(snaps[0].size(), snaps[1].size());
+  for (size_t i = 0; i < snaps[0].size(); ++i) {
+    EXPECT_EQ(snaps[0][i].first, snaps[1][i].first);
+    ASSERT_EQ(snaps[0][i].second.size(), snaps[1][i].second.size()) << snaps[0][i].first;
+    EXPECT_EQ(0, std::memcmp(snaps[0][i].second.data(), snaps[1][i].second.data(),
+                             snaps[0][i].second.size() * sizeof(float)))
+        << snaps[0][i].first;
+  }
 }
 
 // Two trainings of the small residual network that differ only in rounding (a fused path against the plain
