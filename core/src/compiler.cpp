@@ -827,15 +827,16 @@ static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p) {
   // CompileOptions::fork_shortcuts, begin before their layers' own times).
   std::vector<size_t> pending_before, pending_side;
   std::vector<int> forked_at(p.tensors().size(), end + 1);
-  auto touch = [&](const GraphNode& n, int when) {
+  auto each_tensor = [](const GraphNode& n, auto f) {
     for (const auto* ids : {&n.in, &n.out})
       for (TensorId id : *ids)
-        if (id >= 0) last[static_cast<size_t>(id)] = std::max(last[static_cast<size_t>(id)], when);
+        if (id >= 0) f(static_cast<size_t>(id));
+  };
+  auto touch = [&](const GraphNode& n, int when) {
+    each_tensor(n, [&](size_t id) { last[id] = std::max(last[id], when); });
   };
   auto fork = [&](const GraphNode& n, int when) {
-    for (const auto* ids : {&n.in, &n.out})
-      for (TensorId id : *ids)
-        if (id >= 0) forked_at[static_cast<size_t>(id)] = std::min(forked_at[static_cast<size_t>(id)], when);
+    each_tensor(n, [&](size_t id) { forked_at[id] = std::min(forked_at[id], when); });
   };
   auto at = [&](int t, const std::function<void(EmitContext&)>& emit) {
     EmitContext cx{&scratch, GraphId::DEEP_FWD_BWD, &m.t, &m.options};
