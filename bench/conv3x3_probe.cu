@@ -681,7 +681,7 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
                                       dw));
   };
   auto fresco_data = [&] {
-    fresco::cuda::launch_conv3x3_wgmma_backward_data(g, fr_type, y2, w, y, gws, sms, nullptr);
+    fresco::cuda::launch_conv3x3_wgmma_backward_data(g, fr_type, y2, w, y, sms, nullptr);
   };
   auto fresco_filter = [&] {
     fresco::cuda::launch_conv3x3_wgmma_backward_filter(g, fr_type, y2, x, dw, gws, sms, nullptr);
@@ -708,7 +708,7 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   // recomputed from x, with the sums partials
   const fresco::cuda::Conv3x3GradSums gsums{pro, x, dpart};
   auto fresco_data_gsums = [&] {
-    fresco::cuda::launch_conv3x3_wgmma_backward_data(g, fr_type, y2, w, y, gws, sms, nullptr, &gsums);
+    fresco::cuda::launch_conv3x3_wgmma_backward_data(g, fr_type, y2, w, y, sms, nullptr, &gsums);
   };
   std::printf(
       "{\"bench\":\"conv3x3_probe_gradients\",\"dtype\":\"%s\",\"batch\":%d,\"cudnn_data_us\":%.2f,"

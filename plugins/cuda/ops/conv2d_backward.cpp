@@ -23,19 +23,15 @@
 namespace fresco::cuda {
 
 namespace {
-// Where the Hopper input gradient's sums partials go in the workspace: after its flipped weights.
 uint64_t align256(uint64_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
-uint64_t partials_at() {
-  return align256(conv3x3_wgmma_flipped_bytes());
-}
 
-// The epilogue's workspace beyond the convolution's: the partials after the flipped weights, or the masking
-// pass's (run after the convolution, from the workspace's start).
+// The epilogue's workspace: the Hopper input gradient's sums partials, or the masking pass's (run after the
+// convolution), from the workspace's start.
 uint64_t epilogue_workspace(const Context* c, const ConvPlan& plan, const FrCall* call) {
   if (!sdk::has_conv_grad_epilogue(call)) return 0;
-  if (plan.wgmma_data) return partials_at() + conv3x3_wgmma_partials_bytes(c->sm_count);
+  if (plan.wgmma_data) return conv3x3_wgmma_partials_bytes(c->sm_count);
   const sdk::ChannelRows v = sdk::channel_rows(call->in[1], "conv2d_backward");
   return masked_grad_sums_workspace(v.rows, v.c);
 }
@@ -130,10 +126,10 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
       FR_PLUGIN_CHECK(!e.gsums || call->workspace_bytes >= epilogue_workspace(c, *plan, call),
                       FR_ERR_INVALID_ARGUMENT, "cuda conv2d_backward: workspace too small for the epilogue");
       if (e.gsums && plan->wgmma_data) {  // masked and summed as the kernel stores dx
-        auto* part = reinterpret_cast<double*>(static_cast<char*>(call->workspace) + partials_at());
+        auto* part = static_cast<double*>(call->workspace);
         const Conv3x3GradSums sums{e.bn, e.bx, part};
         const int blocks = launch_conv3x3_wgmma_backward_data(plan->shape, plan->dtype, dy.data, w.data, dx,
-                                                              call->workspace, c->sm_count, st, &sums);
+                                                              c->sm_count, st, &sums);
         launch_sums_finalize(blocks, plan->shape.c, part, e.gsums, st);
       } else {
         run_conv_backward_data(c, *plan, dy.data, w.data, dx, call->workspace, call->workspace_bytes, st);

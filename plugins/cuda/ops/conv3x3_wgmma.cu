@@ -24,26 +24,25 @@ constexpr int kBarriers = 2 * 10;  // per MMA warpgroup: window full / empty [3]
 constexpr size_t kSmem = 2 * 3 * kWin * 16 + 2 * 2 * kStage * 2 + kBarriers * 8 + 2 * kC * sizeof(float);
 
 // This thread's A fragments of the weights [64 outputs][576 k] for every k-step: outputs c0 and c0 + 8,
-// k = 16 ks + 2 tq, +1, +8, +9 (k = tap * 64 + input channel).
+// k = 16 ks + 2 tq, +1, +8, +9 (k = tap * 64 + input channel). With `flip` (the input gradient) the weights
+// are read as wt[c][tap][k] = w[k][8 - tap][c], the kernel turned by 180 degrees with inputs and outputs
+// swapped, so the forward kernel on dy computes dx: a pair (k, k + 1) of wt is then two 16-bit loads of w,
+// once per block (a flipping kernel before each input gradient cost a launch on the backward's chain).
 template <class T>
-__device__ __forceinline__ void load_weight_fragments(const T* w, int c0, int tq, uint32_t (&a)[36][4]) {
+__device__ __forceinline__ void load_weight_fragments(const T* w, int c0, int tq, bool flip,
+                                                      uint32_t (&a)[36][4]) {
   const auto* w16 = reinterpret_cast<const uint16_t*>(w);
-  auto pair = [&](int o, int k) { return *reinterpret_cast<const uint32_t*>(w16 + o * kKDim + k); };
+  auto pair = [&](int o, int k) {
+    if (!flip) return *reinterpret_cast<const uint32_t*>(w16 + o * kKDim + k);
+    const uint16_t* p = w16 + ((k % kC) * kTaps + kTaps - 1 - k / kC) * kC + o;    // w[k % 64][8 - tap][o]
+    return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[kKDim]) << 16);  // and output k + 1
+  };
 #pragma unroll
   for (int ks = 0; ks < 36; ++ks) {
     const int k = ks * 16 + 2 * tq;
     a[ks][0] = pair(c0, k), a[ks][1] = pair(c0 + 8, k), a[ks][2] = pair(c0, k + 8),
     a[ks][3] = pair(c0 + 8, k + 8);
   }
-}
-
-// The input gradient's weights: wt[c][tap][k] = w[k][8 - tap][c], the kernel turned by 180 degrees with
-// inputs and outputs swapped, so the forward kernel on dy computes dx.
-__global__ void flip_weights_kernel(const uint16_t* __restrict__ w, uint16_t* __restrict__ wt) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;  // an element of wt
-  if (i >= kC * kKDim) return;
-  const int c = i / kKDim, tap = (i / kC) % kTaps, k = i % kC;
-  wt[i] = w[(k * kTaps + 8 - tap) * kC + c];
 }
 
 // The 36 wgmmas of one output row whose window row starts at shared address row_base, committed as one
@@ -133,7 +132,7 @@ template <class T, bool kTurns, bool kPrologue, bool kGradSums>
 __global__ void __launch_bounds__(kThreads, 1)
     conv3x3_wgmma_kernel(const T* __restrict__ w, T* __restrict__ y, double* __restrict__ part, int n, int h,
                          const __grid_constant__ CUtensorMap map, const Conv3x3Prologue bn,
-                         T* __restrict__ applied, const T* __restrict__ bx) {
+                         T* __restrict__ applied, const T* __restrict__ bx, bool flip) {
   extern __shared__ __align__(128) uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);  // uniform to the compiler
@@ -196,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   raise_registers<232>();
   const int wq = warp & 3, gid = lane >> 2, tq = lane & 3;
   uint32_t a[36][4];
-  load_weight_fragments<T>(w, 16 * wq + gid, tq, a);
+  load_weight_fragments<T>(w, 16 * wq + gid, tq, flip, a);
   float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};  // channels 16 wq + gid (+ 8) as stored
   // kGradSums: each row's float sums added into double (a gradient's sum cancels; in float over a thread's
   // thousand values it lost up to a percent of small channel totals in f16)
@@ -327,7 +326,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <class T, bool kTurns, bool kPrologue, bool kGradSums = false>
 int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y, double* part,
-           int sm_count, cudaStream_t s, const Conv3x3Prologue& bn, void* applied, const void* bx = nullptr) {
+           int sm_count, cudaStream_t s, const Conv3x3Prologue& bn, void* applied, const void* bx = nullptr,
+           bool flip = false) {
   // its shared memory beyond the default 48 KB, set on the current device at each launch (captured once)
   FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
@@ -335,7 +335,7 @@ int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
   const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
   conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums><<<blocks, kThreads, kSmem, s>>>(
       static_cast<const T*>(w), static_cast<T*>(y), part, static_cast<int>(g.n), static_cast<int>(g.h),
-      window_map(x, dtype, g.n, g.h), bn, static_cast<T*>(applied), static_cast<const T*>(bx));
+      window_map(x, dtype, g.n, g.h), bn, static_cast<T*>(applied), static_cast<const T*>(bx), flip);
   FR_CUDA_LAUNCH_CHECK();
   return blocks;
 }
@@ -344,25 +344,27 @@ int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
 template <class T>
 int launch_schedule(Conv3x3Schedule schedule, const sdk::ConvShape& g, FrDType dtype, const void* x,
                     const void* w, void* y, double* part, int sm_count, cudaStream_t s,
-                    const Conv3x3Prologue* bn, void* applied) {
+                    const Conv3x3Prologue* bn, void* applied, bool flip) {
   constexpr bool kProductTurns = kConv3x3Schedule == Conv3x3Schedule::kTurns;
   if (bn) {
-    FR_PLUGIN_CHECK(schedule == kConv3x3Schedule, FR_ERR_INVALID_ARGUMENT,
+    FR_PLUGIN_CHECK(schedule == kConv3x3Schedule && !flip, FR_ERR_INVALID_ARGUMENT,
                     "cuda conv3x3_wgmma: the batchnorm prologue runs with the product's schedule only");
     return launch<T, kProductTurns, true>(g, dtype, x, w, y, part, sm_count, s, *bn, applied);
   }
   switch (schedule) {
     case Conv3x3Schedule::kTurns:
-      return launch<T, true, false>(g, dtype, x, w, y, part, sm_count, s, Conv3x3Prologue{}, nullptr);
+      return launch<T, true, false>(g, dtype, x, w, y, part, sm_count, s, Conv3x3Prologue{}, nullptr, nullptr,
+                                    flip);
     case Conv3x3Schedule::kFree:
-      return launch<T, false, false>(g, dtype, x, w, y, part, sm_count, s, Conv3x3Prologue{}, nullptr);
+      return launch<T, false, false>(g, dtype, x, w, y, part, sm_count, s, Conv3x3Prologue{}, nullptr,
+                                     nullptr, flip);
   }
   throw sdk::KernelError(FR_ERR_INVALID_ARGUMENT, "cuda conv3x3_wgmma: unknown schedule");
 }
 
 int launch_checked(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y,
                    double* part, int sm_count, cudaStream_t s, Conv3x3Schedule schedule,
-                   const Conv3x3Prologue* bn, void* applied) {
+                   const Conv3x3Prologue* bn, void* applied, bool flip = false) {
   FR_PLUGIN_CHECK(conv3x3_wgmma_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv3x3_wgmma: the convolution does not fit the kernel");
   FR_PLUGIN_CHECK(aligned16({x, w, y}), FR_ERR_INVALID_ARGUMENT,
@@ -372,8 +374,9 @@ int launch_checked(const sdk::ConvShape& g, FrDType dtype, const void* x, const 
   FR_PLUGIN_CHECK(!applied || (bn && aligned16({applied})), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv3x3_wgmma: the applied map needs a prologue and 16-byte alignment");
   return dtype == FR_F16
-             ? launch_schedule<__half>(schedule, g, dtype, x, w, y, part, sm_count, s, bn, applied)
-             : launch_schedule<__nv_bfloat16>(schedule, g, dtype, x, w, y, part, sm_count, s, bn, applied);
+             ? launch_schedule<__half>(schedule, g, dtype, x, w, y, part, sm_count, s, bn, applied, flip)
+             : launch_schedule<__nv_bfloat16>(schedule, g, dtype, x, w, y, part, sm_count, s, bn, applied,
+                                              flip);
 }
 
 }  // namespace
@@ -450,22 +453,11 @@ int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const v
   return launch_checked(g, dtype, x, w, y, part, sm_count, s, schedule, prologue, applied);
 }
 
-uint64_t conv3x3_wgmma_flipped_bytes() {
-  return static_cast<uint64_t>(kC) * kKDim * 2;
-}
-
 int launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
-                                       void* dx, void* flipped, int sm_count, cudaStream_t s,
-                                       const Conv3x3GradSums* sums) {
-  FR_PLUGIN_CHECK(
-      flipped && aligned16({flipped}), FR_ERR_INVALID_ARGUMENT,
-      "cuda conv3x3_wgmma: the input gradient needs 16-byte aligned space for the flipped weights");
-  flip_weights_kernel<<<(kC * kKDim + 255) / 256, 256, 0, s>>>(static_cast<const uint16_t*>(w),
-                                                               static_cast<uint16_t*>(flipped));
-  FR_CUDA_LAUNCH_CHECK();
+                                       void* dx, int sm_count, cudaStream_t s, const Conv3x3GradSums* sums) {
   if (!sums)
-    return launch_checked(g, dtype, dy, flipped, dx, nullptr, sm_count, s, kConv3x3Schedule, nullptr,
-                          nullptr);
+    return launch_checked(g, dtype, dy, w, dx, nullptr, sm_count, s, kConv3x3Schedule, nullptr, nullptr,
+                          true);
   const Conv3x3Prologue& bn = sums->bn;
   FR_PLUGIN_CHECK(conv3x3_wgmma_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv3x3_wgmma: the convolution does not fit the kernel");
@@ -474,10 +466,11 @@ int launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, c
                   "cuda conv3x3_wgmma: the gradient epilogue needs bx (16-byte aligned), the batchnorm's "
                   "gamma, beta, mean and invstd, and space for the partials");
   constexpr bool kTurns = kConv3x3Schedule == Conv3x3Schedule::kTurns;
-  return dtype == FR_F16 ? launch<__half, kTurns, false, true>(g, dtype, dy, flipped, dx, sums->part,
-                                                               sm_count, s, bn, nullptr, sums->bx)
-                         : launch<__nv_bfloat16, kTurns, false, true>(g, dtype, dy, flipped, dx, sums->part,
-                                                                      sm_count, s, bn, nullptr, sums->bx);
+  FR_PLUGIN_CHECK(aligned16({w}), FR_ERR_INVALID_ARGUMENT, "cuda conv3x3_wgmma: w must be 16-byte aligned");
+  return dtype == FR_F16 ? launch<__half, kTurns, false, true>(g, dtype, dy, w, dx, sums->part, sm_count, s,
+                                                               bn, nullptr, sums->bx, true)
+                         : launch<__nv_bfloat16, kTurns, false, true>(
+                               g, dtype, dy, w, dx, sums->part, sm_count, s, bn, nullptr, sums->bx, true);
 }
 
 }  // namespace fresco::cuda

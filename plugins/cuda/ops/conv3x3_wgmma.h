@@ -1,7 +1,7 @@
 // fresco's own 3x3 convolution for 64 -> 64 channels on maps 32 positions wide (ResNet's CIFAR stage 1),
 // fp16 / bf16 with fp32 accumulation, on Hopper's warpgroup MMA (sm_90a): the forward, optionally with
-// batchnorm's per-channel sums of y as stored, the input gradient (the same kernel on dy with the weights
-// flipped and transposed by a small kernel first) and the weight gradient (ops/conv3x3_wgmma_wgrad.cu). cuDNN
+// batchnorm's per-channel sums of y as stored, the input gradient (the same kernel on dy, reading the weights
+// flipped and transposed) and the weight gradient (ops/conv3x3_wgmma_wgrad.cu). cuDNN
 // runs this shape at about 430 TFLOP/s (90 us forward at batch 512 on the H200, without the sums); this
 // kernel runs it in 68-73 us with them (bench/conv3x3_probe.cu, docs/performance.md).
 //
@@ -73,12 +73,11 @@ struct Conv3x3GradSums {
   const void* bx;
   double* part;
 };
-// dx = the input gradient of conv(x, w) from dy (written, not accumulated): the weights flipped into
-// `flipped` (conv3x3_wgmma_flipped_bytes, e.g. the workspace), then the forward kernel on dy. Returns the
-// number of blocks (partials written with `sums`).
-uint64_t conv3x3_wgmma_flipped_bytes();
+// dx = the input gradient of conv(x, w) from dy (written, not accumulated): the forward kernel on dy with
+// the weights read flipped (turned by 180 degrees, inputs and outputs swapped). Returns the number of blocks
+// (partials written with `sums`).
 int launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
-                                       void* dx, void* flipped, int sm_count, cudaStream_t s,
+                                       void* dx, int sm_count, cudaStream_t s,
                                        const Conv3x3GradSums* sums = nullptr);
 
 // dw (K x 3 x 3 x C, in dtype) = the weight gradient from dy and x (ops/conv3x3_wgmma_wgrad.cu), written;

@@ -190,7 +190,6 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
     }
     if (dirs & kConvBackwardData) {
       p.wgmma_data = true;
-      p.workspace = std::max(p.workspace, conv3x3_wgmma_flipped_bytes());
       dirs &= ~kConvBackwardData;
     }
     if ((dirs & kConvBackwardFilter) && ctx->conv3x3_wgmma >= 2) {
@@ -304,7 +303,7 @@ void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, con
                             void* ws, uint64_t ws_bytes, cudaStream_t s) {
   FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
   if (p.wgmma_data) {
-    launch_conv3x3_wgmma_backward_data(p.shape, p.dtype, dy, w, dx, ws, ctx->sm_count, s);
+    launch_conv3x3_wgmma_backward_data(p.shape, p.dtype, dy, w, dx, ctx->sm_count, s);
     return;
   }
   if (p.engine_data)

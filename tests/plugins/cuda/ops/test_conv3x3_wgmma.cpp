@@ -131,8 +131,7 @@ TEST_P(Conv3x3Wgmma, ForwardSumsAndBothGradientsMatchTheReference) {
     ASSERT_TRUE(conv3x3_wgmma_fits(g, t));
     const size_t nx = static_cast<size_t>(geo.n) * geo.h * kW * kC, nw = static_cast<size_t>(kC) * 9 * kC;
     const Values x = random_values(nx, 1.0f, t, rng), w = random_values(nw, 0.06f, t, rng);
-    DeviceBuffer dx(nx * 2), dw(nw * 2), dy(nx * 2), dpart(conv3x3_wgmma_partials_bytes(geo.sm_count)),
-        dflip(conv3x3_wgmma_flipped_bytes());
+    DeviceBuffer dx(nx * 2), dw(nw * 2), dy(nx * 2), dpart(conv3x3_wgmma_partials_bytes(geo.sm_count));
     CUDA_OK(cudaMemcpy(dx.p, x.bits.data(), nx * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dw.p, w.bits.data(), nw * 2, cudaMemcpyHostToDevice));
     auto wv = [&](int o, int r, int s, int i) {
@@ -193,7 +192,7 @@ TEST_P(Conv3x3Wgmma, ForwardSumsAndBothGradientsMatchTheReference) {
     auto flipped = [&](int c, int r, int s, int k) { return wv(k, 2 - r, 2 - s, c); };
     reference(d.v, geo.n, geo.h, flipped, want, mag);
     CUDA_OK(cudaMemset(dx.p, 0xFF, nx * 2));
-    launch_conv3x3_wgmma_backward_data(g, t, dy.p, dw.p, dx.p, dflip.p, geo.sm_count, nullptr);
+    launch_conv3x3_wgmma_backward_data(g, t, dy.p, dw.p, dx.p, geo.sm_count, nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(y.data(), dx.p, nx * 2, cudaMemcpyDeviceToHost));
     expect_close(y, want, mag, t, "dx");
@@ -327,7 +326,7 @@ TEST_P(Conv3x3Wgmma, GradientSumsMaskTheInputGradient) {
                  d = random_values(nx, 1.0f, t, rng);
     const std::vector<float> bn = random_batchnorm(rng, 0.0f, 0.3f);  // gamma, beta, mean, invstd
     DeviceBuffer dbx(nx * 2), dw(nw * 2), ddy(nx * 2), ddx(nx * 2), dbn(bn.size() * 4),
-        dpart(conv3x3_wgmma_partials_bytes(geo.sm_count)), dflip(conv3x3_wgmma_flipped_bytes());
+        dpart(conv3x3_wgmma_partials_bytes(geo.sm_count));
     CUDA_OK(cudaMemcpy(dbx.p, bx.bits.data(), nx * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dw.p, w.bits.data(), nw * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(ddy.p, d.bits.data(), nx * 2, cudaMemcpyHostToDevice));
@@ -335,15 +334,14 @@ TEST_P(Conv3x3Wgmma, GradientSumsMaskTheInputGradient) {
     const auto* b = static_cast<const float*>(dbn.p);
     std::vector<uint16_t> plain(nx), masked(nx), again(nx);
     CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
-    launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, dflip.p, geo.sm_count, nullptr);
+    launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(plain.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
     const Conv3x3GradSums sums{{b, b + kC, b + 2 * kC, b + 3 * kC}, dbx.p, static_cast<double*>(dpart.p)};
     int blocks = 0;
     for (int run = 0; run < 2; ++run) {
       CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
-      blocks =
-          launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, dflip.p, geo.sm_count, nullptr, &sums);
+      blocks = launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr, &sums);
       CUDA_OK(cudaDeviceSynchronize());
       CUDA_OK(cudaMemcpy(run == 0 ? masked.data() : again.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
     }
