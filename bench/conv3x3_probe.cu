@@ -710,17 +710,24 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   auto fresco_data_gsums = [&] {
     fresco::cuda::launch_conv3x3_wgmma_backward_data(g, fr_type, y2, w, y, sms, nullptr, &gsums);
   };
+  // the input gradient with the join's epilogue (ops.h): the reference's float map as two maps of T (the
+  // other gradient part and the mask source) and x as the batchnorm input; three distinct maps, so the bytes
+  // read are the product's (their values do not matter to the timing)
+  const fresco::cuda::Conv3x3JoinSums jsums{yref, reinterpret_cast<T*>(yref) + nx, x, bn + 2 * kC, dpart};
+  auto fresco_data_join = [&] {
+    fresco::cuda::launch_conv3x3_wgmma_backward_data(g, fr_type, y2, w, y, sms, nullptr, nullptr, &jsums);
+  };
   std::printf(
       "{\"bench\":\"conv3x3_probe_gradients\",\"dtype\":\"%s\",\"batch\":%d,\"cudnn_data_us\":%.2f,"
       "\"cudnn_data_algo\":%d,\"fresco_data_us\":%.2f,\"cudnn_filter_us\":%.2f,\"cudnn_filter_algo\":%d,"
       "\"fresco_filter_us\":%.2f,\"fresco_fwd_sums_us\":%.2f,\"fresco_fwd_prologue_us\":%.2f,"
-      "\"fresco_fwd_prologue_stored_us\":%.2f,\"fresco_data_gsums_us\":%.2f}\n",
+      "\"fresco_fwd_prologue_stored_us\":%.2f,\"fresco_data_gsums_us\":%.2f,\"fresco_data_join_us\":%.2f}\n",
       dtype_name, batch, time_us(dnn_data), static_cast<int>(dperf[0].algo),
       kHasWgmmaHost ? time_us(fresco_data) : -1.0f, time_us(dnn_filter), static_cast<int>(fperf[0].algo),
       kHasWgmmaHost ? time_us(fresco_filter) : -1.0f, kHasWgmmaHost ? time_us(fresco_kernel) : -1.0f,
       kHasWgmmaHost ? time_us(fresco_prologue) : -1.0f,
       kHasWgmmaHost ? time_us(fresco_prologue_stored) : -1.0f,
-      kHasWgmmaHost ? time_us(fresco_data_gsums) : -1.0f);
+      kHasWgmmaHost ? time_us(fresco_data_gsums) : -1.0f, kHasWgmmaHost ? time_us(fresco_data_join) : -1.0f);
   CK(cudaFree(bn));
   auto fine = [](double y_err, double sums_err) { return y_err < 0.02 && sums_err < 1e-4; };
   const bool ok = fine(worst, rs_worst) &&

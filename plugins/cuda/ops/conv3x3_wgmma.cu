@@ -20,8 +20,23 @@ namespace {
 constexpr int kStageStride = kC + 8;       // T per staged position (144 bytes: no conflicts)
 constexpr int kStage = kW * kStageStride;  // T per staged row
 constexpr int kThreads = 384;              // MMA warpgroups 0, 1; helper warpgroup 2
-constexpr int kBarriers = 2 * 10;  // per MMA warpgroup: window full / empty [3], stage full / empty [2]
+// per MMA warpgroup: window full / empty [3], stage full / empty [2], join rows full / empty [2]
+constexpr int kBarriers = 2 * 14;
 constexpr size_t kSmem = 2 * 3 * kWin * 16 + 2 * 2 * kStage * 2 + kBarriers * 8 + 2 * kC * sizeof(float);
+// The join epilogue's rows (Conv3x3JoinSums): per MMA warpgroup two slots, each one output row of the other
+// gradient part, the mask source and the batchnorm input, 32 positions x 128 bytes each, 128-byte swizzled
+// by the copy (so the MMA threads' reads meet no bank conflicts), 1024-byte aligned.
+constexpr int kJoinRow = kW * kC * 2, kJoinSlot = 3 * kJoinRow;  // bytes
+constexpr size_t kJoinOff = (kSmem + 1023) / 1024 * 1024, kSmemJoin = kJoinOff + 2 * 2 * kJoinSlot;
+
+// The join epilogue's three maps, read by rows (boxes of 8 channels x 32 positions), and their pointers
+// (the batchnorm input's for L2 prefetch, its saved mean).
+CUtensorMap join_rows_map(const void* p, FrDType dtype, int64_t positions);  // below
+struct JoinMaps {
+  CUtensorMap map[3];  // the other gradient part, the mask source, the batchnorm input
+  const void* ptr[3];
+  const float* mean;
+};
 
 // This thread's A fragments of the weights [64 outputs][576 k] for every k-step: outputs c0 and c0 + 8,
 // k = 16 ks + 2 tq, +1, +8, +9 (k = tap * 64 + input channel). With `flip` (the input gradient) the weights
@@ -128,12 +143,19 @@ __device__ __forceinline__ void pass_turn(int g, bool last) {
 // `bn` recomputed from its input bx (the values batchnorm_relu_mask.cuh's mask gives), and part gets the
 // sums of y as stored and of y (bx - mean) instead of y's moments; each MMA thread loads its sixteen values
 // of bx for a row while that row's wgmmas run.
-template <class T, bool kTurns, bool kPrologue, bool kGradSums>
+// kJoin (the input gradient's join epilogue, Conv3x3JoinSums): each row rounded to T, the other gradient
+// part added and the sum masked by the mask source (> 0), rounded again (add_relu_backward's bits), and part
+// gets the sums of it and of it times (x - mean) as with kGradSums; the three rows come by TMA (the helper,
+// two rows ahead, into L2 four ahead) into shared memory, where the MMA threads read them.
+template <class T, bool kTurns, bool kPrologue, bool kGradSums, bool kJoin = false>
 __global__ void __launch_bounds__(kThreads, 1)
     conv3x3_wgmma_kernel(const T* __restrict__ w, T* __restrict__ y, double* __restrict__ part, int n, int h,
                          const __grid_constant__ CUtensorMap map, const Conv3x3Prologue bn,
-                         T* __restrict__ applied, const T* __restrict__ bx, bool flip) {
-  extern __shared__ __align__(128) uint4 smem[];
+                         T* __restrict__ applied, const T* __restrict__ bx, bool flip,
+                         const __grid_constant__ JoinMaps jm) {
+  static_assert(!(kJoin && (kGradSums || kPrologue)), "one epilogue or prologue at a time");
+  constexpr bool kDoubleSums = kGradSums || kJoin;
+  extern __shared__ __align__(1024) uint4 smem[];  // 1024: the join rows' swizzle
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);  // uniform to the compiler
   const int tiles_per_img = h / kRows, tiles = n * tiles_per_img;
@@ -143,15 +165,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int rows = kRows * my_tiles;
   T* const stage_base = reinterpret_cast<T*>(smem + 6 * kWin);
   const unsigned bars = shared_address(stage_base + 4 * kStage);
-  auto win_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + b) * 8); };
-  auto win_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 3 + b) * 8); };
-  auto stage_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 6 + b) * 8); };
-  auto stage_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 10 + 8 + b) * 8); };
+  auto win_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 14 + b) * 8); };
+  auto win_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 14 + 3 + b) * 8); };
+  auto stage_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 14 + 6 + b) * 8); };
+  auto stage_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 14 + 8 + b) * 8); };
+  auto join_full = [&](int m, int b) { return bars + static_cast<unsigned>((m * 14 + 10 + b) * 8); };
+  auto join_empty = [&](int m, int b) { return bars + static_cast<unsigned>((m * 14 + 12 + b) * 8); };
+  const unsigned join_base = shared_address(smem) + static_cast<unsigned>(kJoinOff);
   float* const coef = reinterpret_cast<float*>(stage_base + 4 * kStage) + kBarriers * 2;
   if (threadIdx.x == 0) {
     for (int m = 0; m < 2; ++m) {
       for (int b = 0; b < 3; ++b) mbar_init(win_full(m, b), 1), mbar_init(win_empty(m, b), 128);
       for (int b = 0; b < 2; ++b) mbar_init(stage_full(m, b), 128), mbar_init(stage_empty(m, b), 64);
+      for (int b = 0; b < 2; ++b) mbar_init(join_full(m, b), 1), mbar_init(join_empty(m, b), 128);
     }
     mbar_init_fence();
   }
@@ -171,8 +197,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_arrive_expect_tx(bar, kWinBytes);
       for (int c = 0; c < 8; ++c) tma_load_4d(dst + c * kCS * 16, &map, 8 * c, -1, row0 - 1, img, bar);
     };
-    if (ht == 0)
+    // kJoin: row jr's three rows into slot jr % 2 (thread 0 of the pair's helpers); a phantom tile's arrive
+    // without bytes
+    auto load_join = [&](int jr) {
+      const int t = first + (jr / kRows) * stride;
+      const unsigned bar = join_full(m, jr & 1),
+                     dst = join_base + static_cast<unsigned>((m * 2 + (jr & 1)) * kJoinSlot);
+      if (t >= tiles) {
+        mbar_arrive(bar);
+        return;
+      }
+      const int p0 = (t * kRows + jr % kRows) * kW;
+      mbar_arrive_expect_tx(bar, kJoinSlot);
+      for (int q = 0; q < 3; ++q) tma_load_2d(dst + q * kJoinRow, &jm.map[q], 0, p0, bar);
+    };
+    if (ht == 0) {
       for (int k = 0; k < 3 && k < my_tiles; ++k) load(k);
+      if (kJoin)
+        for (int jr = 0; jr < 2 && jr < rows; ++jr) load_join(jr);
+    }
     for (int j = 0; j < rows; ++j) {
       const int k = j / kRows, t = first + k * stride;
       mbar_wait(stage_full(m, j & 1), (j >> 1) & 1);
@@ -184,6 +227,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (t < tiles) dst[v] = *reinterpret_cast<const uint4*>(src + pos * kStageStride + c * 8);
       }
       mbar_arrive(stage_empty(m, j & 1));
+      if constexpr (kJoin) {
+        if (ht == 0 && j + 2 < rows) {  // row j's slot is free again (its MMA threads staged row j)
+          mbar_wait(join_empty(m, j & 1), (j >> 1) & 1);
+          load_join(j + 2);
+        }
+        const int jp = j + 4, tp = first + (jp / kRows) * stride;  // row j + 4 into L2
+        if (jp < rows && tp < tiles && ht < 32)
+          for (int q = 0; q < 3; ++q)
+            prefetch_l2(static_cast<const T*>(jm.ptr[q]) + ((tp * kRows + jp % kRows) * kW + ht) * kC);
+      }
       if (j % kRows == kRows - 1 && k + 3 < my_tiles && ht == 0) {  // tile k's buffer is free again
         mbar_wait(win_empty(m, k % 3), (k / 3) & 1);
         load(k + 3);
@@ -212,6 +265,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       gscale[mh] = ss.x, gshift[mh] = ss.y, gmean[mh] = bn.mean[c];
     }
   }
+  if constexpr (kJoin) {
+#pragma unroll
+    for (int mh = 0; mh < 2; ++mh) gmean[mh] = jm.mean[16 * wq + gid + 8 * mh];
+  }
+  // kJoin: this thread's value (jj, e, mh) in a join row: position p = 8 jj + 2 tq + e, its 16-byte chunk
+  // 2 wq + mh stored at chunk (2 wq + mh) ^ (p % 8) (the copy's 128-byte swizzle)
+  constexpr int kJoinRowT = kJoinRow / 2;  // T per join row
+  auto join_at = [&](int jj, int e, int mh) {
+    const int p = 8 * jj + 2 * tq + e;
+    return p * kC + (((2 * wq + mh) ^ (p & 7)) << 3) + gid;
+  };
   auto load_bx = [&](int j) {
     const int t = blockIdx.x * 2 + g + (j / kRows) * stride;
     const T* row = bx + (static_cast<int64_t>(t) * kRows + j % kRows) * kW * kC + 16 * wq + gid;
@@ -263,18 +327,35 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (!bn_relu_passes<T>(to_f(xb[jj][e][mh]), gscale[mh], gshift[mh])) acc[4 * jj + 2 * mh + e] = 0.0f;
       });
     }
+    const T* jrow = reinterpret_cast<const T*>(reinterpret_cast<const char*>(smem) + kJoinOff +
+                                               (g * 2 + (j & 1)) * kJoinSlot);
+    if constexpr (kJoin) {  // the row as stored, plus the other part, masked (add_relu_backward's bits)
+      mbar_wait(join_full(g, j & 1), (j >> 1) & 1);
+      const bool real = blockIdx.x * 2 + g + k * stride < tiles;  // a phantom tile's slot holds no rows
+      for_each_row_value([&](int jj, int e, int mh) {
+        float& v = acc[4 * jj + 2 * mh + e];
+        const int at = join_at(jj, e, mh);
+        const float sum = to_f(from_f<T>(v)) + to_f(jrow[at]);
+        v = real && to_f(jrow[kJoinRowT + at]) > 0.0f ? sum : 0.0f;
+      });
+    }
     stage_row<T>(acc, stage_lane + static_cast<unsigned>((j & 1) * kStage * 2),
                  [&](int jj, int mh, float f0, float f1) {
                    if constexpr (kGradSums) {  // sum g and sum g (bx - mean) of the masked gradient
                      ssum[mh] += f0 + f1;
                      ssq[mh] +=
                          f0 * (to_f(xb[jj][0][mh]) - gmean[mh]) + f1 * (to_f(xb[jj][1][mh]) - gmean[mh]);
+                   } else if constexpr (kJoin) {  // the same with x from the join row
+                     ssum[mh] += f0 + f1;
+                     ssq[mh] += f0 * (to_f(jrow[2 * kJoinRowT + join_at(jj, 0, mh)]) - gmean[mh]) +
+                                f1 * (to_f(jrow[2 * kJoinRowT + join_at(jj, 1, mh)]) - gmean[mh]);
                    } else {
                      ssum[mh] += f0 + f1, ssq[mh] += f0 * f0 + f1 * f1;
                    }
                  });
+    if constexpr (kJoin) mbar_arrive(join_empty(g, j & 1));
     mbar_arrive(stage_full(g, j & 1));
-    if constexpr (kGradSums) {
+    if constexpr (kDoubleSums) {
 #pragma unroll
       for (int mh = 0; mh < 2; ++mh)
         dsum[mh] += ssum[mh], dsq[mh] += ssq[mh], ssum[mh] = 0.0f, ssq[mh] = 0.0f;
@@ -318,24 +399,32 @@ __global__ void __launch_bounds__(kThreads, 1)
       part[(blockIdx.x * kC + c) * 2 + 1] = static_cast<double>(red[2 * c + 1]) + red[kBase + 2 * c + 1];
     }
   };
-  if constexpr (kGradSums)
+  if constexpr (kDoubleSums)
     write_partials(dsum, dsq);
   else
     write_partials(ssum, ssq);
 }
 
-template <class T, bool kTurns, bool kPrologue, bool kGradSums = false>
+template <class T, bool kTurns, bool kPrologue, bool kGradSums = false, bool kJoin = false>
 int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y, double* part,
            int sm_count, cudaStream_t s, const Conv3x3Prologue& bn, void* applied, const void* bx = nullptr,
-           bool flip = false) {
+           bool flip = false, const Conv3x3JoinSums* join = nullptr) {
   // its shared memory beyond the default 48 KB, set on the current device at each launch (captured once)
-  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+  constexpr size_t smem = kJoin ? kSmemJoin : kSmem;
+  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums, kJoin>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int64_t pairs = (g.n * (g.h / kRows) + 1) / 2;
   const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
-  conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums><<<blocks, kThreads, kSmem, s>>>(
+  JoinMaps jm{};
+  if constexpr (kJoin) {
+    const void* maps[3] = {join->b, join->mask, join->x};
+    for (int q = 0; q < 3; ++q)
+      jm.map[q] = join_rows_map(maps[q], dtype, g.n * g.h * kW), jm.ptr[q] = maps[q];
+    jm.mean = join->mean;
+  }
+  conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums, kJoin><<<blocks, kThreads, smem, s>>>(
       static_cast<const T*>(w), static_cast<T*>(y), part, static_cast<int>(g.n), static_cast<int>(g.h),
-      window_map(x, dtype, g.n, g.h), bn, static_cast<T*>(applied), static_cast<const T*>(bx), flip);
+      window_map(x, dtype, g.n, g.h), bn, static_cast<T*>(applied), static_cast<const T*>(bx), flip, jm);
   FR_CUDA_LAUNCH_CHECK();
   return blocks;
 }
@@ -398,16 +487,26 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 
 // A tensor map of a 16-bit map (rank dims, the innermost first, strides in bytes of dims 1..), read in boxes.
 CUtensorMap tiled_map(const void* p, FrDType dtype, cuuint32_t rank, const cuuint64_t* dims,
-                      const cuuint64_t* strides, const cuuint32_t* box) {
+                      const cuuint64_t* strides, const cuuint32_t* box,
+                      CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE) {
   CUtensorMap map;
   const cuuint32_t elem[4] = {1, 1, 1, 1};
   const CUresult r = encode_tiled()(
       &map, dtype == FR_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
-      const_cast<void*>(p), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      const_cast<void*>(p), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   FR_PLUGIN_CHECK(r == CUDA_SUCCESS, FR_ERR_DEVICE,
                   "cuda conv3x3_wgmma: cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
   return map;
+}
+
+// The join epilogue's maps [positions, 64] read by output rows: boxes of 64 channels x 32 positions (whole
+// 128-byte lines), 128-byte swizzled.
+CUtensorMap join_rows_map(const void* p, FrDType dtype, int64_t positions) {
+  const cuuint64_t dims[2] = {kC, static_cast<cuuint64_t>(positions)};
+  const cuuint64_t strides[1] = {kC * 2};
+  const cuuint32_t box[2] = {kC, kW};
+  return tiled_map(p, dtype, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 }  // namespace
 
@@ -454,7 +553,26 @@ int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const v
 }
 
 int launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
-                                       void* dx, int sm_count, cudaStream_t s, const Conv3x3GradSums* sums) {
+                                       void* dx, int sm_count, cudaStream_t s, const Conv3x3GradSums* sums,
+                                       const Conv3x3JoinSums* join) {
+  FR_PLUGIN_CHECK(
+      !(sums && join), FR_ERR_INVALID_ARGUMENT,
+      "cuda conv3x3_wgmma: the input gradient takes the batchnorm epilogue or the join's, not both");
+  if (join) {
+    FR_PLUGIN_CHECK(conv3x3_wgmma_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
+                    "cuda conv3x3_wgmma: the convolution does not fit the kernel");
+    FR_PLUGIN_CHECK(aligned16({dy, w, dx, join->b, join->mask, join->x}) && join->mean && join->part,
+                    FR_ERR_INVALID_ARGUMENT,
+                    "cuda conv3x3_wgmma: the join epilogue needs b, the mask source and x (16-byte aligned), "
+                    "the batchnorm's mean and space for the partials");
+    constexpr bool kTurns = kConv3x3Schedule == Conv3x3Schedule::kTurns;
+    const Conv3x3Prologue none{};
+    return dtype == FR_F16
+               ? launch<__half, kTurns, false, false, true>(g, dtype, dy, w, dx, join->part, sm_count, s,
+                                                            none, nullptr, nullptr, true, join)
+               : launch<__nv_bfloat16, kTurns, false, false, true>(g, dtype, dy, w, dx, join->part, sm_count,
+                                                                   s, none, nullptr, nullptr, true, join);
+  }
   if (!sums)
     return launch_checked(g, dtype, dy, w, dx, nullptr, sm_count, s, kConv3x3Schedule, nullptr, nullptr,
                           true);

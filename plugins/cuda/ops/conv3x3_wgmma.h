@@ -76,9 +76,21 @@ struct Conv3x3GradSums {
 // dx = the input gradient of conv(x, w) from dy (written, not accumulated): the forward kernel on dy with
 // the weights read flipped (turned by 180 degrees, inputs and outputs swapped). Returns the number of blocks
 // (partials written with `sums`).
+// The input gradient's join epilogue (ops.h, add_relu_backward folded into conv2d_backward): x of the
+// convolution is also read by a residual join's other branch, whose gradient part is b, and both read the
+// output of a relu (`mask`, x's shape and dtype); dx is written as add_relu_backward writes it (the input
+// gradient rounded to T, b added, masked where mask <= 0, rounded again), and `part` receives the per-block
+// sums of that dx and of it times (x - mean), `x` the batchnorm's input before that relu and `mean` its saved
+// mean (f32 [64]), laid out as Conv3x3GradSums's partials.
+struct Conv3x3JoinSums {
+  const void *b, *mask, *x;
+  const float* mean;
+  double* part;
+};
 int launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,
                                        void* dx, int sm_count, cudaStream_t s,
-                                       const Conv3x3GradSums* sums = nullptr);
+                                       const Conv3x3GradSums* sums = nullptr,
+                                       const Conv3x3JoinSums* join = nullptr);
 
 // dw (K x 3 x 3 x C, in dtype) = the weight gradient from dy and x (ops/conv3x3_wgmma_wgrad.cu), written;
 // `ws` holds conv3x3_wgmma_wgrad_workspace bytes (the blocks' partial sums).

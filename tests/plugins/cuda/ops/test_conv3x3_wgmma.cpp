@@ -373,6 +373,79 @@ TEST_P(Conv3x3Wgmma, GradientSumsMaskTheInputGradient) {
   }
 }
 
+// The input gradient's join epilogue (ops.h, add_relu_backward folded into conv2d_backward): dx is the plain
+// input gradient's bits plus the other part b, rounded, where the mask source is positive and zero elsewhere
+// (add_relu_backward's arithmetic on the host), and the partials add up to the double sums of that dx and of
+// it times (x - mean).
+TEST_P(Conv3x3Wgmma, JoinSumsAddMaskAndSumTheInputGradient) {
+  REQUIRE_GPU();
+  if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
+  const FrDType t = GetParam();
+  std::mt19937 rng(11);
+  for (const Geometry& geo : {Geometry{1, 4, 132}, Geometry{5, 12, 132}, Geometry{8, 32, 2}}) {
+    const sdk::ConvShape g = shape_of(geo);
+    SCOPED_TRACE("n " + std::to_string(geo.n) + " h " + std::to_string(geo.h));
+    const size_t nx = static_cast<size_t>(geo.n) * geo.h * kW * kC, nw = static_cast<size_t>(kC) * 9 * kC;
+    const Values w = random_values(nw, 0.06f, t, rng), d = random_values(nx, 1.0f, t, rng),
+                 b = random_values(nx, 1.0f, t, rng), x = random_values(nx, 2.0f, t, rng);
+    Values mask = random_values(nx, 1.0f, t, rng);  // a relu's output: about half zero
+    for (size_t i = 0; i < nx; ++i)
+      if (mask.v[i] < 0.0) mask.bits[i] = 0, mask.v[i] = 0.0;
+    std::vector<float> mean(kC);
+    std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+    for (float& m : mean) m = u(rng);
+    DeviceBuffer dw(nw * 2), ddy(nx * 2), ddx(nx * 2), db(nx * 2), dmask(nx * 2), dxin(nx * 2), dmean(kC * 4),
+        dpart(conv3x3_wgmma_partials_bytes(geo.sm_count));
+    CUDA_OK(cudaMemcpy(dw.p, w.bits.data(), nw * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(ddy.p, d.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(db.p, b.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dmask.p, mask.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dxin.p, x.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dmean.p, mean.data(), kC * 4, cudaMemcpyHostToDevice));
+    std::vector<uint16_t> plain(nx), joined(nx), again(nx);
+    CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
+    launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(plain.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
+    const Conv3x3JoinSums join{db.p, dmask.p, dxin.p, static_cast<const float*>(dmean.p),
+                               static_cast<double*>(dpart.p)};
+    int blocks = 0;
+    for (int run = 0; run < 2; ++run) {
+      CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
+      blocks =
+          launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr, nullptr, &join);
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(cudaMemcpy(run == 0 ? joined.data() : again.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
+    }
+    EXPECT_EQ(joined, again) << "two runs differ";
+    ASSERT_GE(blocks, 1);
+    std::vector<double> want(2 * kC, 0.0), mag(2 * kC, 0.0);
+    size_t passed = 0, wrong = 0;
+    for (size_t i = 0; i < nx; ++i) {
+      const int c = static_cast<int>(i % kC);
+      const bool pass = mask.v[i] > 0.0;
+      const float sum = static_cast<float>(from_bits(plain[i], t)) + static_cast<float>(b.v[i]);
+      const uint16_t expect = pass ? to_bits(sum, t) : uint16_t{0};
+      if (joined[i] != expect && wrong++ < 5)
+        ADD_FAILURE() << "dx[" << i << "] bits " << joined[i] << ", expected " << expect;
+      passed += pass;
+      const double gv = from_bits(joined[i], t), term = gv * (x.v[i] - mean[c]);
+      want[c] += gv, want[kC + c] += term, mag[c] += std::fabs(gv), mag[kC + c] += std::fabs(term);
+    }
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_GT(passed, nx / 5);  // both sides of the mask are exercised
+    EXPECT_LT(passed, nx - nx / 5);
+    std::vector<double> part(static_cast<size_t>(blocks) * kC * 2), got(2 * kC, 0.0);
+    CUDA_OK(cudaMemcpy(part.data(), dpart.p, part.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    for (int bl = 0; bl < blocks; ++bl)
+      for (int c = 0; c < kC; ++c)
+        got[c] += part[(bl * kC + c) * 2], got[kC + c] += part[(bl * kC + c) * 2 + 1];
+    for (int c = 0; c < 2 * kC; ++c)
+      EXPECT_NEAR(got[c], want[c], 1e-5 * mag[c] + 1e-6)
+          << (c < kC ? "sum g" : "sum g (x - mean)") << ", channel " << c % kC;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, Conv3x3Wgmma, testing::Values(FR_F16, FR_BF16),
                          [](const testing::TestParamInfo<FrDType>& i) {
                            return i.param == FR_F16 ? "f16" : "bf16";
