@@ -98,12 +98,21 @@ bool option_on(Mode mode, const CompileOptions& o) {
 
 // CompileOptions::conv_prologue for conv l: ON, or AUTO in mixed precision on the geometry the CUDA
 // backend's own kernels fuse it into.
+// The convs the CUDA backend's own Hopper kernels run (ops/conv3x3_wgmma.h): 3x3, stride 1, padding 1, no
+// dilation, one group, no bias, 64 -> 64 channels, maps 32 wide.
+bool hopper_conv_shape(const LayerDescriptor& l) {
+  const LayerSpec& c = l.spec;
+  return c.k == 3 && c.stride <= 1 && c.pad == 1 && c.dilation == 1 && c.groups == 1 && !c.bias &&
+         l.in_sample.c == 64 && c.out == 64 && l.in_sample.w == 32;
+}
 bool conv_prologue_on(const CompileOptions& o, const LayerDescriptor& l) {
   using Mode = CompileOptions::ConvPrologue;
-  const LayerSpec& c = l.spec;
-  const bool fused_shape = c.k == 3 && c.stride <= 1 && c.pad == 1 && c.dilation == 1 && c.groups == 1 &&
-                           !c.bias && l.in_sample.c == 64 && c.out == 64 && l.in_sample.w == 32;
-  return o.conv_prologue == Mode::ON || (option_on(o.conv_prologue, o) && fused_shape);
+  return o.conv_prologue == Mode::ON || (option_on(o.conv_prologue, o) && hopper_conv_shape(l));
+}
+// CompileOptions::join_epilogue for conv l: ON, or AUTO in mixed precision on the Hopper kernels' shape.
+bool join_epilogue_on(const CompileOptions& o, const LayerDescriptor& l) {
+  using Mode = CompileOptions::JoinEpilogue;
+  return o.join_epilogue == Mode::ON || (option_on(o.join_epilogue, o) && hopper_conv_shape(l));
 }
 // CompileOptions::conv_prologue for the first conv l's weight gradient: ON, or AUTO in mixed precision on a
 // narrow input (at most 32 taps, 16 / 32 / 64 outputs: the CUDA backend's own stem kernels).
@@ -346,6 +355,34 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
       auto& bn = a.layers[static_cast<size_t>(b)];
       if (bn.fused_relu) bn.grad_premasked = true;
     }
+  // CompileOptions::join_epilogue: a masking pass with one batchnorm's gradient sums at a relu whose output
+  // a conv and a later layer read (so the later one's gradient part is written first) goes into that conv's
+  // input gradient.
+  if (option_on(o.grad_sums, o)) {
+    std::vector<std::vector<int32_t>> readers(a.layers.size());
+    for (const auto& l : a.layers)
+      for (const int32_t in : {l.input, l.input2})
+        if (in >= 0) readers[static_cast<size_t>(in)].push_back(l.index);
+    for (auto& m : a.layers) {
+      if (m.grad_sums_bn < 0 || m.grad_sums_bn2 >= 0) continue;
+      int32_t relu = -1;  // the layer whose output the two readers read
+      if (m.kind == LayerKind::ADD && m.fused_relu) {
+        for (const int32_t r : readers[static_cast<size_t>(m.index)])
+          if (fused_join_relu(a, a.layers[static_cast<size_t>(r)])) relu = r;
+      } else if (m.kind == LayerKind::RELU) {
+        relu = m.index;
+      }
+      if (relu < 0) continue;
+      const auto& rd = readers[static_cast<size_t>(relu)];
+      if (rd.size() != 2 || rd[0] == rd[1]) continue;
+      auto& conv = a.layers[static_cast<size_t>(std::min(rd[0], rd[1]))];
+      if (conv.kind != LayerKind::CONV || conv.input != relu || conv.grad_sums_bn >= 0 ||
+          !join_epilogue_on(o, conv))
+        continue;
+      conv.join_epilogue_of = m.index;
+      m.join_grad_by_conv = conv.index;
+    }
+  }
   // The first conv's weight gradient applies the backward of the batchnorm that alone reads its output when
   // that batchnorm gets its gradient premasked with its sums (above): its dx is read by nothing else.
   {
@@ -553,12 +590,16 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       } else {
         l.grad_sum_a = parts[0];
         l.grad_sum_b = parts[1];
-        l.grad_out = batched(p.alloc_feature(l.out_sample.with_batch(mb), "grad(" + l.name + ".out)", l.index,
-                                             2 * L + 1 - l.index, end, l.out_dtype));
+        l.grad_out = l.join_grad_by_conv >= 0  // written by that conv's input gradient (join_epilogue)
+                         ? a.layers[static_cast<size_t>(l.join_grad_by_conv)].grad_in
+                         : batched(p.alloc_feature(l.out_sample.with_batch(mb), "grad(" + l.name + ".out)",
+                                                   l.index, 2 * L + 1 - l.index, end, l.out_dtype));
       }
     }
     if (i == fp) break;  // the first trainable layer's input gradient is not needed
-    if (!passes_gradient(l) && !l.dx_by_conv && (l.input >= fp || l.kind == LayerKind::CONCAT))
+    if (l.join_grad_by_conv >= 0 && l.kind == LayerKind::ADD)  // a fused join's: the conv writes it
+      l.grad_in = a.layers[static_cast<size_t>(l.join_grad_by_conv)].grad_in;
+    else if (!passes_gradient(l) && !l.dx_by_conv && (l.input >= fp || l.kind == LayerKind::CONCAT))
       l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
                                           2 * L + 1 - l.index, end, dtype_of(l.input)));
     if (l.kind == LayerKind::CONCAT) {  // the split writes both parts
@@ -566,6 +607,19 @@ void Compiler::create_memory_plans(CompiledModel& m) {
       l.grad_in2 = batched(p.alloc_feature(in2.with_batch(mb), "grad(" + l.name + ".in2)", l.index,
                                            2 * L + 1 - l.index, end, dtype_of(l.input2)));
     }
+  }
+  // CompileOptions::join_epilogue: each conv's operands, now that the gradients are planned
+  for (auto& conv : a.layers) {
+    if (conv.join_epilogue_of < 0) continue;
+    const auto& mask = a.layers[static_cast<size_t>(conv.join_epilogue_of)];
+    const auto& bn = a.layers[static_cast<size_t>(mask.grad_sums_bn)];
+    FRESCO_CHECK(
+        conv.grad_in != kNoTensor && (mask.grad_sum_a == conv.grad_in || mask.grad_sum_b == conv.grad_in),
+        ErrorCode::kInternal, conv.name + ": the join epilogue's gradient parts were not planned");
+    conv.join_epilogue = {mask.grad_sum_a == conv.grad_in ? mask.grad_sum_b : mask.grad_sum_a,
+                          bn.input < 0 ? t.input_f32 : a.layers[static_cast<size_t>(bn.input)].out,
+                          bn.save_mean};
+    conv.grad_sums = bn.grad_sums;
   }
   t.labels = batched(p.alloc_temp(DType::I32, Shape{mb, 1, 1, 1}, "labels.current"));
   t.step_scalars = p.alloc_step_scalars();
@@ -752,6 +806,7 @@ void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) 
       }
     return n;
   };
+  if (l.join_grad_by_conv >= 0) return;  // the pass below is in that conv's input gradient (join_epilogue)
   if (l.kind == LayerKind::ADD && l.fused_relu && l.grad_sum_a != kNoTensor) {  // sum and mask in one pass
     cx.add(with_grad_sums(
         compute_node(FR_OP_ADD_RELU_BACKWARD, l.name, {l.grad_sum_a, l.grad_sum_b, l.out}, {l.grad_in})));

@@ -65,6 +65,7 @@ FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
 FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), conv_stats_ = mode)
 FRESCO_SETTER(grad_sums(CompileOptions::GradSums mode), grad_sums_ = mode)
 FRESCO_SETTER(conv_prologue(CompileOptions::ConvPrologue mode), conv_prologue_ = mode)
+FRESCO_SETTER(join_epilogue(CompileOptions::JoinEpilogue mode), join_epilogue_ = mode)
 FRESCO_SETTER(augment(data::Augmentation a), augment_ = a)
 FRESCO_SETTER(seed(uint64_t s), seed_ = s)
 FRESCO_SETTER(shuffle(bool on), shuffle_ = on)
@@ -126,6 +127,7 @@ void DeepLearningTask::plan() {
   o.conv_stats = conv_stats_;
   o.grad_sums = grad_sums_;
   o.conv_prologue = conv_prologue_;
+  o.join_epilogue = join_epilogue_;
   Compiler compiler;
   model_ = std::make_unique<CompiledModel>(compiler.compile(bp_, o));
   advance(Phase::MEMORY_LOCKED);

@@ -61,7 +61,7 @@ bool writes_input_gradient(const GraphNode& n) {
 // prologue, conv2d_backward's gradient epilogue, the statistics-only batchnorm), which its kernel must
 // declare (FR_KERNEL_CONV_PROLOGUE).
 bool uses_prologue_operands(const GraphNode& n) {
-  if (n.op == FR_OP_CONV2D_BACKWARD) return n.in.size() > 3 && writes_input_gradient(n);
+  if (n.op == FR_OP_CONV2D_BACKWARD) return n.in.size() == 8 && writes_input_gradient(n);
   if (n.op == FR_OP_CONV2D) {
     const auto p = n.params_as<FrConvParams>();
     return p && n.in.size() > (p->has_bias ? 3u : 2u);
@@ -76,6 +76,12 @@ bool uses_prologue_operands(const GraphNode& n) {
 bool uses_wgrad_bn_prologue(const GraphNode& n) {
   if (n.op == FR_OP_CONV2D_BACKWARD) return n.in.size() > 3 && !writes_input_gradient(n);
   return n.op == FR_OP_BATCHNORM_BACKWARD && n.out.size() == 2;
+}
+
+// Whether a node uses the join epilogue of an input gradient (ops.h: conv2d_backward's three join inputs),
+// which its kernel must declare (FR_KERNEL_CONV_JOIN_EPILOGUE).
+bool uses_join_epilogue(const GraphNode& n) {
+  return n.op == FR_OP_CONV2D_BACKWARD && n.in.size() == 6 && writes_input_gradient(n);
 }
 
 // Whether a node uses the per-channel sums operands of ops.h (CompileOptions::conv_stats, grad_sums), which
@@ -221,6 +227,9 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
                "batchnorm gradient prologue of the weight gradient",
                "(FR_KERNEL_WGRAD_BN_PROLOGUE) compile with CompileOptions::conv_prologue or grad_sums = OFF "
                "(DeepLearningTask::conv_prologue, grad_sums)");
+  require_form(uses_join_epilogue(node), FR_KERNEL_CONV_JOIN_EPILOGUE, "join epilogue of the input gradient",
+               "(FR_KERNEL_CONV_JOIN_EPILOGUE) compile with CompileOptions::join_epilogue = OFF "
+               "(DeepLearningTask::join_epilogue)");
   FrCall& c = rc.call;
   c.struct_size = sizeof(FrCall);
   c.op = static_cast<uint32_t>(op);

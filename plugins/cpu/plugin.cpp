@@ -79,12 +79,13 @@ constexpr uint32_t kFloats = FR_DTYPE_BIT(FR_F32) | FR_DTYPE_BIT(FR_F16) | FR_DT
 constexpr uint32_t kSums = FR_KERNEL_SUMS_OPERANDS;
 constexpr uint32_t kPrologue = FR_KERNEL_CONV_PROLOGUE;
 constexpr uint32_t kWgradBn = FR_KERNEL_WGRAD_BN_PROLOGUE;
+constexpr uint32_t kJoinEpilogue = FR_KERNEL_CONV_JOIN_EPILOGUE;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums | kPrologue, conv2d_prepare, conv2d_run),
-    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue | kWgradBn, conv2d_backward_prepare,
-          conv2d_backward_run),
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue | kWgradBn | kJoinEpilogue,
+          conv2d_backward_prepare, conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),
     FR_KF(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, kSums, relu_backward_prepare, relu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run),

@@ -81,6 +81,7 @@ constexpr uint32_t kAny = 0x3Fu;
 constexpr uint32_t kSums = FR_KERNEL_SUMS_OPERANDS;
 constexpr uint32_t kPrologue = FR_KERNEL_CONV_PROLOGUE;
 constexpr uint32_t kWgradBn = FR_KERNEL_WGRAD_BN_PROLOGUE;
+constexpr uint32_t kJoinEpilogue = FR_KERNEL_CONV_JOIN_EPILOGUE;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
@@ -113,8 +114,8 @@ const FrKernelDef kKernels[] = {
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kFloats, kSums | kWgradBn, batchnorm_backward_prepare,
           batchnorm_backward_run, nullptr),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D, kFloats, kSums | kPrologue, conv2d_prepare, conv2d_run, conv2d_destroy),
-    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kFloats, kPrologue | kWgradBn, conv2d_backward_prepare,
-          conv2d_backward_run, conv2d_backward_destroy),
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kFloats, kPrologue | kWgradBn | kJoinEpilogue,
+          conv2d_backward_prepare, conv2d_backward_run, conv2d_backward_destroy),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW, kFloats, nullptr, flatten_chw_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW_BACKWARD, kFloats, nullptr, flatten_chw_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_DROPOUT, kF32, nullptr, dropout_run, nullptr),

@@ -87,7 +87,17 @@ class ConvRule final : public LayerRule {
     FRESCO_CHECK(!epilogue || (dx != kNoTensor && l.prologue_input != kNoTensor && l.grad_sums != kNoTensor),
                  ErrorCode::kInternal,
                  l.name + ": the batchnorm gradient epilogue needs dx and its operands");
+    // CompileOptions::join_epilogue: dx is the sum of two gradient parts, masked by x (a relu's output), with
+    // a batchnorm's two gradient sums (ops.h, conv2d_backward's join epilogue)
+    const bool join = l.join_epilogue_of >= 0;
+    FRESCO_CHECK(!join || (dx != kNoTensor && !epilogue && l.join_epilogue[0] != kNoTensor &&
+                           l.grad_sums != kNoTensor),
+                 ErrorCode::kInternal, l.name + ": the join epilogue needs dx and its operands");
     auto with_epilogue = [&](GraphNode n) {
+      if (join) {
+        n.in.insert(n.in.end(), l.join_epilogue.begin(), l.join_epilogue.end());
+        n.out.push_back(l.grad_sums);
+      }
       if (!epilogue) return n;
       n.in.push_back(l.prologue_input);
       n.in.insert(n.in.end(), l.prologue.begin(), l.prologue.end());

@@ -57,9 +57,11 @@ void col2im(const ConvGeom& gm, const float* dcol, int64_t n0, int64_t nb, float
 // scratch.
 ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
   const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
-  const bool epilogue = sdk::has_conv_grad_epilogue(call);
-  sdk::expect_arity(call, call->n_in > 3 ? 8 : 3, o.count + (epilogue ? 1 : 0), 0, 0, "conv2d_backward");
+  const bool epilogue = sdk::has_conv_grad_epilogue(call) || sdk::has_conv_join_epilogue(call);
+  sdk::expect_arity(call, sdk::conv_backward_inputs(call), o.count + (epilogue ? 1 : 0), 0, 0,
+                    "conv2d_backward");
   sdk::conv_grad_epilogue(call, o.dx, o.count);  // checks only
+  sdk::conv_join_epilogue(call, o.dx, o.count);
   sdk::wgrad_bn_prologue(call);
   for (uint32_t i = 0; i < 3; ++i) expect_dtype(call->in[i], FR_F32, "conv2d_backward input");
   for (uint32_t i = 0; i < o.count; ++i) expect_dtype(call->out[i], FR_F32, "conv2d_backward output");
@@ -94,8 +96,9 @@ ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
 
 // The epilogue's workspace (the sums' chunk partials), after the GEMM scratch.
 uint64_t epilogue_bytes(const FrCall* call) {
-  return sdk::has_conv_grad_epilogue(call) ? grad_sums_workspace(bn_shape(call->in[3], "conv2d_backward"))
-                                           : 0;
+  return sdk::has_conv_grad_epilogue(call) || sdk::has_conv_join_epilogue(call)
+             ? grad_sums_workspace(bn_shape(call->in[3], "conv2d_backward"))
+             : 0;
 }
 
 // The weight gradient's batchnorm prologue's output gradient (rows * K floats) and its K coefficients, after
@@ -135,6 +138,18 @@ void grad_epilogue(const FrCall* call, const sdk::BnGradEpilogue& e, float* dx, 
   write_grad_sums(s, dx, static_cast<const float*>(e.bx), e.bn.mean, static_cast<double*>(ws), e.gsums);
 }
 
+// The join epilogue (ops.h): dx = dx + b where x > 0 (x is the relu's output), else 0, as add_relu_backward
+// writes it, then the batchnorm's gradient sums of it over bx.
+void join_epilogue(const FrCall* call, const sdk::ConvJoinEpilogue& e, float* dx, void* ws) {
+  const BnShape s = bn_shape(call->in[3], "conv2d_backward");
+  const float* x = sdk::data<const float>(call->in[1]);
+  const auto* b = static_cast<const float*>(e.b);
+  parallel_chunks(s.rows * s.c, 1 << 15, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) dx[i] = x[i] > 0.0f ? dx[i] + b[i] : 0.0f;
+  });
+  write_grad_sums(s, dx, static_cast<const float*>(e.bx), e.mean, static_cast<double*>(ws), e.gsums);
+}
+
 }  // namespace
 
 FR_CPU_KERNEL_PREPARE(conv2d_backward) {
@@ -155,6 +170,7 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
         FR_ERR_INVALID_ARGUMENT, "conv2d_backward: workspace too small");
     const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
     const sdk::BnGradEpilogue epilogue = sdk::conv_grad_epilogue(call, o.dx, o.count);
+    const sdk::ConvJoinEpilogue join = sdk::conv_join_epilogue(call, o.dx, o.count);
     const sdk::BnWgradPrologue prologue = sdk::wgrad_bn_prologue(call);
     const float* dy = sdk::data<const float>(call->in[0]);
     if (prologue.y) {  // dy is the batchnorm's output gradient: its dx, into the workspace's end
@@ -220,6 +236,7 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
       if (dw) weight_grad(x, gm.c, gm.cg, dy, rows, 0.0f);
       if (dx) input_grad(dx, gm.c, gm.cg, dy, rows);
       if (epilogue.gsums) grad_epilogue(call, epilogue, dx, static_cast<char*>(gemm_ws) + gm.gemm_bytes);
+      if (join.gsums) join_epilogue(call, join, dx, static_cast<char*>(gemm_ws) + gm.gemm_bytes);
       return;
     }
     for (int64_t n0 = 0; n0 < gm.n; n0 += gm.nb) {
@@ -235,6 +252,7 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
       }
     }
     if (epilogue.gsums) grad_epilogue(call, epilogue, dx, static_cast<char*>(gemm_ws) + gm.gemm_bytes);
+    if (join.gsums) join_epilogue(call, join, dx, static_cast<char*>(gemm_ws) + gm.gemm_bytes);
   });
 }
 

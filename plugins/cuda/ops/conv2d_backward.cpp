@@ -5,7 +5,9 @@
 // adds the batchnorm's gradient sums as it stores (ops/conv3x3_wgmma.h); other convolutions run the masking
 // pass with sums after it (ops/masked_grad_sums.h, dx in place, masked by x). With the weight gradient's
 // batchnorm prologue (ops.h) fresco's narrow weight gradient computes the batchnorm's dx as it stages dy
-// (ops/narrow_conv.h); other convolutions get it from batchnorm_backward's pass first (ops/bn_dx.h). Test:
+// (ops/narrow_conv.h); other convolutions get it from batchnorm_backward's pass first (ops/bn_dx.h). With the
+// join epilogue (ops.h) fresco's Hopper input gradient adds the other part, masks and sums as it stores dx
+// (Conv3x3JoinSums); other convolutions run add_relu_backward's pass with sums after it, in place. Test:
 // tests/plugins/cuda/test_cuda_ops.cpp (vs the CPU), test_cuda_low_precision.cpp.
 #include <algorithm>
 #include <initializer_list>
@@ -30,7 +32,7 @@ uint64_t align256(uint64_t bytes) {
 // The epilogue's workspace: the Hopper input gradient's sums partials, or the masking pass's (run after the
 // convolution), from the workspace's start.
 uint64_t epilogue_workspace(const Context* c, const ConvPlan& plan, const FrCall* call) {
-  if (!sdk::has_conv_grad_epilogue(call)) return 0;
+  if (!sdk::has_conv_grad_epilogue(call) && !sdk::has_conv_join_epilogue(call)) return 0;
   if (plan.wgmma_data) return conv3x3_wgmma_partials_bytes(c->sm_count);
   const sdk::ChannelRows v = sdk::channel_rows(call->in[1], "conv2d_backward");
   return masked_grad_sums_workspace(v.rows, v.c);
@@ -44,6 +46,18 @@ uint64_t prologue_dx_at(const ConvPlan& plan) {
 uint64_t prologue_coef_at(const ConvPlan& plan, const FrTensor& dy) {
   return prologue_dx_at(plan) + align256(sdk::numel(dy) * sdk::float_bytes(dy.dtype, "conv2d_backward"));
 }
+// One batchnorm's gradient sums operands for a masking pass over x's rows.
+sdk::GradSumsOperands single_grad_sums(const FrTensor& x, const void* bx, const float* mean, float* gsums) {
+  const sdk::ChannelRows v = sdk::channel_rows(x, "conv2d_backward");
+  sdk::GradSumsOperands g;
+  g.targets = 1;
+  g.x[0] = bx;
+  g.mean[0] = mean;
+  g.sums[0] = gsums;
+  g.rows = v.rows;
+  g.c = v.c;
+  return g;
+}
 uint64_t prologue_workspace(const ConvPlan& plan, const FrCall* call) {
   if (!sdk::has_wgrad_bn_prologue(call) || plan.narrow_wgrad) return 0;
   return prologue_coef_at(plan, call->in[0]) + 3 * sdk::dim_or_1(call->in[0], 3) * sizeof(float);
@@ -56,10 +70,11 @@ FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
   if (FrError* e = sdk::guard([&] {
         const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
         dirs = (o.dw >= 0 ? kConvBackwardFilter : 0u) | (o.dx >= 0 ? kConvBackwardData : 0u);
-        const bool epilogue = sdk::has_conv_grad_epilogue(call);
-        sdk::expect_arity(call, call->n_in > 3 ? 8 : 3, o.count + (epilogue ? 1 : 0), 0, 0,
+        const bool epilogue = sdk::has_conv_grad_epilogue(call) || sdk::has_conv_join_epilogue(call);
+        sdk::expect_arity(call, sdk::conv_backward_inputs(call), o.count + (epilogue ? 1 : 0), 0, 0,
                           "conv2d_backward");
         sdk::conv_grad_epilogue(call, o.dx, o.count);  // checks only
+        sdk::conv_join_epilogue(call, o.dx, o.count);
         sdk::wgrad_bn_prologue(call);
         FR_PLUGIN_CHECK(o.db < 0 || call->in[0].dtype == FR_F32, FR_ERR_UNSUPPORTED,
                         "cuda conv2d_backward: a bias is supported in f32 only");
@@ -123,8 +138,23 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
                       "conv2d_backward: dx must have the shape of x");
       void* dx = call->out[o.dx].data;
       const sdk::BnGradEpilogue e = sdk::conv_grad_epilogue(call, o.dx, o.count);
-      FR_PLUGIN_CHECK(!e.gsums || call->workspace_bytes >= epilogue_workspace(c, *plan, call),
+      const sdk::ConvJoinEpilogue j = sdk::conv_join_epilogue(call, o.dx, o.count);
+      FR_PLUGIN_CHECK((!e.gsums && !j.gsums) || call->workspace_bytes >= epilogue_workspace(c, *plan, call),
                       FR_ERR_INVALID_ARGUMENT, "cuda conv2d_backward: workspace too small for the epilogue");
+      if (j.gsums) {             // the join's sum, mask and gradient sums
+        if (plan->wgmma_data) {  // as the kernel stores dx
+          auto* part = static_cast<double*>(call->workspace);
+          const Conv3x3JoinSums sums{j.b, x.data, j.bx, j.mean, part};
+          const int blocks = launch_conv3x3_wgmma_backward_data(plan->shape, plan->dtype, dy.data, w.data, dx,
+                                                                c->sm_count, st, nullptr, &sums);
+          launch_sums_finalize(blocks, plan->shape.c, part, j.gsums, st);
+          return;
+        }
+        run_conv_backward_data(c, *plan, dy.data, w.data, dx, call->workspace, call->workspace_bytes, st);
+        launch_masked_grad_sums(x.dtype, dx, j.b, x.data, single_grad_sums(x, j.bx, j.mean, j.gsums), dx,
+                                call->workspace, st);
+        return;
+      }
       if (e.gsums && plan->wgmma_data) {  // masked and summed as the kernel stores dx
         auto* part = static_cast<double*>(call->workspace);
         const Conv3x3GradSums sums{e.bn, e.bx, part};
@@ -133,17 +163,9 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
         launch_sums_finalize(blocks, plan->shape.c, part, e.gsums, st);
       } else {
         run_conv_backward_data(c, *plan, dy.data, w.data, dx, call->workspace, call->workspace_bytes, st);
-        if (e.gsums) {  // the masking pass with sums, in place
-          const sdk::ChannelRows v = sdk::channel_rows(x, "conv2d_backward");
-          sdk::GradSumsOperands g;
-          g.targets = 1;
-          g.x[0] = e.bx;
-          g.mean[0] = e.bn.mean;
-          g.sums[0] = e.gsums;
-          g.rows = v.rows;
-          g.c = v.c;
-          launch_masked_grad_sums(x.dtype, dx, nullptr, x.data, g, dx, call->workspace, st);
-        }
+        if (e.gsums)  // the masking pass with sums, in place
+          launch_masked_grad_sums(x.dtype, dx, nullptr, x.data, single_grad_sums(x, e.bx, e.bn.mean, e.gsums),
+                                  dx, call->workspace, st);
       }
     }
   });

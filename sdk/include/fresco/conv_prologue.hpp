@@ -80,10 +80,23 @@ struct BnGradEpilogue {
   BnPrologue bn;
   float* gsums;
 };
+// The inputs of a conv2d_backward call with the join epilogue (ops.h): {dy, x, w, b, bx, save_mean}.
+constexpr uint32_t kConvJoinEpilogueInputs = 6;
 // Five more inputs on a part that writes dx: the epilogue (on a part that writes none: the weight
-// gradient's prologue, below).
+// gradient's prologue, below; three more: the join epilogue, below).
 inline bool has_conv_grad_epilogue(const FrCall* call) {
-  return call->n_in > 3 && conv_backward_outputs(params<FrConvBackwardParams>(call)).dx >= 0;
+  return call->n_in > 3 && call->n_in != kConvJoinEpilogueInputs &&
+         conv_backward_outputs(params<FrConvBackwardParams>(call)).dx >= 0;
+}
+// Three more inputs on a part that writes dx: the join epilogue.
+inline bool has_conv_join_epilogue(const FrCall* call) {
+  return call->n_in == kConvJoinEpilogueInputs &&
+         conv_backward_outputs(params<FrConvBackwardParams>(call)).dx >= 0;
+}
+// The inputs a conv2d_backward call must have: 3, or 8 with the batchnorm gradient epilogue or the weight
+// gradient's prologue, or 6 with the join epilogue.
+inline uint32_t conv_backward_inputs(const FrCall* call) {
+  return has_conv_join_epilogue(call) ? kConvJoinEpilogueInputs : call->n_in > 3 ? 8 : 3;
 }
 // Checks the epilogue's operands of a conv2d_backward call whose part writes dx at output dx_index (-1:
 // none) and `outputs` outputs without gsums: exactly five inputs after {dy, x, w}, bx of x's shape and dtype,
@@ -109,6 +122,39 @@ inline BnGradEpilogue conv_grad_epilogue(const FrCall* call, int dx_index, uint3
                   "conv2d_backward: gsums must be f32 with 2C = " + std::to_string(2 * c) +
                       " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
   return BnGradEpilogue{bx.data, bn, data<float>(s)};
+}
+
+// The join epilogue of a conv2d_backward call (ops.h): the other gradient part b, the batchnorm input bx
+// (x's shape and dtype each), that batchnorm's save_mean (f32 [C]) and the gsums output; all null without the
+// three inputs. The mask is x itself (a relu's output).
+struct ConvJoinEpilogue {
+  const void *b, *bx;
+  const float* mean;
+  float* gsums;
+};
+// Checks the join epilogue's operands of a call whose part writes dx at dx_index and `outputs` outputs
+// without gsums. Data pointers are null during prepare.
+inline ConvJoinEpilogue conv_join_epilogue(const FrCall* call, int dx_index, uint32_t outputs) {
+  if (!has_conv_join_epilogue(call)) return ConvJoinEpilogue{nullptr, nullptr, nullptr, nullptr};
+  FR_PLUGIN_CHECK(dx_index >= 0, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: the join epilogue needs a part that writes dx");
+  const FrTensor& x = call->in[1];
+  const int64_t c = x.ndim >= 1 ? x.dims[x.ndim - 1] : 0;
+  expect_same_map(call->in[3], x, "the join epilogue's b", "x's");
+  expect_same_map(call->in[4], x, "the join epilogue's bx", "x's");
+  const FrTensor& mean = call->in[5];
+  FR_PLUGIN_CHECK(mean.dtype == FR_F32 && numel(mean) == c, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: the join epilogue's save_mean must be f32 with C = " + std::to_string(c) +
+                      " elements, got " + std::to_string(numel(mean)) + " of dtype " +
+                      std::to_string(mean.dtype));
+  FR_PLUGIN_CHECK(call->n_out == outputs + 1, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: with the join epilogue the part writes " + std::to_string(outputs + 1) +
+                      " outputs (gsums last), got " + std::to_string(call->n_out));
+  const FrTensor& s = call->out[outputs];
+  FR_PLUGIN_CHECK(s.dtype == FR_F32 && numel(s) == 2 * c, FR_ERR_INVALID_ARGUMENT,
+                  "conv2d_backward: gsums must be f32 with 2C = " + std::to_string(2 * c) +
+                      " elements, got " + std::to_string(numel(s)) + " of dtype " + std::to_string(s.dtype));
+  return ConvJoinEpilogue{call->in[3].data, call->in[4].data, data<const float>(mean), data<float>(s)};
 }
 
 // The batchnorm gradient prologue of a conv2d_backward call that writes no dx (ops.h): y (the conv's output,

@@ -173,7 +173,15 @@ typedef struct FrConvParams {
  * [2K]) its two gradient sums ("Gradient sums" above). The call then takes as its output gradient what that
  * batchnorm's backward would write as dx: a (dy - b - (y - mean) k) rounded to y's dtype, with a = gamma
  * invstd, b = gsums[c] / n and k = gsums[K + c] invstd invstd / n (n = N P Q; in double, each rounded once
- * to f32). The batchnorm's backward runs in its weights-only form (below). */
+ * to f32). The batchnorm's backward runs in its weights-only form (below).
+ * Join epilogue (FR_KERNEL_CONV_JOIN_EPILOGUE; CompileOptions::join_epilogue): a conv2d_backward call that
+ * writes dx may take three more inputs after {dy, x, w}: b, bx, save_mean, where x (the conv's input) is a
+ * relu's output that one more layer reads, b that layer's gradient part (x's shape and dtype), bx the input
+ * of the training batchnorm whose output gradient the two parts make (x's shape and dtype) and save_mean its
+ * saved mean (f32 [C]). dx is then written as add_relu_backward (a = the conv's own input gradient rounded to
+ * x's dtype, b, y = x) would write it: a + b in f32 where x > 0, else 0, rounded once; and one more output,
+ * last, gsums (f32 [2C]), gets that batchnorm's two gradient sums of dx, as add_relu_backward's gradient
+ * sums with bx as their x. */
 typedef struct FrConvBackwardParams {
   FrConvParams conv;
   int32_t need_dx;

@@ -833,20 +833,54 @@ TEST(CudaLowPrecision, Hopper3x3Convolutions) {
 // of their ranges, the same through the masking pass after cuDNN, whose partials are the batchnorm's own bit
 // for bit (so it is the f32 hand-over, not the kernel's order). The kernel's own values are checked exactly
 // in tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp.
+namespace {
+// Two low-precision trainings that differ only in the rounding of batchnorm's gradient sums (added in
+// another order): losses within 2e-3, the weights (not gradients or momenta) within 1e-3 of each tensor's
+// largest value in bf16 (fp16, whose loss scale makes the sums' last bits matter more: 3e-2, batchnorm's
+// 6e-2).
+void expect_trains_within_rounding(const std::string& what, DType precision, const std::vector<float>& losses,
+                                   const test::Snapshot& state, const std::vector<float>& want_losses,
+                                   const test::Snapshot& want) {
+  // relative to the loss and to each tensor's largest value: [0] conv and fc weights, [1] batchnorm's
+  double loss_diff = 0.0, diff[2] = {0.0, 0.0};
+  std::string worst[2];
+  for (size_t s = 0; s < losses.size(); ++s)
+    loss_diff = std::max(
+        loss_diff, std::fabs(static_cast<double>(losses[s]) - want_losses[s]) / std::fabs(want_losses[s]));
+  for (size_t i = 0; i < state.size(); ++i) {
+    const std::string& name = state[i].first;
+    if (name.rfind("G(", 0) == 0 || name.rfind("M(", 0) == 0) continue;
+    const double d = test::max_rel_diff(state[i].second, want[i].second);
+    const int k = name.rfind("bn", 0) == 0 ? 1 : 0;
+    if (d > diff[k]) diff[k] = d, worst[k] = name;
+  }
+  std::printf(
+      "[          ] %s: losses within %.3g, weights within %.3g (%s), batchnorm parameters within %.3g "
+      "(%s)\n",
+      what.c_str(), loss_diff, diff[0], worst[0].c_str(), diff[1], worst[1].c_str());
+  const bool f16 = precision == DType::F16;
+  EXPECT_LT(loss_diff, 2e-3) << what;
+  EXPECT_LT(diff[0], f16 ? 3e-2 : 1e-3) << what;
+  EXPECT_LT(diff[1], f16 ? 6e-2 : 1e-3) << what;
+}
+
+// Random 32x32x3 images, four classes.
+data::Dataset random_images(int64_t n, uint32_t seed) {
+  data::Dataset d;
+  d.name = "random 32x32x3";
+  d.n = n, d.h = 32, d.w = 32, d.c = 3, d.num_classes = 4;
+  d.images.resize(static_cast<size_t>(n * 32 * 32 * 3));
+  for (auto& v : d.images) v = static_cast<uint8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
+  for (int64_t i = 0; i < n; ++i) d.labels.push_back(static_cast<int32_t>(i % 4));
+  return d;
+}
+}  // namespace
+
 TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
   const TempPath tuning("fresco_conv_prologue_");  // both compiles take the same algorithms
   const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0"),
       log("FRESCO_CUDNN_LOG", "1");
-  auto images = [](int64_t n, uint32_t seed) {
-    data::Dataset d;
-    d.name = "random 32x32x3";
-    d.n = n, d.h = 32, d.w = 32, d.c = 3, d.num_classes = 4;
-    d.images.resize(static_cast<size_t>(n * 32 * 32 * 3));
-    for (auto& v : d.images) v = static_cast<uint8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
-    for (int64_t i = 0; i < n; ++i) d.labels.push_back(static_cast<int32_t>(i % 4));
-    return d;
-  };
   for (bool stage1 : {true, false})
     for (DType precision : {DType::BF16, DType::F16}) {
       std::vector<float> want_losses;
@@ -859,7 +893,7 @@ TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
           t.model(seq({conv(64, 3, 1, 1), bn(), relu(),
                        residual({conv(64, 3, 1, 1), bn(), relu(), conv(64, 3, 1, 1), bn()}), relu(), gap(),
                        fc(4)}))
-              .data(images(32, 7), images(16, 8));
+              .data(random_images(32, 7), random_images(16, 8));
         t.device("cuda").precision(precision).conv_prologue(mode).grad_sums(
             form == 2 ? CompileOptions::GradSums::AUTO : CompileOptions::GradSums::OFF);
         testing::internal::CaptureStderr();
@@ -897,29 +931,49 @@ TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
             EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
           continue;
         }
-        // relative to the loss and to each tensor's largest value: [0] conv and fc weights, [1] batchnorm's
-        double loss_diff = 0.0, diff[2] = {0.0, 0.0};
-        std::string worst[2];
-        for (size_t s = 0; s < losses.size(); ++s)
-          loss_diff = std::max(loss_diff, std::fabs(static_cast<double>(losses[s]) - want_losses[s]) /
-                                              std::fabs(want_losses[s]));
-        for (size_t i = 0; i < state.size(); ++i) {
-          const std::string& name = state[i].first;  // the weights, not the gradients or momenta: above
-          if (name.rfind("G(", 0) == 0 || name.rfind("M(", 0) == 0) continue;
-          const double d = test::max_rel_diff(state[i].second, want[i].second);
-          const int k = name.rfind("bn", 0) == 0 ? 1 : 0;
-          if (d > diff[k]) diff[k] = d, worst[k] = name;
-        }
-        std::printf(
-            "[          ] %s: losses within %.3g, weights within %.3g (%s), batchnorm parameters "
-            "within %.3g (%s) of the apply pass\n",
-            what.c_str(), loss_diff, diff[0], worst[0].c_str(), diff[1], worst[1].c_str());
-        const bool f16 = precision == DType::F16;
-        EXPECT_LT(loss_diff, 2e-3) << what;
-        EXPECT_LT(diff[0], f16 ? 3e-2 : 1e-3) << what;
-        EXPECT_LT(diff[1], f16 ? 6e-2 : 1e-3) << what;
+        expect_trains_within_rounding(what, precision, losses, state, want_losses, want);
       }
     }
+}
+
+// CompileOptions::join_epilogue on fresco's Hopper input gradient: in a stage-1 network of two identity
+// blocks (64 channels, 32 wide) the masking passes at the stem's relu and the first block's join go into the
+// input gradients of the blocks' first convs, whose dx bits are the passes' (the kernel test checks them)
+// and whose gradient sums are added in another order: the training agrees within that rounding.
+TEST(CudaLowPrecision, JoinEpilogueTrainsLikeThePasses) {
+  FRESCO_REQUIRE_GPU();
+  const TempPath tuning("fresco_join_epilogue_");  // both compiles take the same algorithms
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
+  auto block = [] { return residual({conv(64, 3, 1, 1), bn(), relu(), conv(64, 3, 1, 1), bn()}); };
+  for (DType precision : {DType::BF16, DType::F16}) {
+    std::vector<float> want_losses;
+    test::Snapshot want;
+    for (const auto mode : {CompileOptions::JoinEpilogue::OFF, CompileOptions::JoinEpilogue::AUTO}) {
+      DeepLearningTask t;
+      test::configure_small_residual(t);
+      t.model(seq({conv(64, 3, 1, 1), bn(), relu(), block(), relu(), block(), relu(), gap(), fc(4)}))
+          .data(random_images(32, 7), random_images(16, 8))
+          .device("cuda")
+          .precision(precision)
+          .join_epilogue(mode);
+      t.compile();
+      int epilogues = 0;
+      for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD))
+        epilogues += n.op == FR_OP_CONV2D_BACKWARD && n.in.size() == 6;
+      const bool on = mode != CompileOptions::JoinEpilogue::OFF;
+      const std::string what = std::string(dtype_name(precision)) + (on ? " join epilogue" : " passes");
+      EXPECT_EQ(epilogues, on ? 2 : 0) << what;
+      const std::vector<float> losses = test::train_small_residual(t, 6);
+      const test::Snapshot state = t.snapshot();
+      if (!on) {
+        want_losses = losses, want = state;
+        EXPECT_NE(losses.front(), losses.back()) << what;  // it really trained
+        continue;
+      }
+      ASSERT_EQ(state.size(), want.size());
+      expect_trains_within_rounding(what, precision, losses, state, want_losses, want);
+    }
+  }
 }
 
 // The fp16 loss-scaling sequence on the device: an inf gradient skips the update (weights unchanged) and

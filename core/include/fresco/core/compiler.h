@@ -84,6 +84,13 @@ struct LayerDescriptor {
   bool dx_by_conv = false;
   int32_t wgrad_prologue_bn = -1;
   std::array<TensorId, 4> wgrad_prologue{kNoTensor, kNoTensor, kNoTensor, kNoTensor};
+  // CompileOptions::join_epilogue: a masking layer (a fused join or a relu fused into a batchnorm, with
+  // grad_sums_bn) whose pass the conv reading its relu's output does in its input gradient
+  // (join_grad_by_conv: that conv's index; the layer's output gradient is then the conv's grad_in); on the
+  // conv, the masking layer's index (join_epilogue_of) and the epilogue's operands {the other reader's
+  // gradient part, the batchnorm's input, its save_mean}, with its grad_sums the batchnorm's.
+  int32_t join_grad_by_conv = -1, join_epilogue_of = -1;
+  std::array<TensorId, 3> join_epilogue{kNoTensor, kNoTensor, kNoTensor};
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
@@ -167,6 +174,15 @@ struct CompileOptions {
   // without (docs/decisions.md).
   enum class ConvPrologue { AUTO, ON, OFF };
   ConvPrologue conv_prologue = ConvPrologue::AUTO;
+  // With grad_sums: a masking pass that sums two gradient parts (add_relu_backward with one batchnorm's
+  // gradient sums, at a relu whose output a conv and one later layer read: a residual join's, or one fused
+  // into a batchnorm) is done by that conv's input gradient as it writes it (ops.h, "Join epilogue"): one
+  // pass over four maps fewer per such relu. The same values as the pass (the sums added in another order on
+  // the CUDA backend's own kernel; the CPU's bits are the pass's). AUTO: in mixed precision, on the convs the
+  // CUDA backend's own input gradient takes it (conv_prologue's shape); elsewhere a backend runs the pass
+  // after the input gradient, the same work as without.
+  enum class JoinEpilogue { AUTO, ON, OFF };
+  JoinEpilogue join_epilogue = JoinEpilogue::AUTO;
   // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device
   // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
   // still read them.

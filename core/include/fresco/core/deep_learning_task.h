@@ -114,6 +114,10 @@ class DeepLearningTask : public TaskBase {
   // it into): a batchnorm with relu whose only reader is a conv is applied by that conv as it reads its
   // input, and its output is never stored. The same values on the CUDA backend.
   DeepLearningTask& conv_prologue(CompileOptions::ConvPrologue mode);
+  // CompileOptions::join_epilogue (default AUTO: in mixed precision, on the convs the CUDA backend's own
+  // input gradient takes it): a residual join's masking pass done by the input gradient of the conv that
+  // reads it.
+  DeepLearningTask& join_epilogue(CompileOptions::JoinEpilogue mode);
   // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
   // augmented.
   DeepLearningTask& augment(data::Augmentation a);
@@ -188,6 +192,7 @@ class DeepLearningTask : public TaskBase {
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;
   CompileOptions::ConvPrologue conv_prologue_ = CompileOptions::ConvPrologue::AUTO;
+  CompileOptions::JoinEpilogue join_epilogue_ = CompileOptions::JoinEpilogue::AUTO;
   data::Augmentation augment_;
   bool shuffle_ = true;
   std::function<void(const EpochReport&)> on_epoch_;

@@ -1,0 +1,51 @@
+// CompileOptions::join_epilogue on the CPU: the masking passes that sum two gradient parts (the stem's relu
+// read by the first block's conv and its identity join; the identity block's join read by the projection
+// block's convs) go into those convs' input gradients, and the small residual network trains to the same
+// bits as with the passes (the CPU's epilogue is add_relu_backward's arithmetic after the convolution).
+#include <gtest/gtest.h>
+
+#include "e2e/small_residual_task.h"
+
+using namespace fresco;
+
+namespace {
+// The training graph's add_relu_backward nodes and conv2d_backward nodes with the join epilogue's inputs.
+std::pair<int, int> count_nodes(const DeepLearningTask& t) {
+  int passes = 0, epilogues = 0;
+  for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD)) {
+    passes += n.op == FR_OP_ADD_RELU_BACKWARD;
+    epilogues += n.op == FR_OP_CONV2D_BACKWARD && n.in.size() == 6;
+  }
+  return {passes, epilogues};
+}
+}  // namespace
+
+TEST(JoinEpilogueCpu, SameBitsWithThePassesInTheInputGradients) {
+  using Mode = CompileOptions::JoinEpilogue;
+  for (const Mode mode : {Mode::OFF, Mode::ON}) {
+    DeepLearningTask t;
+    test::configure_small_residual(t);
+    t.grad_sums(CompileOptions::GradSums::ON).join_epilogue(mode);
+    t.compile();
+    const auto [passes, epilogues] = count_nodes(t);
+    EXPECT_EQ(passes, mode == Mode::ON ? 0 : 2);
+    EXPECT_EQ(epilogues, mode == Mode::ON ? 2 : 0);
+  }
+  test::expect_same_bits(
+      [](DeepLearningTask& t) {
+        t.grad_sums(CompileOptions::GradSums::ON).join_epilogue(CompileOptions::JoinEpilogue::OFF);
+      },
+      [](DeepLearningTask& t) {
+        t.grad_sums(CompileOptions::GradSums::ON).join_epilogue(CompileOptions::JoinEpilogue::ON);
+      });
+}
+
+// AUTO takes it only in mixed precision, on the convs the CUDA backend's own input gradient runs: nowhere in
+// this fp32 network.
+TEST(JoinEpilogueCpu, AutoIsOffInFp32) {
+  DeepLearningTask t;
+  test::configure_small_residual(t);
+  t.grad_sums(CompileOptions::GradSums::ON);
+  t.compile();
+  EXPECT_EQ(count_nodes(t), std::make_pair(2, 0));
+}
