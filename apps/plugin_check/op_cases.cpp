@@ -692,6 +692,31 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
       return std::max(rel_err(floats(out[0]), dx), rel_err(floats(out[1]), sums));
     };
     cases.emplace_back("batchnorm gradient epilogue", std::move(e));
+    // the input gradient's join epilogue: x is a relu's output that one more layer reads, whose gradient part
+    // is part; dx = (the input gradient + part) where x > 0, else 0, and gsums the sums of a batchnorm (input
+    // bx2, saved mean mean2) over that dx (ops.h)
+    const auto part = random(rng, sh.x_size()), bx2 = random(rng, sh.x_size(), -2.0f, 2.0f);
+    const BnOperands jbn(rng, sh.c);
+    OpCase j;
+    j.in = {f32(dy, {sh.n, sh.p(), sh.q(), sh.k}), f32(x, {sh.n, sh.h, sh.w, sh.c}),
+            f32(w, {sh.k, sh.r, sh.s, sh.c}),      f32(part, {sh.n, sh.h, sh.w, sh.c}),
+            f32(bx2, {sh.n, sh.h, sh.w, sh.c}),    f32(jbn.mean, {1, 1, 1, sh.c})};
+    j.out = {f32(std::vector<float>(sh.x_size(), NAN), {sh.n, sh.h, sh.w, sh.c}),
+             f32(std::vector<float>(2 * sh.c, NAN), {1, 1, 1, 2 * sh.c})};
+    j.params = params_of(FrConvBackwardParams{cp, 1, 1});
+    j.requires_flags = FR_KERNEL_CONV_JOIN_EPILOGUE;
+    j.error = [=](const auto& out, const auto&) {
+      auto dx = ref::conv2d_backward(widen(dy), widen(x), widen(w), sh).dx;
+      std::vector<double> sums(2 * static_cast<size_t>(sh.c), 0.0);
+      for (size_t i = 0; i < dx.size(); ++i) {
+        const size_t k = i % static_cast<size_t>(sh.c);
+        dx[i] = x[i] > 0.0f ? dx[i] + part[i] : 0.0;
+        sums[k] += dx[i],
+            sums[static_cast<size_t>(sh.c) + k] += dx[i] * (bx2[i] - static_cast<double>(jbn.mean[k]));
+      }
+      return std::max(rel_err(floats(out[0]), dx), rel_err(floats(out[1]), sums));
+    };
+    cases.emplace_back("join epilogue", std::move(j));
     // the weight gradient's batchnorm prologue: dy is the premasked output gradient g of a batchnorm whose
     // input is this conv's output y; the weight gradient is the plain one of that batchnorm's dx, a (g - b -
     // (y - mean) k), from gamma, the saved statistics and gsums (ops.h)
