@@ -230,9 +230,9 @@ struct CompileOptions {
   // before the join, from the block's input) forks onto the side stream before the main branch's first
   // layer, and the join waits for it (GraphNode::side_stream, join_side), so on a GPU the shortcut's
   // convolution and batchnorm run beside the main branch's. Its maps are planned live from the fork. The
-  // same nodes, the same numbers (on the CPU, which runs the nodes in order, the same bits). Off by default
-  // until timed on a GPU: ResNet-18's three projection branches are 0.1 ms of its bf16 forward run alone
-  // (docs/decisions.md).
+  // same nodes, the same numbers (on the CPU, which runs the nodes in order, the same bits). Off by default:
+  // on the H200 ResNet-18 b512 was within noise of the serial forward (the 1x1 convs take every SM as the
+  // main branch's do; docs/decisions.md, "Forked shortcuts").
   bool fork_shortcuts = false;
   // Compute precision of the maps: F32, or BF16 / F16 for mixed precision (DESIGN §3, §7): convolutions,
   // batchnorm, activations, pools and residual adds run on low-precision maps with low-precision copies of
