@@ -102,8 +102,8 @@ struct Context {
   // (ops/conv3x3_wgmma.h; compute capability 9.0 only; FRESCO_CUDA_WGMMA_CONV): 0 = cuDNN, 1 = the forward
   // and the input gradient, 2 (default) = also the weight gradient.
   int conv3x3_wgmma = 0;
-  // Blocks of that weight gradient (FRESCO_CUDA_WGMMA_WGRAD_SMS; default 0 = half the SMs): fewer leave SMs
-  // to the main stream it runs beside.
+  // Blocks of that weight gradient (FRESCO_CUDA_WGMMA_WGRAD_SMS; default 0 = three quarters of the SMs):
+  // fewer leave SMs to the main stream it runs beside.
   int conv3x3_wgrad_sms = 0;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0 whose

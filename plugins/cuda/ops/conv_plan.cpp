@@ -120,13 +120,15 @@ std::shared_ptr<EnginePlan> engine_for(Context* ctx, const sdk::ConvShape& g, Fr
   return hit->second;
 }
 
-// The blocks fresco's Hopper weight gradient may use (ops/conv3x3_wgmma.h): by default half the SMs, since it
-// runs beside the main stream's input gradients and batchnorm passes and one of its blocks holds an SM's
-// whole register file (ResNet-18 b512 on the H200: 4.79 ms fp16 with 66 blocks, 4.89-4.90 with 132, 4.95-4.96
-// with 33; docs/performance.md).
+// The blocks fresco's Hopper weight gradient may use (ops/conv3x3_wgmma.h): by default three quarters of the
+// SMs, since it runs beside the main stream's input gradients and batchnorm passes and one of its blocks
+// holds an SM's whole register file (ResNet-18 b512 on the H200, sixteenth session: 4.79 ms fp16 with 66
+// blocks, 4.89-4.90 with 132, 4.95-4.96 with 33; twenty-second session, with the join epilogue: 100 blocks
+// 5-23 us faster on average than 66 over five interleaved rounds per dtype, 80 / 88 no better, 50 slower; the
+// workspace grows by 9.6 MiB; docs/performance.md). FRESCO_CUDA_WGMMA_WGRAD_SMS overrides it.
 int wgrad_blocks(const Context* ctx) {
   return ctx->conv3x3_wgrad_sms > 0 ? std::min(ctx->conv3x3_wgrad_sms, ctx->sm_count)
-                                    : std::max(ctx->sm_count / 2, 1);
+                                    : std::max(ctx->sm_count * 3 / 4, 1);
 }
 
 int as_int(int64_t v, const std::string& shape) {

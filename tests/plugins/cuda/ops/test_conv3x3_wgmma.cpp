@@ -118,6 +118,23 @@ void expect_close(const std::vector<uint16_t>& got, const std::vector<double>& w
 
 class Conv3x3Wgmma : public testing::TestWithParam<FrDType> {};
 
+// An epilogue's masked gradient and its sums: both sides of the mask exercised (passed of n elements), and
+// the blocks' partials (double pairs per channel, Conv3x3GradSums's layout) added up to the host's double
+// sums `want` within 1e-5 of their magnitudes `mag` (second: what the second sum is, for messages).
+void expect_masked_sums(size_t passed, size_t n, const void* dpart, int blocks,
+                        const std::vector<double>& want, const std::vector<double>& mag, const char* second) {
+  EXPECT_GT(passed, n / 5);
+  EXPECT_LT(passed, n - n / 5);
+  std::vector<double> part(static_cast<size_t>(blocks) * kC * 2), got(2 * kC, 0.0);
+  CUDA_OK(cudaMemcpy(part.data(), dpart, part.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  for (int bl = 0; bl < blocks; ++bl)
+    for (int c = 0; c < kC; ++c)
+      got[c] += part[(bl * kC + c) * 2], got[kC + c] += part[(bl * kC + c) * 2 + 1];
+  for (int c = 0; c < 2 * kC; ++c)
+    EXPECT_NEAR(got[c], want[c], 1e-5 * mag[c] + 1e-6)
+        << (c < kC ? "sum g" : second) << ", channel " << c % kC;
+}
+
 TEST_P(Conv3x3Wgmma, ForwardSumsAndBothGradientsMatchTheReference) {
   REQUIRE_GPU();
   if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
@@ -360,16 +377,7 @@ TEST_P(Conv3x3Wgmma, GradientSumsMaskTheInputGradient) {
       want[c] += gv, want[kC + c] += term, mag[c] += std::fabs(gv), mag[kC + c] += std::fabs(term);
     }
     EXPECT_EQ(wrong, 0u);
-    EXPECT_GT(passed, nx / 5);  // both sides of the mask are exercised
-    EXPECT_LT(passed, nx - nx / 5);
-    std::vector<double> part(static_cast<size_t>(blocks) * kC * 2), got(2 * kC, 0.0);
-    CUDA_OK(cudaMemcpy(part.data(), dpart.p, part.size() * sizeof(double), cudaMemcpyDeviceToHost));
-    for (int bl = 0; bl < blocks; ++bl)
-      for (int c = 0; c < kC; ++c)
-        got[c] += part[(bl * kC + c) * 2], got[kC + c] += part[(bl * kC + c) * 2 + 1];
-    for (int c = 0; c < 2 * kC; ++c)
-      EXPECT_NEAR(got[c], want[c], 1e-5 * mag[c] + 1e-6)
-          << (c < kC ? "sum g" : "sum g (bx - mean)") << ", channel " << c % kC;
+    expect_masked_sums(passed, nx, dpart.p, blocks, want, mag, "sum g (bx - mean)");
   }
 }
 
@@ -433,16 +441,7 @@ TEST_P(Conv3x3Wgmma, JoinSumsAddMaskAndSumTheInputGradient) {
       want[c] += gv, want[kC + c] += term, mag[c] += std::fabs(gv), mag[kC + c] += std::fabs(term);
     }
     EXPECT_EQ(wrong, 0u);
-    EXPECT_GT(passed, nx / 5);  // both sides of the mask are exercised
-    EXPECT_LT(passed, nx - nx / 5);
-    std::vector<double> part(static_cast<size_t>(blocks) * kC * 2), got(2 * kC, 0.0);
-    CUDA_OK(cudaMemcpy(part.data(), dpart.p, part.size() * sizeof(double), cudaMemcpyDeviceToHost));
-    for (int bl = 0; bl < blocks; ++bl)
-      for (int c = 0; c < kC; ++c)
-        got[c] += part[(bl * kC + c) * 2], got[kC + c] += part[(bl * kC + c) * 2 + 1];
-    for (int c = 0; c < 2 * kC; ++c)
-      EXPECT_NEAR(got[c], want[c], 1e-5 * mag[c] + 1e-6)
-          << (c < kC ? "sum g" : "sum g (x - mean)") << ", channel " << c % kC;
+    expect_masked_sums(passed, nx, dpart.p, blocks, want, mag, "sum g (x - mean)");
   }
 }
 
