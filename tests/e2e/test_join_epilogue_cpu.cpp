@@ -31,13 +31,22 @@ TEST(JoinEpilogueCpu, SameBitsWithThePassesInTheInputGradients) {
     EXPECT_EQ(passes, mode == Mode::ON ? 0 : 2);
     EXPECT_EQ(epilogues, mode == Mode::ON ? 2 : 0);
   }
-  test::expect_same_bits(
-      [](DeepLearningTask& t) {
-        t.grad_sums(CompileOptions::GradSums::ON).join_epilogue(CompileOptions::JoinEpilogue::OFF);
-      },
-      [](DeepLearningTask& t) {
-        t.grad_sums(CompileOptions::GradSums::ON).join_epilogue(CompileOptions::JoinEpilogue::ON);
-      });
+  for (const auto prologue : {CompileOptions::ConvPrologue::OFF, CompileOptions::ConvPrologue::ON}) {
+    SCOPED_TRACE(prologue == CompileOptions::ConvPrologue::ON ? "with the conv prologue" : "without it");
+    // with the prologue the first block's conv applies the stem's batchnorm and takes the epilogue too (its
+    // mask is the applied map it stored)
+    test::expect_same_bits(
+        [prologue](DeepLearningTask& t) {
+          t.grad_sums(CompileOptions::GradSums::ON)
+              .conv_prologue(prologue)
+              .join_epilogue(CompileOptions::JoinEpilogue::OFF);
+        },
+        [prologue](DeepLearningTask& t) {
+          t.grad_sums(CompileOptions::GradSums::ON)
+              .conv_prologue(prologue)
+              .join_epilogue(CompileOptions::JoinEpilogue::ON);
+        });
+  }
 }
 
 // AUTO takes it only in mixed precision, on the convs the CUDA backend's own input gradient runs: nowhere in
