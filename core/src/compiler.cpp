@@ -358,6 +358,10 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   // CompileOptions::join_epilogue: a masking pass with one batchnorm's gradient sums at a relu whose output
   // a conv and a later layer read (so the later one's gradient part is written first) goes into that conv's
   // input gradient.
+  FRESCO_CHECK(o.join_epilogue != CompileOptions::JoinEpilogue::ON || option_on(o.grad_sums, o),
+               ErrorCode::kBadConfig,
+               "join_epilogue ON folds the masking passes that write a batchnorm's gradient sums, which "
+               "grad_sums is off for here: set grad_sums ON too (or join_epilogue AUTO / OFF)");
   if (option_on(o.grad_sums, o)) {
     std::vector<std::vector<int32_t>> readers(a.layers.size());
     for (const auto& l : a.layers)

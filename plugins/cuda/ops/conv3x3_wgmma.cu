@@ -329,9 +329,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     const T* jrow = reinterpret_cast<const T*>(reinterpret_cast<const char*>(smem) + kJoinOff +
                                                (g * 2 + (j & 1)) * kJoinSlot);
+    // a phantom tile's join slot holds no rows (whatever the shared memory held: never summed)
+    const bool real = blockIdx.x * 2 + g + k * stride < tiles;
     if constexpr (kJoin) {  // the row as stored, plus the other part, masked (add_relu_backward's bits)
       mbar_wait(join_full(g, j & 1), (j >> 1) & 1);
-      const bool real = blockIdx.x * 2 + g + k * stride < tiles;  // a phantom tile's slot holds no rows
       for_each_row_value([&](int jj, int e, int mh) {
         float& v = acc[4 * jj + 2 * mh + e];
         const int at = join_at(jj, e, mh);
@@ -346,9 +347,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                      ssq[mh] +=
                          f0 * (to_f(xb[jj][0][mh]) - gmean[mh]) + f1 * (to_f(xb[jj][1][mh]) - gmean[mh]);
                    } else if constexpr (kJoin) {  // the same with x from the join row
-                     ssum[mh] += f0 + f1;
-                     ssq[mh] += f0 * (to_f(jrow[2 * kJoinRowT + join_at(jj, 0, mh)]) - gmean[mh]) +
-                                f1 * (to_f(jrow[2 * kJoinRowT + join_at(jj, 1, mh)]) - gmean[mh]);
+                     if (real) {
+                       ssum[mh] += f0 + f1;
+                       ssq[mh] += f0 * (to_f(jrow[2 * kJoinRowT + join_at(jj, 0, mh)]) - gmean[mh]) +
+                                  f1 * (to_f(jrow[2 * kJoinRowT + join_at(jj, 1, mh)]) - gmean[mh]);
+                     }
                    } else {
                      ssum[mh] += f0 + f1, ssq[mh] += f0 * f0 + f1 * f1;
                    }

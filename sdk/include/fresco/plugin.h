@@ -114,7 +114,7 @@ typedef struct FrCall {
 /* The batchnorm gradient prologue of a weight gradient (ops.h): conv2d_backward's five prologue inputs on a
  * part that writes no dx, batchnorm_backward's weights-only form (two outputs). */
 #define FR_KERNEL_WGRAD_BN_PROLOGUE (1u << 2)
-/* The join epilogue of an input gradient (ops.h): conv2d_backward's four join inputs on a part that writes
+/* The join epilogue of an input gradient (ops.h): conv2d_backward's three join inputs on a part that writes
  * dx. */
 #define FR_KERNEL_CONV_JOIN_EPILOGUE (1u << 3)
 

@@ -116,7 +116,8 @@ class DeepLearningTask : public TaskBase {
   DeepLearningTask& conv_prologue(CompileOptions::ConvPrologue mode);
   // CompileOptions::join_epilogue (default AUTO: in mixed precision, on the convs the CUDA backend's own
   // input gradient takes it): a residual join's masking pass done by the input gradient of the conv that
-  // reads it.
+  // reads it. It folds the masking passes that carry gradient sums, so it needs grad_sums: ON without them
+  // is refused at compile.
   DeepLearningTask& join_epilogue(CompileOptions::JoinEpilogue mode);
   // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
   // augmented.
