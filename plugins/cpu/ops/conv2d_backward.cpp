@@ -57,12 +57,7 @@ void col2im(const ConvGeom& gm, const float* dcol, int64_t n0, int64_t nb, float
 // scratch.
 ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
   const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
-  const bool epilogue = sdk::has_conv_grad_epilogue(call) || sdk::has_conv_join_epilogue(call);
-  sdk::expect_arity(call, sdk::conv_backward_inputs(call), o.count + (epilogue ? 1 : 0), 0, 0,
-                    "conv2d_backward");
-  sdk::conv_grad_epilogue(call, o.dx, o.count);  // checks only
-  sdk::conv_join_epilogue(call, o.dx, o.count);
-  sdk::wgrad_bn_prologue(call);
+  sdk::check_conv_backward_operands(call, o);
   for (uint32_t i = 0; i < 3; ++i) expect_dtype(call->in[i], FR_F32, "conv2d_backward input");
   for (uint32_t i = 0; i < o.count; ++i) expect_dtype(call->out[i], FR_F32, "conv2d_backward output");
   const FrTensor &x = call->in[1], &w = call->in[2];

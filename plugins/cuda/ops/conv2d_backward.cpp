@@ -70,12 +70,7 @@ FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
   if (FrError* e = sdk::guard([&] {
         const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
         dirs = (o.dw >= 0 ? kConvBackwardFilter : 0u) | (o.dx >= 0 ? kConvBackwardData : 0u);
-        const bool epilogue = sdk::has_conv_grad_epilogue(call) || sdk::has_conv_join_epilogue(call);
-        sdk::expect_arity(call, sdk::conv_backward_inputs(call), o.count + (epilogue ? 1 : 0), 0, 0,
-                          "conv2d_backward");
-        sdk::conv_grad_epilogue(call, o.dx, o.count);  // checks only
-        sdk::conv_join_epilogue(call, o.dx, o.count);
-        sdk::wgrad_bn_prologue(call);
+        sdk::check_conv_backward_operands(call, o);
         FR_PLUGIN_CHECK(o.db < 0 || call->in[0].dtype == FR_F32, FR_ERR_UNSUPPORTED,
                         "cuda conv2d_backward: a bias is supported in f32 only");
       }))

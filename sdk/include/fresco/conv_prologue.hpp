@@ -195,6 +195,17 @@ inline BnWgradPrologue wgrad_bn_prologue(const FrCall* call) {
                          data<float>(call->in[7])};
 }
 
+// Checks a conv2d_backward call's operands for the part with outputs o, every optional form included: the
+// input count of its form, the part's outputs plus gsums after an epilogue, and each form's operands (data
+// pointers are null during prepare). Every backend's prepare and run check the call this way.
+inline void check_conv_backward_operands(const FrCall* call, const ConvBackwardOutputs& o) {
+  const bool gsums = has_conv_grad_epilogue(call) || has_conv_join_epilogue(call);
+  expect_arity(call, conv_backward_inputs(call), o.count + (gsums ? 1 : 0), 0, 0, "conv2d_backward");
+  conv_grad_epilogue(call, o.dx, o.count);
+  conv_join_epilogue(call, o.dx, o.count);
+  wgrad_bn_prologue(call);
+}
+
 // Where a training batchnorm call's save_mean (then save_invstd) is: 1 after y, or 0 in the statistics-only
 // form (two outputs); checked: two or three outputs.
 inline uint32_t bn_statistics_index(const FrCall* call) {

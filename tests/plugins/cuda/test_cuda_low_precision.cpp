@@ -864,6 +864,16 @@ void expect_trains_within_rounding(const std::string& what, DType precision, con
   EXPECT_LT(diff[1], f16 ? 6e-2 : 1e-3) << what;
 }
 
+// The first training of a comparison (is_reference) becomes want_losses / want, after checking that it
+// really trained; true then (the caller goes on to the next).
+bool keep_reference(bool is_reference, const std::string& what, const std::vector<float>& losses,
+                    const test::Snapshot& state, std::vector<float>& want_losses, test::Snapshot& want) {
+  if (!is_reference) return false;
+  want_losses = losses, want = state;
+  EXPECT_NE(losses.front(), losses.back()) << what;
+  return true;
+}
+
 // Random 32x32x3 images, four classes.
 data::Dataset random_images(int64_t n, uint32_t seed) {
   data::Dataset d;
@@ -919,11 +929,7 @@ TEST(CudaLowPrecision, ConvPrologueGivesTheSameBits) {
                           : "as a pass of its own (not a compute capability 9.0 device)");
         const std::vector<float> losses = test::train_small_residual(t, 6);
         const test::Snapshot state = t.snapshot();
-        if (!on) {
-          want_losses = losses, want = state;
-          EXPECT_NE(losses.front(), losses.back()) << what;  // it really trained
-          continue;
-        }
+        if (keep_reference(!on, what, losses, state, want_losses, want)) continue;
         ASSERT_EQ(state.size(), want.size());
         if (form == 1) {
           EXPECT_EQ(losses, want_losses) << what;
@@ -965,11 +971,7 @@ TEST(CudaLowPrecision, JoinEpilogueTrainsLikeThePasses) {
       EXPECT_EQ(epilogues, on ? 2 : 0) << what;
       const std::vector<float> losses = test::train_small_residual(t, 6);
       const test::Snapshot state = t.snapshot();
-      if (!on) {
-        want_losses = losses, want = state;
-        EXPECT_NE(losses.front(), losses.back()) << what;  // it really trained
-        continue;
-      }
+      if (keep_reference(!on, what, losses, state, want_losses, want)) continue;
       ASSERT_EQ(state.size(), want.size());
       expect_trains_within_rounding(what, precision, losses, state, want_losses, want);
     }
@@ -1072,11 +1074,7 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
       else
         EXPECT_TRUE(detached >= 3 && detached % 3 == 0) << what << ": " << detached << " detached nodes";
       const test::Snapshot state = t.snapshot();
-      if (!mode.early) {
-        want_losses = losses, want = state;
-        EXPECT_NE(losses.front(), losses.back());  // it really trained
-        continue;
-      }
+      if (keep_reference(!mode.early, what, losses, state, want_losses, want)) continue;
       EXPECT_EQ(losses, want_losses) << what;
       ASSERT_EQ(state.size(), want.size());
       for (size_t i = 0; i < state.size(); ++i) {
