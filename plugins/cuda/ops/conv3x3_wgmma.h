@@ -25,7 +25,7 @@
 // added to a residual join's other gradient part and masked by the relu both read, as add_relu_backward
 // does, with a batchnorm's gradient sums: the three rows come by TMA (whole 128-byte lines, swizzled) into
 // two slots per MMA warpgroup, issued by the helper two rows ahead: 110-111 us against 69-75 for the plain
-// input gradient (bench/conv3x3_probe.cu), where the pass it replaces took 105-131 us in the step.
+// input gradient (bench/conv3x3_probe.cu), where the pass it replaces took 128-131 us in the step.
 // Measured choices (bench/conv3x3_probe.cu, docs/performance.md): the sums in the MMA warpgroups rather than
 // the helper (4-6 us faster), and, with them, turns rather than free issue (1.5-3 us faster; without them
 // free issue was 3-4 us faster). Limits (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation
