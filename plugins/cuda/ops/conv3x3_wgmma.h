@@ -21,8 +21,8 @@
 // the batchnorm gradient epilogue the input gradient masks each row by that batchnorm's relu (recomputed from
 // its input, loaded by each MMA thread while the row's wgmmas run, two rows ahead into L2) and adds the
 // batchnorm's two gradient sums in place of the forward's (Conv3x3GradSums): 100 us against 70 without, where
-// the batchnorm's own sums pass took 78-80 us in the step. With the join epilogue (Conv3x3JoinSums) each row is
-// added to a residual join's other gradient part and masked by the relu both read, as add_relu_backward
+// the batchnorm's own sums pass took 78-80 us in the step. With the join epilogue (Conv3x3JoinSums) each row
+// is added to a residual join's other gradient part and masked by the relu both read, as add_relu_backward
 // does, with a batchnorm's gradient sums: the three rows come by TMA (whole 128-byte lines, swizzled) into
 // two slots per MMA warpgroup, issued by the helper two rows ahead: 110-111 us against 69-75 for the plain
 // input gradient (bench/conv3x3_probe.cu), where the pass it replaces took 128-131 us in the step.
