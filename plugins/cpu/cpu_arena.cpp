@@ -1,9 +1,10 @@
 // The CPU backend's own oneTBB arena, in which every kernel runs (plugin.cpp wraps each run function). oneTBB
-// gives a task the floating-point settings captured when its arena was initialised, so the arena is initialised
-// with flush-to-zero / denormals-are-zero set: kernels never crawl through denormal arithmetic (after an epoch,
-// Adam's moments of idle weights decay into denormals and made steps 2-3x slower). The calling thread's own mode is
-// restored at once, and the default arena is initialised first, in the caller's mode, so the application's own
-// oneTBB work keeps IEEE denormals. Test: tests/plugins/cpu/test_cpu_arena.cpp.
+// gives a task the floating-point settings captured when its arena was initialised, so the arena is
+// initialised with flush-to-zero / denormals-are-zero set: kernels never crawl through denormal arithmetic
+// (after an epoch, Adam's moments of idle weights decay into denormals and made steps 2-3x slower). The
+// calling thread's own mode is restored at once, and the default arena is initialised first, in the caller's
+// mode, so the application's own oneTBB work keeps IEEE denormals. Test:
+// tests/plugins/cpu/test_cpu_arena.cpp.
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #include <xmmintrin.h>

@@ -35,7 +35,9 @@ void parallel_chunks(int64_t n, int64_t grain, F&& fn) {
 constexpr unsigned kFlushDenormals = 0x8040u;  // MXCSR: flush to zero (bit 15), denormals are zero (bit 6)
 tbb::task_arena& cpu_arena();
 
-inline int max_threads() { return cpu_arena().max_concurrency(); }
+inline int max_threads() {
+  return cpu_arena().max_concurrency();
+}
 
 // Kernel-table trampoline: runs a kernel's run function inside the backend's arena.
 template <FrError* (*Run)(void*, const FrCall*) noexcept>
