@@ -114,14 +114,29 @@ bool join_epilogue_on(const CompileOptions& o, const LayerDescriptor& l) {
   using Mode = CompileOptions::JoinEpilogue;
   return o.join_epilogue == Mode::ON || (option_on(o.join_epilogue, o) && hopper_conv_shape(l));
 }
+// A narrow input (at most 32 taps, 16 / 32 / 64 outputs, one group, no bias): the CUDA backend's own stem
+// kernels (ops/narrow_conv.h).
+bool narrow_conv_shape(const LayerDescriptor& l) {
+  const LayerSpec& c = l.spec;
+  return c.groups == 1 && !c.bias && l.in_sample.c * c.k * c.k <= 32 &&
+         (c.out == 16 || c.out == 32 || c.out == 64);
+}
 // CompileOptions::conv_prologue for the first conv l's weight gradient: ON, or AUTO in mixed precision on a
-// narrow input (at most 32 taps, 16 / 32 / 64 outputs: the CUDA backend's own stem kernels).
+// narrow input.
 bool wgrad_prologue_on(const CompileOptions& o, const LayerDescriptor& l) {
   using Mode = CompileOptions::ConvPrologue;
-  const LayerSpec& c = l.spec;
-  const bool narrow = c.groups == 1 && !c.bias && l.in_sample.c * c.k * c.k <= 32 &&
-                      (c.out == 16 || c.out == 32 || c.out == 64);
-  return o.conv_prologue == Mode::ON || (option_on(o.conv_prologue, o) && narrow);
+  return o.conv_prologue == Mode::ON || (option_on(o.conv_prologue, o) && narrow_conv_shape(l));
+}
+// CompileOptions::conv_stats for conv l: ON, or AUTO in mixed precision where the sums cost the conv no pass
+// of its own: in fp16 everywhere (cuDNN's fused statistics), in bf16 on the convs fresco's own kernels run
+// (the Hopper stage-1 shape, the narrow stem), which add the sums in their epilogue. cuDNN has no fast bf16
+// statistics, so there a separate sums pass and its finalize would precede the batchnorm's finalize: one
+// launch more than the batchnorm's own statistics (docs/decisions.md).
+bool conv_stats_on(const CompileOptions& o, const LayerDescriptor& l) {
+  using Mode = CompileOptions::ConvStats;
+  if (o.conv_stats == Mode::ON) return true;
+  if (!option_on(o.conv_stats, o)) return false;
+  return o.precision != DType::BF16 || hopper_conv_shape(l) || narrow_conv_shape(l);
 }
 void emit_input(EmitContext& cx, const CompiledModel& m, char ab);
 void emit_forward(EmitContext& cx, const CompiledModel& m, int i);
@@ -291,11 +306,12 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     }
   // A training batchnorm reading a bias-free conv that nothing else reads takes its statistics from sums the
   // conv writes (CompileOptions::conv_stats).
-  if (option_on(o.conv_stats, o))
+  if (o.conv_stats != CompileOptions::ConvStats::OFF)
     for (auto& l : a.layers) {
       if (l.kind != LayerKind::BN || l.input < 0) continue;
       auto& conv = a.layers[static_cast<size_t>(l.input)];
-      if (conv.kind != LayerKind::CONV || conv.spec.bias || consumers[static_cast<size_t>(l.input)] != 1)
+      if (conv.kind != LayerKind::CONV || conv.spec.bias || consumers[static_cast<size_t>(l.input)] != 1 ||
+          !conv_stats_on(o, conv))
         continue;
       conv.writes_sums = true;
       l.reads_sums = true;

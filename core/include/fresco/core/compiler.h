@@ -152,7 +152,10 @@ struct CompileOptions {
   // from the per-channel sums of x and x^2 that the conv writes (conv2d's second output, ops.h: on the GPU
   // cuDNN's fused statistics where they measure faster), instead of its own pass over the map; the variance
   // is then sumsq/n - mean^2 from f32 sums rather than the backend's own statistics in double. AUTO: in mixed
-  // precision only (fp32 keeps the backends' own statistics, whose CPU/CUDA agreement is tighter).
+  // precision only (fp32 keeps the backends' own statistics, whose CPU/CUDA agreement is tighter), and in
+  // bf16 only on the convs the CUDA backend's own kernels run (conv_prologue's Hopper shape, a narrow stem of
+  // at most 32 taps and 16 / 32 / 64 outputs), which add the sums in their epilogue: cuDNN has no fast bf16
+  // statistics, and its separate sums pass costs a launch more than the batchnorm's own (docs/decisions.md).
   enum class ConvStats { AUTO, ON, OFF };
   ConvStats conv_stats = ConvStats::AUTO;
   // A training batchnorm whose output gradient is written by a masking pass (a residual join's relu backward,

@@ -104,8 +104,9 @@ class DeepLearningTask : public TaskBase {
   // join (batchnorm_add). Off keeps batchnorm and add as two nodes (for comparison): the same numbers in
   // fp32; in bf16 / fp16 the fused form rounds bn(x) + shortcut once instead of twice.
   DeepLearningTask& fuse_joins(bool on);
-  // CompileOptions::conv_stats (default AUTO: in mixed precision): a batchnorm reading a conv takes its batch
-  // statistics from sums the conv writes instead of its own pass over the map.
+  // CompileOptions::conv_stats (default AUTO: in mixed precision, in bf16 only on the convs the CUDA
+  // backend's own kernels run): a batchnorm reading a conv takes its batch statistics from sums the conv
+  // writes instead of its own pass over the map.
   DeepLearningTask& conv_stats(CompileOptions::ConvStats mode);
   // CompileOptions::grad_sums (default AUTO: in mixed precision): a batchnorm whose output gradient a join's
   // relu backward writes takes its gradient sums from that pass.
