@@ -600,6 +600,27 @@ bool make_case(const std::string& op, uint32_t seed, OpCase* c) {
   return false;
 }
 
+// An input-gradient epilogue's outputs (ops.h): dx (x's shape, poisoned) and its two gradient sums.
+std::vector<Operand> epilogue_outputs(const ref::ConvShape& sh) {
+  return {f32(std::vector<float>(sh.x_size(), NAN), {sh.n, sh.h, sh.w, sh.c}),
+          f32(std::vector<float>(2 * sh.c, NAN), {1, 1, 1, 2 * sh.c})};
+}
+
+// The error of an input-gradient epilogue against the reference: dx = at(i, the plain input gradient's value)
+// and the sums (sum dx, sum dx (bx - mean)) per channel of that dx, in double.
+template <class At>
+double epilogue_error(const std::vector<Bytes>& out, std::vector<double> dx, const std::vector<float>& bx,
+                      const std::vector<float>& mean, int64_t c, At at) {
+  const size_t nc = static_cast<size_t>(c);
+  std::vector<double> sums(2 * nc, 0.0);
+  for (size_t i = 0; i < dx.size(); ++i) {
+    const size_t k = i % nc;
+    dx[i] = at(i, dx[i]);
+    sums[k] += dx[i], sums[nc + k] += dx[i] * (bx[i] - static_cast<double>(mean[k]));
+  }
+  return std::max(rel_err(floats(out[0]), dx), rel_err(floats(out[1]), sums));
+}
+
 namespace {
 // A batchnorm's gamma, beta, saved mean and invstd over c channels, and its prologue's map of x:
 // relu(fma(x, scale, shift)) as ops.h defines it, in float.
@@ -676,20 +697,12 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     e.in = {f32(dy, {sh.n, sh.p(), sh.q(), sh.k}), f32(x, {sh.n, sh.h, sh.w, sh.c}),
             f32(w, {sh.k, sh.r, sh.s, sh.c}), f32(bx, {sh.n, sh.h, sh.w, sh.c})};
     for (const Operand& o : bn.operands()) e.in.push_back(o);
-    e.out = {f32(std::vector<float>(sh.x_size(), NAN), {sh.n, sh.h, sh.w, sh.c}),
-             f32(std::vector<float>(2 * sh.c, NAN), {1, 1, 1, 2 * sh.c})};
+    e.out = epilogue_outputs(sh);
     e.params = params_of(FrConvBackwardParams{cp, 1, 1});
     e.requires_flags = FR_KERNEL_CONV_PROLOGUE;
     e.error = [=](const auto& out, const auto&) {
-      auto dx = ref::conv2d_backward(widen(dy), widen(x), widen(w), sh).dx;
-      std::vector<double> sums(2 * static_cast<size_t>(sh.c), 0.0);
-      for (size_t i = 0; i < dx.size(); ++i) {
-        const size_t k = i % static_cast<size_t>(sh.c);
-        if (!(x[i] > 0.0f)) dx[i] = 0.0;
-        sums[k] += dx[i],
-            sums[static_cast<size_t>(sh.c) + k] += dx[i] * (bx[i] - static_cast<double>(mean[k]));
-      }
-      return std::max(rel_err(floats(out[0]), dx), rel_err(floats(out[1]), sums));
+      return epilogue_error(out, ref::conv2d_backward(widen(dy), widen(x), widen(w), sh).dx, bx, mean, sh.c,
+                            [&](size_t i, double v) { return x[i] > 0.0f ? v : 0.0; });
     };
     cases.emplace_back("batchnorm gradient epilogue", std::move(e));
     // the input gradient's join epilogue: x is a relu's output that one more layer reads, whose gradient part
@@ -701,20 +714,12 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     j.in = {f32(dy, {sh.n, sh.p(), sh.q(), sh.k}), f32(x, {sh.n, sh.h, sh.w, sh.c}),
             f32(w, {sh.k, sh.r, sh.s, sh.c}),      f32(part, {sh.n, sh.h, sh.w, sh.c}),
             f32(bx2, {sh.n, sh.h, sh.w, sh.c}),    f32(jbn.mean, {1, 1, 1, sh.c})};
-    j.out = {f32(std::vector<float>(sh.x_size(), NAN), {sh.n, sh.h, sh.w, sh.c}),
-             f32(std::vector<float>(2 * sh.c, NAN), {1, 1, 1, 2 * sh.c})};
+    j.out = epilogue_outputs(sh);
     j.params = params_of(FrConvBackwardParams{cp, 1, 1});
     j.requires_flags = FR_KERNEL_CONV_JOIN_EPILOGUE;
     j.error = [=](const auto& out, const auto&) {
-      auto dx = ref::conv2d_backward(widen(dy), widen(x), widen(w), sh).dx;
-      std::vector<double> sums(2 * static_cast<size_t>(sh.c), 0.0);
-      for (size_t i = 0; i < dx.size(); ++i) {
-        const size_t k = i % static_cast<size_t>(sh.c);
-        dx[i] = x[i] > 0.0f ? dx[i] + part[i] : 0.0;
-        sums[k] += dx[i],
-            sums[static_cast<size_t>(sh.c) + k] += dx[i] * (bx2[i] - static_cast<double>(jbn.mean[k]));
-      }
-      return std::max(rel_err(floats(out[0]), dx), rel_err(floats(out[1]), sums));
+      return epilogue_error(out, ref::conv2d_backward(widen(dy), widen(x), widen(w), sh).dx, bx2, jbn.mean,
+                            sh.c, [&](size_t i, double v) { return x[i] > 0.0f ? v + part[i] : 0.0; });
     };
     cases.emplace_back("join epilogue", std::move(j));
     // the weight gradient's batchnorm prologue: dy is the premasked output gradient g of a batchnorm whose
