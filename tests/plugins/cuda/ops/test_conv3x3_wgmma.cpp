@@ -135,6 +135,54 @@ void expect_masked_sums(size_t passed, size_t n, const void* dpart, int blocks,
         << (c < kC ? "sum g" : second) << ", channel " << c % kC;
 }
 
+// An input-gradient epilogue against the plain input gradient: the plain kernel's bits, then the epilogue's
+// (launched by `fused`, which returns its blocks) twice from a poisoned dx, which must agree.
+struct EpilogueRun {
+  std::vector<uint16_t> plain, fused;
+  int blocks = 0;
+};
+template <class Fused>
+void run_epilogue(const sdk::ConvShape& g, FrDType t, const void* dy, const void* w, void* dx, size_t nx,
+                  int sm_count, Fused fused, EpilogueRun* out) {
+  EpilogueRun& r = *out;
+  r = EpilogueRun{std::vector<uint16_t>(nx), std::vector<uint16_t>(nx), 0};
+  std::vector<uint16_t> again(nx);
+  CUDA_OK(cudaMemset(dx, 0xFF, nx * 2));
+  launch_conv3x3_wgmma_backward_data(g, t, dy, w, dx, sm_count, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(r.plain.data(), dx, nx * 2, cudaMemcpyDeviceToHost));
+  for (int run = 0; run < 2; ++run) {
+    CUDA_OK(cudaMemset(dx, 0xFF, nx * 2));
+    r.blocks = fused();
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(run == 0 ? r.fused.data() : again.data(), dx, nx * 2, cudaMemcpyDeviceToHost));
+  }
+  EXPECT_EQ(r.fused, again) << "two runs differ";
+}
+
+// Every element of the epilogue's dx: kept(i) (its expected bits) where pass(i), zero elsewhere; and its sums
+// with the second one over centred(i) (x - mean of element i), by expect_masked_sums.
+template <class Pass, class Kept, class Centred>
+void expect_epilogue(const EpilogueRun& r, FrDType t, const void* dpart, Pass pass, Kept kept,
+                     Centred centred, const char* second) {
+  ASSERT_GE(r.blocks, 1);
+  const size_t nx = r.fused.size();
+  std::vector<double> want(2 * kC, 0.0), mag(2 * kC, 0.0);
+  size_t passed = 0, wrong = 0;
+  for (size_t i = 0; i < nx; ++i) {
+    const int c = static_cast<int>(i % kC);
+    const bool p = pass(i);
+    const uint16_t expect = p ? kept(i) : uint16_t{0};
+    if (r.fused[i] != expect && wrong++ < 5)
+      ADD_FAILURE() << "dx[" << i << "] bits " << r.fused[i] << ", expected " << expect;
+    passed += p;
+    const double gv = from_bits(r.fused[i], t), term = gv * centred(i);
+    want[c] += gv, want[kC + c] += term, mag[c] += std::fabs(gv), mag[kC + c] += std::fabs(term);
+  }
+  EXPECT_EQ(wrong, 0u);
+  expect_masked_sums(passed, nx, dpart, r.blocks, want, mag, second);
+}
+
 TEST_P(Conv3x3Wgmma, ForwardSumsAndBothGradientsMatchTheReference) {
   REQUIRE_GPU();
   if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
@@ -349,35 +397,20 @@ TEST_P(Conv3x3Wgmma, GradientSumsMaskTheInputGradient) {
     CUDA_OK(cudaMemcpy(ddy.p, d.bits.data(), nx * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dbn.p, bn.data(), bn.size() * 4, cudaMemcpyHostToDevice));
     const auto* b = static_cast<const float*>(dbn.p);
-    std::vector<uint16_t> plain(nx), masked(nx), again(nx);
-    CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
-    launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr);
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(plain.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
     const Conv3x3GradSums sums{{b, b + kC, b + 2 * kC, b + 3 * kC}, dbx.p, static_cast<double*>(dpart.p)};
-    int blocks = 0;
-    for (int run = 0; run < 2; ++run) {
-      CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
-      blocks = launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr, &sums);
-      CUDA_OK(cudaDeviceSynchronize());
-      CUDA_OK(cudaMemcpy(run == 0 ? masked.data() : again.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
-    }
-    EXPECT_EQ(masked, again) << "two runs differ";
-    ASSERT_GE(blocks, 1);
-    std::vector<double> want(2 * kC, 0.0), mag(2 * kC, 0.0);
-    size_t passed = 0, wrong = 0;
-    for (size_t i = 0; i < nx; ++i) {
-      const int c = static_cast<int>(i % kC);
-      const bool pass = from_bits(to_bits(bn_pre_relu(bn, c, bx.v[i]), t), t) > 0.0;
-      const uint16_t expect = pass ? plain[i] : uint16_t{0};
-      if (masked[i] != expect && wrong++ < 5)
-        ADD_FAILURE() << "dx[" << i << "] bits " << masked[i] << ", expected " << expect;
-      passed += pass;
-      const double gv = from_bits(masked[i], t), term = gv * (bx.v[i] - bn[2 * kC + c]);
-      want[c] += gv, want[kC + c] += term, mag[c] += std::fabs(gv), mag[kC + c] += std::fabs(term);
-    }
-    EXPECT_EQ(wrong, 0u);
-    expect_masked_sums(passed, nx, dpart.p, blocks, want, mag, "sum g (bx - mean)");
+    EpilogueRun r;
+    ASSERT_NO_FATAL_FAILURE(run_epilogue(
+        g, t, ddy.p, dw.p, ddx.p, nx, geo.sm_count,
+        [&] {
+          return launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr, &sums);
+        },
+        &r));
+    auto channel = [](size_t i) { return static_cast<int>(i % kC); };
+    ASSERT_NO_FATAL_FAILURE(expect_epilogue(
+        r, t, dpart.p,
+        [&](size_t i) { return from_bits(to_bits(bn_pre_relu(bn, channel(i), bx.v[i]), t), t) > 0.0; },
+        [&](size_t i) { return r.plain[i]; }, [&](size_t i) { return bx.v[i] - bn[2 * kC + channel(i)]; },
+        "sum g (bx - mean)"));
   }
 }
 
@@ -410,38 +443,22 @@ TEST_P(Conv3x3Wgmma, JoinSumsAddMaskAndSumTheInputGradient) {
     CUDA_OK(cudaMemcpy(dmask.p, mask.bits.data(), nx * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dxin.p, x.bits.data(), nx * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dmean.p, mean.data(), kC * 4, cudaMemcpyHostToDevice));
-    std::vector<uint16_t> plain(nx), joined(nx), again(nx);
-    CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
-    launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr);
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(plain.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
     const Conv3x3JoinSums join{db.p, dmask.p, dxin.p, static_cast<const float*>(dmean.p),
                                static_cast<double*>(dpart.p)};
-    int blocks = 0;
-    for (int run = 0; run < 2; ++run) {
-      CUDA_OK(cudaMemset(ddx.p, 0xFF, nx * 2));
-      blocks =
-          launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr, nullptr, &join);
-      CUDA_OK(cudaDeviceSynchronize());
-      CUDA_OK(cudaMemcpy(run == 0 ? joined.data() : again.data(), ddx.p, nx * 2, cudaMemcpyDeviceToHost));
-    }
-    EXPECT_EQ(joined, again) << "two runs differ";
-    ASSERT_GE(blocks, 1);
-    std::vector<double> want(2 * kC, 0.0), mag(2 * kC, 0.0);
-    size_t passed = 0, wrong = 0;
-    for (size_t i = 0; i < nx; ++i) {
-      const int c = static_cast<int>(i % kC);
-      const bool pass = mask.v[i] > 0.0;
-      const float sum = static_cast<float>(from_bits(plain[i], t)) + static_cast<float>(b.v[i]);
-      const uint16_t expect = pass ? to_bits(sum, t) : uint16_t{0};
-      if (joined[i] != expect && wrong++ < 5)
-        ADD_FAILURE() << "dx[" << i << "] bits " << joined[i] << ", expected " << expect;
-      passed += pass;
-      const double gv = from_bits(joined[i], t), term = gv * (x.v[i] - mean[c]);
-      want[c] += gv, want[kC + c] += term, mag[c] += std::fabs(gv), mag[kC + c] += std::fabs(term);
-    }
-    EXPECT_EQ(wrong, 0u);
-    expect_masked_sums(passed, nx, dpart.p, blocks, want, mag, "sum g (x - mean)");
+    EpilogueRun r;
+    ASSERT_NO_FATAL_FAILURE(run_epilogue(
+        g, t, ddy.p, dw.p, ddx.p, nx, geo.sm_count,
+        [&] {
+          return launch_conv3x3_wgmma_backward_data(g, t, ddy.p, dw.p, ddx.p, geo.sm_count, nullptr, nullptr,
+                                                    &join);
+        },
+        &r));
+    ASSERT_NO_FATAL_FAILURE(expect_epilogue(
+        r, t, dpart.p, [&](size_t i) { return mask.v[i] > 0.0; },
+        [&](size_t i) {
+          return to_bits(static_cast<float>(from_bits(r.plain[i], t)) + static_cast<float>(b.v[i]), t);
+        },
+        [&](size_t i) { return x.v[i] - mean[i % kC]; }, "sum g (x - mean)"));
   }
 }
 
