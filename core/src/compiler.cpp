@@ -306,16 +306,15 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     }
   // A training batchnorm reading a bias-free conv that nothing else reads takes its statistics from sums the
   // conv writes (CompileOptions::conv_stats).
-  if (o.conv_stats != CompileOptions::ConvStats::OFF)
-    for (auto& l : a.layers) {
-      if (l.kind != LayerKind::BN || l.input < 0) continue;
-      auto& conv = a.layers[static_cast<size_t>(l.input)];
-      if (conv.kind != LayerKind::CONV || conv.spec.bias || consumers[static_cast<size_t>(l.input)] != 1 ||
-          !conv_stats_on(o, conv))
-        continue;
-      conv.writes_sums = true;
-      l.reads_sums = true;
-    }
+  for (auto& l : a.layers) {
+    if (l.kind != LayerKind::BN || l.input < 0) continue;
+    auto& conv = a.layers[static_cast<size_t>(l.input)];
+    if (conv.kind != LayerKind::CONV || conv.spec.bias || consumers[static_cast<size_t>(l.input)] != 1 ||
+        !conv_stats_on(o, conv))
+      continue;
+    conv.writes_sums = true;
+    l.reads_sums = true;
+  }
   const int fp = first_param_index(a);
   FRESCO_CHECK(fp >= 0, ErrorCode::kBadConfig, "model: no trainable layer (add an fc)");
   a.layers[static_cast<size_t>(fp)].first_param_layer = true;
