@@ -23,7 +23,8 @@ struct ParityArgs {
   double tolerance = 1e-4;
   int64_t samples = 0;
   bool verbose = false;
-  bool nodes = false;  // node-by-node mode: the first node whose outputs diverge
+  bool nodes = false;   // node-by-node mode: the first node whose outputs diverge
+  bool resync = false;  // every step starts the second device from the first's state
 };
 int cmd_parity(const ParityArgs& a);
 struct PlanArgs {

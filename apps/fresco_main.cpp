@@ -38,8 +38,11 @@ int main(int argc, char** argv) {
   parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)");
   parity->add_option("--samples", pa.samples, "use only the first N training samples");
   parity->add_flag("--verbose", pa.verbose, "print every step's loss on both devices");
-  parity->add_flag("--nodes", pa.nodes,
-                   "run the first step node by node and report the first divergent node");
+  auto* resync = parity->add_flag("--resync", pa.resync,
+                                  "start every step of the second device from the first's state (compares "
+                                  "each step's arithmetic, not the trajectory)");
+  parity->add_flag("--nodes", pa.nodes, "run the first step node by node and report the first divergent node")
+      ->excludes(resync);
 
   fresco::cli::PlanArgs pl;
   auto* plan = app.add_subcommand("plan", "print the memory map of a compiled job and draw it as SVG");

@@ -34,6 +34,10 @@ echo "PyTorch done at ${SECONDS}s"
 # ResNet-18 fp32 CPU vs CUDA parity: fresco's and PyTorch's own on the same job (docs/decisions.md)
 timeout 200 $B/fresco parity /work/main/jobs/resnet18_parity.json --steps 10 --samples 320 > $OUT/parity_rn18.txt 2>&1
 grep -E "^step|worst" $OUT/parity_rn18.txt | tail -3
+# and resynced: every CUDA step from the CPU's state (each step's arithmetic on its own), both frameworks
+timeout 200 $B/fresco parity /work/main/jobs/resnet18_parity.json --steps 10 --samples 320 --resync --verbose >> $OUT/parity_rn18.txt 2>&1
+grep -E "worst" $OUT/parity_rn18.txt | tail -1
 mkdir -p /tmp/rn18_parity
 FMNIST=$root/.devrun/fashion-mnist OUT=/tmp/rn18_parity timeout 200 python3 bench/device/pytorch_rn18_parity.py 2>&1 | tail -1
+FMNIST=$root/.devrun/fashion-mnist RESYNC=1 OUT=/tmp/rn18_parity timeout 200 python3 bench/device/pytorch_rn18_parity.py 2>&1 | tail -1
 echo "all done at ${SECONDS}s"

@@ -388,6 +388,31 @@ std::vector<std::pair<std::string, std::vector<float>>> DeepLearningTask::snapsh
   return out;
 }
 
+void DeepLearningTask::restore(const std::vector<std::pair<std::string, std::vector<float>>>& state) {
+  require(Phase::COMPILED, "DeepLearningTask::restore");
+  const MemoryPlan& p = model_->base_plan();
+  size_t next = 0;
+  for (const DTensor& t : p.tensors()) {
+    const Family f = region_family(t.region);
+    if (f != Family::W && f != Family::G && f != Family::M && f != Family::V) continue;
+    FRESCO_CHECK(next < state.size(), ErrorCode::kBadData,
+                 "restore: the state has " + std::to_string(state.size()) + " tensors, this job more (" +
+                     t.name + " missing)");
+    const auto& [name, values] = state[next++];
+    FRESCO_CHECK(name == t.name, ErrorCode::kBadData,
+                 "restore: expected tensor " + t.name + " at position " + std::to_string(next - 1) +
+                     ", found " + name);
+    FRESCO_CHECK(static_cast<int64_t>(values.size()) == t.shape.numel(), ErrorCode::kBadData,
+                 "restore " + name + ": expected " + std::to_string(t.shape.numel()) + " values, found " +
+                     std::to_string(values.size()));
+    runtime_->upload(p, t.id, values.data(), values.size() * sizeof(float));
+  }
+  FRESCO_CHECK(next == state.size(), ErrorCode::kBadData,
+               "restore: the state has " + std::to_string(state.size()) + " tensors, this job " +
+                   std::to_string(next));
+  cast_weights();
+}
+
 float DeepLearningTask::current_lr() {
   require(Phase::COMPILED, "DeepLearningTask::current_lr");
   return exec_->read_scalars().lr;

@@ -113,35 +113,64 @@ NodeParityReport run_parity_nodes(const JobSpec& job, const std::string& device_
   return rep;
 }
 
+bool parity_row_judged(const ParityRow& row) {
+  return row.tensor.find('(') == std::string::npos;
+}
+
 ParityReport run_parity(const JobSpec& job, int steps, const std::string& device_a,
-                        const std::string& device_b, int64_t samples) {
+                        const std::string& device_b, int64_t samples, bool resync) {
   FRESCO_CHECK(steps > 0, ErrorCode::kUsage, "parity: steps must be positive");
   ParityReport rep;
   rep.device_a = device_a;
   rep.device_b = device_b;
   rep.steps = steps;
+  rep.resync = resync;
   data::Dataset train;
   std::vector<std::unique_ptr<DeepLearningTask>> tasks =
       compile_pair(job, device_a, device_b, samples, &train);
   const int64_t batch = tasks[0]->compiled().batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   const std::vector<uint32_t> order = data::shuffled_indices(static_cast<uint32_t>(train.n), job.seed, 0);
-  std::vector<float> loss_a, loss_b;
+  // Per tensor the worst of the comparisons made (after the last step; with resync after every step).
+  auto add_rows = [&rep](const std::vector<ParityRow>& rows) {
+    if (rep.rows.empty()) {
+      rep.rows = rows;
+      return;
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ParityRow& r = rep.rows[i];
+      r.max_rel = std::max(r.max_rel, rows[i].max_rel);
+      r.norm_rel = std::max(r.norm_rel, rows[i].norm_rel);
+      r.max_abs = std::max(r.max_abs, rows[i].max_abs);
+    }
+  };
+  auto compare_states = [&tasks](std::vector<std::pair<std::string, std::vector<float>>>* state_a) {
+    *state_a = tasks[0]->snapshot();
+    const auto sb = tasks[1]->snapshot();
+    FRESCO_CHECK(state_a->size() == sb.size(), ErrorCode::kInternal, "parity: the devices' states differ");
+    std::vector<ParityRow> rows;
+    for (size_t i = 0; i < sb.size(); ++i)
+      rows.push_back(compare((*state_a)[i].first, (*state_a)[i].second, sb[i].second));
+    return rows;
+  };
   for (int s = 0; s < steps; ++s) {
     const int64_t start = (s * batch) % static_cast<int64_t>(order.size());
     const int64_t count = std::min<int64_t>(batch, static_cast<int64_t>(order.size()) - start);
-    loss_a.push_back(tasks[0]->train_step(order.data() + start, count));
-    loss_b.push_back(tasks[1]->train_step(order.data() + start, count));
+    rep.loss_a.push_back(tasks[0]->train_step(order.data() + start, count));
+    rep.loss_b.push_back(tasks[1]->train_step(order.data() + start, count));
+    if (!resync && s + 1 < steps) continue;
+    std::vector<std::pair<std::string, std::vector<float>>> state_a;
+    const std::vector<ParityRow> rows = compare_states(&state_a);
+    double worst = 0;
+    for (const ParityRow& r : rows)
+      if (parity_row_judged(r)) worst = std::max(worst, r.norm_rel);
+    rep.step_worst.push_back(worst);
+    add_rows(rows);
+    if (resync && s + 1 < steps) tasks[1]->restore(state_a);
   }
-  const auto sa = tasks[0]->snapshot(), sb = tasks[1]->snapshot();
-  for (size_t i = 0; i < sa.size() && i < sb.size(); ++i)
-    rep.rows.push_back(compare(sa[i].first, sa[i].second, sb[i].second));
-  rep.rows.push_back(compare("loss", loss_a, loss_b));
-  rep.loss_a = loss_a;
-  rep.loss_b = loss_b;
+  rep.rows.push_back(compare("loss", rep.loss_a, rep.loss_b));
   for (const auto& r : rep.rows) {
     rep.worst_max = std::max(rep.worst_max, r.max_rel);
-    if (r.tensor.find('(') == std::string::npos)
-      rep.worst = std::max(rep.worst, r.norm_rel);  // master weights
+    if (parity_row_judged(r) && r.tensor != "loss") rep.worst = std::max(rep.worst, r.norm_rel);
   }
   return rep;
 }

@@ -132,6 +132,7 @@ TEST_F(Cli, UsageErrors) {
   EXPECT_EQ(run("").status, 64);
   EXPECT_EQ(run("frobnicate").status, 64);
   EXPECT_EQ(run("train").status, 64);
+  EXPECT_EQ(run("parity job.json --nodes --resync").status, 64);  // one mode or the other
 }
 
 TEST_F(Cli, GoldenPassesAndFails) {
