@@ -81,6 +81,17 @@ bool passes_gradient(const LayerDescriptor& l) {
   return (l.kind == LayerKind::ADD && !l.fused_relu) || rule_for(l.kind).is_view(l, true);
 }
 
+// The sample shape of the tensor layer l reads: through a flatten view (one channel or a 1x1 map) that is the
+// map before it, so l's input gradient has the shape the backward of the layer before the view expects.
+Shape read_sample(const ArchPlan& a, const LayerDescriptor& l) {
+  int32_t i = l.input;
+  while (i >= 0 && a.layers[static_cast<size_t>(i)].kind == LayerKind::FLATTEN &&
+         rule_for(LayerKind::FLATTEN).is_view(a.layers[static_cast<size_t>(i)], true))
+    i = a.layers[static_cast<size_t>(i)].input;
+  if (i == l.input) return l.in_sample;
+  return i < 0 ? a.input_sample : a.layers[static_cast<size_t>(i)].out_sample;
+}
+
 // The relu fused into the residual join it follows (a view of the join's output).
 bool fused_join_relu(const ArchPlan& a, const LayerDescriptor& l) {
   if (l.kind != LayerKind::RELU || l.input < 0 || !rule_for(l.kind).is_view(l, true)) return false;
@@ -619,8 +630,8 @@ void Compiler::create_memory_plans(CompiledModel& m) {
     if (l.join_grad_by_conv >= 0 && l.kind == LayerKind::ADD)  // a fused join's: the conv writes it
       l.grad_in = a.layers[static_cast<size_t>(l.join_grad_by_conv)].grad_in;
     else if (!passes_gradient(l) && !l.dx_by_conv && (l.input >= fp || l.kind == LayerKind::CONCAT))
-      l.grad_in = batched(p.alloc_feature(l.in_sample.with_batch(mb), "grad(" + l.name + ".in)", l.index,
-                                          2 * L + 1 - l.index, end, dtype_of(l.input)));
+      l.grad_in = batched(p.alloc_feature(read_sample(a, l).with_batch(mb), "grad(" + l.name + ".in)",
+                                          l.index, 2 * L + 1 - l.index, end, dtype_of(l.input)));
     if (l.kind == LayerKind::CONCAT) {  // the split writes both parts
       const Shape in2 = l.input2 < 0 ? a.input_sample : a.layers[static_cast<size_t>(l.input2)].out_sample;
       l.grad_in2 = batched(p.alloc_feature(in2.with_batch(mb), "grad(" + l.name + ".in2)", l.index,
