@@ -20,11 +20,6 @@ struct BinTensor {
   std::vector<int64_t> shape;
   std::string dtype;
   uint64_t offset = 0;
-  int64_t numel() const {
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    return n;
-  }
 };
 
 std::string read_file(const std::string& path, ErrorCode missing) {
@@ -38,12 +33,21 @@ std::string read_file(const std::string& path, ErrorCode missing) {
 template <class T>
 std::vector<T> slice(const std::string& bin, const BinTensor& t, const std::string& name,
                      const std::string& file) {
-  const uint64_t bytes = static_cast<uint64_t>(t.numel()) * sizeof(T);
-  FRESCO_CHECK(t.offset + bytes <= bin.size(), ErrorCode::kBadData,
-               file + ": tensor '" + name + "' [" + std::to_string(t.offset) + ", " +
-                   std::to_string(t.offset + bytes) + ") lies beyond the end of the file (" +
+  // Every size is checked before it is multiplied: a manifest names any numbers it likes.
+  uint64_t count = 1;
+  for (int64_t d : t.shape) {
+    FRESCO_CHECK(
+        d >= 0 && (d == 0 || count <= bin.size() / sizeof(T) / static_cast<uint64_t>(d)), ErrorCode::kBadData,
+        file + ": tensor '" + name + "' has a dimension of " + std::to_string(d) +
+            (d < 0 ? "" : ", more values than the file's " + std::to_string(bin.size()) + " bytes hold"));
+    count *= static_cast<uint64_t>(d);
+  }
+  const uint64_t bytes = count * sizeof(T);
+  FRESCO_CHECK(t.offset <= bin.size() && bytes <= bin.size() - t.offset, ErrorCode::kBadData,
+               file + ": tensor '" + name + "' of " + std::to_string(bytes) + " bytes at offset " +
+                   std::to_string(t.offset) + " lies beyond the end of the file (" +
                    std::to_string(bin.size()) + " bytes)");
-  std::vector<T> v(static_cast<size_t>(t.numel()));
+  std::vector<T> v(static_cast<size_t>(count));
   std::memcpy(v.data(), bin.data() + t.offset, bytes);
   return v;
 }

@@ -4,6 +4,11 @@
 // manifests' tolerances.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/temp_dir.h"
 #include "fresco/core/error.h"
 #include "fresco/core/golden.h"
 #include "fresco/core/plugin_loader.h"
@@ -47,4 +52,39 @@ TEST(Golden, ResnetSgdFirstTwoSteps) {
 TEST(Golden, StepLimitMustBeValid) {
   PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
   EXPECT_THROW(run_golden(std::string(FRESCO_TEST_DATA_DIR) + "/golden/resnet_sgd", "cpu", -1), Error);
+}
+
+// A manifest whose tensors lie outside data.bin, or have negative or overflowing sizes, is refused as bad
+// data (it used to be read past the buffer when offset + size wrapped around).
+TEST(Golden, ManifestTensorsOutsideTheFileAreRefused) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  const std::string src = std::string(FRESCO_TEST_DATA_DIR) + "/golden/mlp_adamw";
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(src + "/manifest.json"));
+  const uint64_t size = std::filesystem::file_size(src + "/data.bin");
+  const auto data_bytes = static_cast<uint64_t>(640 * 28 * 28);
+  struct Case {
+    const char* tensor;
+    nlohmann::json offset, shape;
+  };
+  const Case cases[] = {
+      {"data", ~uint64_t{0} - data_bytes + 1000, {640, 28, 28, 1}},  // offset + size wraps around
+      {"labels", ~uint64_t{0} - 15, {640}},
+      {"data", 0, {-1}},
+      {"data", 0, {int64_t{1} << 40, int64_t{1} << 40}},  // the product overflows
+      {"labels", size - 4, {640}},
+  };
+  for (const Case& c : cases) {
+    fresco::test::TempDir dir;
+    nlohmann::json m = manifest;
+    m["tensors"][c.tensor]["offset"] = c.offset;
+    m["tensors"][c.tensor]["shape"] = c.shape;
+    std::ofstream(dir.file("manifest.json")) << m.dump();
+    std::filesystem::copy_file(src + "/data.bin", dir.file("data.bin"));
+    try {
+      run_golden(dir.path().string(), "cpu");
+      ADD_FAILURE() << c.tensor << " " << c.offset << " " << c.shape << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadData) << e.what();
+    }
+  }
 }
