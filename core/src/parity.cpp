@@ -31,8 +31,7 @@ ParityRow compare(const std::string& name, const std::vector<float>& a, const st
 std::vector<std::unique_ptr<DeepLearningTask>> compile_pair(const JobSpec& job, const std::string& device_a,
                                                             const std::string& device_b, int64_t samples,
                                                             data::Dataset* train_out) {
-  data::Dataset train = data::load_mnist_dir(job.data.path, "train", job.data.kind);
-  const data::Dataset test = data::load_mnist_dir(job.data.path, "test", job.data.kind);
+  auto [train, test] = data::load_train_test(job.data.kind, job.data.path);
   if (samples > 0 && samples < train.n) {
     train.n = samples;
     train.images.resize(static_cast<size_t>(samples * train.sample_bytes()));

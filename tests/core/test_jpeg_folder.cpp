@@ -142,8 +142,8 @@ TEST(JpegFolder, BadInputsAreOneClearErrorEach) {
   EXPECT_NE(what.find("truncated"), std::string::npos) << what;
 }
 
-// Both splits from one pass over the archive equal the two single-split loads; splits whose class counts
-// differ are one kBadData error.
+// Both splits from one pass over the archive equal the two single-split loads; splits that do not name the
+// same classes (fewer, or as many but others) are one kBadData error.
 TEST(JpegFolder, TrainAndTestFromOnePass) {
   const TempDir tmp;
   const std::vector<File> files = {{"train/cat/a.jpg", make_jpeg(4, 3, 1)},
@@ -160,14 +160,21 @@ TEST(JpegFolder, TrainAndTestFromOnePass) {
   EXPECT_EQ(test.images, test1.images);
   EXPECT_EQ(test.labels, test1.labels);
   EXPECT_EQ(test.name, "t/test");
-  write_tar_gz(tgz, "s", {files[0], files[1], files[2]});  // test has one class, train two
-  try {
-    data::load_jpeg_folder_train_test(tgz, "t");
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kBadData);
-    EXPECT_NE(std::string(e.what()).find("train has 2 classes, test 1"), std::string::npos) << e.what();
-  }
+  auto expect_refused = [&](const std::vector<File>& tree, const std::string& message) {
+    write_tar_gz(tgz, "s", tree);
+    try {
+      data::load_jpeg_folder_train_test(tgz, "t");
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadData);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  // test has one class, train two
+  expect_refused({files[0], files[1], files[2]}, "class 'cat' has images under train/ but not under test/");
+  // as many classes, but test/emu would be scored as train's dog
+  expect_refused({files[0], files[1], files[3], {"test/emu/e.jpg", make_jpeg(4, 3, 5)}},
+                 "class 'dog' has images under train/ but not under test/");
 }
 
 TEST(JpegFolder, ShippedCifar10Loads) {

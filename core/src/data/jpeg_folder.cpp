@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -227,12 +228,19 @@ Dataset load_jpeg_folder(const std::string& path, const std::string& split, cons
 std::pair<Dataset, Dataset> load_jpeg_folder_train_test(const std::string& path,
                                                         const std::string& name_prefix) {
   std::vector<std::vector<Entry>> e = read_splits(path, {"train", "test"});
-  std::pair<Dataset, Dataset> d{decode(path, "train", std::move(e[0]), name_prefix),
-                                decode(path, "test", std::move(e[1]), name_prefix)};
-  FRESCO_CHECK(d.first.num_classes == d.second.num_classes, ErrorCode::kBadData,
-               path + ": train has " + std::to_string(d.first.num_classes) + " classes, test " +
-                   std::to_string(d.second.num_classes));
-  return d;
+  // The labels are the classes' indices in each split's sorted names, so both splits must name the same
+  // classes (the same count is not enough: test/c would be scored as train's b).
+  std::set<std::string> names[2];
+  for (int i = 0; i < 2; ++i)
+    for (const Entry& entry : e[static_cast<size_t>(i)]) names[i].insert(entry.cls);
+  for (int i = 0; i < 2; ++i)
+    for (const std::string& cls : names[i])
+      FRESCO_CHECK(names[1 - i].count(cls) || names[1 - i].empty(), ErrorCode::kBadData,
+                   path + ": class '" + cls + "' has images under " + (i ? "test" : "train") +
+                       "/ but not under " + (i ? "train" : "test") +
+                       "/ (both splits must name the same classes)");
+  return {decode(path, "train", std::move(e[0]), name_prefix),
+          decode(path, "test", std::move(e[1]), name_prefix)};
 }
 
 }  // namespace fresco::data
