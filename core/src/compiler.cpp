@@ -2,6 +2,7 @@
 #include "fresco/core/compiler.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -982,7 +983,8 @@ FrScheduleParams schedule_params(const CompileOptions& o) {
   FrScheduleParams sp{};
   sp.base_lr = o.optimizer.lr;
   sp.min_lr = s.min_lr;
-  sp.warmup_steps = static_cast<int32_t>(s.warmup_epochs * o.steps_per_epoch);
+  sp.warmup_steps =
+      static_cast<int32_t>(static_cast<int64_t>(s.warmup_epochs) * o.steps_per_epoch);  // checked
   sp.total_steps = static_cast<int32_t>(o.total_steps);
   sp.table_len = static_cast<int32_t>(s.table.size());
   sp.kind = s.type == Scheduler::Type::COSINE  ? FR_SCHED_COSINE
@@ -1399,10 +1401,31 @@ void Compiler::share_or_clone(CompiledModel& m) {
   m.atlas.dedup();
 }
 
+namespace {
+// The schedule against the run it drives (the device computes it in 32-bit steps).
+void check_schedule(const CompileOptions& o) {
+  const Scheduler& s = o.scheduler;
+  FRESCO_CHECK(o.total_steps >= 0 && o.total_steps <= INT32_MAX, ErrorCode::kBadConfig,
+               "the run has " + std::to_string(o.total_steps) + " steps; at most " +
+                   std::to_string(INT32_MAX) + " are supported");
+  if (s.type == Scheduler::Type::TABLE) return;
+  if (o.steps_per_epoch > 0 && o.total_steps > 0)  // a plan without data has no step counts to check
+    FRESCO_CHECK(static_cast<int64_t>(s.warmup_epochs) * o.steps_per_epoch <= o.total_steps,
+                 ErrorCode::kBadConfig,
+                 "scheduler.warmup_epochs: a warm-up of " + std::to_string(s.warmup_epochs) +
+                     " epochs is longer than the run (" + std::to_string(o.total_steps / o.steps_per_epoch) +
+                     " epochs): the lr would never reach optimizer.lr");
+  FRESCO_CHECK(s.type != Scheduler::Type::COSINE || s.min_lr <= o.optimizer.lr, ErrorCode::kBadConfig,
+               "scheduler.min_lr " + std::to_string(s.min_lr) + " is above optimizer.lr " +
+                   std::to_string(o.optimizer.lr) + ": the cosine schedule would rise");
+}
+}  // namespace
+
 CompiledModel Compiler::compile(const BluePrint& bp, const CompileOptions& o) {
   o.loss.validate();
   o.optimizer.validate();
   o.scheduler.validate();
+  check_schedule(o);
   o.normalize.validate(o.input_sample.c);
   CompiledModel m;
   m.options = o;

@@ -1,10 +1,14 @@
 // JSON job descriptions -> JobSpec -> DeepLearningTask, with strict key and type checks.
 #include "fresco/core/job.h"
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/error.h"
@@ -38,17 +42,33 @@ struct Reader {
         if (!v.is_boolean()) throw std::runtime_error("");
       } else if constexpr (std::is_integral_v<T>) {
         if (!v.is_number_integer()) throw std::runtime_error("");
+        // in T's range, not wrapped or truncated (epochs 4294967297 is not 1, seed -1 not 2^64 - 1)
+        const bool in_range =
+            v.is_number_unsigned()
+                ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                : v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                      (std::is_unsigned_v<T> ||
+                       v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max()));
+        if (!in_range)
+          throw Error(ErrorCode::kBadConfig, where + "." + k + ": " + v.dump() + " is outside [" +
+                                                 std::to_string(std::numeric_limits<T>::min()) + ", " +
+                                                 std::to_string(std::numeric_limits<T>::max()) + "]");
       } else if constexpr (std::is_floating_point_v<T>) {
         if (!v.is_number()) throw std::runtime_error("");
+        if (!std::isfinite(v.get<T>()))
+          throw Error(ErrorCode::kBadConfig, where + "." + k + ": " + v.dump() + " does not fit a float");
       } else {
         if (!v.is_string()) throw std::runtime_error("");
       }
       return v.get<T>();
+    } catch (const Error&) {
+      throw;
     } catch (const std::exception&) {
       throw Error(ErrorCode::kBadConfig, where + "." + k + ": wrong type, found " + v.dump());
     }
   }
   std::vector<float> floats(const std::string& k) {
+    FRESCO_CHECK(has(k), ErrorCode::kBadConfig, where + ": missing key \"" + k + "\"");
     const json& v = at(k);
     FRESCO_CHECK(v.is_array(), ErrorCode::kBadConfig, where + "." + k + ": expected an array of numbers");
     std::vector<float> out;
@@ -56,6 +76,8 @@ struct Reader {
       FRESCO_CHECK(x.is_number(), ErrorCode::kBadConfig,
                    where + "." + k + ": expected numbers, found " + x.dump());
       out.push_back(x.get<float>());
+      FRESCO_CHECK(std::isfinite(out.back()), ErrorCode::kBadConfig,
+                   where + "." + k + ": " + x.dump() + " does not fit a float");
     }
     return out;
   }
@@ -69,7 +91,15 @@ struct Reader {
 JobSpec parse_job(const std::string& text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
+    // A key given twice in one object is refused (JSON would silently keep the last).
+    std::vector<std::set<std::string>> keys;
+    j = json::parse(text, [&](int, json::parse_event_t event, json& value) {
+      if (event == json::parse_event_t::object_start) keys.emplace_back();
+      if (event == json::parse_event_t::object_end) keys.pop_back();
+      if (event == json::parse_event_t::key && !keys.back().insert(value.get<std::string>()).second)
+        throw Error(ErrorCode::kBadConfig, source + ": key \"" + value.get<std::string>() + "\" given twice");
+      return true;
+    });
   } catch (const json::parse_error& e) {
     throw Error(ErrorCode::kBadConfig, source + ": not valid JSON: " + e.what());
   }
@@ -102,8 +132,10 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     FRESCO_CHECK(data::is_dataset_kind(s.data.kind), ErrorCode::kBadConfig,
                  source + ".data.dataset: expected \"fashion-mnist\", \"mnist\" or \"cifar10\", found \"" +
                      s.data.kind + "\"");
-    s.data.path =
-        d.get<std::string>("path", s.data.kind == "fashion-mnist" ? "/usr/share/datasets/fashion-mnist" : "");
+    // MNIST-style sets default to their folder under /usr/share/datasets (scripts/install-deps.sh installs
+    // Fashion-MNIST there); a JPEG folder has no default.
+    s.data.path = d.get<std::string>(
+        "path", s.data.kind == "cifar10" ? std::string() : "/usr/share/datasets/" + s.data.kind);
     FRESCO_CHECK(s.data.kind != "cifar10" || !s.data.path.empty(), ErrorCode::kBadConfig,
                  source + ".data.path: required for dataset \"cifar10\" (a JPEG folder or its .tar.gz)");
     if (d.has("normalize")) {
@@ -155,12 +187,24 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     Optimizer& op = s.optimizer;
     op.lr = o.get<float>("lr", op.lr);
     op.weight_decay = o.get<float>("weight_decay", op.weight_decay);
-    op.momentum = o.get<float>("momentum", op.momentum);
-    op.nesterov = o.get<bool>("nesterov", op.nesterov);
-    op.beta1 = o.get<float>("beta1", op.beta1);
-    op.beta2 = o.get<float>("beta2", op.beta2);
-    op.eps = o.get<float>("eps", op.eps);
     op.no_decay_1d = o.get<bool>("no_decay_1d", op.no_decay_1d);
+    // the other keys belong to one kind: sgd's momentum would be ignored by adam, adam's betas by sgd
+    const bool sgd = type == "sgd";
+    static const std::vector<const char*> kAdamKeys = {"beta1", "beta2", "eps"},
+                                          kSgdKeys = {"momentum", "nesterov"};
+    for (const char* key : sgd ? kAdamKeys : kSgdKeys)
+      FRESCO_CHECK(!o.has(key), ErrorCode::kBadConfig,
+                   source + ".optimizer." + key + ": not a setting of " + type +
+                       (sgd ? " (beta1, beta2 and eps are adam's and adamw's)"
+                            : " (momentum and nesterov are sgd's)"));
+    if (sgd) {
+      op.momentum = o.get<float>("momentum", op.momentum);
+      op.nesterov = o.get<bool>("nesterov", op.nesterov);
+    } else {
+      op.beta1 = o.get<float>("beta1", op.beta1);
+      op.beta2 = o.get<float>("beta2", op.beta2);
+      op.eps = o.get<float>("eps", op.eps);
+    }
     o.done();
   }
   if (r.has("scheduler")) {
@@ -175,6 +219,8 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
       throw Error(ErrorCode::kBadConfig,
                   source + ".scheduler.type: expected constant or cosine, found \"" + type + "\"");
     s.scheduler.warmup_epochs = c.get<int32_t>("warmup_epochs", 0);
+    FRESCO_CHECK(type == "cosine" || !c.has("min_lr"), ErrorCode::kBadConfig,
+                 source + ".scheduler.min_lr: not a setting of " + type + " (the cosine schedule's floor)");
     s.scheduler.min_lr = c.get<float>("min_lr", 0.0f);
     c.done();
   }
@@ -193,6 +239,9 @@ DType parse_precision(const std::string& name, const std::string& where) {
 }
 
 JobSpec load_job(const std::string& path) {
+  std::error_code ec;
+  FRESCO_CHECK(!std::filesystem::is_directory(path, ec), ErrorCode::kMissingInput,
+               path + ": is a directory, not a job file");
   std::ifstream f(path);
   FRESCO_CHECK(f.good(), ErrorCode::kMissingInput, path + ": cannot open job file");
   std::stringstream ss;

@@ -103,6 +103,53 @@ TEST(Job, ParsesAndRejectsUnknownKeys) {
             std::string::npos);
 }
 
+// Values that used to be truncated, wrapped or ignored are refused, each naming its key.
+TEST(Job, RefusesValuesItCannotHonour) {
+  auto job_error = [](const std::string& extra) {
+    return error_of([&] {
+      parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"})" + extra + "}", "j.json");
+    });
+  };
+  EXPECT_NE(
+      job_error(R"(,"epochs":4294967297)").find("epochs: 4294967297 is outside [-2147483648, 2147483647]"),
+      std::string::npos);
+  EXPECT_NE(job_error(R"(,"seed":-1)").find("seed: -1 is outside [0, "), std::string::npos);
+  EXPECT_NE(job_error(R"(,"augment":{"crop_pad":2147483648})").find("crop_pad: 2147483648 is outside"),
+            std::string::npos);
+  EXPECT_NE(job_error(R"(,"optimizer":{"lr":1e39})").find("lr: 1e+39 does not fit a float"),
+            std::string::npos);
+  EXPECT_NE(job_error(R"(,"optimizer":{"type":"adam","momentum":0.9})")
+                .find("optimizer.momentum: not a setting of adam"),
+            std::string::npos);
+  EXPECT_NE(
+      job_error(R"(,"optimizer":{"type":"sgd","beta1":0.5})").find("optimizer.beta1: not a setting of sgd"),
+      std::string::npos);
+  EXPECT_NE(job_error(R"(,"scheduler":{"type":"constant","min_lr":0.1})")
+                .find("scheduler.min_lr: not a setting of constant"),
+            std::string::npos);
+  EXPECT_NE(job_error(R"(,"epochs":1,"epochs":2)").find("key \"epochs\" given twice"), std::string::npos);
+  EXPECT_NE(
+      error_of([] {
+        parse_job(
+            R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist","normalize":{"mean":[0.1]}}})",
+            "j.json");
+      }).find("data.normalize: missing key \"std\""),
+      std::string::npos);
+  const JobSpec ok = parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"seed":7,)"
+                               R"("optimizer":{"type":"sgd","momentum":0.9,"nesterov":true}})",
+                               "j.json");
+  EXPECT_EQ(ok.seed, 7u);
+  EXPECT_EQ(ok.data.path, "/usr/share/datasets/mnist");
+  EXPECT_FLOAT_EQ(ok.optimizer.momentum, 0.9f);
+  try {
+    load_job(FRESCO_TEST_DATA_DIR);
+    ADD_FAILURE() << "a directory was read as a job file";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kMissingInput);
+    EXPECT_NE(std::string(e.what()).find("is a directory, not a job file"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Job, TheShippedJobParses) {
   const JobSpec j = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
   EXPECT_EQ(j.model.layers().size(), 7u);

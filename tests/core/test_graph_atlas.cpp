@@ -312,6 +312,33 @@ TEST(Compiler, RejectsBadModels) {
   }
 }
 
+// A schedule the run cannot follow is refused: a warm-up longer than the run (the lr would never reach the
+// set rate), a cosine floor above the lr (the schedule would rise).
+TEST(Compiler, RejectsSchedulesTheRunCannotFollow) {
+  auto message = [](const CompileOptions& o) -> std::string {
+    try {
+      Compiler().compile(seq({fc(32), relu(), fc(10)}), o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+      return e.what();
+    }
+    return "no error";
+  };
+  CompileOptions o = mlp_options(256, 0);
+  o.total_steps = 3 * o.steps_per_epoch;  // three epochs
+  o.scheduler = CosineAnnealingLR().warmup(4);
+  EXPECT_NE(message(o).find("a warm-up of 4 epochs is longer than the run (3 epochs)"), std::string::npos)
+      << message(o);
+  o.scheduler = ConstantLR();
+  o.scheduler.warmup_epochs = 4;
+  EXPECT_NE(message(o).find("longer than the run"), std::string::npos);
+  o.scheduler = CosineAnnealingLR();
+  o.scheduler.min_lr = 2 * o.optimizer.lr;
+  EXPECT_NE(message(o).find("the cosine schedule would rise"), std::string::npos) << message(o);
+  o.scheduler = CosineAnnealingLR().warmup(3);  // as long as the run: accepted
+  EXPECT_EQ(message(o), "no error");
+}
+
 TEST(Compiler, CustomOpWithoutItsLibraryIsAClearError) {
   Compiler c;
   try {
