@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fresco/core/error.h"
+#include "json_depth.h"
 
 namespace fresco {
 
@@ -139,7 +140,15 @@ std::string known_list() {
 }  // namespace
 
 namespace {
-std::vector<LayerSpec> parse_list(const json& j, const std::string& source, const std::string& list_name) {
+// Residual and concat blocks nest their branches; deeper nesting than this is refused rather than recursed
+// into (a 60 KB file of nested blocks would take gigabytes to describe and plan).
+constexpr int kMaxNesting = 64;
+
+std::vector<LayerSpec> parse_list(const json& j, const std::string& source, const std::string& list_name,
+                                  int depth = 0) {
+  FRESCO_CHECK(
+      depth <= kMaxNesting, ErrorCode::kBadConfig,
+      source + ": " + list_name + ": blocks nested more than " + std::to_string(kMaxNesting) + " deep");
   FRESCO_CHECK(
       j.is_array(), ErrorCode::kBadConfig,
       source + ": " + list_name + ": expected a JSON array of layers, found " + std::string(j.type_name()));
@@ -183,7 +192,7 @@ std::vector<LayerSpec> parse_list(const json& j, const std::string& source, cons
             value.is_number_integer(), ErrorCode::kBadConfig,
             where + " (" + s.kind + "): field \"" + key + "\" must be an integer, found " + value.dump());
         const int64_t v = value.get<int64_t>();
-        const bool may_be_zero = key == "pad" || key == "stride";
+        const bool may_be_zero = key == "pad";  // an omitted stride is the default (1, a pool's k), not 0
         FRESCO_CHECK(
             v >= (may_be_zero ? 0 : 1) && v <= (int64_t{1} << 20), ErrorCode::kBadConfig,
             where + " (" + s.kind + "): field \"" + key + "\" out of range, found " + std::to_string(v));
@@ -199,7 +208,7 @@ std::vector<LayerSpec> parse_list(const json& j, const std::string& source, cons
         s.bias = value.get<bool>();
       } else if ((s.kind == "residual" || s.kind == "concat") && (key == "main" || key == "shortcut")) {
         (key == "main" ? s.main : s.shortcut) =
-            parse_list(value, source, list_name + " layer " + std::to_string(i) + " " + key);
+            parse_list(value, source, list_name + " layer " + std::to_string(i) + " " + key, depth + 1);
       } else if (s.kind == "custom" && key == "op") {
         FRESCO_CHECK(value.is_string() && !value.get<std::string>().empty(), ErrorCode::kBadConfig,
                      where + " (custom): field \"op\" must be a non-empty string");
@@ -225,6 +234,7 @@ std::vector<LayerSpec> parse_list(const json& j, const std::string& source, cons
 }  // namespace
 
 BluePrint BluePrint::from_json(const std::string& json_text, const std::string& source) {
+  check_json_depth(json_text, source);
   json j;
   try {
     j = json::parse(json_text);

@@ -166,6 +166,22 @@ int64_t fc_macs(const CompileOptions& o, const LayerDescriptor& l) {
   return o.batch * l.in_sample.per_sample() * l.out_sample.per_sample();
 }
 
+// A map of `sample` per sample at the larger of the training and evaluation batches fits the sizes the plans
+// count in (int64 elements and bytes): at most 2^40 bytes in fp32 (1 TiB, far beyond any device), computed
+// without overflow.
+void check_map_size(const CompileOptions& o, const Shape& sample, const std::string& what) {
+  constexpr int64_t kMaxBytes = kMaxTensorBytes;
+  int64_t bytes = 4;
+  bool overflow = false;
+  for (int64_t d : {sample.h, sample.w, sample.c, std::max<int64_t>({o.batch, o.val_batch, 1})})
+    overflow |= d < 0 || __builtin_mul_overflow(bytes, d, &bytes);
+  FRESCO_CHECK(!overflow && bytes <= kMaxBytes, ErrorCode::kBadConfig,
+               what + ": a map of " + sample.str() + " per sample at batch " +
+                   std::to_string(std::max(o.batch, o.val_batch)) + " is " +
+                   (overflow ? std::string("beyond 64-bit sizes") : std::to_string(bytes) + " bytes") +
+                   "; at most 2^40 bytes per map are supported");
+}
+
 // Layer i is the head that CompileOptions::fuse_head runs as one fc_softmax_xent node in training.
 bool is_fused_head(const CompiledModel& m, int i) {
   return m.arch.fused_head && i + 1 == static_cast<int>(m.arch.layers.size());
@@ -176,6 +192,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   FRESCO_CHECK(!bp.empty(), ErrorCode::kBadConfig, "model: the layer list is empty");
   FRESCO_CHECK(o.input_sample.per_sample() > 0, ErrorCode::kBadConfig,
                "model: input sample shape " + o.input_sample.str() + " is empty");
+  check_map_size(o, o.input_sample, "model input");
   FRESCO_CHECK(o.precision == DType::F32 || o.precision == DType::BF16 || o.precision == DType::F16,
                ErrorCode::kBadConfig,
                std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(o.precision));
@@ -240,6 +257,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     l.out_sample = rule_for(l.kind).out_shape(l, l.in_sample);
     if (kind == LayerKind::CONCAT)  // channels of both branches
       l.out_sample.c += (in2 < 0 ? o.input_sample : a.layers[static_cast<size_t>(in2)].out_sample).c;
+    check_map_size(o, l.out_sample, "layer " + spec.path + " (" + spec.kind + ")");
     a.layers.push_back(l);
     return l.index;
   };

@@ -13,6 +13,7 @@
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/error.h"
 #include "fresco/core/models.h"
+#include "json_depth.h"
 
 namespace fresco {
 
@@ -89,6 +90,7 @@ struct Reader {
 }  // namespace
 
 JobSpec parse_job(const std::string& text, const std::string& source) {
+  check_json_depth(text, source);
   json j;
   try {
     // A key given twice in one object is refused (JSON would silently keep the last).

@@ -62,6 +62,35 @@ TEST(BluePrint, RejectsBadLayers) {
       std::string::npos);
 }
 
+// Nesting is bounded (blocks 64 deep, JSON 256 levels) so a hostile file cannot exhaust the stack, and a
+// stride of 0 is refused rather than read as the default.
+TEST(BluePrint, RejectsDeepNestingAndZeroStride) {
+  auto nested = [](int blocks) {
+    std::string s = R"([{"layer":"fc","out":10}])";
+    for (int i = 0; i < blocks; ++i) s = R"([{"layer":"residual","main":)" + s + "}]";
+    return s;
+  };
+  EXPECT_EQ(BluePrint::from_json(nested(64), "m").layers().size(), 1u);
+  EXPECT_NE(error_of([&] { BluePrint::from_json(nested(65), "m"); }).find("blocks nested more than 64 deep"),
+            std::string::npos);
+  const std::string brackets(100000, '[');
+  EXPECT_NE(error_of([&] { BluePrint::from_json(brackets, "m"); }).find("JSON nested more than 256 levels"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_job(R"({"model":)" + brackets, "j.json");
+            }).find("j.json: JSON nested more than 256 levels"),
+            std::string::npos);
+  // brackets inside strings do not nest
+  EXPECT_EQ(BluePrint::from_json(R"([{"layer":"custom","op":")" + std::string(300, '[') + R"("}])", "m")
+                .layers()
+                .size(),
+            1u);
+  EXPECT_NE(error_of([] {
+              BluePrint::from_json(R"([{"layer":"conv","out":4,"k":3,"stride":0}])", "m");
+            }).find("field \"stride\" out of range, found 0"),
+            std::string::npos);
+}
+
 TEST(Job, ParsesAndRejectsUnknownKeys) {
   const JobSpec j = parse_job(kJob, "j.json");
   EXPECT_EQ(j.data.kind, "fashion-mnist");

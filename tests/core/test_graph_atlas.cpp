@@ -314,6 +314,27 @@ TEST(Compiler, RejectsBadModels) {
 
 // A schedule the run cannot follow is refused: a warm-up longer than the run (the lr would never reach the
 // set rate), a cosine floor above the lr (the schedule would rise).
+// Sizes beyond what the plans count in are configuration errors, not wrapped products.
+TEST(Compiler, RejectsMapsAndTensorsTooLargeToPlan) {
+  auto message = [](const BluePrint& bp) -> std::string {
+    try {
+      Compiler().compile(bp, mlp_options(256, 0));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+      return e.what();
+    }
+    return "no error";
+  };
+  // 28 + 2 * 2^20 wide, 2^20 channels: beyond 64-bit sizes at batch 128
+  EXPECT_NE(message(seq({conv(int64_t{1} << 20, 1, 1, int64_t{1} << 20), flatten(), fc(10)}))
+                .find("is beyond 64-bit sizes; at most 2^40 bytes per map"),
+            std::string::npos);
+  // a map that fits, but an fc weight of 2^31 x 2^24 values
+  EXPECT_NE(message(seq({conv(int64_t{1} << 11, 1, 1, 100), flatten(), fc(int64_t{1} << 24), fc(10)}))
+                .find("is too large (at most 2^40 bytes per tensor)"),
+            std::string::npos);
+}
+
 TEST(Compiler, RejectsSchedulesTheRunCannotFollow) {
   auto message = [](const CompileOptions& o) -> std::string {
     try {

@@ -42,6 +42,9 @@ struct RegionSpan {
 
 // Bytes of a slot holding `numel` elements of `dtype` (the slot rule).
 uint64_t slot_bytes_for(DType dtype, int64_t numel) noexcept;
+// The largest slot one tensor may take (1 TiB, far beyond any device; a larger or overflowing shape is a
+// configuration error, refused when the tensor is added).
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
 
 class MemoryPlan {
  public:
