@@ -10,6 +10,11 @@
 namespace fresco::cli {
 
 int cmd_plugins(const std::vector<std::string>& extra_paths) {
+  for (const auto& want : extra_paths) {  // a path the user names must exist (the default ones may not)
+    std::error_code ec;
+    FRESCO_CHECK(std::filesystem::exists(want, ec), ErrorCode::kMissingInput,
+                 want + ": no such plugin file or directory");
+  }
   auto& reg = PluginRegistry::instance();
   std::printf("search path:\n");
   for (const auto& [dir, why] : reg.search_dirs(extra_paths))

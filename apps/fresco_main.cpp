@@ -35,8 +35,10 @@ int main(int argc, char** argv) {
   parity->add_option("--steps", pa.steps, "steps to train (default 20)")->check(CLI::PositiveNumber);
   parity->add_option("--devices", pa.device_a, "first device (default cpu)");
   parity->add_option("--against", pa.device_b, "second device (default cuda)");
-  parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)");
-  parity->add_option("--samples", pa.samples, "use only the first N training samples");
+  parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)")
+      ->check(CLI::NonNegativeNumber);
+  parity->add_option("--samples", pa.samples, "use only the first N training samples")
+      ->check(CLI::PositiveNumber);
   parity->add_flag("--verbose", pa.verbose, "print every step's loss on both devices");
   auto* resync = parity->add_flag("--resync", pa.resync,
                                   "start every step of the second device from the first's state (compares "

@@ -133,6 +133,9 @@ TEST_F(Cli, UsageErrors) {
   EXPECT_EQ(run("frobnicate").status, 64);
   EXPECT_EQ(run("train").status, 64);
   EXPECT_EQ(run("parity job.json --nodes --resync").status, 64);  // one mode or the other
+  EXPECT_EQ(run("parity job.json --samples -5").status, 64);
+  EXPECT_EQ(run("parity job.json --tolerance -1").status, 64);
+  expect_one_line(run("plugins " + (dir_ / "absent.so").string()), 66, "absent.so: no such plugin file");
 }
 
 TEST_F(Cli, GoldenPassesAndFails) {
