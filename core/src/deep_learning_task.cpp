@@ -86,7 +86,11 @@ void DeepLearningTask::plan() {
   }
   FRESCO_CHECK(train_.n > 0, ErrorCode::kBadConfig, "training set '" + train_.name + "' is empty");
   FRESCO_CHECK(test_.n == 0 || (test_.h == train_.h && test_.w == train_.w && test_.c == train_.c),
-               ErrorCode::kBadConfig, "test images differ in shape from training images");
+               ErrorCode::kBadData,
+               "test images of '" + test_.name + "' are " + std::to_string(test_.w) + "x" +
+                   std::to_string(test_.h) + "x" + std::to_string(test_.c) + ", training images of '" +
+                   train_.name + "' " + std::to_string(train_.w) + "x" + std::to_string(train_.h) + "x" +
+                   std::to_string(train_.c));
   if (!norm_set_ && norm_.mean.size() != static_cast<size_t>(train_.c)) {
     norm_.mean.assign(static_cast<size_t>(train_.c), 0.0f);
     norm_.std.assign(static_cast<size_t>(train_.c), 1.0f);
