@@ -348,6 +348,20 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   const int fp = first_param_index(a);
   FRESCO_CHECK(fp >= 0, ErrorCode::kBadConfig, "model: no trainable layer (add an fc)");
   a.layers[static_cast<size_t>(fp)].first_param_layer = true;
+  {
+    const LayerDescriptor& first = a.layers[static_cast<size_t>(fp)];
+    FRESCO_CHECK(
+        !o.freeze_first_layer || (first.kind == LayerKind::CONV && !first.spec.bias), ErrorCode::kBadConfig,
+        "freeze_first_layer: the first layer with parameters must be a bias-free conv (its weight has "
+        "a region of its own), found " +
+            std::string(kind_prefix(first.kind)) + (first.spec.bias ? " with a bias" : "") + " (layer " +
+            first.spec.path + ")");
+    bool more = false;
+    for (size_t i = static_cast<size_t>(fp) + 1; i < a.layers.size(); ++i)
+      more = more || rule_for(a.layers[i].kind).has_params();
+    FRESCO_CHECK(!o.freeze_first_layer || more, ErrorCode::kBadConfig,
+                 "freeze_first_layer: no layer after the first has parameters to train");
+  }
   // CompileOptions::conv_prologue: a conv that is the first reader of a batchnorm's fused relu (the other
   // reader, if any, comes later: a residual join's shortcut) applies that batchnorm itself and writes its
   // map.
@@ -438,7 +452,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     auto& conv = a.layers[static_cast<size_t>(fp)];
     const int32_t b = first_reader[static_cast<size_t>(fp)];
     if (conv.kind == LayerKind::CONV && b >= 0 && consumers[static_cast<size_t>(fp)] == 1 &&
-        option_on(o.grad_sums, o) && wgrad_prologue_on(o, conv)) {
+        option_on(o.grad_sums, o) && wgrad_prologue_on(o, conv) && !o.freeze_first_layer) {
       auto& bn = a.layers[static_cast<size_t>(b)];
       bool has_sums = false;
       for (const auto& l : a.layers) has_sums = has_sums || l.grad_sums_bn == b || l.grad_sums_bn2 == b;
@@ -1152,13 +1166,20 @@ ConvSplit conv_split(const CompiledModel& m, const std::vector<EarlyPart>& parts
 // Bytes [0, cut) of a span of `bytes` go to graph `late` (also when the span is empty), [cut, end) to
 // DEEP_FWD_BWD on the side stream (the early update); make(skip, take, early) builds each node, take -1
 // meaning to the span's end.
+// A hole [hole_lo, hole_hi) inside [0, cut) is left out (a frozen first layer's weight).
 template <class Make>
 void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint64_t cut, uint64_t end,
-                        Make make) {
+                        Make make, uint64_t hole_lo = 0, uint64_t hole_hi = 0) {
   auto take = [&](uint64_t from, uint64_t to) {
     return to >= bytes ? int64_t{-1} : static_cast<int64_t>(to - from);
   };
-  if (cut > 0 || bytes == 0) g.add(late, make(0, take(0, cut), false));
+  FRESCO_CHECK(hole_hi <= cut, ErrorCode::kInternal, "a range's hole lies past its late part");
+  if (hole_hi > hole_lo) {
+    if (hole_lo > 0) g.add(late, make(0, take(0, hole_lo), false));
+    if (cut > hole_hi) g.add(late, make(hole_hi, take(hole_hi, cut), false));
+  } else if (cut > 0 || bytes == 0) {
+    g.add(late, make(0, take(0, cut), false));
+  }
   if (cut < end) {
     GraphNode n = make(cut, take(cut, end), true);
     n.side_stream = true;
@@ -1233,11 +1254,22 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
                                    : kNoTensor;
     const uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias, read_late}) : span.bytes;
     const uint64_t end = gr.last == ParamKind::DEEP_CONV ? parts_begin - span.offset : span.bytes;
-    add_late_and_early(g, GraphId::OPTIMIZER, span.bytes, cut, end, [&](uint64_t skip, int64_t take, bool e) {
-      GraphNode n = update_node(m, gr, skip, take);
-      if (e) n.label += " (early)";
-      return n;
-    });
+    // A frozen first layer's weight (all of W_FIRST_CONV) is left out of the ranges.
+    uint64_t hole_lo = 0, hole_hi = 0;
+    if (m.options.freeze_first_layer) {
+      const DTensor& w = p.tensor(first.weight);
+      if (static_cast<uint64_t>(w.offset) >= span.offset &&
+          static_cast<uint64_t>(w.offset) < span.offset + span.bytes)
+        hole_lo = static_cast<uint64_t>(w.offset) - span.offset, hole_hi = hole_lo + w.slot_bytes;
+    }
+    add_late_and_early(
+        g, GraphId::OPTIMIZER, span.bytes, cut, end,
+        [&](uint64_t skip, int64_t take, bool e) {
+          GraphNode n = update_node(m, gr, skip, take);
+          if (e) n.label += " (early)";
+          return n;
+        },
+        hole_lo, hole_hi);
   }
   const ConvSplit conv = conv_split(m, parts, early);
   if (early && m.options.precision != DType::F32 &&
@@ -1343,6 +1375,7 @@ void Compiler::build_computation_graph(CompiledModel& m) {
     dx.add(add_node(first.grad_sum_a, first.grad_sum_b, first.grad_out, "grad " + first.name));
   // First-layer backward (its weight gradient only).
   for (char ab : {'A', 'B'}) {
+    if (m.options.freeze_first_layer) break;  // no weight gradient: FIRST_LAYER_BWD stays empty
     EmitContext bx{&tr, ab == 'A' ? GraphId::FIRST_LAYER_BWD_A : GraphId::FIRST_LAYER_BWD_B, &m.t,
                    &m.options};
     rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, first.grad_out, kNoTensor);

@@ -61,6 +61,7 @@ FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_wei
               defer_fc_min_macs_ = min_macs)
 FRESCO_SETTER(conv_join_lag(int64_t max_values), conv_join_lag_max_ = max_values)
 FRESCO_SETTER(fork_shortcuts(bool on), fork_shortcuts_ = on)
+FRESCO_SETTER(freeze_first_layer(bool on), freeze_first_layer_ = on)
 FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
 FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), conv_stats_ = mode)
 FRESCO_SETTER(grad_sums(CompileOptions::GradSums mode), grad_sums_ = mode)
@@ -127,6 +128,7 @@ void DeepLearningTask::plan() {
   o.defer_fc_min_macs = defer_fc_min_macs_;
   o.conv_join_lag_max = conv_join_lag_max_;
   o.fork_shortcuts = fork_shortcuts_;
+  o.freeze_first_layer = freeze_first_layer_;
   o.fuse_joins = fuse_joins_;
   o.conv_stats = conv_stats_;
   o.grad_sums = grad_sums_;

@@ -155,6 +155,7 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
   s.seed = r.get<uint64_t>("seed", 0);
   s.device = r.get<std::string>("device", "auto");
   s.precision = parse_precision(r.get<std::string>("precision", "fp32"), source + ".precision");
+  s.freeze_first_layer = r.get<bool>("freeze_first_layer", false);
   if (r.has("augment")) {  // training-time augmentation: {"crop_pad": 4, "flip": true}
     Reader a{r.at("augment"), source + ".augment", {}};
     a.object();
@@ -262,7 +263,8 @@ void configure(DeepLearningTask& task, const JobSpec& job) {
       .augment(job.augment)
       .loss(job.loss)
       .optimizer(job.optimizer)
-      .scheduler(job.scheduler);
+      .scheduler(job.scheduler)
+      .freeze_first_layer(job.freeze_first_layer);
   if (job.normalize_set) task.normalize(job.normalize);
 }
 

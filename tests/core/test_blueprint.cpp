@@ -164,10 +164,12 @@ TEST(Job, RefusesValuesItCannotHonour) {
             "j.json");
       }).find("data.normalize: missing key \"std\""),
       std::string::npos);
-  const JobSpec ok = parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"seed":7,)"
-                               R"("optimizer":{"type":"sgd","momentum":0.9,"nesterov":true}})",
-                               "j.json");
+  const JobSpec ok =
+      parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"seed":7,)"
+                R"("optimizer":{"type":"sgd","momentum":0.9,"nesterov":true},"freeze_first_layer":true})",
+                "j.json");
   EXPECT_EQ(ok.seed, 7u);
+  EXPECT_TRUE(ok.freeze_first_layer);
   EXPECT_EQ(ok.data.path, "/usr/share/datasets/mnist");
   EXPECT_FLOAT_EQ(ok.optimizer.momentum, 0.9f);
   try {

@@ -237,6 +237,12 @@ struct CompileOptions {
   // on the H200 ResNet-18 b512 was within noise of the serial forward (the 1x1 convs take every SM as the
   // main branch's do; docs/decisions.md, "Forked shortcuts").
   bool fork_shortcuts = false;
+  // The first layer with parameters keeps its initial weights, as a PyTorch parameter with requires_grad
+  // off (a fixed stem, e.g. a whitening conv): FIRST_LAYER_BWD stays empty (no weight gradient; its G and M
+  // stay zero) and the optimizer's ranges leave its weight out, weight decay included. It must be a bias-free
+  // conv, whose weight has a region of its own (W_FIRST_CONV). The layer after it still computes its input
+  // gradient, which nothing reads.
+  bool freeze_first_layer = false;
   // Compute precision of the maps: F32, or BF16 / F16 for mixed precision (DESIGN §3, §7): convolutions,
   // batchnorm, activations, pools and residual adds run on low-precision maps with low-precision copies of
   // the conv weights (A) and low-precision conv weight gradients (G16); fc layers, the loss, the optimizer

@@ -97,6 +97,9 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::fork_shortcuts (default off): a projection shortcut's layers run on the side stream
   // beside the residual block's main branch.
   DeepLearningTask& fork_shortcuts(bool on);
+  // CompileOptions::freeze_first_layer (default off): the first layer (a bias-free conv) keeps its initial
+  // weights (or those written by write_param) and gets no weight gradient.
+  DeepLearningTask& freeze_first_layer(bool on);
   // CompileOptions::fuse_head (default on): the training head (last fc, softmax cross-entropy, its input
   // gradient) as one node. The same numbers either way.
   DeepLearningTask& fuse_head(bool on);
@@ -194,6 +197,7 @@ class DeepLearningTask : public TaskBase {
   int64_t defer_fc_min_macs_ = 100'000'000;
   int64_t conv_join_lag_max_ = 65536;
   bool fork_shortcuts_ = CompileOptions{}.fork_shortcuts;
+  bool freeze_first_layer_ = false;
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;

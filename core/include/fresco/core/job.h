@@ -23,8 +23,9 @@ struct JobSpec {
   int32_t epochs = 1;
   uint64_t seed = 0;
   std::string device = "auto";
-  data::Augmentation augment;    // "augment": {"crop_pad": N, "flip": true|false}
-  DType precision = DType::F32;  // "precision": "fp32" | "bf16" | "fp16" (fp16 and bf16 need a GPU)
+  data::Augmentation augment;       // "augment": {"crop_pad": N, "flip": true|false}
+  DType precision = DType::F32;     // "precision": "fp32" | "bf16" | "fp16" (fp16 and bf16 need a GPU)
+  bool freeze_first_layer = false;  // "freeze_first_layer": true (CompileOptions::freeze_first_layer)
   CrossEntropyLoss loss;
   Optimizer optimizer = AdamW();
   Scheduler scheduler;
