@@ -85,7 +85,15 @@ void DeepLearningTask::plan() {
     if (!norm_set_) norm_ = default_normalization(data_spec_.kind);
     have_data_ = true;
   }
+  data::validate(train_, "training set");
+  data::validate(test_, "test set");
   FRESCO_CHECK(train_.n > 0, ErrorCode::kBadConfig, "training set '" + train_.name + "' is empty");
+  FRESCO_CHECK(test_.n == 0 || test_.num_classes == train_.num_classes, ErrorCode::kBadData,
+               "test set '" + test_.name + "' has " + std::to_string(test_.num_classes) +
+                   " classes, training set '" + train_.name + "' " + std::to_string(train_.num_classes));
+  FRESCO_CHECK(
+      val_batch_ >= 0 && val_batch_ <= (1 << 20), ErrorCode::kBadConfig,
+      "val_batch_size must be 0 (the batch size) or in [1, 1048576], found " + std::to_string(val_batch_));
   FRESCO_CHECK(test_.n == 0 || (test_.h == train_.h && test_.w == train_.w && test_.c == train_.c),
                ErrorCode::kBadData,
                "test images of '" + test_.name + "' are " + std::to_string(test_.w) + "x" +
@@ -210,6 +218,11 @@ void DeepLearningTask::init_parameters() {
 
 TrainingResult DeepLearningTask::run() {
   require(Phase::COMPILED, "DeepLearningTask::run");
+  // The compiled job's schedule covers its epochs once: a second run would train at the schedule's last lr
+  // and repeat epoch 0's shuffle.
+  FRESCO_CHECK(!ran_, ErrorCode::kUsage,
+               "DeepLearningTask::run: this job has been run; compile a new task to train again");
+  ran_ = true;
   TrainingResult result;
   const auto t_all = Clock::now();
   std::vector<uint32_t> order(static_cast<size_t>(train_.n));
@@ -246,6 +259,7 @@ TrainingResult DeepLearningTask::run() {
 
 void DeepLearningTask::stage_batch(const uint32_t* idx, int64_t count) {
   require(Phase::COMPILED, "DeepLearningTask::stage_batch");
+  FRESCO_CHECK(idx, ErrorCode::kUsage, "stage_batch: no index array");
   FRESCO_CHECK(count == model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)], ErrorCode::kUsage,
                "stage_batch: a batch of " + std::to_string(count) + " is not train_base's");
   for (int64_t i = 0; i < count; ++i)
@@ -257,6 +271,9 @@ void DeepLearningTask::stage_batch(const uint32_t* idx, int64_t count) {
 
 float DeepLearningTask::train_step(const uint32_t* idx, int64_t count) {
   require(Phase::COMPILED, "DeepLearningTask::train_step");
+  FRESCO_CHECK(count >= 1 && idx, ErrorCode::kUsage,
+               "train_step: needs at least one sample index, found " + std::to_string(count) +
+                   (idx ? "" : " and no index array"));
   Variant v = Variant::COUNT;
   for (Variant cand : {Variant::TRAIN_BASE, Variant::TRAIN_LAST})
     if (model_->batch_of[static_cast<int>(cand)] == count) v = cand;

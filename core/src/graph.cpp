@@ -94,6 +94,9 @@ bool shape_invariant(GraphId g) noexcept {
 }
 
 GraphNode& ComputationGraph::add(GraphId g, GraphNode n) {
+  FRESCO_CHECK(
+      static_cast<int>(g) < kGraphIdCount, ErrorCode::kUsage,
+      "ComputationGraph::add: graph id " + std::to_string(static_cast<int>(g)) + " is not a GraphId");
   auto& part = parts_[static_cast<int>(g)];
   part.push_back(std::move(n));
   return part.back();
@@ -106,9 +109,12 @@ size_t ComputationGraph::node_count() const noexcept {
 }
 
 RegionSpan range_bytes(const RangeRef& r, const MemoryPlan& p, const std::string& what) {
+  FRESCO_CHECK(r.first <= r.last && static_cast<int>(r.last) < kRegionCount, ErrorCode::kUsage,
+               what + ": a range from region " + region_name(r.first) + " to " + region_name(r.last) +
+                   " (the first must not come after the last)");
   const RegionSpan s = p.region_range(r.first, r.last);
   const uint64_t take = r.take < 0 ? s.bytes - std::min(r.skip, s.bytes) : static_cast<uint64_t>(r.take);
-  FRESCO_CHECK(r.skip + take <= s.bytes, ErrorCode::kInternal,
+  FRESCO_CHECK(r.skip <= s.bytes && take <= s.bytes - r.skip, ErrorCode::kUsage,
                what + ": range part [" + std::to_string(r.skip) + ", +" + std::to_string(take) +
                    ") lies outside its regions (" + std::to_string(s.bytes) + " bytes)");
   return {s.offset + r.skip, take};

@@ -164,7 +164,15 @@ std::string open_plugin(const std::string& path, std::unique_ptr<boost::dll::sha
   }
   if (!lib->has(FR_PLUGIN_ABI_SYMBOL)) return "missing entry symbol " FR_PLUGIN_ABI_SYMBOL;
   if (!lib->has(FR_PLUGIN_INIT_SYMBOL)) return "missing entry symbol " FR_PLUGIN_INIT_SYMBOL;
-  const FrAbiInfo info = lib->get<FrAbiInfo()>(FR_PLUGIN_ABI_SYMBOL)();
+  // The entry points are C functions, but a C++ plugin may still throw out of them: that refuses it too.
+  FrAbiInfo info{};
+  try {
+    info = lib->get<FrAbiInfo()>(FR_PLUGIN_ABI_SYMBOL)();
+  } catch (const std::exception& e) {
+    return std::string(FR_PLUGIN_ABI_SYMBOL " threw: ") + e.what();
+  } catch (...) {
+    return FR_PLUGIN_ABI_SYMBOL " threw";
+  }
   if (info.struct_size < sizeof(FrAbiInfo))
     return "FrAbiInfo.struct_size " + std::to_string(info.struct_size) + " < " +
            std::to_string(sizeof(FrAbiInfo));
@@ -179,7 +187,14 @@ std::string open_plugin(const std::string& path, std::unique_ptr<boost::dll::sha
 #endif
   FrPlugin plugin{};
   plugin.struct_size = sizeof(FrPlugin);
-  FrError* err = lib->get<FrError*(const FrHostApi*, FrPlugin*)>(FR_PLUGIN_INIT_SYMBOL)(&kHostApi, &plugin);
+  FrError* err = nullptr;
+  try {
+    err = lib->get<FrError*(const FrHostApi*, FrPlugin*)>(FR_PLUGIN_INIT_SYMBOL)(&kHostApi, &plugin);
+  } catch (const std::exception& e) {
+    return std::string(FR_PLUGIN_INIT_SYMBOL " threw: ") + e.what();
+  } catch (...) {
+    return FR_PLUGIN_INIT_SYMBOL " threw";
+  }
   if (err) {
     std::unique_ptr<FrError> owned(err);
     return "init failed: " + owned->message;
@@ -191,6 +206,12 @@ std::string open_plugin(const std::string& path, std::unique_ptr<boost::dll::sha
   if (dev && (dev->struct_size < sizeof(FrDeviceApi) || !dev->name))
     return "FrDeviceApi.struct_size " + std::to_string(dev->struct_size) + " < " +
            std::to_string(sizeof(FrDeviceApi)) + " or unnamed device";
+  if (dev && !(dev->context_create && dev->context_destroy && dev->arena_alloc && dev->arena_free &&
+               dev->host_alloc && dev->host_free && dev->memcpy_async))
+    return std::string("device '") + dev->name +
+           "' lacks a required function (context_create, context_destroy, arena_alloc, arena_free, "
+           "host_alloc, "
+           "host_free and memcpy_async must be set)";
   if (plugin.n_kernels && !plugin.kernels)
     return "n_kernels is " + std::to_string(plugin.n_kernels) + " but no table";
   if (plugin.n_schemas && !plugin.schemas)
@@ -268,6 +289,10 @@ bool PluginRegistry::load_file(const std::string& path_in) {
     if (it != schemas_.end())
       return refuse(path, std::string("op schema '") + plugin.schemas[i].name + "' is already declared by " +
                               it->second.second);
+    for (uint32_t j = 0; j < i; ++j)
+      if (std::string(plugin.schemas[j].name) == plugin.schemas[i].name)
+        return refuse(
+            path, std::string("op schema '") + plugin.schemas[i].name + "' declared twice inside the plugin");
   }
   for (uint32_t i = 0; i < plugin.n_schemas; ++i)
     schemas_[plugin.schemas[i].name] = {&plugin.schemas[i], path};

@@ -42,12 +42,17 @@ Runtime::Runtime(const std::string& device, int device_index) : device_(device) 
                "device '" + device + "' index " + std::to_string(device_index) + " not present (" +
                    std::to_string(count) + " found)");
   throw_if_error(api_->context_create(device_index, &ctx_), "creating a '" + device + "' context");
-  for (int s = 0; s < kStreamCount; ++s)
-    if (api_->stream_create) throw_if_error(api_->stream_create(ctx_, &streams_[s]), "creating a stream");
-  for (int s = 0; s < kStreamCount; ++s) chain_events_[s] = create_event();
-  fork_event_ = create_event();
-  join_event_ = create_event();
-  for (int& e : lag_events_) e = create_event();
+  try {  // a failure from here on releases what was created (the destructor does not run)
+    for (int s = 0; s < kStreamCount; ++s)
+      if (api_->stream_create) throw_if_error(api_->stream_create(ctx_, &streams_[s]), "creating a stream");
+    for (int s = 0; s < kStreamCount; ++s) chain_events_[s] = create_event();
+    fork_event_ = create_event();
+    join_event_ = create_event();
+    for (int& e : lag_events_) e = create_event();
+  } catch (...) {
+    release();
+    throw;
+  }
 }
 
 namespace {
@@ -117,6 +122,10 @@ StreamRole lane_of(const ResolvedCall& rc, StreamRole main) {
 }  // namespace
 
 Runtime::~Runtime() {
+  release();
+}
+
+void Runtime::release() noexcept {
   for (auto& c : captures_) {
     for (auto& rc : c.calls)
       if (rc.owns_state && rc.state && rc.kernel->destroy) rc.kernel->destroy(ctx_, rc.state);
@@ -132,6 +141,9 @@ Runtime::~Runtime() {
   for (auto* s : streams_)
     if (s && api_->stream_destroy) api_->stream_destroy(ctx_, s);
   if (ctx_) api_->context_destroy(ctx_);
+  captures_.clear(), workspaces_.fill(nullptr), events_.clear(), streams_.fill(nullptr);
+  arena_ = staging_a_ = staging_b_ = nullptr;
+  ctx_ = nullptr;
 }
 
 void Runtime::allocate(const MemoryPlan& plan, uint64_t staging_bytes) {
@@ -272,6 +284,9 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
       uint64_t ws = 0;
       if (rc.kernel->prepare)
         throw_if_error(rc.kernel->prepare(ctx_, &probe, &rc.state, &ws), "prepare " + rc.label);
+      FRESCO_CHECK(ws <= static_cast<uint64_t>(kMaxTensorBytes), ErrorCode::kBadConfig,
+                   "prepare " + rc.label + ": the kernel asks for a workspace of " + std::to_string(ws) +
+                       " bytes (at most 2^40)");
       rc.call.workspace_bytes = ws;
       const int r = static_cast<int>(lane_of(rc, cap.stream));
       ws_need[r] = std::max(ws_need[r], ws);

@@ -91,6 +91,8 @@ void SimpleTask::read(TensorId id, void* dst, uint64_t bytes) {
 
 void SimpleTask::run(GraphId gid) {
   require(Phase::COMPILED, "SimpleTask::run");
+  FRESCO_CHECK(static_cast<int>(gid) < kGraphIdCount, ErrorCode::kUsage,
+               "SimpleTask::run: graph id " + std::to_string(static_cast<int>(gid)) + " is not a GraphId");
   runtime_->launch(atlas_, Variant::TRAIN_BASE, gid);
   runtime_->synchronize();
 }

@@ -1,6 +1,7 @@
 // CPU device API: the arena and staging buffers are 4 KiB-aligned host memory (zero-filled); streams do not
 // exist (kernels run synchronously in launch order); no native capture, so the host replays resolved call
 // lists.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -26,6 +27,8 @@ void context_destroy(void*) {}
 
 FrError* aligned_zeroed(uint64_t bytes, void** ptr) {
   return sdk::guard([&] {
+    FR_PLUGIN_CHECK(bytes <= UINT64_MAX - kAlign, FR_ERR_OUT_OF_MEMORY,
+                    "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
     const uint64_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
     void* p = std::aligned_alloc(kAlign, rounded ? rounded : kAlign);
     FR_PLUGIN_CHECK(p, FR_ERR_OUT_OF_MEMORY, "cpu: cannot allocate " + std::to_string(bytes) + " bytes");

@@ -1,5 +1,6 @@
 // Plugin loader: the CPU plugin loads; broken plugins are refused with path and reason: wrong ABI major (both
-// numbers), missing entry symbol, missing dependency, duplicate kernel, missing file; nothing crashes.
+// numbers), missing entry symbol, missing dependency, duplicate kernel, a device lacking required functions,
+// an init that throws, missing file; nothing crashes.
 #include <gtest/gtest.h>
 
 #include "fresco/core/plugin_loader.h"
@@ -55,6 +56,18 @@ TEST(PluginLoader, RefusesDuplicateKernel) {
   const std::string r = reason_for("libfresco-test-duplicate_kernel.so");
   EXPECT_NE(r.find("duplicate kernel (relu, cpu, f32): already provided by"), std::string::npos) << r;
   EXPECT_NE(r.find("libfresco-cpu.so"), std::string::npos) << r;
+}
+
+TEST(PluginLoader, RefusesADeviceWithoutItsRequiredFunctions) {
+  EXPECT_FALSE(PluginRegistry::instance().load_file(kBad + "/libfresco-test-incomplete_device.so"));
+  const std::string r = reason_for("libfresco-test-incomplete_device.so");
+  EXPECT_NE(r.find("device 'incomplete' lacks a required function"), std::string::npos) << r;
+  EXPECT_EQ(PluginRegistry::instance().device("incomplete"), nullptr);
+}
+
+TEST(PluginLoader, RefusesAnInitThatThrows) {
+  EXPECT_FALSE(PluginRegistry::instance().load_file(kBad + "/libfresco-test-throwing_init.so"));
+  EXPECT_EQ(reason_for("libfresco-test-throwing_init.so"), "fresco_plugin_init threw: boom in init");
 }
 
 TEST(PluginLoader, RefusesMissingFileAndNeverSearchesRelativePaths) {

@@ -2,6 +2,7 @@
 // Dataset has matching image/label counts and every label < num_classes; shuffled_indices(n, seed, epoch) is
 // a pure function (unbiased Fisher-Yates on Philox draws, no global state). Tested by
 // tests/core/test_idx_reader.cpp.
+#include <cstdint>
 #include <filesystem>
 #include <numeric>
 #include <string>
@@ -133,6 +134,30 @@ Dataset synthetic_patches(int64_t n, uint32_t seed) {
         d.images[static_cast<size_t>(i * 64 + (2 * k + dy) * 8 + 2 * k + dx)] = 255;
   }
   return d;
+}
+
+void validate(const Dataset& d, const std::string& what) {
+  const std::string where = what + " '" + d.name + "'";
+  FRESCO_CHECK(d.n >= 0 && d.n <= int64_t{UINT32_MAX}, ErrorCode::kBadData,
+               where + ": n = " + std::to_string(d.n) + " is outside [0, 2^32 - 1]");
+  FRESCO_CHECK(d.n == 0 || (d.h >= 1 && d.w >= 1 && d.c >= 1 && d.h <= 65536 && d.w <= 65536 && d.c <= 4096),
+               ErrorCode::kBadData,
+               where + ": image shape " + std::to_string(d.h) + "x" + std::to_string(d.w) + "x" +
+                   std::to_string(d.c) + " is outside [1, 65536] x [1, 65536] x [1, 4096]");
+  int64_t bytes = 0;
+  const bool overflow = d.n > 0 && __builtin_mul_overflow(d.n, d.sample_bytes(), &bytes);
+  FRESCO_CHECK(!overflow && d.images.size() == static_cast<uint64_t>(bytes), ErrorCode::kBadData,
+               where + ": " + std::to_string(d.images.size()) + " image bytes for n x h x w x c = " +
+                   std::to_string(d.n) + " x " + std::to_string(d.sample_bytes()));
+  FRESCO_CHECK(
+      d.labels.size() == static_cast<uint64_t>(d.n), ErrorCode::kBadData,
+      where + ": " + std::to_string(d.labels.size()) + " labels for " + std::to_string(d.n) + " images");
+  FRESCO_CHECK(d.n == 0 || d.num_classes >= 1, ErrorCode::kBadData,
+               where + ": num_classes must be at least 1, found " + std::to_string(d.num_classes));
+  for (size_t i = 0; i < d.labels.size(); ++i)
+    FRESCO_CHECK(d.labels[i] >= 0 && d.labels[i] < d.num_classes, ErrorCode::kBadData,
+                 where + ": label " + std::to_string(d.labels[i]) + " of sample " + std::to_string(i) +
+                     " is outside [0, " + std::to_string(d.num_classes) + ")");
 }
 
 bool is_dataset_kind(const std::string& kind) {

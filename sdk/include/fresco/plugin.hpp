@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <type_traits>
 
 #include "fresco/ops.h"
 #include "fresco/plugin.h"
@@ -74,8 +75,18 @@ inline int64_t cols(const FrTensor& t) {
   return rows(t) ? numel(t) / rows(t) : 0;
 }
 
+// A tensor's storage as T*. Read as float or int32_t, the tensor must hold f32 or i32 (a kernel is chosen by
+// its first output's dtype, so an input of another dtype would otherwise be read past its end); other T
+// (16-bit and byte views, void) are not checked.
 template <class T>
 T* data(const FrTensor& t) {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, float>)
+    FR_PLUGIN_CHECK(t.dtype == FR_F32, FR_ERR_INVALID_ARGUMENT,
+                    "an operand read as f32 has dtype " + std::to_string(t.dtype));
+  else if constexpr (std::is_same_v<U, int32_t>)
+    FR_PLUGIN_CHECK(t.dtype == FR_I32, FR_ERR_INVALID_ARGUMENT,
+                    "an operand read as i32 has dtype " + std::to_string(t.dtype));
   return static_cast<T*>(t.data);
 }
 template <class T>

@@ -134,6 +134,8 @@ class DeepLearningTask : public TaskBase {
   void plan();
   // -> COMPILED: plan() if needed, then the arena, kernel preparation, capture and initial weights.
   void compile();
+  // COMPILED: trains the job's epochs (each with an evaluation when there is a test set). Once: the compiled
+  // schedule covers one run, so a second call is a kUsage error.
   TrainingResult run();
 
   // Step-level access (COMPILED), used by golden checks, parity and tests.
@@ -198,6 +200,7 @@ class DeepLearningTask : public TaskBase {
   int64_t conv_join_lag_max_ = 65536;
   bool fork_shortcuts_ = CompileOptions{}.fork_shortcuts;
   bool freeze_first_layer_ = false;
+  bool ran_ = false;  // run() trains the compiled job once
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;

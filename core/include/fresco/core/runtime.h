@@ -97,6 +97,9 @@ class Runtime {
   void run_eager(const Capture& c);
 
  private:
+  // Frees every capture state, graph, workspace, arena, staging buffer, event, stream and the context (the
+  // destructor, and a constructor that fails after creating the context).
+  void release() noexcept;
   ResolvedCall resolve(const GraphNode& node, const MemoryPlan& plan);
   void run_calls(const Capture& c);
   void finish_capture(Capture& c);

@@ -53,6 +53,11 @@ Dataset load_jpeg_folder(const std::string& path, const std::string& split, cons
 std::pair<Dataset, Dataset> load_jpeg_folder_train_test(const std::string& path,
                                                         const std::string& name_prefix);
 
+// Throws kBadData naming `what` ("training set") and the dataset unless the invariants above hold (and n <
+// 2^32, the shuffle's index type): for datasets built by hand (DeepLearningTask::data(train, test) checks
+// both).
+void validate(const Dataset& d, const std::string& what);
+
 // The dataset kinds DataSpec names ("fashion-mnist", "mnist": MNIST-style IDX directories; "cifar10": a JPEG
 // image folder), and their train and test splits from `path`; an unknown kind is a kBadConfig error.
 bool is_dataset_kind(const std::string& kind);
