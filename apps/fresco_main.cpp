@@ -1,6 +1,7 @@
 // `fresco`: train a job, list plugins, replay golden cases. Exit statuses follow sysexits (64 usage, 65 bad
 // data, 66 missing input, 70 internal, 74 I/O, 78 bad configuration). Tested by tests/e2e/test_cli.cpp.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "train the model described by a job file (JSON)");
   train->add_option("job", ta.job, "job file, e.g. jobs/mlp_fashion_mnist.json")->required();
   train->add_option("--device", ta.device, "cpu, cuda or auto (default: the job's)");
-  train->add_option("--epochs", ta.epochs, "override the job's epoch count")->check(CLI::PositiveNumber);
+  train->add_option("--epochs", ta.epochs, "override the job's epoch count")->check(CLI::Range(1, INT32_MAX));
   train
       ->add_option("--precision", ta.precision,
                    "fp32, bf16 or fp16 (default: the job's; low precision needs a GPU)")
@@ -32,13 +33,13 @@ int main(int argc, char** argv) {
   fresco::cli::ParityArgs pa;
   auto* parity = app.add_subcommand("parity", "train N steps on two devices and compare every tensor");
   parity->add_option("job", pa.job, "job file")->required();
-  parity->add_option("--steps", pa.steps, "steps to train (default 20)")->check(CLI::PositiveNumber);
+  parity->add_option("--steps", pa.steps, "steps to train (default 20)")->check(CLI::Range(1, INT32_MAX));
   parity->add_option("--devices", pa.device_a, "first device (default cpu)");
   parity->add_option("--against", pa.device_b, "second device (default cuda)");
   parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)")
       ->check(CLI::NonNegativeNumber);
   parity->add_option("--samples", pa.samples, "use only the first N training samples")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, INT64_MAX));
   parity->add_flag("--verbose", pa.verbose, "print every step's loss on both devices");
   auto* resync = parity->add_flag("--resync", pa.resync,
                                   "start every step of the second device from the first's state (compares "

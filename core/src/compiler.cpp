@@ -447,18 +447,20 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     }
   }
   // The first conv's weight gradient applies the backward of the batchnorm that alone reads its output when
-  // that batchnorm gets its gradient premasked with its sums (above): its dx is read by nothing else.
+  // that batchnorm gets its gradient premasked with its sums (above): its dx is read by nothing else. A
+  // frozen first conv has no weight gradient, so that batchnorm's dx is not computed at all (its weights-only
+  // form).
   {
     auto& conv = a.layers[static_cast<size_t>(fp)];
     const int32_t b = first_reader[static_cast<size_t>(fp)];
     if (conv.kind == LayerKind::CONV && b >= 0 && consumers[static_cast<size_t>(fp)] == 1 &&
-        option_on(o.grad_sums, o) && wgrad_prologue_on(o, conv) && !o.freeze_first_layer) {
+        option_on(o.grad_sums, o) && (wgrad_prologue_on(o, conv) || o.freeze_first_layer)) {
       auto& bn = a.layers[static_cast<size_t>(b)];
       bool has_sums = false;
       for (const auto& l : a.layers) has_sums = has_sums || l.grad_sums_bn == b || l.grad_sums_bn2 == b;
       if (bn.kind == LayerKind::BN && bn.grad_premasked && has_sums && !bn.fused_into_join) {
         bn.dx_by_conv = true;
-        conv.wgrad_prologue_bn = b;
+        if (!o.freeze_first_layer) conv.wgrad_prologue_bn = b;
       }
     }
   }

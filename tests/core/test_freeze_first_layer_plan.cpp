@@ -61,6 +61,9 @@ TEST(FreezeFirstLayerPlan, NoWeightGradientAndNoUpdateOfTheFirstConv) {
       EXPECT_EQ(covering, 0) << what;
       EXPECT_GE(updates, 2) << what;  // the ranges on either side of the hole
       EXPECT_EQ(frozen.arch.layers[0].wgrad_prologue_bn, -1) << what;
+      // in mixed precision the batchnorm after the stem has its gradient sums: no dx (weights-only form)
+      EXPECT_EQ(frozen.arch.layers[1].dx_by_conv, precision != DType::F32) << what;
+      EXPECT_EQ(frozen.arch.layers[1].grad_in == kNoTensor, precision != DType::F32) << what;
     }
 }
 

@@ -240,8 +240,9 @@ struct CompileOptions {
   // The first layer with parameters keeps its initial weights, as a PyTorch parameter with requires_grad
   // off (a fixed stem, e.g. a whitening conv): FIRST_LAYER_BWD stays empty (no weight gradient; its G and M
   // stay zero) and the optimizer's ranges leave its weight out, weight decay included. It must be a bias-free
-  // conv, whose weight has a region of its own (W_FIRST_CONV). The layer after it still computes its input
-  // gradient, which nothing reads.
+  // conv, whose weight has a region of its own (W_FIRST_CONV). A batchnorm after it that takes its gradient
+  // sums from a masking pass (grad_sums) computes no input gradient; otherwise the layer after it still
+  // computes one, which nothing reads.
   bool freeze_first_layer = false;
   // Compute precision of the maps: F32, or BF16 / F16 for mixed precision (DESIGN §3, §7): convolutions,
   // batchnorm, activations, pools and residual adds run on low-precision maps with low-precision copies of
