@@ -37,6 +37,14 @@ std::unique_ptr<DeepLearningTask> small_task(data::Dataset train, data::Dataset 
   return t;
 }
 
+GraphNode compute_node(const std::string& op, TensorId in, TensorId out) {
+  GraphNode n;
+  n.op = op;
+  n.in = {in};
+  n.out = {out};
+  return n;
+}
+
 void expect_error(const std::function<void()>& f, ErrorCode code, const std::string& needle) {
   const auto [c, what] = error_of(f);
   EXPECT_EQ(c, code) << what;
@@ -90,11 +98,7 @@ TEST(ApiMisuse, SimpleTaskOperandsRangesAndGraphIds) {
     const TensorId y = t.tensor(Region::F_FP32, DType::F32, Shape{1, 1, 1, 1024}, "y");
     const TensorId x = t.tensor(Region::R_RESULTS, DType::U8, Shape{1, 1, 1, 1024}, "x");
     t.lock_memory();
-    GraphNode relu;
-    relu.op = "relu";
-    relu.in = {x};
-    relu.out = {y};
-    t.add(GraphId::DEEP_FWD_BWD, relu);
+    t.add(GraphId::DEEP_FWD_BWD, compute_node("relu", x, y));
     expect_error([&] { t.add(GraphId::COUNT, GraphNode{}); }, ErrorCode::kUsage, "is not a GraphId");
     t.compile();
     expect_error([&] { t.run(GraphId::COUNT); }, ErrorCode::kUsage, "is not a GraphId");
@@ -129,11 +133,7 @@ TEST(ApiMisuse, AbsurdWorkspaceRequestIsRefused) {
   SimpleTask t("cpu");
   const TensorId x = t.tensor(Region::F_FP32, DType::F32, Shape{1, 1, 1, 64}, "x");
   t.lock_memory();
-  GraphNode n;
-  n.op = "huge_workspace";
-  n.in = {x};
-  n.out = {x};
-  t.add(GraphId::DEEP_FWD_BWD, n);
+  t.add(GraphId::DEEP_FWD_BWD, compute_node("huge_workspace", x, x));
   expect_error([&] { t.compile(); }, ErrorCode::kBadConfig,
                "asks for a workspace of 18446744073709551600 bytes");
 }

@@ -13,11 +13,6 @@
 using namespace fresco;
 
 namespace {
-BluePrint small_resnet() {
-  return seq({conv(8, 3, 1, 1), bn(), relu(),
-              residual({conv(8, 3, 1, 1), bn(), relu(), conv(8, 3, 1, 1), bn()}), relu(),
-              residual({conv(16, 3, 2, 1), bn()}, {conv(16, 1, 2, 0), bn()}), relu(), gap(), fc(10)});
-}
 
 CompiledModel compile(DType precision, bool freeze, int early_parts = 0) {
   CompileOptions o = test::small_compile_options(8);
@@ -26,7 +21,7 @@ CompiledModel compile(DType precision, bool freeze, int early_parts = 0) {
   o.early_update = CompileOptions::EarlyUpdate::ON;
   o.early_update_parts = early_parts;
   o.freeze_first_layer = freeze;
-  return Compiler().compile(small_resnet(), o);
+  return Compiler().compile(test::small_residual_blueprint(), o);
 }
 
 // How many update nodes (of every graph) cover bytes of the first conv's weight, and how many there are.

@@ -17,11 +17,6 @@
 using namespace fresco;
 
 namespace {
-BluePrint small_resnet() {
-  return seq({conv(8, 3, 1, 1), bn(), relu(),
-              residual({conv(8, 3, 1, 1), bn(), relu(), conv(8, 3, 1, 1), bn()}), relu(),
-              residual({conv(16, 3, 2, 1), bn()}, {conv(16, 1, 2, 0), bn()}), relu(), gap(), fc(10)});
-}
 
 // early_parts 0 by default: the tests of the early parts set them (EarlyPartsUpdate...).
 CompiledModel compile(DType precision, CompileOptions::EarlyUpdate early = CompileOptions::EarlyUpdate::AUTO,
@@ -30,7 +25,7 @@ CompiledModel compile(DType precision, CompileOptions::EarlyUpdate early = Compi
   o.precision = precision;
   o.early_update = early;
   o.early_update_parts = early_parts;
-  return Compiler().compile(small_resnet(), o);
+  return Compiler().compile(test::small_residual_blueprint(), o);
 }
 
 std::vector<const GraphNode*> nodes_of(const CompiledModel& m, const std::string& op) {
