@@ -2,6 +2,7 @@
 #include "fresco/core/blueprint.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "fresco/core/error.h"
@@ -36,8 +37,10 @@ LayerSpec conv(int64_t out, int64_t k, int64_t stride, int64_t pad, bool bias) {
   s.out = out, s.k = k, s.stride = stride, s.pad = pad, s.bias = bias;
   return s;
 }
-LayerSpec bn() {
-  return make("bn");
+LayerSpec bn(float momentum, float eps) {
+  LayerSpec s = make("bn");
+  s.momentum = momentum, s.eps = eps;
+  return s;
 }
 LayerSpec maxpool(int64_t k, int64_t stride, int64_t pad) {
   LayerSpec s = make("maxpool");
@@ -127,6 +130,12 @@ std::string BluePrint::describe() const {
       s += "(" + std::to_string(l.out) + ", k=" + std::to_string(l.k) +
            (l.stride > 1 ? ", s=" + std::to_string(l.stride) : "") + (l.bias ? ", bias" : "") + ")";
     if (l.kind == "maxpool" || l.kind == "avgpool") s += "(" + std::to_string(l.k) + ")";
+    if (l.kind == "bn" && (l.momentum != LayerSpec{}.momentum || l.eps != LayerSpec{}.eps)) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "(momentum=%g, eps=%g)", static_cast<double>(l.momentum),
+                    static_cast<double>(l.eps));
+      s += buf;
+    }
   }
   return s + ")";
 }
@@ -209,6 +218,10 @@ std::vector<LayerSpec> parse_list(const json& j, const std::string& source, cons
       } else if ((s.kind == "residual" || s.kind == "concat") && (key == "main" || key == "shortcut")) {
         (key == "main" ? s.main : s.shortcut) =
             parse_list(value, source, list_name + " layer " + std::to_string(i) + " " + key, depth + 1);
+      } else if (s.kind == "bn" && (key == "momentum" || key == "eps")) {  // ranges: checked at compile
+        FRESCO_CHECK(value.is_number(), ErrorCode::kBadConfig,
+                     where + " (bn): field \"" + key + "\" must be a number, found " + value.dump());
+        (key == "momentum" ? s.momentum : s.eps) = value.get<float>();
       } else if (s.kind == "custom" && key == "op") {
         FRESCO_CHECK(value.is_string() && !value.get<std::string>().empty(), ErrorCode::kBadConfig,
                      where + " (custom): field \"op\" must be a non-empty string");

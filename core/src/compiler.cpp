@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -247,6 +248,12 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
     l.spec = spec;
     l.kind = kind;
     l.out_dtype = want;
+    FRESCO_CHECK(
+        kind != LayerKind::BN ||
+            (spec.momentum >= 0.0f && spec.momentum <= 1.0f && spec.eps > 0.0f && std::isfinite(spec.eps)),
+        ErrorCode::kBadConfig,
+        "layer " + spec.path + " (bn): momentum must be in [0, 1] and eps positive, found momentum " +
+            std::to_string(spec.momentum) + ", eps " + std::to_string(spec.eps));
     FRESCO_CHECK(!(kind == LayerKind::CONV && spec.bias && o.precision != DType::F32), ErrorCode::kBadConfig,
                  "layer " + spec.path + " (conv): a conv bias is not supported in mixed precision (use bn)");
     l.name =

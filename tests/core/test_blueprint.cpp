@@ -205,6 +205,28 @@ TEST(BluePrint, CustomOpLayers) {
             std::string::npos);
 }
 
+// bn takes PyTorch's BatchNorm2d momentum and eps (defaults 0.1, 1e-5); their ranges are checked when the
+// model compiles (tests/core/test_graph_atlas.cpp), their type when it is read.
+TEST(BluePrint, BatchnormMomentumAndEps) {
+  const BluePrint bp =
+      BluePrint::from_json(R"([{"layer":"bn","momentum":0.3,"eps":0.001},{"layer":"bn"}])", "m");
+  ASSERT_EQ(bp.layers().size(), 2u);
+  EXPECT_FLOAT_EQ(bp.layers()[0].momentum, 0.3f);
+  EXPECT_FLOAT_EQ(bp.layers()[0].eps, 0.001f);
+  EXPECT_FLOAT_EQ(bp.layers()[1].momentum, 0.1f);
+  EXPECT_FLOAT_EQ(bp.layers()[1].eps, 1e-5f);
+  EXPECT_EQ(bp.describe(), "seq(bn(momentum=0.3, eps=0.001), bn)");
+  EXPECT_EQ(seq({bn(0.3f, 1e-3f)}).describe(), "seq(bn(momentum=0.3, eps=0.001))");
+  EXPECT_NE(error_of([] {
+              BluePrint::from_json(R"([{"layer":"bn","momentum":"fast"}])", "m");
+            }).find("(bn): field \"momentum\" must be a number"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              BluePrint::from_json(R"([{"layer":"fc","out":4,"eps":0.1}])", "m");
+            }).find("unknown field \"eps\""),
+            std::string::npos);
+}
+
 TEST(BluePrint, ResidualBlocks) {
   const BluePrint bp = BluePrint::from_json(
       R"([{"layer":"conv","out":8,"k":3,"pad":1},{"layer":"residual","main":[{"layer":"conv","out":8,"k":3,"pad":1},{"layer":"bn"}]},

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -314,6 +315,23 @@ TEST(Compiler, RejectsBadModels) {
 
 // A schedule the run cannot follow is refused: a warm-up longer than the run (the lr would never reach the
 // set rate), a cosine floor above the lr (the schedule would rise).
+TEST(Compiler, RejectsBatchnormSettingsOutOfRange) {
+  for (const auto& [momentum, eps] : {std::pair{1.5f, 1e-5f}, std::pair{-0.1f, 1e-5f}, std::pair{0.1f, 0.0f},
+                                      std::pair{0.1f, -1e-3f}, std::pair{NAN, 1e-5f}}) {
+    try {
+      Compiler().compile(seq({conv(2, 3), bn(momentum, eps), flatten(), fc(10)}), mlp_options(256, 0));
+      ADD_FAILURE() << momentum << " " << eps << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+      EXPECT_NE(std::string(e.what()).find("layer 1 (bn): momentum must be in [0, 1] and eps positive"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(
+      Compiler().compile(seq({conv(2, 3), bn(1.0f, 1e-12f), flatten(), fc(10)}), mlp_options(256, 0)));
+}
+
 // Sizes beyond what the plans count in are configuration errors, not wrapped products.
 TEST(Compiler, RejectsMapsAndTensorsTooLargeToPlan) {
   auto message = [](const BluePrint& bp) -> std::string {

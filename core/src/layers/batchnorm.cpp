@@ -26,7 +26,7 @@ GraphNode training_node(const char* op, const LayerDescriptor& l, std::vector<Te
   if (y == kNoTensor) out.erase(out.begin());
   GraphNode n = compute_node(op, l.name, std::move(in), std::move(out));
   n.rout = {RangeRef::of(l.running_mean, DType::F32), RangeRef::of(l.running_var, DType::F32)};
-  n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu ? 1 : 0});
+  n.with_params(FrBatchNormParams{l.spec.eps, l.spec.momentum, 1, relu ? 1 : 0});
   return n;
 }
 }  // namespace
@@ -67,7 +67,7 @@ class BatchNormRule final : public LayerRule {
   void inference_prepare(EmitContext& cx, const LayerDescriptor& l) const override {
     cx.add(compute_node(FR_OP_BATCHNORM_FOLD, l.name, {l.weight, l.bias, l.running_mean, l.running_var},
                         {l.bn_scale, l.bn_shift}))
-        .with_params(FrBatchNormParams{1e-5f, 0.1f, 0, 0});
+        .with_params(FrBatchNormParams{l.spec.eps, l.spec.momentum, 0, 0});
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
@@ -88,7 +88,7 @@ class BatchNormRule final : public LayerRule {
     FRESCO_CHECK(!(mask && l.grad_sums != kNoTensor), ErrorCode::kInternal,
                  l.name + ": gradient sums are for a premasked batchnorm gradient only");
     if (l.grad_sums != kNoTensor) n.in.push_back(l.grad_sums);
-    cx.add(std::move(n)).with_params(FrBatchNormParams{1e-5f, 0.1f, 1, mask ? 1 : 0});
+    cx.add(std::move(n)).with_params(FrBatchNormParams{l.spec.eps, l.spec.momentum, 1, mask ? 1 : 0});
   }
 };
 

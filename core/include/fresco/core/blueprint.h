@@ -19,6 +19,8 @@ struct LayerSpec {
   std::string op;    // custom: the op's name in a loaded op library (FrOpSchema)
   // conv, maxpool, avgpool: window and geometry (stride 0 = the window size for pools, 1 for conv)
   int64_t k = 0, stride = 0, pad = 0, dilation = 1, groups = 1;
+  float momentum = 0.1f,
+        eps = 1e-5f;  // bn: PyTorch BatchNorm2d's (running = (1 - momentum) running + momentum batch)
   std::vector<LayerSpec> main, shortcut;  // residual: output = main(x) + shortcut(x) (identity when empty)
   std::string path;  // position in the model list ("0", "3", "3.main.0"), set by BluePrint
 };
@@ -32,7 +34,9 @@ LayerSpec dropout(float p);
 LayerSpec custom(std::string op);
 // Convolutional-network layers (NHWC). conv has no bias unless asked (PyTorch's ResNet convention).
 LayerSpec conv(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = 0, bool bias = false);
-LayerSpec bn();
+// PyTorch's BatchNorm2d(momentum, eps): momentum in [0, 1] (None, the cumulative average, is not offered),
+// eps > 0.
+LayerSpec bn(float momentum = 0.1f, float eps = 1e-5f);
 LayerSpec maxpool(int64_t k, int64_t stride = 0, int64_t pad = 0);
 LayerSpec avgpool(int64_t k, int64_t stride = 0, int64_t pad = 0);
 LayerSpec gap();
