@@ -83,15 +83,20 @@ FrError* context_create(int32_t index, void** out) noexcept {
     if (const char* dot = std::getenv("FRESCO_CUDA_GRAPH_DOT")) c->graph_dot = dot;
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
       throw sdk::KernelError(FR_ERR_DEVICE, "cuda: cublasLtCreate failed");
-    cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
-    c->dependent_launch =
-        major >= 9 && device_code_has_dependent_launch() && env_switch("FRESCO_CUDA_DEPENDENT_LAUNCH", true);
-    c->conv3x3_wgmma = conv3x3_wgmma_available(index) ? env_int("FRESCO_CUDA_WGMMA_CONV", 2, 0, 2) : 0;
-    c->conv3x3_wgrad_sms = env_int("FRESCO_CUDA_WGMMA_WGRAD_SMS", 0, 0, 100000);
-    c->machine = machine_signature(index, c->sm_count);
-    c->tuning = std::make_unique<TuningCache>(default_tuning_cache_path());
+    try {  // a failure from here on (a bad environment value, the tuning cache) frees the handle too
+      cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, index);
+      int major = 0;
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
+      c->dependent_launch = major >= 9 && device_code_has_dependent_launch() &&
+                            env_switch("FRESCO_CUDA_DEPENDENT_LAUNCH", true);
+      c->conv3x3_wgmma = conv3x3_wgmma_available(index) ? env_int("FRESCO_CUDA_WGMMA_CONV", 2, 0, 2) : 0;
+      c->conv3x3_wgrad_sms = env_int("FRESCO_CUDA_WGMMA_WGRAD_SMS", 0, 0, 100000);
+      c->machine = machine_signature(index, c->sm_count);
+      c->tuning = std::make_unique<TuningCache>(default_tuning_cache_path());
+    } catch (...) {
+      cublasLtDestroy(c->lt);
+      throw;
+    }
     *out = c.release();
   });
 }
@@ -113,10 +118,12 @@ FrError* arena_alloc(void* p, uint64_t bytes, void** ptr) noexcept {
     FR_PLUGIN_CHECK(e == cudaSuccess, FR_ERR_OUT_OF_MEMORY,
                     "cuda: cannot allocate " + std::to_string(bytes) +
                         " bytes of device memory: " + cudaGetErrorString(e));
-    FR_CUDA_CHECK(cudaMemset(d, 0, bytes));
     // cudaMemset on device memory is asynchronous on the legacy default stream, which does not order the
     // non-blocking streams every later copy and kernel run on: wait, or an early upload can be zeroed.
-    FR_CUDA_CHECK(cudaDeviceSynchronize());
+    cudaError_t z = cudaMemset(d, 0, bytes);
+    if (z == cudaSuccess) z = cudaDeviceSynchronize();
+    if (z != cudaSuccess) cudaFree(d);  // not kept on failure
+    FR_CUDA_CHECK(z);
     ctx_of(p)->allocated += bytes;
     *ptr = d;
   });

@@ -18,8 +18,9 @@ __global__ void add_channel_bias_kernel(float* y, const float* b, int64_t total,
 }  // namespace
 
 FR_CUDA_KERNEL_PREPARE(conv2d) {
-  const auto& p = sdk::params<FrConvParams>(call);
+  FrConvParams p{};
   if (FrError* e = sdk::guard([&] {
+        p = sdk::params<FrConvParams>(call);  // inside the guard: a bad params blob is an error
         sdk::expect_arity(call, p.has_bias ? 3 : 2, 1, 0, 0, "conv2d");
         sdk::conv_prologue(call);  // checks only
         FR_PLUGIN_CHECK(!p.has_bias || call->in[0].dtype == FR_F32, FR_ERR_UNSUPPORTED,

@@ -65,9 +65,10 @@ uint64_t prologue_workspace(const ConvPlan& plan, const FrCall* call) {
 }  // namespace
 
 FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
-  const auto& p = sdk::params<FrConvBackwardParams>(call);
+  FrConvBackwardParams p{};
   unsigned dirs = 0;
   if (FrError* e = sdk::guard([&] {
+        p = sdk::params<FrConvBackwardParams>(call);  // inside the guard: a bad params blob is an error
         const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
         dirs = (o.dw >= 0 ? kConvBackwardFilter : 0u) | (o.dx >= 0 ? kConvBackwardData : 0u);
         sdk::check_conv_backward_operands(call, o);
@@ -115,9 +116,10 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
                            sdk::numel(dy) / k, k, st);
     }
     if (o.dw >= 0) {
-      FR_PLUGIN_CHECK(
-          sdk::numel(call->out[o.dw]) == sdk::numel(w), FR_ERR_INVALID_ARGUMENT,
-          "conv2d_backward: dw " + sdk::shape_str(call->out[o.dw]) + " differs from w " + sdk::shape_str(w));
+      FR_PLUGIN_CHECK(sdk::numel(call->out[o.dw]) == sdk::numel(w) && call->out[o.dw].dtype == w.dtype,
+                      FR_ERR_INVALID_ARGUMENT,
+                      "conv2d_backward: dw " + sdk::shape_str(call->out[o.dw]) + " differs from w " +
+                          sdk::shape_str(w) + " (or its dtype does)");
       if (bn.y && plan->narrow_wgrad) {  // the batchnorm's dx computed as the kernel stages dy
         const NarrowBnDy nb{bn.y, bn.gamma, bn.mean, bn.invstd, bn.gsums};
         launch_narrow_wgrad(plan->shape, plan->dtype, dy.data, x.data, call->out[o.dw].data, call->workspace,
@@ -129,8 +131,8 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
       }
     }
     if (o.dx >= 0) {
-      FR_PLUGIN_CHECK(sdk::numel(call->out[o.dx]) == sdk::numel(x), FR_ERR_INVALID_ARGUMENT,
-                      "conv2d_backward: dx must have the shape of x");
+      FR_PLUGIN_CHECK(sdk::numel(call->out[o.dx]) == sdk::numel(x) && call->out[o.dx].dtype == x.dtype,
+                      FR_ERR_INVALID_ARGUMENT, "conv2d_backward: dx must have the shape and dtype of x");
       void* dx = call->out[o.dx].data;
       const sdk::BnGradEpilogue e = sdk::conv_grad_epilogue(call, o.dx, o.count);
       const sdk::ConvJoinEpilogue j = sdk::conv_join_epilogue(call, o.dx, o.count);

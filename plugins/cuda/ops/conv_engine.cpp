@@ -52,22 +52,29 @@ struct Scratch {
   float* sums = nullptr;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   Scratch(FrDType dtype, int64_t na, int64_t nb, int64_t nc, uint64_t wb, uint64_t sums_bytes) {
-    const uint64_t elem = 2;  // fp16 / bf16
-    FR_CUDA_CHECK(cudaMalloc(&a, elem * na));
-    FR_CUDA_CHECK(cudaMalloc(&b, elem * nb));
-    FR_CUDA_CHECK(cudaMalloc(&c, elem * nc));
-    if (wb) FR_CUDA_CHECK(cudaMalloc(&ws, wb));
-    if (sums_bytes) FR_CUDA_CHECK(cudaMalloc(&sums, sums_bytes));
-    fill_scratch(dtype, a, na, 1.0f, nullptr);
-    fill_scratch(dtype, b, nb, 1.0f, nullptr);
-    fill_scratch(dtype, c, nc, 1.0f, nullptr);
-    FR_CUDA_CHECK(cudaEventCreate(&e0));
-    FR_CUDA_CHECK(cudaEventCreate(&e1));
+    try {                       // a failed allocation frees the earlier ones (the destructor does not run)
+      const uint64_t elem = 2;  // fp16 / bf16
+      FR_CUDA_CHECK(cudaMalloc(&a, elem * na));
+      FR_CUDA_CHECK(cudaMalloc(&b, elem * nb));
+      FR_CUDA_CHECK(cudaMalloc(&c, elem * nc));
+      if (wb) FR_CUDA_CHECK(cudaMalloc(&ws, wb));
+      if (sums_bytes) FR_CUDA_CHECK(cudaMalloc(&sums, sums_bytes));
+      fill_scratch(dtype, a, na, 1.0f, nullptr);
+      fill_scratch(dtype, b, nb, 1.0f, nullptr);
+      fill_scratch(dtype, c, nc, 1.0f, nullptr);
+      FR_CUDA_CHECK(cudaEventCreate(&e0));
+      FR_CUDA_CHECK(cudaEventCreate(&e1));
+    } catch (...) {
+      release();
+      throw;
+    }
   }
-  ~Scratch() {
+  ~Scratch() { release(); }
+  void release() noexcept {
     cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(ws), cudaFree(sums);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
+    a = b = c = ws = nullptr, sums = nullptr, e0 = e1 = nullptr;
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;

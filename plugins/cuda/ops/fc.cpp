@@ -26,8 +26,8 @@ FR_CUDA_KERNEL_PREPARE(fc) {
     FR_PLUGIN_CHECK(
         sdk::cols(call->in[1]) == k && sdk::rows(call->out[0]) == m && sdk::cols(call->out[0]) == n,
         FR_ERR_INVALID_ARGUMENT, "cuda fc: x/w/y shapes disagree");
-    FR_PLUGIN_CHECK(!p.has_bias || call->n_in >= 3, FR_ERR_INVALID_ARGUMENT,
-                    "cuda fc: has_bias needs a bias input");
+    FR_PLUGIN_CHECK(!p.has_bias || (call->n_in >= 3 && sdk::numel(call->in[2]) == n), FR_ERR_INVALID_ARGUMENT,
+                    "cuda fc: has_bias needs a bias input of N = " + std::to_string(n) + " values");
     auto* plan = new FcPlan();
     plan->small = small_fc_fits(ctx_of(ctx), n);
     try {

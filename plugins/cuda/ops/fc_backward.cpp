@@ -88,6 +88,14 @@ FR_CUDA_KERNEL_RUN(fc_backward) {
     FR_PLUGIN_CHECK(call->n_out >= outs, FR_ERR_INVALID_ARGUMENT,
                     "cuda fc_backward: expected " + std::to_string(outs) + " outputs, found " +
                         std::to_string(call->n_out));
+    {  // the outputs hold what the kernels write: dw [N,K], db [N], dx [M,K]
+      const int64_t k = sdk::cols(call->in[1]);
+      FR_PLUGIN_CHECK((!want_w || sdk::numel(call->out[0]) == n * k) &&
+                          (!want_w || !p.has_bias || sdk::numel(call->out[1]) == n) &&
+                          (!want_x || sdk::numel(call->out[outs - 1]) == m * k),
+                      FR_ERR_INVALID_ARGUMENT,
+                      "cuda fc_backward: dw must have N x K, db N and dx M x K values");
+    }
     const float* y = mask ? sdk::data<float>(call->in[3]) : nullptr;
     float* db = want_w && p.has_bias ? sdk::data<float>(call->out[1]) : nullptr;
     const float* x = sdk::data<float>(call->in[1]);

@@ -83,8 +83,10 @@ void plan_matmul(Context* ctx, MatmulPlan& p, bool trans_a, bool trans_b, int64_
   const bool only_own = ctx->own_sgemm == 2 && !own.empty();
   cublasLtMatmulPreference_t pref = nullptr;
   FR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  FR_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                       &max_workspace, sizeof max_workspace));
+  const cublasStatus_t set = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace);
+  if (set != CUBLAS_STATUS_SUCCESS) cublasLtMatmulPreferenceDestroy(pref);  // not kept on failure
+  FR_CUBLAS_CHECK(set);
   constexpr int kCandidates = 16;
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;

@@ -34,23 +34,30 @@ struct Scratch {
   cudaStream_t s = nullptr;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   Scratch(int64_t m, int64_t n, int64_t k, uint64_t workspace) : ws(workspace) {
-    FR_CUDA_CHECK(cudaMalloc(&a, sizeof(float) * m * k));
-    FR_CUDA_CHECK(cudaMalloc(&b, sizeof(float) * k * n));
-    FR_CUDA_CHECK(cudaMalloc(&c, sizeof(float) * m * n));
-    FR_CUDA_CHECK(cudaMalloc(&bias, sizeof(float) * std::max(m, n)));  // a bias gradient has m values
-    if (ws) FR_CUDA_CHECK(cudaMalloc(&w, ws));
-    FR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    FR_CUDA_CHECK(cudaEventCreate(&e0));
-    FR_CUDA_CHECK(cudaEventCreate(&e1));
-    fill_scratch(FR_F32, a, m * k, 0.5f, s);  // deterministic, not zero
-    fill_scratch(FR_F32, b, k * n, 0.5f, s);
-    fill_scratch(FR_F32, bias, std::max(m, n), 0.5f, s);
+    try {  // a failed allocation frees the earlier ones (the destructor does not run)
+      FR_CUDA_CHECK(cudaMalloc(&a, sizeof(float) * m * k));
+      FR_CUDA_CHECK(cudaMalloc(&b, sizeof(float) * k * n));
+      FR_CUDA_CHECK(cudaMalloc(&c, sizeof(float) * m * n));
+      FR_CUDA_CHECK(cudaMalloc(&bias, sizeof(float) * std::max(m, n)));  // a bias gradient has m values
+      if (ws) FR_CUDA_CHECK(cudaMalloc(&w, ws));
+      FR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      FR_CUDA_CHECK(cudaEventCreate(&e0));
+      FR_CUDA_CHECK(cudaEventCreate(&e1));
+      fill_scratch(FR_F32, a, m * k, 0.5f, s);  // deterministic, not zero
+      fill_scratch(FR_F32, b, k * n, 0.5f, s);
+      fill_scratch(FR_F32, bias, std::max(m, n), 0.5f, s);
+    } catch (...) {
+      release();
+      throw;
+    }
   }
-  ~Scratch() {
+  ~Scratch() { release(); }
+  void release() noexcept {
     cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(bias), cudaFree(w);
     if (s) cudaStreamDestroy(s);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
+    a = b = c = bias = nullptr, w = nullptr, s = nullptr, e0 = e1 = nullptr;
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;

@@ -24,9 +24,11 @@ Geom<I> geom_as(const PoolGeom& g) {
           static_cast<I>(g.p),  static_cast<I>(g.q),  static_cast<I>(g.kh), static_cast<I>(g.kw),
           static_cast<I>(g.sh), static_cast<I>(g.sw), static_cast<I>(g.ph), static_cast<I>(g.pw)};
 }
-// True when int32 indices cover both maps.
+// True when int32 indices cover both maps, with room for the grid-stride loops' last step (index + the
+// grid's threads, at most a few million) not to wrap past 2^31.
 inline bool fits_int32(const PoolGeom& g) {
-  return g.n * g.h * g.w * g.c < (int64_t{1} << 31) && g.n * g.p * g.q * g.c < (int64_t{1} << 31);
+  constexpr int64_t kLimit = (int64_t{1} << 31) - (int64_t{1} << 26);
+  return g.n * g.h * g.w * g.c < kLimit && g.n * g.p * g.q * g.c < kLimit;
 }
 
 // Last output row/column whose window covers input position `pos` (clamped to the output size).
