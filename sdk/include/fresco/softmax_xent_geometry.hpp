@@ -39,8 +39,9 @@ inline XentShape xent_shape(const FrCall* call) {
   const XentShape s{rows(call->in[0]), cols(call->in[0]),
                     call->n_rin >= 1 ? step_scalars(call->rin[0], "softmax_xent") : nullptr};
   FR_PLUGIN_CHECK(numel(call->in[1]) >= s.m, FR_ERR_INVALID_ARGUMENT, "softmax_xent: fewer labels than rows");
-  FR_PLUGIN_CHECK(!p.write_grad || (call->n_out >= 1 && numel(call->out[0]) == s.m * s.c),
-                  FR_ERR_INVALID_ARGUMENT,
+  FR_PLUGIN_CHECK(!p.write_grad || call->n_out >= 1, FR_ERR_INVALID_ARGUMENT,
+                  "softmax_xent: no gradient output");
+  FR_PLUGIN_CHECK(!p.write_grad || numel(call->out[0]) == s.m * s.c, FR_ERR_INVALID_ARGUMENT,
                   "softmax_xent: the gradient output must have the logits' M x C values");
   check_xent_results(call, "softmax_xent");
   return s;

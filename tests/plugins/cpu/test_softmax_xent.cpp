@@ -178,6 +178,13 @@ TEST(CpuSoftmaxXent, BadInputsReturnErrors) {
     EXPECT_TRUE(fresco::test::contains(c.run_error(), "no gradient output")) << c.run_error();
   }
   {
+    OpCall c(FR_OP_SOFTMAX_XENT);  // a gradient tensor smaller than the logits
+    std::vector<float> small(8);
+    c.in(tensor(d.z, {4, 1, 1, 3})).in(tensor(d.labels, {4, 1, 1, 1})).out(tensor(small, {4, 1, 1, 2}));
+    c.rout(fresco::test::pod_range(r)).params(FrSoftmaxXentParams{0.0f, 1});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "M x C values")) << c.run_error();
+  }
+  {
     OpCall c(FR_OP_SOFTMAX_XENT);  // results range too small
     c.in(tensor(d.z, {4, 1, 1, 3})).in(tensor(d.labels, {4, 1, 1, 1})).out(tensor(dz, {4, 1, 1, 3}));
     c.rout(fresco::test::range(&r, 8, FR_U8)).params(FrSoftmaxXentParams{0.0f, 1});
