@@ -20,6 +20,7 @@ namespace {
 void plan_job(const PlanArgs& a, DeepLearningTask& task, JobSpec& job) {
   job = load_job(a.job);
   if (!a.data_path.empty()) job.data.path = a.data_path;
+  check_data_path(job, a.job, !a.data_path.empty());
   configure(task, job);
   task.device("cpu");
   task.plan();

@@ -9,11 +9,15 @@
 
 namespace fresco::cli {
 
-int cmd_plugins(const std::vector<std::string>& extra_paths) {
-  for (const auto& want : extra_paths) {  // a path the user names must exist (the default ones may not)
+int cmd_plugins(const std::vector<std::string>& paths_in) {
+  // A path the user names on the command line is taken from the working directory (the search itself never
+  // looks there) and must exist (the default folders may not).
+  std::vector<std::string> extra_paths;
+  for (const auto& want : paths_in) {
     std::error_code ec;
     FRESCO_CHECK(std::filesystem::exists(want, ec), ErrorCode::kMissingInput,
                  want + ": no such plugin file or directory");
+    extra_paths.push_back(std::filesystem::absolute(want, ec).string());
   }
   auto& reg = PluginRegistry::instance();
   std::printf("search path:\n");

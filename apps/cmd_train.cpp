@@ -1,8 +1,10 @@
 // `fresco train JOB`: one progress line per epoch, then the final test accuracy.
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.h"
 #include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
 #include "fresco/core/job.h"
 
 namespace fresco::cli {
@@ -17,12 +19,23 @@ std::string format_epoch_line(int epoch, int epochs, double train_loss, double t
   return buf;
 }
 
+void check_data_path(const JobSpec& job, const std::string& job_file, bool from_option) {
+  std::error_code ec;
+  FRESCO_CHECK(std::filesystem::exists(job.data.path, ec), ErrorCode::kMissingInput,
+               job.data.path + ": no such file or directory (" +
+                   (from_option ? std::string("given by --data")
+                                : "the data.path of " + job_file +
+                                      ", taken from its folder; --data PATH gives another") +
+                   ")");
+}
+
 int cmd_train(const TrainArgs& a) {
   JobSpec job = load_job(a.job);
   if (!a.device.empty()) job.device = a.device;
   if (a.epochs > 0) job.epochs = a.epochs;
   if (!a.precision.empty()) job.precision = parse_precision(a.precision, "--precision");
   if (!a.data_path.empty()) job.data.path = a.data_path;
+  check_data_path(job, a.job, !a.data_path.empty());
   DeepLearningTask task;
   configure(task, job);
   task.on_epoch([&](const EpochReport& r) {

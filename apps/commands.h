@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace fresco {
+struct JobSpec;
+}
+
 namespace fresco::cli {
 
 struct TrainArgs {
@@ -16,6 +20,9 @@ struct TrainArgs {
   std::string data_path;
 };
 int cmd_train(const TrainArgs& a);
+// A job's data path that does not exist is one error naming it, where it came from and the way to another
+// (--data), before any loader runs.
+void check_data_path(const JobSpec& job, const std::string& job_file, bool from_option);
 struct ParityArgs {
   std::string job;
   int steps = 20;

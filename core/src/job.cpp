@@ -249,7 +249,12 @@ JobSpec load_job(const std::string& path) {
   FRESCO_CHECK(f.good(), ErrorCode::kMissingInput, path + ": cannot open job file");
   std::stringstream ss;
   ss << f.rdbuf();
-  return parse_job(ss.str(), path);
+  JobSpec job = parse_job(ss.str(), path);
+  // A relative data path is the job file's: the same job runs from any working directory.
+  const std::filesystem::path data(job.data.path);
+  if (!job.data.path.empty() && data.is_relative())
+    job.data.path = (std::filesystem::path(path).parent_path() / data).lexically_normal().string();
+  return job;
 }
 
 void configure(DeepLearningTask& task, const JobSpec& job) {

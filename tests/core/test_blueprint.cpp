@@ -2,6 +2,10 @@
 // layer/key.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "core/temp_dir.h"
 #include "fresco/core/blueprint.h"
 #include "fresco/core/error.h"
 #include "fresco/core/job.h"
@@ -179,6 +183,25 @@ TEST(Job, RefusesValuesItCannotHonour) {
     EXPECT_EQ(e.code(), ErrorCode::kMissingInput);
     EXPECT_NE(std::string(e.what()).find("is a directory, not a job file"), std::string::npos) << e.what();
   }
+}
+
+// A relative data path in a job file is the file's; an absolute one and a parsed text's stay as written.
+TEST(Job, RelativeDataPathsAreTheJobFilesFolders) {
+  fresco::test::TempDir dir;
+  std::filesystem::create_directories(dir.path() / "jobs");
+  const std::string file = (dir.path() / "jobs" / "j.json").string();
+  auto write_job = [&](const std::string& path) {
+    std::ofstream(file) << R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist","path":")" + path +
+                               R"("}})";
+  };
+  write_job("../data/mnist");
+  EXPECT_EQ(load_job(file).data.path, (dir.path() / "data" / "mnist").string());
+  write_job("/abs/mnist");
+  EXPECT_EQ(load_job(file).data.path, "/abs/mnist");
+  EXPECT_EQ(
+      parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist","path":"rel"}})", "j.json")
+          .data.path,
+      "rel");
 }
 
 TEST(Job, TheShippedJobParses) {

@@ -85,7 +85,26 @@ TEST_F(Cli, ZeroAndNegativeWidth) {
 }
 
 TEST_F(Cli, MissingDatasetPath) {
-  expect_one_line(run("train " + job(kMlp, "/nonexistent/fashion")), 66, "/nonexistent/fashion");
+  expect_one_line(run("train " + job(kMlp, "/nonexistent/fashion")), 66,
+                  "/nonexistent/fashion: no such file or directory (the data.path of");
+  expect_one_line(run("train " + job(kMlp, "/nonexistent/fashion") + " --data /nowhere"), 66,
+                  "/nowhere: no such file or directory (given by --data)");
+  // a relative data path is the job file's: "data" beside the job, whatever the working directory
+  const std::string relative = job(kMlp, "data");
+  expect_one_line(run("plan " + relative), 66, (dir_ / "data").string() + ": no such file or directory");
+}
+
+// Options of the whole program may follow the subcommand; plugin paths named on the command line are taken
+// from the working directory.
+TEST_F(Cli, LogLevelAfterTheSubcommandAndRelativePluginPaths) {
+  EXPECT_EQ(run("plugins --log-level warn").status, 0);
+  const std::string cmd = "cd " + std::string(FRESCO_LIB_DIR) + " && FRESCO_LOG=warn " +
+                          std::string(FRESCO_BIN_DIR) + "/fresco plugins ./libfresco-cpu.so > " +
+                          (dir_ / "out").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << slurp((dir_ / "out").string());
+  EXPECT_EQ(slurp((dir_ / "out").string()).find("is relative"), std::string::npos)
+      << slurp((dir_ / "out").string());
 }
 
 TEST_F(Cli, MissingJobFileAndBadJson) {

@@ -32,6 +32,7 @@ struct JobSpec {
 };
 
 JobSpec parse_job(const std::string& json_text, const std::string& source);
+// A file's job; a relative "data.path" in it is taken from the file's folder.
 JobSpec load_job(const std::string& path);
 // "fp32", "bf16" or "fp16" as a compute precision; anything else is kBadConfig naming `where`.
 DType parse_precision(const std::string& name, const std::string& where);
