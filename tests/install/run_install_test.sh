@@ -2,7 +2,7 @@
 # Installs the build tree into a temporary prefix, builds tests/install/consumer and the out-of-tree op library
 # example sdk/examples/swish_op against it with only find_package(Fresco CONFIG), runs both (the consumer finds the
 # installed plugins without FRESCO_PLUGIN_PATH; train_swish trains a network through the custom op), checks the
-# op library with fresco-plugin-check, and checks pkg-config.
+# op library with fresco-plugin-check, and builds and runs the consumer again with pkg-config's flags alone.
 # Usage: run_install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1; src=$2
@@ -19,4 +19,9 @@ cmake --build "$work/swish" > "$work/swish-build.log"
 LD_LIBRARY_PATH="$work/prefix/lib" FRESCO_LOG=warn "$work/swish/train_swish"
 "$work/prefix/bin/fresco-plugin-check" "$work/swish/libfresco-swish.so"
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --libs --cflags fresco | grep -q -- "-lfresco"
+# pkg-config's flags point into this prefix (the .pc finds it from its own folder): a program builds with them
+export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+g++ $(pkg-config --cflags fresco) "$src/tests/install/consumer/main.cpp" $(pkg-config --libs fresco) \
+    -o "$work/consumer_pc"
+env -u FRESCO_PLUGIN_PATH LD_LIBRARY_PATH="$work/prefix/lib" FRESCO_LOG=warn "$work/consumer_pc"
 echo "install test: OK"
