@@ -44,16 +44,16 @@ int cmd_train(const TrainArgs& a) {
                             .c_str());
     std::fflush(stdout);
   });
-  std::printf("job %s: %s, %s, batch %lld, %d epochs, %s\n", job.name.c_str(), job.model.describe().c_str(),
+  std::printf("job %s: %s, %s, batch %lld, %d epoch%s, %s\n", job.name.c_str(), job.model.describe().c_str(),
               job.optimizer.name(), static_cast<long long>(job.batch_size), job.epochs,
-              dtype_name(job.precision));
+              job.epochs == 1 ? "" : "s", dtype_name(job.precision));
   task.compile();
   std::printf("device %s, %lld training / %lld test samples\n", task.device_name().c_str(),
               static_cast<long long>(task.train_set().n), static_cast<long long>(task.test_set().n));
   std::fflush(stdout);
   const TrainingResult r = task.run();
-  std::printf("final test accuracy: %.2f%% (%d epochs, %.1f s)\n", 100.0 * r.final_test_acc, job.epochs,
-              r.seconds);
+  std::printf("final test accuracy: %.2f%% (%d epoch%s, %.1f s)\n", 100.0 * r.final_test_acc, job.epochs,
+              job.epochs == 1 ? "" : "s", r.seconds);
   return 0;
 }
 

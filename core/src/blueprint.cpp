@@ -149,6 +149,18 @@ std::string known_list() {
 }  // namespace
 
 namespace {
+// The fields a layer kind takes besides "layer", for error messages.
+std::string fields_of(const std::string& kind) {
+  if (kind == "fc") return "out, bias";
+  if (kind == "dropout") return "p";
+  if (kind == "conv") return "out, k, stride, pad, dilation, groups, bias";
+  if (kind == "maxpool" || kind == "avgpool") return "k, stride, pad";
+  if (kind == "bn") return "momentum, eps";
+  if (kind == "residual" || kind == "concat") return "main, shortcut";
+  if (kind == "custom") return "op";
+  return "";
+}
+
 // Residual and concat blocks nest their branches; deeper nesting than this is refused rather than recursed
 // into (a 60 KB file of nested blocks would take gigabytes to describe and plan).
 constexpr int kMaxNesting = 64;
@@ -227,7 +239,10 @@ std::vector<LayerSpec> parse_list(const json& j, const std::string& source, cons
                      where + " (custom): field \"op\" must be a non-empty string");
         s.op = value.get<std::string>();
       } else {
-        throw Error(ErrorCode::kBadConfig, where + " (" + s.kind + "): unknown field \"" + key + "\"");
+        const std::string fields = fields_of(s.kind);
+        throw Error(ErrorCode::kBadConfig, where + " (" + s.kind + "): unknown field \"" + key + "\" (" +
+                                               (fields.empty() ? "it takes none" : "it takes " + fields) +
+                                               ")");
       }
     }
     FRESCO_CHECK(s.kind != "fc" || l.contains("out"), ErrorCode::kBadConfig,
