@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
   parity->add_option("--against", pa.device_b, "second device (default cuda)");
   parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)")
       ->check(CLI::NonNegativeNumber);
-  parity->add_option("--samples", pa.samples, "use only the first N training samples")
-      ->check(CLI::Range(int64_t{1}, INT64_MAX));
+  parity->add_option("--samples", pa.samples, "use only the first N training samples (0: all)")
+      ->check(CLI::Range(int64_t{0}, INT64_MAX));
   parity->add_flag("--verbose", pa.verbose, "print every step's loss on both devices");
   auto* resync = parity->add_flag("--resync", pa.resync,
                                   "start every step of the second device from the first's state (compares "

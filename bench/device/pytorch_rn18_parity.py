@@ -6,7 +6,9 @@
 # step, the per-step loss differences, and a summary per tensor kind, in the layout of `fresco parity`, so the
 # two frameworks' CPU/CUDA divergence can be read side by side (same card, same call).
 # RESYNC=1 starts every CUDA step from the CPU's weights, batchnorm statistics and momenta (as `fresco parity
-# --resync`): each step's arithmetic compared on its own, the worst step per tensor.
+# --resync`): each step's arithmetic compared on its own, the worst step per tensor. The table also lists the
+# running statistics, which fresco's parity does not compare (its state is the weights, gradients and moments);
+# the kinds to set side by side are the conv, bn and fc weights and biases.
 # Usage: FMNIST=dir [STEPS=10] [OUT=dir] [DEV2=cpu] [RESYNC=1] python3 pytorch_rn18_parity.py
 import gzip, json, os, sys
 import numpy as np

@@ -213,7 +213,7 @@ std::vector<LayerSpec> parse_list(const json& j, const std::string& source, cons
             value.is_number_integer(), ErrorCode::kBadConfig,
             where + " (" + s.kind + "): field \"" + key + "\" must be an integer, found " + value.dump());
         const int64_t v = value.get<int64_t>();
-        const bool may_be_zero = key == "pad";  // an omitted stride is the default (1, a pool's k), not 0
+        const bool may_be_zero = key == "pad" || key == "stride";  // stride 0: the default (1, a pool's k)
         FRESCO_CHECK(
             v >= (may_be_zero ? 0 : 1) && v <= (int64_t{1} << 20), ErrorCode::kBadConfig,
             where + " (" + s.kind + "): field \"" + key + "\" out of range, found " + std::to_string(v));

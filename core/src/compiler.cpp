@@ -477,11 +477,21 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
                    std::to_string(o.num_classes) + "]; make the last fc's out " +
                    std::to_string(o.num_classes) + ")");
   for (const auto& l : a.layers) {
-    if (l.kind == LayerKind::FC)
-      a.parameter_count += l.spec.out * l.in_sample.per_sample() + (l.spec.bias ? l.spec.out : 0);
+    // weights as out x per-output values, each factor checked before it is multiplied (a 2^40-byte tensor
+    // is refused here, not only when the memory plan adds it)
+    int64_t per_out = 0, weights = 0;
+    if (l.kind == LayerKind::FC) per_out = l.in_sample.per_sample();
     if (l.kind == LayerKind::CONV)
-      a.parameter_count +=
-          l.spec.out * l.spec.k * l.spec.k * (l.in_sample.c / l.spec.groups) + (l.spec.bias ? l.spec.out : 0);
+      FRESCO_CHECK(!__builtin_mul_overflow(l.spec.k * l.spec.k, l.in_sample.c / l.spec.groups, &per_out),
+                   ErrorCode::kBadConfig, "layer " + l.spec.path + " (conv): its weight is too large");
+    if (l.kind == LayerKind::FC || l.kind == LayerKind::CONV) {
+      FRESCO_CHECK(!__builtin_mul_overflow(l.spec.out, per_out, &weights) && weights <= kMaxTensorBytes / 8,
+                   ErrorCode::kBadConfig,
+                   "layer " + l.spec.path + " (" + l.spec.kind + "): a weight of " +
+                       std::to_string(l.spec.out) + " x " + std::to_string(per_out) +
+                       " values is too large (at most 2^40 bytes per tensor)");
+      a.parameter_count += weights + (l.spec.bias ? l.spec.out : 0);
+    }
     if (l.kind == LayerKind::BN) a.parameter_count += 2 * l.in_sample.c;
   }
   // CompileOptions::fuse_head: the last fc, with the previous fc's fused relu mask when that fc feeds it.

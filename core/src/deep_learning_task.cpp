@@ -414,25 +414,26 @@ std::vector<std::pair<std::string, std::vector<float>>> DeepLearningTask::snapsh
 void DeepLearningTask::restore(const std::vector<std::pair<std::string, std::vector<float>>>& state) {
   require(Phase::COMPILED, "DeepLearningTask::restore");
   const MemoryPlan& p = model_->base_plan();
-  size_t next = 0;
+  std::vector<const DTensor*> targets;  // snapshot()'s tensors, in its order
   for (const DTensor& t : p.tensors()) {
     const Family f = region_family(t.region);
-    if (f != Family::W && f != Family::G && f != Family::M && f != Family::V) continue;
-    FRESCO_CHECK(next < state.size(), ErrorCode::kBadData,
-                 "restore: the state has " + std::to_string(state.size()) + " tensors, this job more (" +
-                     t.name + " missing)");
-    const auto& [name, values] = state[next++];
-    FRESCO_CHECK(name == t.name, ErrorCode::kBadData,
-                 "restore: expected tensor " + t.name + " at position " + std::to_string(next - 1) +
-                     ", found " + name);
-    FRESCO_CHECK(static_cast<int64_t>(values.size()) == t.shape.numel(), ErrorCode::kBadData,
-                 "restore " + name + ": expected " + std::to_string(t.shape.numel()) + " values, found " +
-                     std::to_string(values.size()));
-    runtime_->upload(p, t.id, values.data(), values.size() * sizeof(float));
+    if (f == Family::W || f == Family::G || f == Family::M || f == Family::V) targets.push_back(&t);
   }
-  FRESCO_CHECK(next == state.size(), ErrorCode::kBadData,
+  // Every name and size is checked before anything is written: a refused state leaves the job as it was.
+  FRESCO_CHECK(state.size() == targets.size(), ErrorCode::kBadData,
                "restore: the state has " + std::to_string(state.size()) + " tensors, this job " +
-                   std::to_string(next));
+                   std::to_string(targets.size()));
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const auto& [name, values] = state[i];
+    FRESCO_CHECK(name == targets[i]->name, ErrorCode::kBadData,
+                 "restore: expected tensor " + targets[i]->name + " at position " + std::to_string(i) +
+                     ", found " + name);
+    FRESCO_CHECK(static_cast<int64_t>(values.size()) == targets[i]->shape.numel(), ErrorCode::kBadData,
+                 "restore " + name + ": expected " + std::to_string(targets[i]->shape.numel()) +
+                     " values, found " + std::to_string(values.size()));
+  }
+  for (size_t i = 0; i < targets.size(); ++i)
+    runtime_->upload(p, targets[i]->id, state[i].second.data(), state[i].second.size() * sizeof(float));
   cast_weights();
 }
 

@@ -1,6 +1,7 @@
 // JSON job descriptions -> JobSpec -> DeepLearningTask, with strict key and type checks.
 #include "fresco/core/job.h"
 
+#include <spdlog/spdlog.h>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/error.h"
+#include "fresco/core/log.h"
 #include "fresco/core/models.h"
 #include "json_depth.h"
 
@@ -250,10 +252,21 @@ JobSpec load_job(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   JobSpec job = parse_job(ss.str(), path);
-  // A relative data path is the job file's: the same job runs from any working directory.
+  // A relative data path is the job file's: the same job runs from any working directory. (One that exists
+  // only from the working directory, as job files were read before, is used with a warning.)
   const std::filesystem::path data(job.data.path);
-  if (!job.data.path.empty() && data.is_relative())
-    job.data.path = (std::filesystem::path(path).parent_path() / data).lexically_normal().string();
+  if (!job.data.path.empty() && data.is_relative()) {
+    const std::string beside = (std::filesystem::path(path).parent_path() / data).lexically_normal().string();
+    std::error_code e1, e2;
+    if (!std::filesystem::exists(beside, e1) && std::filesystem::exists(data, e2)) {
+      log().warn(
+          "{}: data.path '{}' is taken from the working directory; relative paths are the job file's "
+          "(as '{}'), write it so or give --data",
+          path, job.data.path, beside);
+    } else {
+      job.data.path = beside;
+    }
+  }
   return job;
 }
 

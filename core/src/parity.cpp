@@ -30,7 +30,7 @@ ParityRow compare(const std::string& name, const std::vector<float>& a, const st
 // The job compiled on two devices over the same (possibly cut) data, so both start from identical weights.
 std::vector<std::unique_ptr<DeepLearningTask>> compile_pair(const JobSpec& job, const std::string& device_a,
                                                             const std::string& device_b, int64_t samples,
-                                                            data::Dataset* train_out) {
+                                                            data::Dataset* train_out, uint64_t seed_b = 0) {
   auto [train, test] = data::load_train_test(job.data.kind, job.data.path);
   if (samples > 0 && samples < train.n) {
     train.n = samples;
@@ -44,6 +44,7 @@ std::vector<std::unique_ptr<DeepLearningTask>> compile_pair(const JobSpec& job, 
     t->device(dev)
         .data(train, test)
         .normalize(job.normalize_set ? job.normalize : default_normalization(job.data.kind));
+    if (seed_b != 0 && !tasks.empty()) t->seed(seed_b);
     t->compile();
     tasks.push_back(std::move(t));
   }
@@ -117,7 +118,7 @@ bool parity_row_judged(const ParityRow& row) {
 }
 
 ParityReport run_parity(const JobSpec& job, int steps, const std::string& device_a,
-                        const std::string& device_b, int64_t samples, bool resync) {
+                        const std::string& device_b, int64_t samples, bool resync, uint64_t seed_b) {
   FRESCO_CHECK(steps > 0, ErrorCode::kUsage, "parity: steps must be positive");
   ParityReport rep;
   rep.device_a = device_a;
@@ -126,9 +127,10 @@ ParityReport run_parity(const JobSpec& job, int steps, const std::string& device
   rep.resync = resync;
   data::Dataset train;
   std::vector<std::unique_ptr<DeepLearningTask>> tasks =
-      compile_pair(job, device_a, device_b, samples, &train);
+      compile_pair(job, device_a, device_b, samples, &train, seed_b);
   const int64_t batch = tasks[0]->compiled().batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   const std::vector<uint32_t> order = data::shuffled_indices(static_cast<uint32_t>(train.n), job.seed, 0);
+  if (resync) tasks[1]->restore(tasks[0]->snapshot());  // every step from A's state, the first too
   // Per tensor the worst of the comparisons made (after the last step; with resync after every step).
   auto add_rows = [&rep](const std::vector<ParityRow>& rows) {
     if (rep.rows.empty()) {

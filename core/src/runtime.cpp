@@ -238,7 +238,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   require_form(uses_wgrad_bn_prologue(node), FR_KERNEL_WGRAD_BN_PROLOGUE,
                "batchnorm gradient prologue of the weight gradient",
                "(FR_KERNEL_WGRAD_BN_PROLOGUE) compile with CompileOptions::conv_prologue or grad_sums = OFF "
-               "(DeepLearningTask::conv_prologue, grad_sums)");
+               "(DeepLearningTask::conv_prologue, grad_sums; with freeze_first_layer, grad_sums = OFF)");
   require_form(uses_join_epilogue(node), FR_KERNEL_CONV_JOIN_EPILOGUE, "join epilogue of the input gradient",
                "(FR_KERNEL_CONV_JOIN_EPILOGUE) compile with CompileOptions::join_epilogue = OFF "
                "(DeepLearningTask::join_epilogue)");

@@ -82,28 +82,38 @@ TEST(Restore, RefusesAStateOfAnotherJob) {
   EXPECT_THROW(a->restore(renamed), Error);
   State shorter(sa.begin(), sa.end() - 1);
   EXPECT_THROW(a->restore(shorter), Error);
-  State longer = sa;
+  State longer = make_task(8)->snapshot();  // another start, one tensor too many: nothing is written
   longer.push_back(sa.back());
   EXPECT_THROW(a->restore(longer), Error);
+  EXPECT_TRUE(same_bits(sa, a->snapshot()));
+  State bad_last = make_task(8)->snapshot();  // a wrong size in the last tensor only: nothing is written
+  bad_last.back().second.pop_back();
+  EXPECT_THROW(a->restore(bad_last), Error);
+  EXPECT_TRUE(same_bits(sa, a->snapshot()));
   a->restore(sa);  // and the job's own state is accepted
   EXPECT_TRUE(same_bits(sa, a->snapshot()));
 }
 
-// Resynced parity of one device against itself: every step compared, each exactly equal.
-TEST(Parity, ResyncedComparesEveryStep) {
+// Resynced parity: device B initialised from another seed differs from A free-running, and agrees with it
+// bit for bit at every step when each step starts from A's state (the first included).
+TEST(Parity, ResyncedComparesEveryStepFromTheFirstDevicesState) {
   if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   e2e::load_plugins();
   JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
-  const ParityReport r = run_parity(job, 3, "cpu", "cpu", 1000, true);
+  const ParityReport apart = run_parity(job, 3, "cpu", "cpu", 1000, false, job.seed + 1);
+  EXPECT_FALSE(apart.resync);
+  EXPECT_EQ(apart.step_worst.size(), 1u);  // compared after the last step only
+  EXPECT_GT(apart.worst, 1e-3);
+  EXPECT_NE(apart.loss_a[0], apart.loss_b[0]);
+  const ParityReport r = run_parity(job, 3, "cpu", "cpu", 1000, true, job.seed + 1);
   EXPECT_TRUE(r.resync);
   ASSERT_EQ(r.step_worst.size(), 3u);
   ASSERT_EQ(r.loss_a.size(), 3u);
-  for (double w : r.step_worst) EXPECT_EQ(w, 0.0);
-  EXPECT_EQ(r.worst, 0.0);
+  for (size_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(r.step_worst[s], 0.0) << "step " << s;
+    EXPECT_EQ(r.loss_a[s], r.loss_b[s]) << "step " << s;
+  }
   EXPECT_EQ(r.worst_max, 0.0);
   ASSERT_FALSE(r.rows.empty());
   EXPECT_EQ(r.rows.back().tensor, "loss");
-  const ParityReport free_running = run_parity(job, 3, "cpu", "cpu", 1000);
-  EXPECT_EQ(free_running.step_worst.size(), 1u);  // compared after the last step only
-  EXPECT_EQ(free_running.worst, 0.0);
 }

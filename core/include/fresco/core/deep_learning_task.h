@@ -155,9 +155,11 @@ class DeepLearningTask : public TaskBase {
   void write_param(int32_t layer, const std::string& which, const std::vector<float>& values);
   // Every trainable tensor, W then G/M/V (for determinism checks and parity).
   std::vector<std::pair<std::string, std::vector<float>>> snapshot();
-  // Writes back what snapshot() returned (of this job or of the same job compiled on another device): every
-  // tensor by name, then the compute copies of the weights are cast again. The next step then starts from
-  // that state (parity's --resync). A name or size that does not match this job is refused.
+  // Writes back what snapshot() returned (of this job or of the same job compiled on another device, at the
+  // same step): every tensor by name, then the compute copies of the weights are cast again. The next step
+  // then starts from that state (parity's --resync). Not part of it: the step counter, the loss scale and the
+  // batchnorm running statistics (which no training step reads). A state whose names or sizes do not match
+  // this job is refused before anything is written.
   void restore(const std::vector<std::pair<std::string, std::vector<float>>>& state);
   float current_lr();
   // Device bytes held by this job (arena + workspaces), for memory reports.

@@ -35,9 +35,11 @@ struct ParityReport {
 // Whether a report row is judged: a master weight ("conv3.weight", not "G(conv3.weight)") or the loss.
 bool parity_row_judged(const ParityRow& row);
 
-// The job's data is used (first `samples` training and test samples when samples > 0).
+// The job's data is used (first `samples` training and test samples when samples > 0). seed_b (non-zero)
+// initialises device B from another seed, so its weights start elsewhere: a check of the resync itself.
 ParityReport run_parity(const JobSpec& job, int steps, const std::string& device_a,
-                        const std::string& device_b, int64_t samples = 0, bool resync = false);
+                        const std::string& device_b, int64_t samples = 0, bool resync = false,
+                        uint64_t seed_b = 0);
 
 // Node by node: the first training step's calls (first-layer forward, deep forward/backward, first-layer
 // backward, optimizer) run one at a time on both devices from the same state; after each, its outputs are
