@@ -126,10 +126,16 @@ std::string BluePrint::describe() const {
     if (l.kind == "residual" || l.kind == "concat")
       s += "(" + BluePrint(l.main).describe() +
            (l.shortcut.empty() ? "" : ", " + BluePrint(l.shortcut).describe()) + ")";
+    auto opt = [](const char* name, int64_t v, int64_t plain) {
+      return v == plain ? std::string() : std::string(", ") + name + "=" + std::to_string(v);
+    };
     if (l.kind == "conv")
       s += "(" + std::to_string(l.out) + ", k=" + std::to_string(l.k) +
-           (l.stride > 1 ? ", s=" + std::to_string(l.stride) : "") + (l.bias ? ", bias" : "") + ")";
-    if (l.kind == "maxpool" || l.kind == "avgpool") s += "(" + std::to_string(l.k) + ")";
+           (l.stride > 1 ? opt("s", l.stride, 1) : "") + opt("p", l.pad, 0) + opt("d", l.dilation, 1) +
+           opt("g", l.groups, 1) + (l.bias ? ", bias" : "") + ")";
+    if (l.kind == "maxpool" || l.kind == "avgpool")
+      s += "(" + std::to_string(l.k) + (l.stride > 0 && l.stride != l.k ? opt("s", l.stride, 0) : "") +
+           opt("p", l.pad, 0) + ")";
     if (l.kind == "bn" && (l.momentum != LayerSpec{}.momentum || l.eps != LayerSpec{}.eps)) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "(momentum=%g, eps=%g)", static_cast<double>(l.momentum),

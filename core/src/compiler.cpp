@@ -537,6 +537,18 @@ void Compiler::derive_all_shapes(CompiledModel& m) {
     if (o.val_samples % val_batch)
       m.batch_of[static_cast<int>(Variant::VAL_LAST)] = o.val_samples % val_batch;
   }
+  // Training batchnorm needs more than one value per channel (PyTorch refuses it too): a batch of one sample
+  // on a 1x1 map, the last partial batch included, is refused here rather than by the kernel mid-run.
+  const int64_t smallest = last ? last : train_batch;
+  for (const auto& l : m.arch.layers)
+    FRESCO_CHECK(l.kind != LayerKind::BN || smallest * l.in_sample.h * l.in_sample.w >= 2,
+                 ErrorCode::kBadConfig,
+                 "layer " + l.spec.path + " (bn): training needs more than one value per channel, but the " +
+                     (last ? "last batch (" + std::to_string(o.train_samples) + " samples in batches of " +
+                                 std::to_string(train_batch) + ")"
+                           : std::string("batch")) +
+                     " has " + std::to_string(smallest) + " sample on a " + std::to_string(l.in_sample.h) +
+                     "x" + std::to_string(l.in_sample.w) + " map; choose another batch size");
 }
 
 // Stage 2 is folded into allocation: every batched tensor is allocated at the largest batch of any variant,

@@ -266,10 +266,12 @@ TEST(BluePrint, ResidualBlocks) {
   EXPECT_EQ(bp.layers()[1].main[1].path, "1.main.1");
   EXPECT_TRUE(bp.layers()[1].shortcut.empty());
   EXPECT_EQ(bp.layers()[2].shortcut[1].path, "2.shortcut.1");
-  EXPECT_EQ(bp.describe(),
-            "seq(conv(8, k=3), residual(seq(conv(8, k=3), bn)), residual(seq(conv(16, k=3, s=2)), "
-            "seq(conv(16, k=1, "
-            "s=2), bn)))");
+  EXPECT_EQ(
+      bp.describe(),
+      "seq(conv(8, k=3, p=1), residual(seq(conv(8, k=3, p=1), bn)), residual(seq(conv(16, k=3, s=2, p=1)), "
+      "seq(conv(16, k=1, s=2), bn)))");
+  EXPECT_EQ(seq({conv(8, 3, 1, 2), maxpool(3, 2, 1), avgpool(2), conv(4, 1)}).describe(),
+            "seq(conv(8, k=3, p=2), maxpool(3, s=2, p=1), avgpool(2), conv(4, k=1))");
   EXPECT_NE(
       error_of([] { BluePrint::from_json(R"([{"layer":"residual","main":[]}])", "m"); }).find("at least one"),
       std::string::npos);

@@ -315,6 +315,26 @@ TEST(Compiler, RejectsBadModels) {
 
 // A schedule the run cannot follow is refused: a warm-up longer than the run (the lr would never reach the
 // set rate), a cosine floor above the lr (the schedule would rise).
+// Training batchnorm on one value per channel (a last batch of one sample on a 1x1 map) is refused when the
+// job compiles, as PyTorch refuses it, not by the kernel in the middle of an epoch.
+TEST(Compiler, RejectsBatchnormOverOneValuePerChannel) {
+  CompileOptions o = mlp_options(257, 0);  // batches of 128, 128 and 1
+  try {
+    Compiler().compile(seq({fc(8), bn(), relu(), fc(10)}), o);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+    EXPECT_NE(
+        std::string(e.what()).find("layer 1 (bn): training needs more than one value per channel, but the "
+                                   "last batch (257 samples in batches of 128) has 1 sample on a 1x1 map"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(Compiler().compile(seq({fc(8), bn(), relu(), fc(10)}), mlp_options(258, 0)));
+  // on a map, one sample has several values per channel
+  EXPECT_NO_THROW(Compiler().compile(seq({conv(4, 3), bn(), flatten(), fc(10)}), mlp_options(257, 0)));
+}
+
 TEST(Compiler, RejectsBatchnormSettingsOutOfRange) {
   for (const auto& [momentum, eps] : {std::pair{1.5f, 1e-5f}, std::pair{-0.1f, 1e-5f}, std::pair{0.1f, 0.0f},
                                       std::pair{0.1f, -1e-3f}, std::pair{NAN, 1e-5f}}) {

@@ -41,8 +41,11 @@ class ConvRule final : public LayerRule {
                   ow = (in.w + 2 * p.pad_w - eff) / p.stride_w + 1;
     FRESCO_CHECK(in.h + 2 * p.pad_h >= eff && in.w + 2 * p.pad_w >= eff && oh > 0 && ow > 0,
                  ErrorCode::kBadConfig,
-                 where + ": a " + std::to_string(p.kh) + "x" + std::to_string(p.kw) +
-                     " window does not fit the " + in.str() + " input");
+                 where + ": a " + std::to_string(p.kh) + "x" + std::to_string(p.kw) + " window" +
+                     (eff != p.kh ? " (" + std::to_string(eff) + "x" + std::to_string(eff) +
+                                        " with dilation " + std::to_string(p.dil_h) + ")"
+                                  : std::string()) +
+                     " does not fit the " + in.str() + " input with padding " + std::to_string(p.pad_h));
     return Shape{1, oh, ow, l.spec.out};
   }
   bool has_params() const override { return true; }
