@@ -252,7 +252,7 @@ TrainingResult DeepLearningTask::run() {
     result.epochs.push_back(r);
     if (on_epoch_) on_epoch_(r);
   }
-  result.final_test_acc = result.epochs.empty() ? 0.0 : result.epochs.back().test_acc;
+  result.final_test_acc = result.epochs.empty() ? NAN : result.epochs.back().test_acc;
   result.seconds = seconds_since(t_all);
   return result;
 }

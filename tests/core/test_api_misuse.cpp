@@ -4,6 +4,7 @@
 // graph id out of range; a kernel asking for an absurd workspace. Runs on the CPU backend.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -86,6 +87,14 @@ TEST(ApiMisuse, RunOnceAndNoEmptySteps) {
   expect_error([&] { t->train_step(idx.data(), 0); }, ErrorCode::kUsage, "needs at least one sample index");
   EXPECT_NO_THROW(t->run());
   expect_error([&] { t->run(); }, ErrorCode::kUsage, "this job has been run");
+  // without a test set the test figures are NaN, not a 0% accuracy
+  auto untested = small_task(data::synthetic_patches(64, 1), data::Dataset{});
+  untested->compile();
+  const TrainingResult r = untested->run();
+  ASSERT_EQ(r.epochs.size(), 1u);
+  EXPECT_TRUE(std::isnan(r.epochs[0].test_acc) && std::isnan(r.epochs[0].test_loss));
+  EXPECT_TRUE(std::isnan(r.final_test_acc));
+  EXPECT_GT(r.epochs[0].train_loss, 0.0);
   auto negative = small_task(data::synthetic_patches(64, 1), data::synthetic_patches(32, 2));
   negative->val_batch_size(-4);
   expect_error([&] { negative->plan(); }, ErrorCode::kBadConfig, "val_batch_size must be 0");

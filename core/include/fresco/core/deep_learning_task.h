@@ -4,6 +4,7 @@
 // COMPILED. Tested by tests/e2e/test_mlp_fashion_mnist.cpp, test_determinism.cpp and the golden cases.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,7 +43,8 @@ Normalization default_normalization(const std::string& kind);
 
 struct EpochReport {
   int epoch = 0;  // 1-based
-  double train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
+  double train_loss = 0, train_acc = 0;
+  double test_loss = NAN, test_acc = NAN;  // NaN when the job has no test set (not a 0% accuracy)
   double lr = 0;  // lr the next step will use (read from the device at the end of the epoch)
   double samples_per_s = 0, train_seconds = 0, seconds = 0;
 };
@@ -54,7 +56,7 @@ struct EvalResult {
 
 struct TrainingResult {
   std::vector<EpochReport> epochs;
-  double final_test_acc = 0;
+  double final_test_acc = NAN;  // the last epoch's test_acc (NaN: no test set)
   double seconds = 0;
 };
 
