@@ -171,12 +171,10 @@ int64_t fc_macs(const CompileOptions& o, const LayerDescriptor& l) {
 // count in (int64 elements and bytes): at most 2^40 bytes in fp32 (1 TiB, far beyond any device), computed
 // without overflow.
 void check_map_size(const CompileOptions& o, const Shape& sample, const std::string& what) {
-  constexpr int64_t kMaxBytes = kMaxTensorBytes;
-  int64_t bytes = 4;
-  bool overflow = false;
-  for (int64_t d : {sample.h, sample.w, sample.c, std::max<int64_t>({o.batch, o.val_batch, 1})})
-    overflow |= d < 0 || __builtin_mul_overflow(bytes, d, &bytes);
-  FRESCO_CHECK(!overflow && bytes <= kMaxBytes, ErrorCode::kBadConfig,
+  const int64_t bytes =
+      checked_product({4, sample.h, sample.w, sample.c, std::max<int64_t>({o.batch, o.val_batch, 1})});
+  const bool overflow = bytes < 0;
+  FRESCO_CHECK(!overflow && bytes <= kMaxTensorBytes, ErrorCode::kBadConfig,
                what + ": a map of " + sample.str() + " per sample at batch " +
                    std::to_string(std::max(o.batch, o.val_batch)) + " is " +
                    (overflow ? std::string("beyond 64-bit sizes") : std::to_string(bytes) + " bytes") +
@@ -477,19 +475,16 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
                    std::to_string(o.num_classes) + "]; make the last fc's out " +
                    std::to_string(o.num_classes) + ")");
   for (const auto& l : a.layers) {
-    // weights as out x per-output values, each factor checked before it is multiplied (a 2^40-byte tensor
-    // is refused here, not only when the memory plan adds it)
-    int64_t per_out = 0, weights = 0;
-    if (l.kind == LayerKind::FC) per_out = l.in_sample.per_sample();
-    if (l.kind == LayerKind::CONV)
-      FRESCO_CHECK(!__builtin_mul_overflow(l.spec.k * l.spec.k, l.in_sample.c / l.spec.groups, &per_out),
-                   ErrorCode::kBadConfig, "layer " + l.spec.path + " (conv): its weight is too large");
+    // weights: out x the values per output, checked before they are multiplied (a 2^40-byte tensor is
+    // refused here, not only when the memory plan adds it)
     if (l.kind == LayerKind::FC || l.kind == LayerKind::CONV) {
-      FRESCO_CHECK(!__builtin_mul_overflow(l.spec.out, per_out, &weights) && weights <= kMaxTensorBytes / 8,
-                   ErrorCode::kBadConfig,
+      const int64_t weights =
+          l.kind == LayerKind::FC
+              ? checked_product({l.spec.out, l.in_sample.h, l.in_sample.w, l.in_sample.c})
+              : checked_product({l.spec.out, l.spec.k, l.spec.k, l.in_sample.c / l.spec.groups});
+      FRESCO_CHECK(weights >= 0 && weights <= kMaxTensorBytes / 8, ErrorCode::kBadConfig,
                    "layer " + l.spec.path + " (" + l.spec.kind + "): a weight of " +
-                       std::to_string(l.spec.out) + " x " + std::to_string(per_out) +
-                       " values is too large (at most 2^40 bytes per tensor)");
+                       std::to_string(l.spec.out) + " outputs is too large (at most 2^40 bytes per tensor)");
       a.parameter_count += weights + (l.spec.bias ? l.spec.out : 0);
     }
     if (l.kind == LayerKind::BN) a.parameter_count += 2 * l.in_sample.c;

@@ -397,28 +397,29 @@ void DeepLearningTask::cast_weights() {
   runtime_->synchronize();
 }
 
+std::vector<const DTensor*> DeepLearningTask::state_tensors() const {
+  std::vector<const DTensor*> out;
+  for (const DTensor& t : model_->base_plan().tensors()) {
+    const Family f = region_family(t.region);
+    if (f == Family::W || f == Family::G || f == Family::M || f == Family::V) out.push_back(&t);
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::vector<float>>> DeepLearningTask::snapshot() {
   require(Phase::COMPILED, "DeepLearningTask::snapshot");
   std::vector<std::pair<std::string, std::vector<float>>> out;
-  const MemoryPlan& p = model_->base_plan();
-  for (const DTensor& t : p.tensors()) {
-    const Family f = region_family(t.region);
-    if (f != Family::W && f != Family::G && f != Family::M && f != Family::V) continue;
-    std::vector<float> v(static_cast<size_t>(t.shape.numel()));
-    runtime_->download(p, t.id, v.data(), v.size() * sizeof(float));
-    out.emplace_back(t.name, std::move(v));
+  for (const DTensor* t : state_tensors()) {
+    std::vector<float> v(static_cast<size_t>(t->shape.numel()));
+    runtime_->download(model_->base_plan(), t->id, v.data(), v.size() * sizeof(float));
+    out.emplace_back(t->name, std::move(v));
   }
   return out;
 }
 
 void DeepLearningTask::restore(const std::vector<std::pair<std::string, std::vector<float>>>& state) {
   require(Phase::COMPILED, "DeepLearningTask::restore");
-  const MemoryPlan& p = model_->base_plan();
-  std::vector<const DTensor*> targets;  // snapshot()'s tensors, in its order
-  for (const DTensor& t : p.tensors()) {
-    const Family f = region_family(t.region);
-    if (f == Family::W || f == Family::G || f == Family::M || f == Family::V) targets.push_back(&t);
-  }
+  const std::vector<const DTensor*> targets = state_tensors();
   // Every name and size is checked before anything is written: a refused state leaves the job as it was.
   FRESCO_CHECK(state.size() == targets.size(), ErrorCode::kBadData,
                "restore: the state has " + std::to_string(state.size()) + " tensors, this job " +
@@ -433,7 +434,8 @@ void DeepLearningTask::restore(const std::vector<std::pair<std::string, std::vec
                      " values, found " + std::to_string(values.size()));
   }
   for (size_t i = 0; i < targets.size(); ++i)
-    runtime_->upload(p, targets[i]->id, state[i].second.data(), state[i].second.size() * sizeof(float));
+    runtime_->upload(model_->base_plan(), targets[i]->id, state[i].second.data(),
+                     state[i].second.size() * sizeof(float));
   cast_weights();
 }
 

@@ -37,11 +37,9 @@ TensorId MemoryPlan::add(DTensor t) {
                "MemoryPlan: cannot allocate '" + t.name + "' after finalize() (phase MEMORY_LOCKED)");
   FRESCO_CHECK(t.shape.n > 0 && t.shape.h > 0 && t.shape.w > 0 && t.shape.c > 0, ErrorCode::kBadConfig,
                "MemoryPlan: tensor '" + t.name + "' has a non-positive dimension " + t.shape.str());
-  int64_t slot = 8;  // the bytes of an fp32 slot per element, with its fp16 twin (slot_bytes_for)
-  bool overflow = false;
-  for (int64_t d : {t.shape.n, t.shape.h, t.shape.w, t.shape.c})
-    overflow |= __builtin_mul_overflow(slot, d, &slot);
-  FRESCO_CHECK(!overflow && slot <= kMaxTensorBytes, ErrorCode::kBadConfig,
+  // 8: the bytes of an fp32 slot per element, with its fp16 twin (slot_bytes_for)
+  const int64_t slot = checked_product({8, t.shape.n, t.shape.h, t.shape.w, t.shape.c});
+  FRESCO_CHECK(slot >= 0 && slot <= kMaxTensorBytes, ErrorCode::kBadConfig,
                "MemoryPlan: tensor '" + t.name + "' of shape " + t.shape.str() +
                    " is too large (at most 2^40 bytes per tensor)");
   t.id = static_cast<TensorId>(tensors_.size());

@@ -12,6 +12,7 @@
 
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/error.h"
+#include "fresco/core/types.h"
 #include "fresco/ops.h"
 #include "fresco/philox.h"
 
@@ -144,9 +145,8 @@ void validate(const Dataset& d, const std::string& what) {
                ErrorCode::kBadData,
                where + ": image shape " + std::to_string(d.h) + "x" + std::to_string(d.w) + "x" +
                    std::to_string(d.c) + " is outside [1, 65536] x [1, 65536] x [1, 4096]");
-  int64_t bytes = 0;
-  const bool overflow = d.n > 0 && __builtin_mul_overflow(d.n, d.sample_bytes(), &bytes);
-  FRESCO_CHECK(!overflow && d.images.size() == static_cast<uint64_t>(bytes), ErrorCode::kBadData,
+  const int64_t bytes = d.n == 0 ? 0 : checked_product({d.n, d.h, d.w, d.c});
+  FRESCO_CHECK(bytes >= 0 && d.images.size() == static_cast<uint64_t>(bytes), ErrorCode::kBadData,
                where + ": " + std::to_string(d.images.size()) + " image bytes for n x h x w x c = " +
                    std::to_string(d.n) + " x " + std::to_string(d.sample_bytes()));
   FRESCO_CHECK(

@@ -80,7 +80,8 @@ struct LayerDescriptor {
   // with gradient sums writes no dx (dx_by_conv: its weights-only form) because the first conv, whose output
   // only it reads, applies that dx in its weight gradient (conv2d_backward's batchnorm gradient prologue,
   // ops.h); on the conv, the batchnorm's index (wgrad_prologue_bn) and its gamma, save_mean, save_invstd and
-  // grad_sums. The conv's output gradient is then the batchnorm's.
+  // grad_sums. The conv's output gradient is then the batchnorm's. A frozen first conv
+  // (freeze_first_layer) has no weight gradient: the same weights-only form, and no one computes that dx.
   bool dx_by_conv = false;
   int32_t wgrad_prologue_bn = -1;
   std::array<TensorId, 4> wgrad_prologue{kNoTensor, kNoTensor, kNoTensor, kNoTensor};

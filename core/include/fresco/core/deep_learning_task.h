@@ -178,6 +178,8 @@ class DeepLearningTask : public TaskBase {
 
  private:
   TensorId param_tensor(int32_t layer, const std::string& which) const;
+  // The tensors snapshot() reads and restore() writes, in plan order: W, G, M and V.
+  std::vector<const DTensor*> state_tensors() const;
   // Mixed precision: refreshes the low-precision compute weights (A) from the masters (W).
   void cast_weights();
   void init_parameters();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "fresco/plugin.h"
@@ -20,6 +21,15 @@ enum class DType : uint32_t {
 };
 
 uint32_t dtype_size(DType t) noexcept;
+
+// The product of non-negative factors, or -1 when a factor is negative or the product overflows int64: sizes
+// from user input are multiplied through this before anything trusts them.
+inline int64_t checked_product(std::initializer_list<int64_t> factors) noexcept {
+  int64_t p = 1;
+  for (int64_t f : factors)
+    if (f < 0 || __builtin_mul_overflow(p, f, &p)) return -1;
+  return p;
+}
 const char* dtype_name(DType t) noexcept;
 
 struct Shape {
