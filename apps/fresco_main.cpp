@@ -10,6 +10,7 @@
 #include "fresco/core/log.h"
 
 int main(int argc, char** argv) {
+  const char* kDataHelp = "override the job's data path (a dataset folder, or a .tar.gz of JPEG folders)";
   CLI::App app{"fresco: ahead-of-time compiled neural-network training"};
   app.require_subcommand(1);
   app.fallthrough();  // --log-level after the subcommand too
@@ -25,8 +26,7 @@ int main(int argc, char** argv) {
       ->add_option("--precision", ta.precision,
                    "fp32, bf16 or fp16 (default: the job's; low precision needs a GPU)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  train->add_option("--data", ta.data_path,
-                    "override the job's data path (a dataset folder, or a .tar.gz of JPEG folders)");
+  train->add_option("--data", ta.data_path, kDataHelp);
 
   std::vector<std::string> plugin_paths;
   auto* plugins = app.add_subcommand("plugins", "list the plugins found and refused");
@@ -53,14 +53,12 @@ int main(int argc, char** argv) {
   auto* plan = app.add_subcommand("plan", "print the memory map of a compiled job and draw it as SVG");
   plan->add_option("job", pl.job, "job file")->required();
   plan->add_option("--svg", pl.svg, "SVG file to write (default plan.svg)");
-  plan->add_option("--data", pl.data_path,
-                   "override the job's data path (a dataset folder, or a .tar.gz of JPEG folders)");
+  plan->add_option("--data", pl.data_path, kDataHelp);
   fresco::cli::PlanArgs gr;
   auto* graph = app.add_subcommand("graph", "write the GraphAtlas and the graphs as Graphviz DOT");
   graph->add_option("job", gr.job, "job file")->required();
   graph->add_option("--out", gr.out_dir, "directory for atlas.dot, train.dot, inference.dot (default .)");
-  graph->add_option("--data", gr.data_path,
-                    "override the job's data path (a dataset folder, or a .tar.gz of JPEG folders)");
+  graph->add_option("--data", gr.data_path, kDataHelp);
 
   std::vector<std::string> cases;
   std::string golden_device = "cpu";
