@@ -4,6 +4,7 @@
 // test_add_gelu_flatten.cpp, test_batchnorm.cpp (gradient sums).
 #include "cpu_common.h"
 #include "ops/grad_sums.h"
+#include "ops/relu_mask.h"
 
 namespace fresco::cpu {
 
@@ -27,7 +28,7 @@ FR_CPU_KERNEL_RUN(add_relu_backward) {
     const float* y = sdk::data<float>(call->in[2]);
     float* dx = sdk::data<float>(call->out[0]);
     parallel_chunks(n, 1 << 15, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) dx[i] = y[i] > 0.0f ? a[i] + b[i] : 0.0f;
+      for (int64_t i = i0; i < i1; ++i) dx[i] = relu_masked(a[i] + b[i], y[i]);
     });
     masking_pass_sums(call, 3, "add_relu_backward");
   });

@@ -13,6 +13,7 @@
 #include "fresco/batchnorm_rules.h"
 #include "fresco/grad_sums_checks.hpp"
 #include "ops/grad_sums.h"
+#include "ops/relu_mask.h"
 
 namespace fresco::cpu {
 
@@ -75,7 +76,6 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
                       "batchnorm_backward: the fused relu's y differs in size from x");
       relu_y = sdk::data<float>(call->in[5]);
     }
-    auto grad = [&](int64_t i) { return relu_y && !(relu_y[i] > 0.0f) ? 0.0f : dy[i]; };
     float* dx = gi == 0 ? nullptr : sdk::data<float>(call->out[0]);
     float* dgamma = sdk::data<float>(call->out[gi]);
     float* dbeta = sdk::data<float>(call->out[gi + 1]);
@@ -85,7 +85,16 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
     float* coef_k = coef_b + c;                                         // dgamma * invstd / n
     float* coef_m = coef_k + c;                                         // mean
     const float* given = sdk::bn_grad_sums_input(call, c);  // the sums from the pass that wrote dy
-    if (!given) grad_sums_partials(s, grad, x, mean, part);
+    // The incoming gradient at element i, masked by the fused relu when there is one; each form its own
+    // loop, so both vectorise (ops/relu_mask.h).
+    const auto plain = [dy](int64_t i) { return dy[i]; };
+    const auto masked = [dy, relu_y](int64_t i) { return relu_masked(dy[i], relu_y[i]); };
+    if (!given) {
+      if (relu_y)
+        grad_sums_partials(s, masked, x, mean, part);
+      else
+        grad_sums_partials(s, plain, x, mean, part);
+    }
     const double n = static_cast<double>(rows);
     for (int64_t k = 0; k < c; ++k) {
       double db, dyx;
@@ -99,14 +108,20 @@ FR_CPU_KERNEL_RUN(batchnorm_backward) {
       dbeta[k] = cf.dbeta;
     }
     if (!dx) return;  // the weights-only form: the conv's weight gradient applies dx (ops.h)
-    parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) {
-        const float* xr = x + i * c;
-        float* dxr = dx + i * c;
-        for (int64_t k = 0; k < c; ++k)
-          dxr[k] = fr_bn_dx_value(grad(i * c + k), xr[k], coef_m[k], coef_a[k], coef_b[k], coef_k[k]);
-      }
-    });
+    const auto write_dx = [&](auto grad) {
+      parallel_chunks(rows, s.grain, [&](int64_t a, int64_t b) {
+        for (int64_t i = a; i < b; ++i) {
+          const float* xr = x + i * c;
+          float* dxr = dx + i * c;
+          for (int64_t k = 0; k < c; ++k)
+            dxr[k] = fr_bn_dx_value(grad(i * c + k), xr[k], coef_m[k], coef_a[k], coef_b[k], coef_k[k]);
+        }
+      });
+    };
+    if (relu_y)
+      write_dx(masked);
+    else
+      write_dx(plain);
   });
 }
 

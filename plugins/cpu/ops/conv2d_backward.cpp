@@ -20,6 +20,7 @@
 #include "gemm.h"
 #include "ops/conv_im2col.h"
 #include "ops/grad_sums.h"
+#include "ops/relu_mask.h"
 
 namespace fresco::cpu {
 
@@ -128,7 +129,7 @@ void grad_epilogue(const FrCall* call, const sdk::BnGradEpilogue& e, float* dx, 
   const BnShape s = bn_shape(call->in[3], "conv2d_backward");
   const float* x = sdk::data<const float>(call->in[1]);
   parallel_chunks(s.rows * s.c, 1 << 14, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) dx[i] = x[i] > 0.0f ? dx[i] : 0.0f;
+    for (int64_t i = a; i < b; ++i) dx[i] = relu_masked(dx[i], x[i]);
   });
   write_grad_sums(s, dx, static_cast<const float*>(e.bx), e.bn.mean, static_cast<double*>(ws), e.gsums);
 }
@@ -140,7 +141,7 @@ void join_epilogue(const FrCall* call, const sdk::ConvJoinEpilogue& e, float* dx
   const float* x = sdk::data<const float>(call->in[1]);
   const auto* b = static_cast<const float*>(e.b);
   parallel_chunks(s.rows * s.c, 1 << 15, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) dx[i] = x[i] > 0.0f ? dx[i] + b[i] : 0.0f;
+    for (int64_t i = i0; i < i1; ++i) dx[i] = relu_masked(dx[i] + b[i], x[i]);
   });
   write_grad_sums(s, dx, static_cast<const float*>(e.bx), e.mean, static_cast<double*>(ws), e.gsums);
 }

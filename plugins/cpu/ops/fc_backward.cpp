@@ -7,6 +7,7 @@
 #include "cpu_common.h"
 #include "gemm.h"
 #include "ops/dense_math.h"
+#include "ops/relu_mask.h"
 
 namespace fresco::cpu {
 
@@ -17,7 +18,7 @@ void fc_input_grad_f32(const float* dy, const float* w, float* dx, int64_t m, in
 
 void relu_mask_f32(float* g, const float* y, int64_t n) {
   parallel_chunks(n, 1 << 15, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
+    for (int64_t i = a; i < b; ++i) g[i] = relu_masked(g[i], y[i]);
   });
 }
 

@@ -3,6 +3,7 @@
 // tests/plugins/cpu/test_activations.cpp, test_batchnorm.cpp (gradient sums).
 #include "cpu_common.h"
 #include "ops/grad_sums.h"
+#include "ops/relu_mask.h"
 
 namespace fresco::cpu {
 
@@ -37,7 +38,7 @@ FR_CPU_KERNEL_RUN(relu_backward) {
     FR_PLUGIN_CHECK(sdk::numel(call->in[1]) == n && sdk::numel(call->out[0]) == n, FR_ERR_INVALID_ARGUMENT,
                     "relu_backward: sizes differ");
     parallel_chunks(n, 1 << 15, [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+      for (int64_t i = a; i < b; ++i) dx[i] = relu_masked(dy[i], y[i]);
     });
     masking_pass_sums(call, 2, "relu_backward");
   });

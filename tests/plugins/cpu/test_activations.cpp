@@ -4,6 +4,7 @@
 // arity/sizes return errors. Part of test_cpu_ops.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <random>
 #include <string>
@@ -107,6 +108,20 @@ TEST(CpuRelu, BackwardInPlace) {
   c.in(tensor(g, {1001, 1, 1, 1})).in(tensor(y, {1001, 1, 1, 1})).out(tensor(g, {1001, 1, 1, 1}));
   ASSERT_TRUE(c.run());
   EXPECT_TRUE(fresco::test::all_close(g, expected, 0.0, 0.0));
+}
+
+TEST(CpuRelu, BackwardMasksGradientsThatAreNotFinite) {
+  // PyTorch's threshold_backward selects: where y <= 0 (or y is NaN) dx is +0 whatever dy holds.
+  std::vector<float> y = {1.0f, 0.0f, -1.0f, kNaN, 2.0f, -0.0f, 0.0f, 3.0f, -2.0f, 1e-30f};
+  std::vector<float> dy = {INFINITY, INFINITY, kNaN, kNaN, -1.5f, -INFINITY, -2.0f, kNaN, 4.0f, 0.25f};
+  const std::vector<float> dx = run_relu_backward(dy, y);
+  for (size_t i = 0; i < y.size(); ++i) {
+    SCOPED_TRACE(i);
+    if (y[i] > 0.0f)
+      EXPECT_TRUE(dx[i] == dy[i] || (std::isnan(dx[i]) && std::isnan(dy[i])));
+    else
+      EXPECT_TRUE(dx[i] == 0.0f && !std::signbit(dx[i]));
+  }
 }
 
 TEST(CpuRelu, BadInputsReturnErrors) {

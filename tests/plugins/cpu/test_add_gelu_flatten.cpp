@@ -4,6 +4,7 @@
 // bitwise determinism, bad inputs. Part of test_cpu_ops.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -89,6 +90,8 @@ TEST(CpuAddReluBackward, EqualsTheSumThenTheMask) {
   std::vector<float> a = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
   std::vector<float> b = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
   std::vector<float> y = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+  for (int64_t i = 0; i < n; i += 7)  // a gradient that is not finite where the relu was off: masked to 0
+    if (y[i] <= 0.0f) a[i] = i % 2 ? INFINITY : std::numeric_limits<float>::quiet_NaN();
   std::vector<float> sum(n), want(n);
   OpCall add(FR_OP_ADD);
   add.in(tensor(a, {n, 1, 1, 1})).in(tensor(b, {n, 1, 1, 1})).out(tensor(sum, {n, 1, 1, 1}));
@@ -103,6 +106,7 @@ TEST(CpuAddReluBackward, EqualsTheSumThenTheMask) {
       .out(tensor(a, {n, 1, 1, 1}));
   ASSERT_TRUE(c.run());
   EXPECT_TRUE(fresco::test::bitwise_equal(a, want));
+  for (float v : a) EXPECT_TRUE(std::isfinite(v));
   std::vector<float> p(8), q(8), r(9);
   OpCall bad(FR_OP_ADD_RELU_BACKWARD);
   bad.in(tensor(p, {8, 1, 1, 1}))

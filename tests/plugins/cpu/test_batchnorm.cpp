@@ -438,7 +438,10 @@ TEST(CpuBatchNorm, FusedReluForwardAndMaskedBackward) {
     zeros += fused.y[i] == 0.0f;
   }
   EXPECT_GT(zeros, plain.y.size() / 4);  // the mask really cuts
-  std::vector<float> dy = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f), masked = dy;
+  std::vector<float> dy = fresco::test::random_floats(rng, s.size(), -1.0f, 1.0f);
+  for (size_t i = 0; i < dy.size(); ++i)  // masked gradients that are not finite are masked too
+    if (fused.y[i] <= 0.0f && i % 3 != 0) dy[i] = i % 3 == 1 ? INFINITY : kNaN;
+  std::vector<float> masked = dy;
   for (size_t i = 0; i < dy.size(); ++i) masked[i] = fused.y[i] > 0.0f ? dy[i] : 0.0f;
   const Grads want = run_backward(masked, in.x, s, in.gamma, fused.mean, fused.invstd);
   Grads got{std::vector<float>(in.x.size(), kNaN), std::vector<float>(16, kNaN),
