@@ -1,0 +1,325 @@
+// Compiler stage 4's step tail: the low-precision gradients cast to fp32 (fp16: unscaled and checked), the
+// optimizer's updates over region ranges per parameter group, the W -> A casts, the loss scale update and
+// step_done, and CompileOptions::early_update's parts in DEEP_FWD_BWD on the side stream. Tests:
+// tests/core/test_mixed_precision_plan.cpp, test_early_update*.cpp, test_freeze_first_layer_plan.cpp.
+#include <algorithm>
+#include <initializer_list>
+
+#include "compiler/compile_internal.h"
+#include "fresco/core/error.h"
+#include "fresco/ops.h"
+
+namespace fresco::compile_detail {
+
+namespace {
+
+FrScheduleParams schedule_params(const CompileOptions& o) {
+  const Scheduler& s = o.scheduler;
+  FrScheduleParams sp{};
+  sp.base_lr = o.optimizer.lr;
+  sp.min_lr = s.min_lr;
+  sp.warmup_steps =
+      static_cast<int32_t>(static_cast<int64_t>(s.warmup_epochs) * o.steps_per_epoch);  // checked
+  sp.total_steps = static_cast<int32_t>(o.total_steps);
+  sp.table_len = static_cast<int32_t>(s.table.size());
+  sp.kind = s.type == Scheduler::Type::COSINE  ? FR_SCHED_COSINE
+            : s.type == Scheduler::Type::TABLE ? FR_SCHED_TABLE
+                                               : FR_SCHED_CONSTANT;
+  return sp;
+}
+
+// CompileOptions::early_update: whether the gradients stored after the first layer's (in each parameter
+// group) are made final at the end of DEEP_FWD_BWD on the side stream: cast (fp16: and unscaled) and, but
+// in fp16, applied there too. fp16's loss scaling skips the whole update on an inf or NaN in any gradient,
+// the first layer's too, so its update waits for OPTIMIZER.
+bool early_grads_on(const CompiledModel& m) {
+  const CompileOptions& co = m.options;
+  const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
+  const bool large_first_fc = first.kind == LayerKind::FC && fc_macs(co, first) >= co.early_update_min_macs;
+  const bool mixed_first_conv = co.precision != DType::F32 && first.kind == LayerKind::CONV;
+  return co.overlap_weight_gradients &&
+         (co.early_update == CompileOptions::EarlyUpdate::ON ||
+          (co.early_update == CompileOptions::EarlyUpdate::AUTO && (large_first_fc || mixed_first_conv)));
+}
+bool early_update_on(const CompiledModel& m) {
+  return early_grads_on(m) && m.options.precision != DType::F16;
+}
+
+// Bytes of `span` up to the end of the last of `ids` (the first layer's tensors) stored in it; 0: none is.
+uint64_t first_layer_cut(const MemoryPlan& p, const RegionSpan& span, std::initializer_list<TensorId> ids) {
+  uint64_t cut = 0;
+  for (TensorId id : ids) {
+    if (id == kNoTensor) continue;
+    const DTensor& t = p.tensor(id);
+    const auto at = static_cast<uint64_t>(t.offset);
+    if (at >= span.offset && at < span.offset + span.bytes)
+      cut = std::max<uint64_t>(cut, at + t.slot_bytes - span.offset);
+  }
+  return cut;
+}
+
+// Parameter groups as region ranges: the no-decay kinds come first in every family, DEEP_CONV last.
+struct ParamGroup {
+  ParamKind first, last;
+  float wd;
+};
+std::vector<ParamGroup> param_groups(const Optimizer& o) {
+  if (o.no_decay_1d)
+    return {{ParamKind::BN_BIAS, ParamKind::FC_BIAS, 0.0f},
+            {ParamKind::FC_WEIGHT, ParamKind::DEEP_CONV, o.weight_decay}};
+  return {{ParamKind::BN_BIAS, ParamKind::DEEP_CONV, o.weight_decay}};
+}
+
+// The optimizer's update of bytes [skip, skip + take) (take -1: to the end) of group gr's W span (and the
+// same part of G, M, V).
+GraphNode update_node(const CompiledModel& m, const ParamGroup& gr, uint64_t skip, int64_t take) {
+  const Optimizer& o = m.options.optimizer;
+  const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
+  auto rr = [&](Family f) {
+    return RangeRef::part(param_region(f, gr.first), param_region(f, gr.last), skip, take);
+  };
+  GraphNode n;
+  if (o.type == Optimizer::Type::SGD) {
+    std::vector<RangeRef> rout = {rr(Family::W)};
+    if (o.uses_m()) rout.push_back(rr(Family::M));
+    n = range_node(FR_OP_SGD_UPDATE, {rr(Family::G), scalars}, rout, "sgd");
+    n.with_params(FrSgdParams{o.momentum, gr.wd, o.nesterov ? 1 : 0, 0});
+  } else {
+    n = range_node(FR_OP_ADAM_UPDATE, {rr(Family::G), scalars}, {rr(Family::W), rr(Family::M), rr(Family::V)},
+                   o.name());
+    n.with_params(FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
+  }
+  return n;
+}
+
+// A cast over bytes [skip, skip + take) of the conv kinds' span (FIRST_CONV..DEEP_CONV) in W-family bytes:
+// G16 -> G (fp16: with the unscale, unscale_grads) or W -> A; the 16-bit side has half the bytes.
+GraphNode conv_cast_node(const CompiledModel& m, bool grads, uint64_t skip, int64_t take,
+                         const std::string& label) {
+  const DType low = m.options.precision;
+  auto convs = [&](Family f, DType t, uint64_t sk, int64_t tk) {
+    return RangeRef::part(param_region(f, ParamKind::FIRST_CONV), param_region(f, ParamKind::DEEP_CONV), sk,
+                          tk, t);
+  };
+  const RangeRef wide = convs(grads ? Family::G : Family::W, DType::F32, skip, take);
+  const RangeRef narrow = convs(grads ? Family::G16 : Family::A, low, skip / 2, take < 0 ? -1 : take / 2);
+  if (!grads) return range_node(FR_OP_CAST_RANGE, {wide}, {narrow}, label);
+  if (low == DType::F16)
+    return range_node(FR_OP_UNSCALE_GRADS, {narrow}, {wide, RangeRef::of(m.t.step_scalars, DType::U8)},
+                      label);
+  return range_node(FR_OP_CAST_RANGE, {narrow}, {wide}, label);
+}
+
+// CompileOptions::early_update_parts: byte ranges [lo, hi) (arena offsets) of W_DEEP_CONV, the last layers'
+// first, each final once the weight gradient of `layer` (its first) is. None unless the deep conv weights
+// are stored in layer order (the backward's order reversed).
+struct EarlyPart {
+  uint64_t lo, hi;
+  int layer;
+};
+std::vector<EarlyPart> early_parts(const CompiledModel& m) {
+  const int parts = m.options.early_update_parts;
+  if (!early_update_on(m) || parts <= 0) return {};
+  const MemoryPlan& p = m.base_plan();
+  const Region deep_region = param_region(Family::W, ParamKind::DEEP_CONV);
+  const std::vector<TensorId> deep = p.tensors_in(deep_region);
+  for (size_t i = 1; i < deep.size(); ++i)
+    if (p.tensor(deep[i]).layer <= p.tensor(deep[i - 1]).layer) return {};
+  const RegionSpan span = p.region(deep_region);
+  const uint64_t share = span.bytes / static_cast<uint64_t>(parts + 1);
+  std::vector<EarlyPart> out;
+  uint64_t hi = span.offset + span.bytes, bytes = 0;
+  for (size_t i = deep.size(); i-- > 1 && static_cast<int>(out.size()) < parts;) {  // the first stays
+    const DTensor& t = p.tensor(deep[i]);
+    bytes += t.slot_bytes;
+    if (bytes < share) continue;
+    out.push_back({static_cast<uint64_t>(t.offset), hi, t.layer});
+    hi = static_cast<uint64_t>(t.offset);
+    bytes = 0;
+  }
+  return out;
+}
+
+// Arena offset where the early parts begin (the end of W_DEEP_CONV without parts).
+uint64_t early_parts_begin(const CompiledModel& m, const std::vector<EarlyPart>& parts) {
+  const RegionSpan deep = m.base_plan().region(param_region(Family::W, ParamKind::DEEP_CONV));
+  return parts.empty() ? deep.offset + deep.bytes : parts.back().lo;
+}
+
+// The conv kinds' W span (FIRST_CONV..DEEP_CONV), in whose bytes conv_cast_node counts.
+RegionSpan conv_span(const MemoryPlan& p) {
+  return p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
+                        param_region(Family::W, ParamKind::DEEP_CONV));
+}
+
+// The conv span split by the early update: [0, cut) the first layer's (late), [cut, end) at the end of
+// DEEP_FWD_BWD, [end, bytes) the early parts. Without it (`early` false) all late.
+struct ConvSplit {
+  RegionSpan span;
+  uint64_t cut, end;
+};
+ConvSplit conv_split(const CompiledModel& m, const std::vector<EarlyPart>& parts, bool early) {
+  const MemoryPlan& p = m.base_plan();
+  const RegionSpan span = conv_span(p);
+  const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
+  return {span, early ? first_layer_cut(p, span, {first.weight}) : span.bytes,
+          early_parts_begin(m, parts) - span.offset};
+}
+
+// Bytes [0, cut) of a span of `bytes` go to graph `late` (also when the span is empty), [cut, end) to
+// DEEP_FWD_BWD on the side stream (the early update); make(skip, take, early) builds each node, take -1
+// meaning to the span's end.
+// A hole [hole_lo, hole_hi) inside [0, cut) is left out (a frozen first layer's weight).
+template <class Make>
+void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint64_t cut, uint64_t end,
+                        Make make, uint64_t hole_lo = 0, uint64_t hole_hi = 0) {
+  auto take = [&](uint64_t from, uint64_t to) {
+    return to >= bytes ? int64_t{-1} : static_cast<int64_t>(to - from);
+  };
+  FRESCO_CHECK(hole_hi <= cut, ErrorCode::kInternal, "a range's hole lies past its late part");
+  if (hole_hi > hole_lo) {
+    if (hole_lo > 0) g.add(late, make(0, take(0, hole_lo), false));
+    if (cut > hole_hi) g.add(late, make(hole_hi, take(hole_hi, cut), false));
+  } else if (cut > 0 || bytes == 0) {
+    g.add(late, make(0, take(0, cut), false));
+  }
+  if (cut < end) {
+    GraphNode n = make(cut, take(cut, end), true);
+    n.side_stream = true;
+    g.add(GraphId::DEEP_FWD_BWD, std::move(n));
+  }
+}
+
+// Each early part's nodes (bf16: grad cast, update, weight cast; fp32: the update) go into DEEP_FWD_BWD,
+// detached, after the first join that follows the weight gradient of the part's first layer.
+void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts) {
+  const MemoryPlan& p = m.base_plan();
+  const bool mixed = m.options.precision != DType::F32;
+  const RegionSpan conv = conv_span(p);
+  const ParamGroup gr = param_groups(m.options.optimizer).back();  // the group that ends with DEEP_CONV
+  const RegionSpan group =
+      p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
+  std::vector<GraphNode>& nodes = g.mutable_nodes(GraphId::DEEP_FWD_BWD);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const EarlyPart& part = parts[k];
+    const LayerDescriptor& l = m.arch.layers[static_cast<size_t>(part.layer)];
+    const TensorId grad = mixed ? l.grad_weight_low : l.grad_weight;
+    // After the first join that waits for the weight gradient: a full join, or a lagged one past another
+    // join (a lagged join waits only for the side work issued before the join before it). Without one the
+    // part's nodes stay on the side stream, ordered after the weight gradient (not detached).
+    size_t at = nodes.size();
+    bool detach = true;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (std::find(nodes[i].out.begin(), nodes[i].out.end(), grad) == nodes[i].out.end()) continue;
+      at = i + 1;
+      if (!nodes[i].side_stream) break;
+      bool passed_join = false;
+      while (at < nodes.size() && !(nodes[at].join_side && (!nodes[at].join_lag || passed_join))) {
+        passed_join = passed_join || nodes[at].join_side;
+        ++at;
+      }
+      detach = at < nodes.size();
+      if (detach) ++at;  // after that join
+      break;
+    }
+    const auto take = static_cast<int64_t>(part.hi - part.lo);
+    const std::string tag = " (early part " + std::to_string(k + 1) + ")";
+    std::vector<GraphNode> add;
+    if (mixed) add.push_back(conv_cast_node(m, true, part.lo - conv.offset, take, "grad cast" + tag));
+    add.push_back(update_node(m, gr, part.lo - group.offset, take));
+    add.back().label += tag;
+    if (mixed) add.push_back(conv_cast_node(m, false, part.lo - conv.offset, take, "weight cast" + tag));
+    for (GraphNode& n : add) n.side_stream = true, n.detached = detach;
+    nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(at), add.begin(), add.end());
+  }
+}
+
+// OPTIMIZER: one update per parameter group (region ranges), then step_done, which advances the step counter
+// and writes the next step's lr (the lr of step 0 is written by the host at compile time). With an early
+// update the parts past the first layer's are updated at the end of DEEP_FWD_BWD on the side stream (and the
+// early parts before, place_early_parts); in bf16 each update's W -> A cast follows it.
+void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts) {
+  const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
+  const MemoryPlan& p = m.base_plan();
+  const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
+  const bool early = early_update_on(m);
+  const uint64_t parts_begin = early_parts_begin(m, parts);
+  for (const ParamGroup& gr : param_groups(m.options.optimizer)) {
+    const RegionSpan span =
+        p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
+    if (span.bytes == 0) continue;
+    // Bytes of the group up to the end of the first layer's last parameter in it: the rest has its gradient
+    // at the end of DEEP_FWD_BWD and is updated there (CompileOptions::early_update). The gamma of the
+    // batchnorm whose backward the first conv's weight gradient applies is read there, after DEEP_FWD_BWD, so
+    // it waits with the first layer's (an early update would race that read on the side stream).
+    const TensorId read_late = first.wgrad_prologue_bn >= 0
+                                   ? m.arch.layers[static_cast<size_t>(first.wgrad_prologue_bn)].weight
+                                   : kNoTensor;
+    const uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias, read_late}) : span.bytes;
+    const uint64_t end = gr.last == ParamKind::DEEP_CONV ? parts_begin - span.offset : span.bytes;
+    // A frozen first layer's weight (all of W_FIRST_CONV) is left out of the ranges.
+    uint64_t hole_lo = 0, hole_hi = 0;
+    if (m.options.freeze_first_layer) {
+      const DTensor& w = p.tensor(first.weight);
+      if (static_cast<uint64_t>(w.offset) >= span.offset &&
+          static_cast<uint64_t>(w.offset) < span.offset + span.bytes)
+        hole_lo = static_cast<uint64_t>(w.offset) - span.offset, hole_hi = hole_lo + w.slot_bytes;
+    }
+    add_late_and_early(
+        g, GraphId::OPTIMIZER, span.bytes, cut, end,
+        [&](uint64_t skip, int64_t take, bool e) {
+          GraphNode n = update_node(m, gr, skip, take);
+          if (e) n.label += " (early)";
+          return n;
+        },
+        hole_lo, hole_hi);
+  }
+  const ConvSplit conv = conv_split(m, parts, early);
+  if (early && m.options.precision != DType::F32 &&
+      conv.span.bytes > 0)  // the W -> A casts after the updates
+    add_late_and_early(
+        g, GraphId::OPTIMIZER, conv.span.bytes, conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
+          return conv_cast_node(m, false, skip, take, e ? "weight cast (early)" : "weight cast");
+        });
+  if (m.options.precision == DType::F16)  // GradScaler.update: back off after a skipped step, grow after 2000
+    g.add(GraphId::OPTIMIZER, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))
+        .with_params(FrLossScaleParams{2.0f, 0.5f, 2000, 0});
+  g.add(GraphId::OPTIMIZER,
+        range_node(FR_OP_STEP_DONE, {RangeRef::of(m.t.lr_table, DType::F32)}, {scalars}, "step and next lr"))
+      .with_params(m.schedule);
+}
+}  // namespace
+
+void emit_update(ComputationGraph& g, CompiledModel& m) {
+  m.schedule = schedule_params(m.options);
+  const std::vector<EarlyPart> parts = early_parts(m);
+  if (m.options.precision != DType::F32) {  // G16 -> G before the optimizer, W -> A after it
+    const bool scaled = m.options.precision == DType::F16;
+    // With an early update the gradients stored after the first layer's are cast at the end of
+    // DEEP_FWD_BWD on the side stream (the early parts' before, place_early_parts); the late cast takes the
+    // first layer's. fp16 casts with unscale_grads, which unscales and checks them in the same pass
+    // (NAN_CHECK_AND_GRAD_SCALING).
+    const ConvSplit conv = conv_split(m, parts, early_grads_on(m));
+    const std::string label = scaled ? "grad cast and unscale" : "grad cast";
+    add_late_and_early(g, scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST, conv.span.bytes,
+                       conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
+                         return conv_cast_node(m, true, skip, take, e ? label + " (early)" : label);
+                       });
+    // The whole cast, for the host's writes (DeepLearningTask::cast_weights) and the step without an early
+    // update; with one, each update's cast follows it (emit_optimizer, place_early_parts).
+    g.add(GraphId::WEIGHT_CAST, conv_cast_node(m, false, 0, -1, "weight cast"));
+    m.weight_cast_in_step = !early_update_on(m);
+  }
+  if (m.options.precision == DType::F16) {  // the fp32 gradients (batchnorm, fc) back to true scale too
+    const RangeRef fp32_grads = RangeRef::regions(param_region(Family::G, ParamKind::BN_BIAS),
+                                                  param_region(Family::G, ParamKind::FC_WEIGHT), DType::F32);
+    if (m.base_plan().region_range(fp32_grads.first, fp32_grads.last).bytes > 0)
+      g.add(GraphId::NAN_CHECK_AND_GRAD_SCALING,
+            range_node(FR_OP_UNSCALE_GRADS, {}, {fp32_grads, RangeRef::of(m.t.step_scalars, DType::U8)},
+                       "unscale grads"));
+  }
+  emit_optimizer(g, m, parts);
+  place_early_parts(g, m, parts);
+}
+
+}  // namespace fresco::compile_detail
