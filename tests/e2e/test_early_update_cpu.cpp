@@ -2,7 +2,7 @@
 // early_update_parts): the deep conv weights updated in parts during the backward (detached nodes) and the
 // rest at the end of DEEP_FWD_BWD train bit for bit like the update after the first layer's backward: the
 // CPU runs the nodes in order, the same float operations on the same values. The GPU runs of the same
-// switch, where the parts really overlap the backward: test_cuda_low_precision.cpp
+// switch, where the parts really overlap the backward: test_cuda_low_precision_training.cpp
 // EarlyUpdateGivesTheSameBits.
 #include <gtest/gtest.h>
 

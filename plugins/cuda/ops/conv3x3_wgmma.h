@@ -31,7 +31,7 @@
 // free issue was 3-4 us faster). Limits (conv3x3_wgmma_fits): f16 or bf16, 3x3, stride 1, padding 1, dilation
 // 1, one group, C = K = 64, W = 32, H a multiple of 4. Tests: tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp
 // (the kernels against a double reference; the prologue against the host's applied map),
-// tests/plugins/cuda/test_cuda_low_precision.cpp (Hopper3x3Convolutions: through the plugin;
+// tests/plugins/cuda/test_cuda_low_precision_conv.cpp (Hopper3x3Convolutions: through the plugin;
 // ConvPrologueGivesTheSameBits).
 #pragma once
 

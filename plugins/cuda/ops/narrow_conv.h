@@ -13,7 +13,7 @@
 // only, so results are the same on every run.
 // Limits (narrow_conv_fits): f16 or bf16, one group, C*R*S <= 32 taps, K = 16, 32 or 64, and one output row's
 // input window (zero-padded) within 28 KB of shared memory.
-// Test: tests/plugins/cuda/test_cuda_low_precision.cpp (NarrowInputConvolutions).
+// Test: tests/plugins/cuda/test_cuda_low_precision_conv.cpp (NarrowInputConvolutions).
 #pragma once
 
 #include "cuda_common.h"
