@@ -1,9 +1,9 @@
 // fresco-plugin-check LIB: validates a plugin's ABI info and struct sizes, then runs every kernel it provides
-// on its device against the double-precision references (op_cases.cpp) on random inputs, and prints a
-// PASS/FAIL table. Exit status 0 when every check passes, 1 when any fails (a kernel without a reference
-// fails as unchecked), 64 on bad usage. Kernels whose device is absent on this machine are SKIPPED, not
-// failed. Tested by tests/e2e/test_plugin_check.cpp (shipped plugins pass; broken test plugins fail with a
-// reason).
+// on its device against the double-precision references (op_cases.h, cases/*.cpp) on random inputs, and
+// prints a PASS/FAIL table. Exit status 0 when every check passes, 1 when any fails (a kernel without a
+// reference fails as unchecked), 64 on bad usage. Kernels whose device is absent on this machine are SKIPPED,
+// not failed. Tested by tests/e2e/test_plugin_check.cpp (shipped plugins pass; broken test plugins fail with
+// a reason).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
