@@ -1,7 +1,8 @@
 // CompileOptions::conv_join_lag_max: conv input gradients over small maps join the side stream with a lag of
 // one weight gradient (GraphNode::join_lag, runtime.cpp's finish_capture), and the side stream's operands
-// then stay allocated until the join that does wait for them (compiler/memory_planning.cpp, fit_feature_lifetimes). The CPU
-// training with it is in tests/e2e/test_conv_join_lag_cpu.cpp; the overlap itself is timed on a GPU.
+// then stay allocated until the join that does wait for them (compiler/memory_planning.cpp,
+// fit_feature_lifetimes). The CPU training with it is in tests/e2e/test_conv_join_lag_cpu.cpp; the overlap
+// itself is timed on a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>

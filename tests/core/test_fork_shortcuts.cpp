@@ -1,7 +1,7 @@
 // CompileOptions::fork_shortcuts: a projection shortcut's layers are emitted on the side stream before their
 // block's main branch, the join waits for them, and the maps they touch are planned live from the fork
-// (compiler/emit_layers.cpp, forked_branch; compiler/memory_planning.cpp, fit_feature_lifetimes). The CPU training with it is in
-// tests/e2e/test_fork_shortcuts_cpu.cpp; the overlap itself is timed on a GPU.
+// (compiler/emit_layers.cpp, forked_branch; compiler/memory_planning.cpp, fit_feature_lifetimes). The CPU
+// training with it is in tests/e2e/test_fork_shortcuts_cpu.cpp; the overlap itself is timed on a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>

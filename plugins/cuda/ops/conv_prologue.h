@@ -3,8 +3,8 @@
 // pass writes relu(fma(x, scale, shift)) rounded to x's dtype into conv2d's applied-map output, with scale
 // and shift from the saved statistics as the batchnorm's own forward derives them
 // (ops/batchnorm_relu_mask.cuh), so the convolution reads the very values the batchnorm's apply pass would
-// have stored. Test: tests/plugins/cuda/test_cuda_low_precision_training.cpp (ConvPrologueGivesTheSameBits, the small
-// residual network).
+// have stored. Test: tests/plugins/cuda/test_cuda_low_precision_training.cpp (ConvPrologueGivesTheSameBits,
+// the small residual network).
 #pragma once
 
 #include "cuda_common.h"
