@@ -26,10 +26,16 @@ int cmd_plugins(const std::vector<std::string>& paths_in) {
   reg.load_default(extra_paths);
   const auto loaded = reg.loaded();
   std::printf("loaded (%zu):\n", loaded.size());
-  for (const auto& p : loaded)
-    std::printf("  %-8s %-8s ABI %u.%u  device %-5s %3zu kernels  %s\n", p.name.c_str(), p.version.c_str(),
+  for (const auto& p : loaded) {
+    // A device plugin says how many of its devices this machine has (a CUDA plugin on a machine without a
+    // GPU loads, and finds none).
+    std::string present;
+    if (const FrDeviceApi* api = p.device.empty() ? nullptr : reg.device(p.device); api && api->device_count)
+      present = " (" + std::to_string(api->device_count()) + " present)";
+    std::printf("  %-8s %-8s ABI %u.%u  device %-5s %3zu kernels  %s%s\n", p.name.c_str(), p.version.c_str(),
                 p.abi_major, p.abi_minor, p.device.empty() ? "-" : p.device.c_str(), p.n_kernels,
-                p.path.c_str());
+                p.path.c_str(), present.c_str());
+  }
   const auto refused = reg.refused();
   std::printf("refused (%zu):\n", refused.size());
   for (const auto& r : refused) std::printf("  %s: %s\n", r.path.c_str(), r.reason.c_str());

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "fresco/core/data/dataset.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
 #include "fresco/core/job.h"
@@ -38,6 +39,12 @@ int cmd_train(const TrainArgs& a) {
   check_data_path(job, a.job, !a.data_path.empty());
   DeepLearningTask task;
   configure(task, job);
+  if (a.samples > 0) {  // the data loaded here, cut, instead of by compile()
+    auto [train, test] = data::load_train_test(job.data.kind, job.data.path);
+    data::keep_first(train, a.samples);
+    task.data(std::move(train), std::move(test))
+        .normalize(job.normalize_set ? job.normalize : default_normalization(job.data.kind));
+  }
   task.on_epoch([&](const EpochReport& r) {
     std::printf("%s\n", format_epoch_line(r.epoch, job.epochs, r.train_loss, r.test_loss, r.test_acc, r.lr,
                                           r.samples_per_s, r.seconds)

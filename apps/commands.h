@@ -18,6 +18,7 @@ struct TrainArgs {
   int epochs = 0;         // 0: the job's
   std::string precision;  // empty: the job's; fp32, bf16 or fp16
   std::string data_path;
+  int64_t samples = 0;  // 0: all; else only the first N training samples
 };
 int cmd_train(const TrainArgs& a);
 // A job's data path that does not exist is one error naming it, where it came from and the way to another

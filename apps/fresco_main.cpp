@@ -1,13 +1,79 @@
 // `fresco`: train a job, list plugins, replay golden cases. Exit statuses follow sysexits (64 usage, 65 bad
 // data, 66 missing input, 70 internal, 74 I/O, 78 bad configuration). Tested by tests/e2e/test_cli.cpp.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "fresco/core/error.h"
 #include "fresco/core/log.h"
+
+namespace {
+// A number option's check, with a message that says what was expected: a whole number (integer) or any
+// finite number, at least lo (and at most hi).
+CLI::Validator number_at_least(double lo, bool integer, double hi = 9.2e18) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        const std::string kind = integer ? "a whole number" : "a number";
+        const std::string bound =
+            integer ? std::to_string(static_cast<long long>(lo)) : CLI::detail::to_string(lo);
+        char* end = nullptr;
+        errno = 0;
+        const double x =
+            integer ? static_cast<double>(std::strtoll(v.c_str(), &end, 10)) : std::strtod(v.c_str(), &end);
+        if (v.empty() || end == v.c_str() || *end != '\0' || errno == ERANGE || !(x == x))
+          return "expected " + kind + " (at least " + bound + "), found '" + v + "'";
+        if (x < lo || x > hi) return "must be at least " + bound + ", found " + v;
+        return {};
+      },
+      integer ? "INT>=" + std::to_string(static_cast<long long>(lo)) : "NUMBER>=0");
+}
+
+// Levenshtein distance, for "did you mean" on a mistyped command.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first word that is not an option (nor --log-level's value), when it names no command: one line that
+// says so, with the nearest command and the list. Empty when the command line names one (or none).
+std::string unknown_command(int argc, char** argv, const std::vector<std::string>& commands) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] == '-') continue;
+    for (const auto& c : commands)
+      if (a == c) return {};
+    std::string list, nearest;
+    size_t best = 3;  // suggest only a near miss
+    for (const auto& c : commands) {
+      list += (list.empty() ? "" : ", ") + c;
+      if (const size_t d = edit_distance(a, c); d < best) best = d, nearest = c;
+    }
+    return "unknown command '" + a + "'" + (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") +
+           "; the commands are " + list + " (fresco --help)";
+  }
+  return {};
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   const char* kDataHelp = "override the job's data path (a dataset folder, or a .tar.gz of JPEG folders)";
@@ -21,12 +87,15 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "train the model described by a job file (JSON)");
   train->add_option("job", ta.job, "job file, e.g. jobs/mlp_fashion_mnist.json")->required();
   train->add_option("--device", ta.device, "cpu, cuda or auto (default: the job's)");
-  train->add_option("--epochs", ta.epochs, "override the job's epoch count")->check(CLI::Range(1, INT32_MAX));
+  train->add_option("--epochs", ta.epochs, "override the job's epoch count")
+      ->check(number_at_least(1, true, INT32_MAX));
   train
       ->add_option("--precision", ta.precision,
                    "fp32, bf16 or fp16 (default: the job's; low precision needs a GPU)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   train->add_option("--data", ta.data_path, kDataHelp);
+  train->add_option("--samples", ta.samples, "train on the first N training samples only (default: all)")
+      ->check(number_at_least(1, true));
 
   std::vector<std::string> plugin_paths;
   auto* plugins = app.add_subcommand("plugins", "list the plugins found and refused");
@@ -35,13 +104,15 @@ int main(int argc, char** argv) {
   fresco::cli::ParityArgs pa;
   auto* parity = app.add_subcommand("parity", "train N steps on two devices and compare every tensor");
   parity->add_option("job", pa.job, "job file")->required();
-  parity->add_option("--steps", pa.steps, "steps to train (default 20)")->check(CLI::Range(1, INT32_MAX));
-  parity->add_option("--devices", pa.device_a, "first device (default cpu)");
+  parity->add_option("--steps", pa.steps, "steps to train (default 20)")
+      ->check(number_at_least(1, true, INT32_MAX));
+  parity->add_option("--device", pa.device_a, "first device (default cpu)");
+  parity->add_option("--devices", pa.device_a)->group("");  // the earlier name, kept working
   parity->add_option("--against", pa.device_b, "second device (default cuda)");
   parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_at_least(0, false));
   parity->add_option("--samples", pa.samples, "use only the first N training samples (0: all)")
-      ->check(CLI::Range(int64_t{0}, INT64_MAX));
+      ->check(number_at_least(0, true));
   parity->add_flag("--verbose", pa.verbose, "print every step's loss on both devices");
   auto* resync = parity->add_flag("--resync", pa.resync,
                                   "start every step of the second device from the first's state (compares "
@@ -66,10 +137,18 @@ int main(int argc, char** argv) {
   golden->add_option("cases", cases, "case directories (manifest.json + data.bin)")->required();
   golden->add_option("--device", golden_device, "cpu, cuda or auto");
   int golden_steps = 0;
-  golden->add_option(
-      "--steps", golden_steps,
-      "replay only the first N steps and compare their losses (final tensors are then not compared)");
+  golden
+      ->add_option(
+          "--steps", golden_steps,
+          "replay only the first N steps and compare their losses (final tensors are then not compared)")
+      ->check(number_at_least(1, true, INT32_MAX));
 
+  const std::string unknown =
+      unknown_command(argc, argv, {"train", "plugins", "parity", "plan", "graph", "golden"});
+  if (!unknown.empty()) {
+    std::fprintf(stderr, "fresco: error: %s\n", unknown.c_str());
+    return 64;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,9 +9,32 @@
 
 int main(int argc, char** argv) {
   using namespace fresco;
+  const char* usage =
+      "usage: mlp_fashion_mnist [DATA_DIR] [EPOCHS] [DEVICE]\n"
+      "  DATA_DIR  Fashion-MNIST's .gz files (default /usr/share/datasets/fashion-mnist)\n"
+      "  EPOCHS    a whole number, 1 or more (default 10)\n"
+      "  DEVICE    cpu, cuda or auto (default auto)\n";
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      std::printf("%s", usage);
+      return 0;
+    }
+  if (argc > 4) {
+    std::fprintf(stderr, "%s", usage);
+    return 64;
+  }
   try {
     const std::string dir = argc > 1 ? argv[1] : "/usr/share/datasets/fashion-mnist";
-    const int epochs = argc > 2 ? std::atoi(argv[2]) : 10;
+    int epochs = 10;
+    if (argc > 2) {
+      char* end = nullptr;
+      const long v = std::strtol(argv[2], &end, 10);
+      if (end == argv[2] || *end != '\0' || v < 1 || v > 1000000) {
+        std::fprintf(stderr, "error: EPOCHS must be a whole number from 1, found '%s'\n%s", argv[2], usage);
+        return 64;
+      }
+      epochs = static_cast<int>(v);
+    }
     auto net = seq({fc(1024), relu(), fc(512), relu(), fc(256), relu(), fc(10)});
     DeepLearningTask task;
     task.model(net)

@@ -114,6 +114,10 @@ void DeepLearningTask::plan() {
                "augment crop_pad must be in [0, " + std::to_string(std::min(train_.h, train_.w)) +
                    "), found " + std::to_string(augment_.crop_pad));
 
+  if (batch_ > train_.n && train_.n > 0)  // PyTorch's DataLoader does the same, silently
+    log().warn("batch size {} is larger than the {} training samples: each epoch is one batch of {}", batch_,
+               train_.n, train_.n);
+
   CompileOptions o;
   o.input_sample = Shape{1, train_.h, train_.w, train_.c};
   o.num_classes = train_.num_classes;
@@ -174,10 +178,12 @@ void DeepLearningTask::compile() {
     runtime_->upload(plan, model_->t.lr_table, sched_.table.data(), sched_.table.size() * sizeof(float));
   advance(Phase::COMPILED);
   log().info(
-      "compiled {} on {}: {} parameters, arena {:.2f} MiB, {} tensors; slots {} / unique {} / reused {}; "
-      "{:.2f} s",
+      "compiled {} on {}: {} parameters, device memory {:.2f} MiB (arena {:.2f} + kernel workspaces {:.2f}), "
+      "{} tensors; slots {} / unique {} / reused {}; {:.2f} s",
       bp_.describe(), device_, model_->arch.parameter_count, runtime_->device_bytes() / 1048576.0,
-      plan.size(), cs.slots, cs.unique, cs.reused, seconds_since(t0));
+      (runtime_->device_bytes() - runtime_->workspace_bytes()) / 1048576.0,
+      runtime_->workspace_bytes() / 1048576.0, plan.size(), cs.slots, cs.unique, cs.reused,
+      seconds_since(t0));
 }
 
 // PyTorch's default Linear init (kaiming_uniform with a = sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for
@@ -242,7 +248,11 @@ TrainingResult DeepLearningTask::run() {
     r.train_loss = tr.samples > 0 ? tr.loss_sum / tr.samples : 0.0;
     r.train_acc = tr.samples > 0 ? tr.correct / tr.samples : 0.0;
     r.samples_per_s = static_cast<double>(train_.n) / r.train_seconds;
-    r.lr = exec_->read_scalars().lr;
+    // the lr the epoch's last step used (the device's scalars hold the next step's), by the same rule
+    const FrStepScalars sc = exec_->read_scalars();
+    r.lr = sc.step > 0 ? fr_schedule_lr(&model_->schedule, sc.step - 1,
+                                        sched_.table.empty() ? nullptr : sched_.table.data())
+                       : sc.lr;
     if (test_.n > 0) {
       const EvalResult ev = evaluate();
       r.test_loss = ev.loss;

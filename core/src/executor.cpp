@@ -1,13 +1,16 @@
 // Executor: staging, the per-step launch sequence, whole passes and metric read-back.
 #include "fresco/core/executor.h"
 
+#include <spdlog/spdlog.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "fresco/core/error.h"
+#include "fresco/core/log.h"
 #include "fresco/core/runtime.h"
 
 namespace fresco {
@@ -89,6 +92,12 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
   const int64_t b = m_.batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   const int64_t n = static_cast<int64_t>(order.size());
   int64_t step = 0;
+  // A progress line every kProgressSeconds, for epochs long enough to look stuck otherwise (the CPU backend
+  // on a large network); the host's clock, read once a step.
+  constexpr double kProgressSeconds = 30.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double next_report = kProgressSeconds;
+  const int64_t steps = b > 0 ? (n + b - 1) / b : 0;
   for (int64_t start = 0; start < n; start += b, ++step) {
     const int64_t count = std::min(b, n - start);
     const Variant v = count == b ? Variant::TRAIN_BASE : Variant::TRAIN_LAST;
@@ -97,6 +106,13 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
     const char ab = step % 2 == 0 ? 'A' : 'B';
     stage(ab, d, order.data() + start, count, epoch);
     train_step(v, ab);
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (t >= next_report && step + 1 < steps) {
+      log().info("epoch {}: step {}/{} ({:.0f}%), {:.0f} s, about {:.0f} s to the epoch's end", epoch + 1,
+                 step + 1, steps, 100.0 * static_cast<double>(step + 1) / static_cast<double>(steps), t,
+                 t * static_cast<double>(steps - step - 1) / static_cast<double>(step + 1));
+      next_report = t + kProgressSeconds;
+    }
   }
 }
 

@@ -1,6 +1,8 @@
 // Golden replay: manifest parsing, data.bin tensors, training with the recorded lrs, comparisons.
 #include "fresco/core/golden.h"
 
+#include <spdlog/spdlog.h>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
+#include "fresco/core/log.h"
 
 namespace fresco {
 
@@ -67,6 +70,18 @@ GoldenReport run_golden(const std::string& dir, const std::string& device, int m
   const std::string mpath = dir + "/manifest.json", bpath = dir + "/data.bin";
   FRESCO_CHECK(std::filesystem::is_directory(dir), ErrorCode::kMissingInput,
                dir + ": not a golden case directory");
+  if (!std::filesystem::exists(mpath)) {  // a folder of cases given instead of the cases themselves?
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (std::filesystem::exists(e.path() / "manifest.json"))
+        found.push_back((std::filesystem::path(dir) / e.path().filename()).string());
+    std::sort(found.begin(), found.end());
+    std::string cases;
+    for (const auto& c : found) cases += (cases.empty() ? "" : " ") + c;
+    FRESCO_CHECK(cases.empty(), ErrorCode::kMissingInput,
+                 dir + " is not a golden case (no manifest.json) but holds cases; pass them: " + cases);
+  }
   json m;
   try {
     m = json::parse(read_file(mpath, ErrorCode::kMissingInput));
@@ -150,6 +165,9 @@ GoldenReport run_golden(const std::string& dir, const std::string& device, int m
     rep.recorded_steps = rep.steps;
     FRESCO_CHECK(max_steps >= 0, ErrorCode::kUsage,
                  "golden: --steps must be 0 (all) or positive (got " + std::to_string(max_steps) + ")");
+    if (max_steps > rep.steps)
+      log().warn("golden {}: --steps {} is more than the {} steps recorded; replaying all of them", rep.name,
+                 max_steps, rep.steps);
     if (max_steps > 0) rep.steps = std::min(rep.steps, max_steps);
 
     DeepLearningTask task;

@@ -22,22 +22,38 @@ namespace fresco {
 using nlohmann::json;
 
 namespace {
+// The keys of a job file's top level, for the hint when one is given inside a section.
+const std::set<std::string>& top_level_keys() {
+  static const std::set<std::string> keys = {
+      "name", "model",     "data",      "batch_size",         "epochs",
+      "seed", "device",    "precision", "freeze_first_layer", "augment",
+      "loss", "optimizer", "scheduler"};
+  return keys;
+}
+
 struct Reader {
   const json& j;
   std::string where;
   std::set<std::string> used;
+  bool nested = true;           // a section (data, optimizer, ...), not the file's top level
+  std::set<std::string> known;  // every key asked for, present or not: what an unknown key is told
 
   void object() const {
     FRESCO_CHECK(j.is_object(), ErrorCode::kBadConfig,
                  where + ": expected an object, found " + j.type_name());
   }
-  bool has(const std::string& k) { return j.contains(k); }
+  bool has(const std::string& k) {
+    known.insert(k);
+    return j.contains(k);
+  }
   const json& at(const std::string& k) {
+    known.insert(k);
     used.insert(k);
     return j.at(k);
   }
   template <class T>
   T get(const std::string& k, T def) {
+    known.insert(k);
     if (!j.contains(k)) return def;
     const json& v = at(k);
     try {
@@ -71,6 +87,7 @@ struct Reader {
     }
   }
   std::vector<float> floats(const std::string& k) {
+    known.insert(k);
     FRESCO_CHECK(has(k), ErrorCode::kBadConfig, where + ": missing key \"" + k + "\"");
     const json& v = at(k);
     FRESCO_CHECK(v.is_array(), ErrorCode::kBadConfig, where + "." + k + ": expected an array of numbers");
@@ -84,9 +101,19 @@ struct Reader {
     }
     return out;
   }
+  // Every key of the object was read: an unknown one is an error that lists the keys this object takes
+  // (and says so when the key belongs at the file's top level).
   void done() const {
-    for (const auto& [k, v] : j.items())
-      FRESCO_CHECK(used.count(k), ErrorCode::kBadConfig, where + ": unknown key \"" + k + "\"");
+    for (const auto& [k, v] : j.items()) {
+      if (used.count(k)) continue;
+      std::string takes;
+      for (const auto& name : known) takes += (takes.empty() ? "" : ", ") + name;
+      const bool top = nested && top_level_keys().count(k);
+      throw Error(ErrorCode::kBadConfig,
+                  where + ": unknown key \"" + k + "\"" +
+                      (top ? " (\"" + k + "\" is a key of the job file's top level, not of this section)"
+                           : " (this section takes: " + takes + ")"));
+    }
   }
 };
 }  // namespace
@@ -110,6 +137,7 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
   JobSpec s;
   s.source = source;
   Reader r{j, source, {}};
+  r.nested = false;
   r.object();
   s.name = r.get<std::string>("name", "job");
   FRESCO_CHECK(r.has("model"), ErrorCode::kBadConfig, source + ": missing key \"model\"");
@@ -127,6 +155,8 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
                                        : models::resnet50(10);
   } else {
     s.model = BluePrint::from_json(r.at("model").dump(), source);
+    FRESCO_CHECK(!s.model.empty(), ErrorCode::kBadConfig,
+                 source + ".model: the layer list is empty (give layers, or a built-in network by name)");
   }
   FRESCO_CHECK(r.has("data"), ErrorCode::kBadConfig, source + ": missing key \"data\"");
   {

@@ -28,7 +28,10 @@ spdlog::logger& log() {
     l->set_level(spdlog::level::info);
     if (env && *env) {
       const auto lv = spdlog::level::from_str(env);
-      if (lv != spdlog::level::off || std::string(env) == "off") l->set_level(lv);
+      if (lv != spdlog::level::off || std::string(env) == "off")
+        l->set_level(lv);
+      else
+        l->warn("FRESCO_LOG='{}' is not a log level (trace, debug, info, warn, error, off); using info", env);
     }
     return l;
   }();

@@ -32,11 +32,7 @@ std::vector<std::unique_ptr<DeepLearningTask>> compile_pair(const JobSpec& job, 
                                                             const std::string& device_b, int64_t samples,
                                                             data::Dataset* train_out, uint64_t seed_b = 0) {
   auto [train, test] = data::load_train_test(job.data.kind, job.data.path);
-  if (samples > 0 && samples < train.n) {
-    train.n = samples;
-    train.images.resize(static_cast<size_t>(samples * train.sample_bytes()));
-    train.labels.resize(static_cast<size_t>(samples));
-  }
+  data::keep_first(train, samples);
   std::vector<std::unique_ptr<DeepLearningTask>> tasks;
   for (const std::string& dev : {device_a, device_b}) {
     auto t = std::make_unique<DeepLearningTask>();

@@ -129,8 +129,11 @@ int PluginRegistry::load_default(const std::vector<std::string>& explicit_paths)
       n += load_file(p.string()) ? 1 : 0;
       continue;
     }
-    if (!fs::is_directory(p, ec)) {
-      log().debug("plugin search: {} ({}) does not exist", dir, why);
+    if (!fs::is_directory(p, ec)) {  // the default folders may be absent; a path the user gave should not
+      if (why == "FRESCO_PLUGIN_PATH" || why == "explicit")
+        log().warn("plugin search: '{}' ({}) does not exist", dir, why);
+      else
+        log().debug("plugin search: {} ({}) does not exist", dir, why);
       continue;
     }
     std::vector<fs::path> files;
@@ -150,6 +153,16 @@ bool PluginRegistry::refuse(const std::string& path, const std::string& reason) 
 }
 
 namespace {
+// The dynamic loader's own words from Boost.DLL's message ("boost::dll::shared_library::load() failed
+// (dlerror system message: WHAT): Bad file descriptor", whose errno part is stale), else the message.
+std::string loader_message(const std::string& what) {
+  const std::string tag = "dlerror system message: ";
+  const size_t at = what.find(tag);
+  const size_t end = what.rfind(')');
+  if (at == std::string::npos || end == std::string::npos || end < at + tag.size()) return what;
+  return what.substr(at + tag.size(), end - at - tag.size());
+}
+
 // Opens a plugin file and runs every check that needs no registry: entry symbols, ABI version, init, struct
 // sizes, kernel-table entries. Returns the refusal reason, or "" with *lib, *info and *plugin filled.
 std::string open_plugin(const std::string& path, std::unique_ptr<boost::dll::shared_library>* lib_out,
@@ -160,7 +173,7 @@ std::string open_plugin(const std::string& path, std::unique_ptr<boost::dll::sha
   try {
     lib->load(path, boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now);
   } catch (const std::exception& e) {
-    return std::string("cannot load (missing dependency or not a shared library): ") + e.what();
+    return "cannot load (missing dependency or not a shared library): " + loader_message(e.what());
   }
   if (!lib->has(FR_PLUGIN_ABI_SYMBOL)) return "missing entry symbol " FR_PLUGIN_ABI_SYMBOL;
   if (!lib->has(FR_PLUGIN_INIT_SYMBOL)) return "missing entry symbol " FR_PLUGIN_INIT_SYMBOL;

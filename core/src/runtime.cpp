@@ -38,9 +38,12 @@ Runtime::Runtime(const std::string& device, int device_index) : device_(device) 
                                            (have.empty() ? "none" : have) + ")" + refused);
   }
   const int32_t count = api_->device_count ? api_->device_count() : 1;
+  FRESCO_CHECK(count > 0, ErrorCode::kBadConfig,
+               "device '" + device + "': its plugin is loaded but finds no " + device +
+                   " device on this machine (0 found); use device cpu, or auto to take the best one present");
   FRESCO_CHECK(device_index >= 0 && device_index < count, ErrorCode::kBadConfig,
                "device '" + device + "' index " + std::to_string(device_index) + " not present (" +
-                   std::to_string(count) + " found)");
+                   std::to_string(count) + " found: indices 0 to " + std::to_string(count - 1) + ")");
   throw_if_error(api_->context_create(device_index, &ctx_), "creating a '" + device + "' context");
   try {  // a failure from here on releases what was created (the destructor does not run)
     for (int s = 0; s < kStreamCount; ++s)

@@ -103,6 +103,23 @@ TEST(Job, ParsesAndRejectsUnknownKeys) {
                   "j.json");
             }).find("unknown key \"bach_size\""),
             std::string::npos);
+  // an unknown key lists what its section takes, or says it belongs at the top level
+  const std::string typo = error_of([] {
+    parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist","pth":"x"}})", "j.json");
+  });
+  EXPECT_NE(typo.find("j.json.data: unknown key \"pth\" (this section takes: dataset, normalize, path)"),
+            std::string::npos)
+      << typo;
+  const std::string misplaced = error_of([] {
+    parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist","augment":{"flip":true}}})",
+              "j.json");
+  });
+  EXPECT_NE(misplaced.find("\"augment\" is a key of the job file's top level"), std::string::npos)
+      << misplaced;
+  EXPECT_NE(error_of([] {
+              parse_job(R"({"model":[],"data":{"dataset":"mnist"}})", "j.json");
+            }).find("j.json.model: the layer list is empty"),
+            std::string::npos);
   EXPECT_NE(error_of([] {
               parse_job(R"({"data":{"dataset":"fashion-mnist"}})", "j.json");
             }).find("missing key \"model\""),

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "e2e/fashion_mnist_fixture.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -94,6 +96,16 @@ TEST_F(Cli, MissingDatasetPath) {
   expect_one_line(run("plan " + relative), 66, (dir_ / "data").string() + ": no such file or directory");
 }
 
+// train --samples N trains on the first N training samples (a short run), and says so.
+TEST_F(Cli, TrainOnTheFirstSamples) {
+  if (!fresco::e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const Result r = run("train " + job(kMlp, fresco::e2e::kFashionDir) + " --samples 300");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("300 training / 10000 test samples"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("final test accuracy"), std::string::npos) << r.out;
+  EXPECT_EQ(run("train " + job(kMlp, fresco::e2e::kFashionDir) + " --samples 0").status, 64);
+}
+
 // Options of the whole program may follow the subcommand; plugin paths named on the command line are taken
 // from the working directory.
 TEST_F(Cli, LogLevelAfterTheSubcommandAndRelativePluginPaths) {
@@ -138,6 +150,9 @@ TEST_F(Cli, UnloadablePlugin) {
   expect_one_line(m, 78, "libfresco-test-missing_dep.so");
   const Result garbage = run("plugins " + write("libfresco-garbage.so", "not an ELF file"));
   expect_one_line(garbage, 78, "cannot load");
+  // the dynamic loader's own words, without Boost.DLL's wrapper and its stale errno text
+  EXPECT_NE(garbage.err.find("libfresco-garbage.so: file too short"), std::string::npos) << garbage.err;
+  EXPECT_EQ(garbage.err.find("Bad file descriptor"), std::string::npos) << garbage.err;
 }
 
 TEST_F(Cli, PluginsListsTheCpuBackend) {
@@ -155,6 +170,18 @@ TEST_F(Cli, UsageErrors) {
   EXPECT_EQ(run("parity job.json --samples -5").status, 64);
   EXPECT_EQ(run("parity job.json --tolerance -1").status, 64);
   expect_one_line(run("plugins " + (dir_ / "absent.so").string()), 66, "absent.so: no such plugin file");
+  // a mistyped command is named, with the nearest one
+  expect_one_line(run("trian job.json"), 64, "unknown command 'trian' (did you mean 'train'?)");
+  expect_one_line(run("--log-level warn plugin"), 64, "unknown command 'plugin' (did you mean 'plugins'?)");
+  // number options say what they expected (not a range that prints DBL_MAX)
+  const Result epochs = run("train job.json --epochs abc");
+  EXPECT_EQ(epochs.status, 64);
+  EXPECT_NE(epochs.err.find("--epochs: expected a whole number (at least 1), found 'abc'"), std::string::npos)
+      << epochs.err;
+  const Result tol = run("parity job.json --tolerance -1");
+  EXPECT_NE(tol.err.find("--tolerance: must be at least 0, found -1"), std::string::npos) << tol.err;
+  EXPECT_LT(tol.err.size(), 200u) << tol.err;
+  EXPECT_EQ(run("golden case --steps 0").status, 64);
 }
 
 TEST_F(Cli, GoldenPassesAndFails) {
@@ -167,4 +194,8 @@ TEST_F(Cli, GoldenPassesAndFails) {
     ++passes;
   EXPECT_EQ(passes, 2u) << ok.out;
   expect_one_line(run("golden " + (dir_ / "missing").string()), 66, "not a golden case directory");
+  // the folder of cases instead of the cases: the error lists them
+  const Result parent = run("golden " + std::string(FRESCO_TEST_DATA_DIR) + "/golden");
+  expect_one_line(parent, 66, "is not a golden case (no manifest.json) but holds cases; pass them:");
+  EXPECT_NE(parent.err.find("/golden/mlp_adamw"), std::string::npos) << parent.err;
 }

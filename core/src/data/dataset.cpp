@@ -114,6 +114,13 @@ std::vector<uint32_t> shuffled_indices(uint32_t n, uint64_t seed, uint32_t epoch
   return idx;
 }
 
+void keep_first(Dataset& d, int64_t n) {
+  if (n <= 0 || n >= d.n) return;
+  d.n = n;
+  d.images.resize(static_cast<size_t>(n * d.sample_bytes()));
+  d.labels.resize(static_cast<size_t>(n));
+}
+
 Dataset synthetic_patches(int64_t n, uint32_t seed) {
   FRESCO_CHECK(n > 0 && n <= (int64_t{1} << 24), ErrorCode::kUsage,
                "synthetic_patches: n must be in [1, 16777216], found " + std::to_string(n));

@@ -45,7 +45,7 @@ struct EpochReport {
   int epoch = 0;  // 1-based
   double train_loss = 0, train_acc = 0;
   double test_loss = NAN, test_acc = NAN;  // NaN when the job has no test set (not a 0% accuracy)
-  double lr = 0;  // lr the next step will use (read from the device at the end of the epoch)
+  double lr = 0;  // lr the epoch's last step used (the schedule at the step before the device's counter)
   double samples_per_s = 0, train_seconds = 0, seconds = 0;
 };
 

@@ -63,6 +63,10 @@ void validate(const Dataset& d, const std::string& what);
 bool is_dataset_kind(const std::string& kind);
 std::pair<Dataset, Dataset> load_train_test(const std::string& kind, const std::string& path);
 
+// d cut to its first n samples (n <= 0 or n >= d.n: unchanged), for short runs (`fresco train --samples`,
+// `fresco parity --samples`).
+void keep_first(Dataset& d, int64_t n);
+
 // A permutation of [0, n) that is a pure function of (seed, epoch): Fisher-Yates driven by Philox draws
 // (purpose FR_RNG_SHUFFLE, counter = (index, epoch)), identical on any machine and thread count.
 std::vector<uint32_t> shuffled_indices(uint32_t n, uint64_t seed, uint32_t epoch);
