@@ -9,16 +9,39 @@
 
 namespace fresco::cli {
 
-int cmd_plugins(const std::vector<std::string>& paths_in) {
+std::vector<std::string> named_plugin_paths(const std::vector<std::string>& paths_in) {
   // A path the user names on the command line is taken from the working directory (the search itself never
   // looks there) and must exist (the default folders may not).
-  std::vector<std::string> extra_paths;
+  std::vector<std::string> out;
   for (const auto& want : paths_in) {
     std::error_code ec;
     FRESCO_CHECK(std::filesystem::exists(want, ec), ErrorCode::kMissingInput,
                  want + ": no such plugin file or directory");
-    extra_paths.push_back(std::filesystem::absolute(want, ec).string());
+    out.push_back(std::filesystem::absolute(want, ec).string());
   }
+  return out;
+}
+
+void check_named_plugins_loaded(const std::vector<std::string>& paths) {
+  // A plugin the user named explicitly must load: its refusal is an error (exit 78, one line).
+  const auto refused = PluginRegistry::instance().refused();
+  for (const auto& want : paths) {
+    std::error_code ec;
+    const std::string canon = std::filesystem::weakly_canonical(want, ec).string();
+    for (const auto& r : refused)
+      if (r.path == canon || r.path == want)
+        throw Error(ErrorCode::kBadConfig, "plugin " + r.path + " refused: " + r.reason);
+  }
+}
+
+void load_named_plugins(const std::vector<std::string>& paths_in) {
+  const std::vector<std::string> paths = named_plugin_paths(paths_in);
+  PluginRegistry::instance().load_default(paths);
+  check_named_plugins_loaded(paths);
+}
+
+int cmd_plugins(const std::vector<std::string>& paths_in) {
+  const std::vector<std::string> extra_paths = named_plugin_paths(paths_in);
   auto& reg = PluginRegistry::instance();
   std::printf("search path:\n");
   for (const auto& [dir, why] : reg.search_dirs(extra_paths))
@@ -40,14 +63,7 @@ int cmd_plugins(const std::vector<std::string>& paths_in) {
   std::printf("refused (%zu):\n", refused.size());
   for (const auto& r : refused) std::printf("  %s: %s\n", r.path.c_str(), r.reason.c_str());
   std::fflush(stdout);
-  // A plugin the user named explicitly must load: its refusal is an error (exit 78, one line).
-  for (const auto& want : extra_paths) {
-    std::error_code ec;
-    const std::string canon = std::filesystem::weakly_canonical(want, ec).string();
-    for (const auto& r : refused)
-      if (r.path == canon || r.path == want)
-        throw Error(ErrorCode::kBadConfig, "plugin " + r.path + " refused: " + r.reason);
-  }
+  check_named_plugins_loaded(extra_paths);
   return 0;
 }
 

@@ -44,6 +44,9 @@ struct PlanArgs {
 int cmd_plan(const PlanArgs& a);
 int cmd_graph(const PlanArgs& a);
 int cmd_plugins(const std::vector<std::string>& extra_paths);
+// `--plugin PATH` (any command): loads the named plugin files or folders before the default search; a path
+// that does not exist or a plugin that is refused is an error.
+void load_named_plugins(const std::vector<std::string>& paths);
 int cmd_golden(const std::vector<std::string>& cases, const std::string& device, int max_steps);
 std::string format_epoch_line(int epoch, int epochs, double train_loss, double test_loss, double test_acc,
                               double lr, double samples_per_s, double seconds);

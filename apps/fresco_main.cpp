@@ -55,7 +55,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 std::string unknown_command(int argc, char** argv, const std::vector<std::string>& commands) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--log-level") {
+    if (a == "--log-level" || a == "--plugin") {
       ++i;
       continue;
     }
@@ -82,6 +82,11 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --log-level after the subcommand too
   std::string level;
   app.add_option("--log-level", level, "trace, debug, info, warn, error, off (default: $FRESCO_LOG or info)");
+  std::vector<std::string> plugin_files;
+  app.add_option(
+      "--plugin", plugin_files,
+      "load this plugin file or folder before the default search (an op library, another backend); "
+      "may be repeated");
 
   fresco::cli::TrainArgs ta;
   auto* train = app.add_subcommand("train", "train the model described by a job file (JSON)");
@@ -157,6 +162,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (!level.empty()) fresco::set_log_level(level);
+    if (!plugin_files.empty()) fresco::cli::load_named_plugins(plugin_files);
     if (*train) return fresco::cli::cmd_train(ta);
     if (*plugins) return fresco::cli::cmd_plugins(plugin_paths);
     if (*golden) return fresco::cli::cmd_golden(cases, golden_device, golden_steps);

@@ -106,6 +106,15 @@ TEST_F(Cli, TrainOnTheFirstSamples) {
   EXPECT_EQ(run("train " + job(kMlp, fresco::e2e::kFashionDir) + " --samples 0").status, 64);
 }
 
+// --plugin loads a named plugin before the command runs; a missing or refused one is an error.
+TEST_F(Cli, PluginOption) {
+  expect_one_line(run("--plugin " + (dir_ / "absent.so").string() + " plugins"), 66,
+                  "absent.so: no such plugin file");
+  expect_one_line(
+      run("--plugin " + std::string(FRESCO_TEST_PLUGIN_DIR) + "/libfresco-test-wrong_major.so plan x"), 78,
+      "wrong ABI major");
+}
+
 // Options of the whole program may follow the subcommand; plugin paths named on the command line are taken
 // from the working directory.
 TEST_F(Cli, LogLevelAfterTheSubcommandAndRelativePluginPaths) {
