@@ -1,4 +1,5 @@
-// `fresco train JOB`: one progress line per epoch, then the final test accuracy.
+// `fresco train JOB`: one progress line per epoch, then the final test accuracy; with --save a checkpoint
+// after every epoch, --resume continues from one, --stop-after N stops after N epochs of this invocation.
 #include <cstdio>
 #include <filesystem>
 
@@ -37,6 +38,14 @@ int cmd_train(const TrainArgs& a) {
   if (!a.precision.empty()) job.precision = parse_precision(a.precision, "--precision");
   if (!a.data_path.empty()) job.data.path = a.data_path;
   check_data_path(job, a.job, !a.data_path.empty());
+  {  // the checkpoint files, before the data is loaded and the job compiled
+    std::error_code ec;
+    FRESCO_CHECK(a.resume.empty() || std::filesystem::is_regular_file(a.resume, ec), ErrorCode::kMissingInput,
+                 a.resume + ": no such checkpoint file (--resume)");
+    const std::filesystem::path dir = std::filesystem::absolute(a.save, ec).parent_path();
+    FRESCO_CHECK(a.save.empty() || std::filesystem::is_directory(dir, ec), ErrorCode::kMissingInput,
+                 a.save + ": the folder " + dir.string() + " does not exist (--save)");
+  }
   DeepLearningTask task;
   configure(task, job);
   if (a.samples > 0) {  // the data loaded here, cut, instead of by compile()
@@ -57,10 +66,30 @@ int cmd_train(const TrainArgs& a) {
   task.compile();
   std::printf("device %s, %lld training / %lld test samples\n", task.device_name().c_str(),
               static_cast<long long>(task.train_set().n), static_cast<long long>(task.test_set().n));
+  if (!a.resume.empty()) {
+    task.load_checkpoint(a.resume);
+    std::printf("resumed from %s after epoch %d of %d\n", a.resume.c_str(), task.epochs_done(), job.epochs);
+  }
   std::fflush(stdout);
-  const TrainingResult r = task.run();
-  std::printf("final test accuracy: %.2f%% (%d epoch%s, %.1f s)\n", 100.0 * r.final_test_acc, job.epochs,
-              job.epochs == 1 ? "" : "s", r.seconds);
+  if (task.epochs_done() == job.epochs) {
+    std::printf("all %d epochs are done; nothing to train\n", job.epochs);
+    return 0;
+  }
+  // One epoch at a time, so a checkpoint follows each.
+  double seconds = 0, final_acc = 0;
+  for (int n = 0; task.epochs_done() < job.epochs && (a.stop_after == 0 || n < a.stop_after); ++n) {
+    const TrainingResult r = task.run(1);
+    seconds += r.seconds;
+    final_acc = r.final_test_acc;
+    if (!a.save.empty()) task.save_checkpoint(a.save);
+  }
+  if (task.epochs_done() < job.epochs) {
+    std::printf("stopped after epoch %d of %d (%.1f s)%s\n", task.epochs_done(), job.epochs, seconds,
+                a.save.empty() ? "" : ("; continue with --resume " + a.save).c_str());
+    return 0;
+  }
+  std::printf("final test accuracy: %.2f%% (%d epoch%s, %.1f s)\n", 100.0 * final_acc, job.epochs,
+              job.epochs == 1 ? "" : "s", seconds);
   return 0;
 }
 

@@ -19,6 +19,9 @@ struct TrainArgs {
   std::string precision;  // empty: the job's; fp32, bf16 or fp16
   std::string data_path;
   int64_t samples = 0;  // 0: all; else only the first N training samples
+  std::string save;     // checkpoint written after every epoch (empty: none)
+  std::string resume;   // checkpoint to continue from (empty: start)
+  int stop_after = 0;   // stop after this many epochs of this invocation (0: train to the end)
 };
 int cmd_train(const TrainArgs& a);
 // A job's data path that does not exist is one error naming it, where it came from and the way to another

@@ -101,6 +101,11 @@ int main(int argc, char** argv) {
   train->add_option("--data", ta.data_path, kDataHelp);
   train->add_option("--samples", ta.samples, "train on the first N training samples only (default: all)")
       ->check(number_at_least(1, true));
+  train->add_option("--save", ta.save, "write a checkpoint to this file after every epoch");
+  train->add_option("--resume", ta.resume,
+                    "continue the job from this checkpoint (the same job: see --save)");
+  train->add_option("--stop-after", ta.stop_after, "stop after N epochs (continue later with --resume)")
+      ->check(number_at_least(1, true, INT32_MAX));
 
   std::vector<std::string> plugin_paths;
   auto* plugins = app.add_subcommand("plugins", "list the plugins found and refused");

@@ -222,17 +222,21 @@ void DeepLearningTask::init_parameters() {
   }
 }
 
-TrainingResult DeepLearningTask::run() {
+TrainingResult DeepLearningTask::run(int32_t epochs) {
   require(Phase::COMPILED, "DeepLearningTask::run");
-  // The compiled job's schedule covers its epochs once: a second run would train at the schedule's last lr
+  // The compiled job's schedule covers its epochs once: another epoch would train at the schedule's last lr
   // and repeat epoch 0's shuffle.
-  FRESCO_CHECK(!ran_, ErrorCode::kUsage,
-               "DeepLearningTask::run: this job has been run; compile a new task to train again");
-  ran_ = true;
+  FRESCO_CHECK(epochs_done_ < epochs_, ErrorCode::kUsage,
+               "DeepLearningTask::run: all " + std::to_string(epochs_) +
+                   " epochs of this job have been run; compile a new task to train again");
+  FRESCO_CHECK(
+      epochs >= 0, ErrorCode::kUsage,
+      "DeepLearningTask::run: epochs must be 0 (all that are left) or more, found " + std::to_string(epochs));
+  const int32_t end = epochs == 0 ? epochs_ : std::min(epochs_, epochs_done_ + epochs);
   TrainingResult result;
   const auto t_all = Clock::now();
   std::vector<uint32_t> order(static_cast<size_t>(train_.n));
-  for (int32_t e = 0; e < epochs_; ++e) {
+  for (int32_t e = epochs_done_; e < end; ++e) {
     const auto t0 = Clock::now();
     if (shuffle_)
       order = data::shuffled_indices(static_cast<uint32_t>(train_.n), seed_, static_cast<uint32_t>(e));
@@ -259,6 +263,7 @@ TrainingResult DeepLearningTask::run() {
       r.test_acc = ev.accuracy;
     }
     r.seconds = seconds_since(t0);
+    epochs_done_ = e + 1;
     result.epochs.push_back(r);
     if (on_epoch_) on_epoch_(r);
   }

@@ -86,7 +86,7 @@ TEST(ApiMisuse, RunOnceAndNoEmptySteps) {
   std::iota(idx.begin(), idx.end(), 0u);
   expect_error([&] { t->train_step(idx.data(), 0); }, ErrorCode::kUsage, "needs at least one sample index");
   EXPECT_NO_THROW(t->run());
-  expect_error([&] { t->run(); }, ErrorCode::kUsage, "this job has been run");
+  expect_error([&] { t->run(); }, ErrorCode::kUsage, "epochs of this job have been run");
   // without a test set the test figures are NaN, not a 0% accuracy
   auto untested = small_task(data::synthetic_patches(64, 1), data::Dataset{});
   untested->compile();

@@ -106,6 +106,31 @@ TEST_F(Cli, TrainOnTheFirstSamples) {
   EXPECT_EQ(run("train " + job(kMlp, fresco::e2e::kFashionDir) + " --samples 0").status, 64);
 }
 
+// --save writes a checkpoint after every epoch, --stop-after stops early, --resume continues to the same
+// final accuracy as a run without a stop (the bits themselves: tests/e2e/test_checkpoint_cpu.cpp); another
+// job's checkpoint and a missing one are refused.
+TEST_F(Cli, SaveStopAndResume) {
+  if (!fresco::e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string j = write("job2.json", R"({"model":)" + kMlp + R"(,"data":{"dataset":"fashion-mnist"},)" +
+                                               R"("epochs":2,"device":"cpu"})");
+  const std::string ckpt = (dir_ / "run.ckpt").string();
+  const Result whole = run("train " + j + " --samples 400");
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  const Result first = run("train " + j + " --samples 400 --save " + ckpt + " --stop-after 1");
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_NE(first.out.find("stopped after epoch 1 of 2"), std::string::npos) << first.out;
+  const Result rest = run("train " + j + " --samples 400 --resume " + ckpt);
+  ASSERT_EQ(rest.status, 0) << rest.err;
+  EXPECT_NE(rest.out.find("resumed from " + ckpt + " after epoch 1 of 2"), std::string::npos) << rest.out;
+  const auto final_line = [](const std::string& out) { return out.substr(out.find("final test accuracy")); };
+  EXPECT_EQ(final_line(rest.out).substr(0, 30), final_line(whole.out).substr(0, 30)) << rest.out << whole.out;
+  expect_one_line(run("train " + j + " --samples 300 --resume " + ckpt), 78,
+                  "was written by another job: train_samples 400 there, 300 here");
+  expect_one_line(run("train " + j + " --resume " + (dir_ / "none.ckpt").string()), 66,
+                  "none.ckpt: no such checkpoint file (--resume)");
+  expect_one_line(run("train " + j + " --save /nonexistent-dir/a.ckpt"), 66, "does not exist (--save)");
+}
+
 // --plugin loads a named plugin before the command runs; a missing or refused one is an error.
 TEST_F(Cli, PluginOption) {
   expect_one_line(run("--plugin " + (dir_ / "absent.so").string() + " plugins"), 66,

@@ -136,9 +136,23 @@ class DeepLearningTask : public TaskBase {
   void plan();
   // -> COMPILED: plan() if needed, then the arena, kernel preparation, capture and initial weights.
   void compile();
-  // COMPILED: trains the job's epochs (each with an evaluation when there is a test set). Once: the compiled
-  // schedule covers one run, so a second call is a kUsage error.
-  TrainingResult run();
+  // COMPILED: trains the next `epochs` epochs of the job (0: all that are left), each with an evaluation when
+  // there is a test set; the report numbers epochs from the job's first. The compiled schedule covers the
+  // job's epochs once: a call when all are done is a kUsage error.
+  TrainingResult run(int32_t epochs = 0);
+  // Epochs trained so far (by run(), or restored by load_checkpoint()).
+  int32_t epochs_done() const noexcept { return epochs_done_; }
+
+  // Checkpoints (COMPILED, at an epoch boundary): everything the next epochs depend on, device-independent:
+  // the fp32 master weights, the optimizer's moments, batchnorm's running statistics, the step scalars (step
+  // and update counts, loss scale and its growth tracker; the lr and every random draw are functions of
+  // them and the seed) and the epochs done. save_checkpoint writes them with a header naming the job
+  // (model, precision, optimizer, batch, samples, epochs, seed) to PATH.tmp, then renames it over PATH;
+  // load_checkpoint checks that header against this job (a different one is a kBadConfig error naming what
+  // differs), the file's checksums and every tensor's name and size before writing anything, then the next
+  // run() continues where the saved one stopped, with the same numbers as an uninterrupted run.
+  void save_checkpoint(const std::string& path);
+  void load_checkpoint(const std::string& path);
 
   // Step-level access (COMPILED), used by golden checks, parity and tests.
   // One optimizer step on the training samples idx[0..count); count <= batch. Returns the batch's mean loss.
@@ -180,6 +194,11 @@ class DeepLearningTask : public TaskBase {
   TensorId param_tensor(int32_t layer, const std::string& which) const;
   // The tensors snapshot() reads and restore() writes, in plan order: W, G, M and V.
   std::vector<const DTensor*> state_tensors() const;
+  // The tensors a checkpoint holds, in plan order: B (batchnorm running statistics), W, M, V and the step
+  // scalars.
+  std::vector<const DTensor*> checkpoint_tensors() const;
+  // The job a checkpoint's header names (JSON text), compared field by field on load.
+  std::string checkpoint_header() const;
   // Mixed precision: refreshes the low-precision compute weights (A) from the masters (W).
   void cast_weights();
   void init_parameters();
@@ -206,7 +225,7 @@ class DeepLearningTask : public TaskBase {
   int64_t conv_join_lag_max_ = 65536;
   bool fork_shortcuts_ = CompileOptions{}.fork_shortcuts;
   bool freeze_first_layer_ = false;
-  bool ran_ = false;  // run() trains the compiled job once
+  int32_t epochs_done_ = 0;  // run() trains epochs_done_ .. epochs_ - 1
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;

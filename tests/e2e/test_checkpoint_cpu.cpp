@@ -1,0 +1,127 @@
+// Checkpoints (DeepLearningTask::save_checkpoint / load_checkpoint) on the CPU backend: a job trained for one
+// epoch, saved, and resumed in a newly compiled task ends with the same bits (weights, moments, batchnorm
+// running statistics, every epoch's losses) as the same job trained without a stop, with SGD + Nesterov
+// momentum + weight decay under a cosine schedule with warm-up, Adam, dropout, a partial last batch and
+// batchnorm; run(1) then run() in one task does too. A checkpoint of another job (batch, model, seed) is
+// refused naming what differs, before anything is written; run() after the last epoch is a usage error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+
+#include "fresco/core/data/dataset.h"
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
+#include "fresco/core/plugin_loader.h"
+
+using namespace fresco;
+namespace fs = std::filesystem;
+
+namespace {
+std::pair<ErrorCode, std::string> error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  }
+  return {ErrorCode::kInternal, "no error"};
+}
+
+// 100 samples in batches of 16: six full batches and one of 4 an epoch.
+std::unique_ptr<DeepLearningTask> job(const Optimizer& opt, int64_t batch = 16, uint64_t seed = 3) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  auto t = std::make_unique<DeepLearningTask>();
+  t->model(seq({conv(8, 3, 1, 1), bn(), relu(), flatten(), dropout(0.2f), fc(16), relu(), fc(4)}))
+      .data(data::synthetic_patches(100, 1), data::synthetic_patches(40, 2))
+      .batch_size(batch)
+      .optimizer(opt)
+      .scheduler(CosineAnnealingLR().warmup(1))
+      .epochs(3)
+      .seed(seed)
+      .device("cpu");
+  t->compile();
+  return t;
+}
+
+struct Run {
+  std::vector<EpochReport> epochs;
+  std::vector<std::pair<std::string, std::vector<float>>> state;
+  std::vector<float> running_mean;
+};
+
+void expect_same(const Run& a, const Run& b) {
+  ASSERT_EQ(a.epochs.size(), b.epochs.size());
+  for (size_t e = 0; e < a.epochs.size(); ++e) {
+    EXPECT_EQ(a.epochs[e].epoch, b.epochs[e].epoch);
+    EXPECT_EQ(a.epochs[e].train_loss, b.epochs[e].train_loss) << "epoch " << e + 1;
+    EXPECT_EQ(a.epochs[e].test_loss, b.epochs[e].test_loss) << "epoch " << e + 1;
+    EXPECT_EQ(a.epochs[e].lr, b.epochs[e].lr) << "epoch " << e + 1;
+  }
+  ASSERT_EQ(a.state.size(), b.state.size());
+  for (size_t i = 0; i < a.state.size(); ++i) EXPECT_EQ(a.state[i], b.state[i]) << a.state[i].first;
+  EXPECT_EQ(a.running_mean, b.running_mean);
+}
+
+Run finish(DeepLearningTask& t, std::vector<EpochReport> before = {}) {
+  Run r;
+  r.epochs = std::move(before);
+  for (const EpochReport& e : t.run().epochs) r.epochs.push_back(e);
+  r.state = t.snapshot();
+  r.running_mean = t.read_param(1, "running_mean");
+  return r;
+}
+
+void check_resume(const Optimizer& opt, const std::string& name) {
+  const std::string path = (fs::temp_directory_path() / ("fresco_resume_" + name + ".ckpt")).string();
+  auto straight = job(opt);
+  const Run want = finish(*straight);
+  ASSERT_EQ(want.epochs.size(), 3u);
+
+  auto first = job(opt);
+  const std::vector<EpochReport> one = first->run(1).epochs;
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(first->epochs_done(), 1);
+  first->save_checkpoint(path);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+  auto resumed = job(opt);
+  resumed->load_checkpoint(path);
+  EXPECT_EQ(resumed->epochs_done(), 1);
+  expect_same(finish(*resumed, one), want);
+
+  expect_same(finish(*first, one), want);  // the first task going on from where it stopped
+  const auto [code, what] = error_of([&] { first->run(); });
+  EXPECT_EQ(code, ErrorCode::kUsage);
+  EXPECT_NE(what.find("all 3 epochs of this job have been run"), std::string::npos) << what;
+  fs::remove(path);
+}
+}  // namespace
+
+TEST(Checkpoint, ResumedSgdRunEndsWithTheBitsOfAnUninterruptedOne) {
+  check_resume(SGD(0.9f, true).base_lr(0.05f).with_weight_decay(5e-4f), "sgd");
+}
+
+TEST(Checkpoint, ResumedAdamRunEndsWithTheBitsOfAnUninterruptedOne) {
+  check_resume(Adam().base_lr(1e-3f), "adam");
+}
+
+TEST(Checkpoint, AnotherJobsCheckpointIsRefusedBeforeAnythingIsWritten) {
+  const std::string path = (fs::temp_directory_path() / "fresco_resume_other.ckpt").string();
+  const Optimizer sgd = SGD().base_lr(0.05f);
+  auto a = job(sgd);
+  a->run(1);
+  a->save_checkpoint(path);
+  auto other_batch = job(sgd, 20);
+  const auto before = other_batch->snapshot();
+  const auto [code, what] = error_of([&] { other_batch->load_checkpoint(path); });
+  EXPECT_EQ(code, ErrorCode::kBadConfig);
+  EXPECT_NE(what.find("was written by another job: batch 16 there, 20 here"), std::string::npos) << what;
+  EXPECT_EQ(other_batch->snapshot(), before);
+  EXPECT_EQ(other_batch->epochs_done(), 0);
+  EXPECT_NE(error_of([&] { job(sgd, 16, 4)->load_checkpoint(path); }).second.find("seed 3 there, 4 here"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { job(Adam())->load_checkpoint(path); }).first, ErrorCode::kBadConfig);
+  fs::remove(path);
+  EXPECT_EQ(error_of([&] { a->load_checkpoint(path); }).first, ErrorCode::kMissingInput);
+  EXPECT_EQ(error_of([&] { a->run(-1); }).first, ErrorCode::kUsage);
+}
