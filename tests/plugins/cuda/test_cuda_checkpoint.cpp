@@ -1,0 +1,63 @@
+// Checkpoints on CUDA: a small ResNet trained one epoch, saved, and resumed in a newly compiled task ends
+// with the bits of the same job run without a stop, in fp32, bf16 and fp16 (the compute copies cast again
+// from the restored masters, the loss scale and its tracker restored); a checkpoint written on the GPU
+// loads into the same job compiled on the CPU. Skipped without a GPU (the CPU twin:
+// tests/e2e/test_checkpoint_cpu.cpp).
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "e2e/fashion_mnist_fixture.h"
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/models.h"
+#include "plugins/cuda/gpu_fixture.h"
+
+using namespace fresco;
+
+namespace {
+std::unique_ptr<DeepLearningTask> job(const data::Dataset& d, DType precision, const std::string& device) {
+  auto t = std::make_unique<DeepLearningTask>();
+  t->model(models::small_resnet(10))
+      .data(d, d)
+      .normalize(Normalization{{0.286f}, {0.353f}})
+      .batch_size(128)
+      .optimizer(SGD(0.9f, true).base_lr(0.05f).with_weight_decay(5e-4f))
+      .scheduler(CosineAnnealingLR().warmup(1))
+      .epochs(3)
+      .device(device)
+      .precision(precision)
+      .seed(5);
+  t->compile();
+  return t;
+}
+}  // namespace
+
+TEST(CudaCheckpoint, ResumedRunEndsWithTheBitsOfAnUninterruptedOne) {
+  FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const data::Dataset samples =
+      e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
+  const std::string path = (std::filesystem::temp_directory_path() / "fresco_cuda_resume.ckpt").string();
+  for (DType precision : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(precision));
+    auto straight = job(samples, precision, "cuda");
+    const TrainingResult all = straight->run();
+    auto first = job(samples, precision, "cuda");
+    first->run(1);
+    first->save_checkpoint(path);
+    auto resumed = job(samples, precision, "cuda");
+    resumed->load_checkpoint(path);
+    const TrainingResult rest = resumed->run();
+    ASSERT_EQ(rest.epochs.size(), 2u);
+    for (size_t e = 0; e < 2; ++e) EXPECT_EQ(rest.epochs[e].train_loss, all.epochs[e + 1].train_loss) << e;
+    EXPECT_EQ(resumed->snapshot(), straight->snapshot());
+    if (precision == DType::F32) {  // the GPU's checkpoint on the CPU: the same state there
+      auto cpu = job(samples, precision, "cpu");
+      cpu->load_checkpoint(path);
+      EXPECT_EQ(cpu->epochs_done(), 1);
+      EXPECT_EQ(cpu->read_param(0, "weight"), first->read_param(0, "weight"));
+    }
+  }
+  std::filesystem::remove(path);
+}
