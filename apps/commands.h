@@ -27,6 +27,13 @@ int cmd_train(const TrainArgs& a);
 // A job's data path that does not exist is one error naming it, where it came from and the way to another
 // (--data), before any loader runs.
 void check_data_path(const JobSpec& job, const std::string& job_file, bool from_option);
+struct EvalArgs {
+  std::string job, checkpoint;
+  std::string device;     // empty: the job's
+  std::string precision;  // empty: the job's
+  std::string data_path;
+};
+int cmd_eval(const EvalArgs& a);
 struct ParityArgs {
   std::string job;
   int steps = 20;

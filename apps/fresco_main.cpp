@@ -107,6 +107,15 @@ int main(int argc, char** argv) {
   train->add_option("--stop-after", ta.stop_after, "stop after N epochs (continue later with --resume)")
       ->check(number_at_least(1, true, INT32_MAX));
 
+  fresco::cli::EvalArgs ea;
+  auto* eval = app.add_subcommand("eval", "evaluate a checkpoint's weights on the job's test set");
+  eval->add_option("job", ea.job, "job file (its model must be the checkpoint's)")->required();
+  eval->add_option("--checkpoint", ea.checkpoint, "checkpoint file (fresco train --save)")->required();
+  eval->add_option("--device", ea.device, "cpu, cuda or auto (default: the job's)");
+  eval->add_option("--precision", ea.precision, "fp32, bf16 or fp16 (default: the job's)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  eval->add_option("--data", ea.data_path, kDataHelp);
+
   std::vector<std::string> plugin_paths;
   auto* plugins = app.add_subcommand("plugins", "list the plugins found and refused");
   plugins->add_option("paths", plugin_paths, "extra plugin files or directories, searched first");
@@ -154,7 +163,7 @@ int main(int argc, char** argv) {
       ->check(number_at_least(1, true, INT32_MAX));
 
   const std::string unknown =
-      unknown_command(argc, argv, {"train", "plugins", "parity", "plan", "graph", "golden"});
+      unknown_command(argc, argv, {"train", "eval", "plugins", "parity", "plan", "graph", "golden"});
   if (!unknown.empty()) {
     std::fprintf(stderr, "fresco: error: %s\n", unknown.c_str());
     return 64;
@@ -170,6 +179,7 @@ int main(int argc, char** argv) {
     if (!plugin_files.empty()) fresco::cli::load_named_plugins(plugin_files);
     if (*train) return fresco::cli::cmd_train(ta);
     if (*plugins) return fresco::cli::cmd_plugins(plugin_paths);
+    if (*eval) return fresco::cli::cmd_eval(ea);
     if (*golden) return fresco::cli::cmd_golden(cases, golden_device, golden_steps);
     if (*parity) return fresco::cli::cmd_parity(pa);
     if (*plan) return fresco::cli::cmd_plan(pl);

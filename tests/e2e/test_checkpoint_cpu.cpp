@@ -105,6 +105,23 @@ TEST(Checkpoint, ResumedAdamRunEndsWithTheBitsOfAnUninterruptedOne) {
   check_resume(Adam().base_lr(1e-3f), "adam");
 }
 
+// The weights-only form: another job with the same model (another batch and optimizer) takes the master
+// weights and batchnorm statistics, and keeps its own optimizer state and counters.
+TEST(Checkpoint, WeightsOnlyLoadIntoAnotherJobOfTheSameModel) {
+  const std::string path = (fs::temp_directory_path() / "fresco_resume_weights.ckpt").string();
+  auto a = job(SGD(0.9f).base_lr(0.05f));
+  a->run(2);
+  a->save_checkpoint(path);
+  auto b = job(Adam(), 20, 9);
+  b->load_checkpoint(path, /*weights_only=*/true);
+  EXPECT_EQ(b->epochs_done(), 0);
+  EXPECT_EQ(b->read_param(0, "weight"), a->read_param(0, "weight"));
+  EXPECT_EQ(b->read_param(1, "running_var"), a->read_param(1, "running_var"));
+  EXPECT_NEAR(b->evaluate().loss, a->evaluate().loss, 1e-6);  // (evaluated in batches of 20 and of 16)
+  EXPECT_EQ(b->run().epochs.size(), 3u);  // its own three epochs, from those weights
+  fs::remove(path);
+}
+
 TEST(Checkpoint, AnotherJobsCheckpointIsRefusedBeforeAnythingIsWritten) {
   const std::string path = (fs::temp_directory_path() / "fresco_resume_other.ckpt").string();
   const Optimizer sgd = SGD().base_lr(0.05f);

@@ -119,11 +119,17 @@ TEST_F(Cli, SaveStopAndResume) {
   const Result first = run("train " + j + " --samples 400 --save " + ckpt + " --stop-after 1");
   ASSERT_EQ(first.status, 0) << first.err;
   EXPECT_NE(first.out.find("stopped after epoch 1 of 2"), std::string::npos) << first.out;
-  const Result rest = run("train " + j + " --samples 400 --resume " + ckpt);
+  const Result rest = run("train " + j + " --samples 400 --resume " + ckpt + " --save " + ckpt);
   ASSERT_EQ(rest.status, 0) << rest.err;
   EXPECT_NE(rest.out.find("resumed from " + ckpt + " after epoch 1 of 2"), std::string::npos) << rest.out;
   const auto final_line = [](const std::string& out) { return out.substr(out.find("final test accuracy")); };
   EXPECT_EQ(final_line(rest.out).substr(0, 30), final_line(whole.out).substr(0, 30)) << rest.out << whole.out;
+  // eval: the checkpoint's weights on the test set give the run's final top-1
+  const Result ev = run("eval " + j + " --checkpoint " + ckpt);
+  ASSERT_EQ(ev.status, 0) << ev.err;
+  const std::string top1 = whole.out.substr(whole.out.find("final test accuracy: ") + 21, 6);
+  EXPECT_NE(ev.out.find("test top-1 " + top1), std::string::npos) << ev.out << " vs " << top1;
+  EXPECT_EQ(run("eval " + j).status, 64);  // no --checkpoint
   expect_one_line(run("train " + j + " --samples 300 --resume " + ckpt), 78,
                   "was written by another job: train_samples 400 there, 300 here");
   expect_one_line(run("train " + j + " --resume " + (dir_ / "none.ckpt").string()), 66,

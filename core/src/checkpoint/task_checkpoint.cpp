@@ -60,7 +60,7 @@ void DeepLearningTask::save_checkpoint(const std::string& path) {
   checkpoint::write_file(path, c);
 }
 
-void DeepLearningTask::load_checkpoint(const std::string& path) {
+void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_only) {
   require(Phase::COMPILED, "DeepLearningTask::load_checkpoint");
   const checkpoint::Contents c = checkpoint::read_file(path);
   json saved;
@@ -71,10 +71,14 @@ void DeepLearningTask::load_checkpoint(const std::string& path) {
   }
   FRESCO_CHECK(saved.is_object() && saved.value("format", "") == "fresco checkpoint", ErrorCode::kBadData,
                path + ": the header does not name a fresco checkpoint");
-  // The job that wrote it must be this one, or the next epochs would not be the saved run's.
+  // The job that wrote it must be this one, or the next epochs would not be the saved run's; for its
+  // weights alone, the same model.
   const json here = json::parse(checkpoint_header());
-  for (const char* key : {"model", "parameters", "precision", "optimizer", "lr", "weight_decay", "scheduler",
-                          "warmup_epochs", "batch", "train_samples", "epochs", "seed"}) {
+  static const std::vector<const char*> kModel = {"model", "parameters"};
+  static const std::vector<const char*> kJob = {"model", "parameters",    "precision", "optimizer",
+                                                "lr",    "weight_decay",  "scheduler", "warmup_epochs",
+                                                "batch", "train_samples", "epochs",    "seed"};
+  for (const char* key : weights_only ? kModel : kJob) {
     FRESCO_CHECK(saved.contains(key), ErrorCode::kBadData, path + ": the header has no \"" + key + "\"");
     FRESCO_CHECK(saved[key] == here[key], ErrorCode::kBadConfig,
                  path + " was written by another job: " + key + " " + saved[key].dump() + " there, " +
@@ -86,6 +90,10 @@ void DeepLearningTask::load_checkpoint(const std::string& path) {
   FRESCO_CHECK(
       done >= 0 && done <= epochs_, ErrorCode::kBadData,
       path + ": epochs_done " + std::to_string(done) + " is outside 0 to " + std::to_string(epochs_));
+  if (weights_only) {
+    load_checkpoint_weights(path, c);
+    return;
+  }
   // Every tensor by name and size before anything is written: a refused file leaves the job as it was.
   const std::vector<const DTensor*> targets = checkpoint_tensors();
   FRESCO_CHECK(c.records.size() == targets.size(), ErrorCode::kBadData,
@@ -105,6 +113,28 @@ void DeepLearningTask::load_checkpoint(const std::string& path) {
                      c.records[i].bytes.size());
   cast_weights();
   epochs_done_ = static_cast<int32_t>(done);
+}
+
+// The weights-only form: the B and W tensors found by name (the optimizer's state and the counters stay
+// this job's), each checked for its size before any is written.
+void DeepLearningTask::load_checkpoint_weights(const std::string& path, const checkpoint::Contents& c) {
+  std::vector<std::pair<const DTensor*, const checkpoint::Record*>> writes;
+  for (const DTensor* t : checkpoint_tensors()) {
+    const Family f = region_family(t->region);
+    if (f != Family::B && f != Family::W) continue;
+    const checkpoint::Record* found = nullptr;
+    for (const checkpoint::Record& r : c.records)
+      if (r.name == t->name) found = &r;
+    FRESCO_CHECK(found, ErrorCode::kBadData, path + ": no tensor " + t->name);
+    const uint64_t bytes = static_cast<uint64_t>(t->shape.numel()) * dtype_size(t->dtype);
+    FRESCO_CHECK(found->bytes.size() == bytes, ErrorCode::kBadData,
+                 path + ": tensor " + t->name + " has " + std::to_string(found->bytes.size()) +
+                     " bytes, expected " + std::to_string(bytes));
+    writes.emplace_back(t, found);
+  }
+  for (const auto& [t, r] : writes)
+    runtime_->upload(model_->base_plan(), t->id, r->bytes.data(), r->bytes.size());
+  cast_weights();
 }
 
 }  // namespace fresco

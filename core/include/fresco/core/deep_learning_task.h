@@ -22,6 +22,9 @@ namespace fresco {
 
 class Runtime;
 class Executor;
+namespace checkpoint {
+struct Contents;
+}
 
 struct DataSpec {
   std::string kind;  // "fashion-mnist", "mnist", "cifar10"
@@ -151,8 +154,11 @@ class DeepLearningTask : public TaskBase {
   // load_checkpoint checks that header against this job (a different one is a kBadConfig error naming what
   // differs), the file's checksums and every tensor's name and size before writing anything, then the next
   // run() continues where the saved one stopped, with the same numbers as an uninterrupted run.
+  // With weights_only, only the model must match and only the batchnorm running statistics and the master
+  // weights are written (the optimizer's state, the counters and the epochs done stay this job's): for
+  // evaluation (fresco eval), in any precision, or to start another job from trained weights.
   void save_checkpoint(const std::string& path);
-  void load_checkpoint(const std::string& path);
+  void load_checkpoint(const std::string& path, bool weights_only = false);
 
   // Step-level access (COMPILED), used by golden checks, parity and tests.
   // One optimizer step on the training samples idx[0..count); count <= batch. Returns the batch's mean loss.
@@ -199,6 +205,7 @@ class DeepLearningTask : public TaskBase {
   std::vector<const DTensor*> checkpoint_tensors() const;
   // The job a checkpoint's header names (JSON text), compared field by field on load.
   std::string checkpoint_header() const;
+  void load_checkpoint_weights(const std::string& path, const checkpoint::Contents& c);
   // Mixed precision: refreshes the low-precision compute weights (A) from the masters (W).
   void cast_weights();
   void init_parameters();
