@@ -14,20 +14,12 @@
 #include "fresco/core/error.h"
 #include "fresco/core/plugin_loader.h"
 #include "fresco/core/task.h"
+#include "support/error_of.h"
 
 using namespace fresco;
+using fresco::test::error_of;
 
 namespace {
-// The error `f` throws: its code and message ("no error" when it returns).
-std::pair<ErrorCode, std::string> error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return {e.code(), e.what()};
-  }
-  return {ErrorCode::kInternal, "no error"};
-}
-
 std::unique_ptr<DeepLearningTask> small_task(data::Dataset train, data::Dataset test) {
   PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
   auto t = std::make_unique<DeepLearningTask>();

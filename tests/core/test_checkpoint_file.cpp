@@ -10,20 +10,13 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "fresco/core/error.h"
+#include "support/error_of.h"
 
 using namespace fresco;
+using fresco::test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
-std::pair<ErrorCode, std::string> error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return {e.code(), e.what()};
-  }
-  return {ErrorCode::kInternal, "no error"};
-}
-
 class CheckpointFile : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -13,20 +13,13 @@
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
 #include "fresco/core/plugin_loader.h"
+#include "support/error_of.h"
 
 using namespace fresco;
+using fresco::test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
-std::pair<ErrorCode, std::string> error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return {e.code(), e.what()};
-  }
-  return {ErrorCode::kInternal, "no error"};
-}
-
 // 100 samples in batches of 16: six full batches and one of 4 an epoch.
 std::unique_ptr<DeepLearningTask> job(const Optimizer& opt, int64_t batch = 16, uint64_t seed = 3) {
   PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
@@ -118,7 +111,7 @@ TEST(Checkpoint, WeightsOnlyLoadIntoAnotherJobOfTheSameModel) {
   EXPECT_EQ(b->read_param(0, "weight"), a->read_param(0, "weight"));
   EXPECT_EQ(b->read_param(1, "running_var"), a->read_param(1, "running_var"));
   EXPECT_NEAR(b->evaluate().loss, a->evaluate().loss, 1e-6);  // (evaluated in batches of 20 and of 16)
-  EXPECT_EQ(b->run().epochs.size(), 3u);  // its own three epochs, from those weights
+  EXPECT_EQ(b->run().epochs.size(), 3u);                      // its own three epochs, from those weights
   fs::remove(path);
 }
 
