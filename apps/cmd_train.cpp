@@ -42,9 +42,18 @@ int cmd_train(const TrainArgs& a) {
     std::error_code ec;
     FRESCO_CHECK(a.resume.empty() || std::filesystem::is_regular_file(a.resume, ec), ErrorCode::kMissingInput,
                  a.resume + ": no such checkpoint file (--resume)");
-    const std::filesystem::path dir = std::filesystem::absolute(a.save, ec).parent_path();
-    FRESCO_CHECK(a.save.empty() || std::filesystem::is_directory(dir, ec), ErrorCode::kMissingInput,
-                 a.save + ": the folder " + dir.string() + " does not exist (--save)");
+    if (!a.save.empty()) {  // a file that can be written: tried now, not after the first epoch
+      const std::filesystem::path dir = std::filesystem::absolute(a.save, ec).parent_path();
+      FRESCO_CHECK(std::filesystem::is_directory(dir, ec), ErrorCode::kMissingInput,
+                   a.save + ": the folder " + dir.string() + " does not exist (--save)");
+      FRESCO_CHECK(!std::filesystem::is_directory(a.save, ec), ErrorCode::kUsage,
+                   a.save + " is a folder; --save takes a file name");
+      const std::string probe = a.save + ".tmp";
+      std::FILE* f = std::fopen(probe.c_str(), "wb");
+      FRESCO_CHECK(f, ErrorCode::kIo, probe + ": cannot be written (--save)");
+      std::fclose(f);
+      std::filesystem::remove(probe, ec);
+    }
   }
   DeepLearningTask task;
   configure(task, job);

@@ -2,6 +2,8 @@
 // data, 66 missing input, 70 internal, 74 I/O, 78 bad configuration). Tested by tests/e2e/test_cli.cpp.
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cfloat>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,9 +16,11 @@
 #include "fresco/core/log.h"
 
 namespace {
-// A number option's check, with a message that says what was expected: a whole number (integer) or any
+// A number option's check (as a transform: a whole number is passed on in decimal, so "010" is 10 as
+// checked, not CLI11's octal 8), with a message that says what was expected: a whole number (integer) or a
 // finite number, at least lo (and at most hi).
-CLI::Validator number_at_least(double lo, bool integer, double hi = 9.2e18) {
+CLI::Validator number_at_least(double lo, bool integer, double hi_in = -1) {
+  const double hi = hi_in >= 0 ? hi_in : integer ? 9.2e18 : DBL_MAX;  // default: no bound of its own
   return CLI::Validator(
       [=](std::string& v) -> std::string {
         const std::string kind = integer ? "a whole number" : "a number";
@@ -26,9 +30,14 @@ CLI::Validator number_at_least(double lo, bool integer, double hi = 9.2e18) {
         errno = 0;
         const double x =
             integer ? static_cast<double>(std::strtoll(v.c_str(), &end, 10)) : std::strtod(v.c_str(), &end);
-        if (v.empty() || end == v.c_str() || *end != '\0' || errno == ERANGE || !(x == x))
+        if (v.empty() || end == v.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(x))
           return "expected " + kind + " (at least " + bound + "), found '" + v + "'";
-        if (x < lo || x > hi) return "must be at least " + bound + ", found " + v;
+        if (x < lo) return "must be at least " + bound + ", found " + v;
+        if (x > hi)
+          return "must be at most " +
+                 (integer ? std::to_string(static_cast<long long>(hi)) : CLI::detail::to_string(hi)) +
+                 ", found " + v;
+        if (integer) v = std::to_string(static_cast<long long>(x));  // decimal, as checked ("010" is 10)
         return {};
       },
       integer ? "INT>=" + std::to_string(static_cast<long long>(lo)) : "NUMBER>=0");
@@ -84,28 +93,29 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", level, "trace, debug, info, warn, error, off (default: $FRESCO_LOG or info)");
   std::vector<std::string> plugin_files;
   app.add_option(
-      "--plugin", plugin_files,
-      "load this plugin file or folder before the default search (an op library, another backend); "
-      "may be repeated");
+         "--plugin", plugin_files,
+         "load this plugin file or folder before the default search (an op library, another backend); "
+         "may be repeated")
+      ->expected(1);
 
   fresco::cli::TrainArgs ta;
   auto* train = app.add_subcommand("train", "train the model described by a job file (JSON)");
   train->add_option("job", ta.job, "job file, e.g. jobs/mlp_fashion_mnist.json")->required();
   train->add_option("--device", ta.device, "cpu, cuda or auto (default: the job's)");
   train->add_option("--epochs", ta.epochs, "override the job's epoch count")
-      ->check(number_at_least(1, true, INT32_MAX));
+      ->transform(number_at_least(1, true, INT32_MAX));
   train
       ->add_option("--precision", ta.precision,
                    "fp32, bf16 or fp16 (default: the job's; low precision needs a GPU)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   train->add_option("--data", ta.data_path, kDataHelp);
   train->add_option("--samples", ta.samples, "train on the first N training samples only (default: all)")
-      ->check(number_at_least(1, true));
+      ->transform(number_at_least(1, true));
   train->add_option("--save", ta.save, "write a checkpoint to this file after every epoch");
   train->add_option("--resume", ta.resume,
                     "continue the job from this checkpoint (the same job: see --save)");
   train->add_option("--stop-after", ta.stop_after, "stop after N epochs (continue later with --resume)")
-      ->check(number_at_least(1, true, INT32_MAX));
+      ->transform(number_at_least(1, true, INT32_MAX));
 
   fresco::cli::EvalArgs ea;
   auto* eval = app.add_subcommand("eval", "evaluate a checkpoint's weights on the job's test set");
@@ -124,14 +134,14 @@ int main(int argc, char** argv) {
   auto* parity = app.add_subcommand("parity", "train N steps on two devices and compare every tensor");
   parity->add_option("job", pa.job, "job file")->required();
   parity->add_option("--steps", pa.steps, "steps to train (default 20)")
-      ->check(number_at_least(1, true, INT32_MAX));
+      ->transform(number_at_least(1, true, INT32_MAX));
   parity->add_option("--device", pa.device_a, "first device (default cpu)");
   parity->add_option("--devices", pa.device_a)->group("");  // the earlier name, kept working
   parity->add_option("--against", pa.device_b, "second device (default cuda)");
   parity->add_option("--tolerance", pa.tolerance, "largest accepted relative difference (default 1e-4)")
-      ->check(number_at_least(0, false));
+      ->transform(number_at_least(0, false));
   parity->add_option("--samples", pa.samples, "use only the first N training samples (0: all)")
-      ->check(number_at_least(0, true));
+      ->transform(number_at_least(0, true));
   parity->add_flag("--verbose", pa.verbose, "print every step's loss on both devices");
   auto* resync = parity->add_flag("--resync", pa.resync,
                                   "start every step of the second device from the first's state (compares "
@@ -160,7 +170,7 @@ int main(int argc, char** argv) {
       ->add_option(
           "--steps", golden_steps,
           "replay only the first N steps and compare their losses (final tensors are then not compared)")
-      ->check(number_at_least(1, true, INT32_MAX));
+      ->transform(number_at_least(1, true, INT32_MAX));
 
   const std::string unknown =
       unknown_command(argc, argv, {"train", "eval", "plugins", "parity", "plan", "graph", "golden"});

@@ -232,7 +232,7 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
   FRESCO_CHECK(
       epochs >= 0, ErrorCode::kUsage,
       "DeepLearningTask::run: epochs must be 0 (all that are left) or more, found " + std::to_string(epochs));
-  const int32_t end = epochs == 0 ? epochs_ : std::min(epochs_, epochs_done_ + epochs);
+  const int32_t end = epochs == 0 || epochs >= epochs_ - epochs_done_ ? epochs_ : epochs_done_ + epochs;
   TrainingResult result;
   const auto t_all = Clock::now();
   std::vector<uint32_t> order(static_cast<size_t>(train_.n));
@@ -264,6 +264,7 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
     }
     r.seconds = seconds_since(t0);
     epochs_done_ = e + 1;
+    steps_outside_run_ = false;
     result.epochs.push_back(r);
     if (on_epoch_) on_epoch_(r);
   }
@@ -286,6 +287,7 @@ void DeepLearningTask::stage_batch(const uint32_t* idx, int64_t count) {
 
 float DeepLearningTask::train_step(const uint32_t* idx, int64_t count) {
   require(Phase::COMPILED, "DeepLearningTask::train_step");
+  steps_outside_run_ = true;
   FRESCO_CHECK(count >= 1 && idx, ErrorCode::kUsage,
                "train_step: needs at least one sample index, found " + std::to_string(count) +
                    (idx ? "" : " and no index array"));

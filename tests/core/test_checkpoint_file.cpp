@@ -1,7 +1,7 @@
 // The checkpoint file (core/src/checkpoint/checkpoint_file.h): a written file reads back as written, the
 // temporary file is gone after the rename, and a damaged one is refused with an error that says how: not a
 // checkpoint, a newer format, truncated at any byte, a flipped byte in the header or in a record, trailing
-// bytes, a missing file.
+// bytes, a missing file; a header of another shape is bad data.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,7 +9,10 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint_file.h"
+#include "fresco/core/data/dataset.h"
+#include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
+#include "fresco/core/plugin_loader.h"
 #include "support/error_of.h"
 
 using namespace fresco;
@@ -86,4 +89,21 @@ TEST_F(CheckpointFile, RefusesDamagedFiles) {
   const auto [code, what] = error_of([&] { checkpoint::write_file("/nonexistent-dir/x.ckpt", c_); });
   EXPECT_EQ(code, ErrorCode::kIo);
   EXPECT_NE(what.find("/nonexistent-dir/x.ckpt"), std::string::npos) << what;
+}
+
+// A file that is sound but whose header is not a checkpoint's (JSON of another shape) is bad data, not an
+// internal error, and writes nothing.
+TEST_F(CheckpointFile, AForeignHeaderIsBadData) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  DeepLearningTask t;
+  t.model(seq({flatten(), fc(4)})).data(data::synthetic_patches(32, 1), {}).batch_size(8).device("cpu");
+  t.compile();
+  const auto before = t.snapshot();
+  for (const char* header : {R"({"format":5})", "[1,2]", "not json", R"({"format":"fresco checkpoint"})"}) {
+    c_.header = header;
+    checkpoint::write_file(path_, c_);
+    const auto [code, what] = error_of([&] { t.load_checkpoint(path_); });
+    EXPECT_EQ(code, ErrorCode::kBadData) << header << ": " << what;
+  }
+  EXPECT_EQ(t.snapshot(), before);
 }

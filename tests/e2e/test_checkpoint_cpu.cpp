@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 // 100 samples in batches of 16: six full batches and one of 4 an epoch.
-std::unique_ptr<DeepLearningTask> job(const Optimizer& opt, int64_t batch = 16, uint64_t seed = 3) {
+std::unique_ptr<DeepLearningTask> job(const Optimizer& opt, int64_t batch = 16, uint64_t seed = 3,
+                                      int32_t epochs = 3) {
   PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
   auto t = std::make_unique<DeepLearningTask>();
   t->model(seq({conv(8, 3, 1, 1), bn(), relu(), flatten(), dropout(0.2f), fc(16), relu(), fc(4)}))
@@ -29,7 +30,7 @@ std::unique_ptr<DeepLearningTask> job(const Optimizer& opt, int64_t batch = 16, 
       .batch_size(batch)
       .optimizer(opt)
       .scheduler(CosineAnnealingLR().warmup(1))
-      .epochs(3)
+      .epochs(epochs)
       .seed(seed)
       .device("cpu");
   t->compile();
@@ -105,13 +106,13 @@ TEST(Checkpoint, WeightsOnlyLoadIntoAnotherJobOfTheSameModel) {
   auto a = job(SGD(0.9f).base_lr(0.05f));
   a->run(2);
   a->save_checkpoint(path);
-  auto b = job(Adam(), 20, 9);
+  auto b = job(Adam(), 20, 9, 1);  // another optimizer, batch, seed and a shorter run
   b->load_checkpoint(path, /*weights_only=*/true);
   EXPECT_EQ(b->epochs_done(), 0);
   EXPECT_EQ(b->read_param(0, "weight"), a->read_param(0, "weight"));
   EXPECT_EQ(b->read_param(1, "running_var"), a->read_param(1, "running_var"));
   EXPECT_NEAR(b->evaluate().loss, a->evaluate().loss, 1e-6);  // (evaluated in batches of 20 and of 16)
-  EXPECT_EQ(b->run().epochs.size(), 3u);                      // its own three epochs, from those weights
+  EXPECT_EQ(b->run().epochs.size(), 1u);                      // its own epoch, from those weights
   fs::remove(path);
 }
 
@@ -131,6 +132,15 @@ TEST(Checkpoint, AnotherJobsCheckpointIsRefusedBeforeAnythingIsWritten) {
   EXPECT_NE(error_of([&] { job(sgd, 16, 4)->load_checkpoint(path); }).second.find("seed 3 there, 4 here"),
             std::string::npos);
   EXPECT_EQ(error_of([&] { job(Adam())->load_checkpoint(path); }).first, ErrorCode::kBadConfig);
+  // a setting inside the optimizer is named
+  EXPECT_NE(error_of([&] {
+              job(SGD(0.5f).base_lr(0.05f))->load_checkpoint(path);
+            }).second.find("optimizer.momentum 0.0 there, 0.5 here"),
+            std::string::npos);
+  // a checkpoint holds epoch boundaries: not after steps taken outside run()
+  std::vector<uint32_t> idx(16, 0);
+  a->train_step(idx.data(), 16);
+  EXPECT_EQ(error_of([&] { a->save_checkpoint(path); }).first, ErrorCode::kUsage);
   fs::remove(path);
   EXPECT_EQ(error_of([&] { a->load_checkpoint(path); }).first, ErrorCode::kMissingInput);
   EXPECT_EQ(error_of([&] { a->run(-1); }).first, ErrorCode::kUsage);

@@ -131,10 +131,18 @@ TEST_F(Cli, SaveStopAndResume) {
   EXPECT_NE(ev.out.find("test top-1 " + top1), std::string::npos) << ev.out << " vs " << top1;
   EXPECT_EQ(run("eval " + j).status, 64);  // no --checkpoint
   expect_one_line(run("train " + j + " --samples 300 --resume " + ckpt), 78,
-                  "was written by another job: train_samples 400 there, 300 here");
+                  "was written by another job: data.train_samples 400 there, 300 here");
   expect_one_line(run("train " + j + " --resume " + (dir_ / "none.ckpt").string()), 66,
                   "none.ckpt: no such checkpoint file (--resume)");
   expect_one_line(run("train " + j + " --save /nonexistent-dir/a.ckpt"), 66, "does not exist (--save)");
+}
+
+// A whole number with a leading zero is decimal, as it was checked (CLI11 alone reads it as octal).
+TEST_F(Cli, LeadingZerosAreDecimal) {
+  if (!fresco::e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const Result r = run("train " + job(kMlp, fresco::e2e::kFashionDir) + " --samples 128 --epochs 010");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("10 epochs"), std::string::npos) << r.out;
 }
 
 // --plugin loads a named plugin before the command runs; a missing or refused one is an error.
@@ -222,6 +230,9 @@ TEST_F(Cli, UsageErrors) {
   EXPECT_NE(tol.err.find("--tolerance: must be at least 0, found -1"), std::string::npos) << tol.err;
   EXPECT_LT(tol.err.size(), 200u) << tol.err;
   EXPECT_EQ(run("golden case --steps 0").status, 64);
+  EXPECT_EQ(run("parity job.json --tolerance inf").status, 64);
+  const Result stop = run("train job.json --stop-after 2147483648");
+  EXPECT_NE(stop.err.find("--stop-after: must be at most 2147483647"), std::string::npos) << stop.err;
 }
 
 TEST_F(Cli, GoldenPassesAndFails) {

@@ -1,6 +1,9 @@
 // The checkpoint file's bytes (checkpoint_file.h).
 #include "checkpoint/checkpoint_file.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -70,19 +73,26 @@ void write_file(const std::string& path, const Contents& c) {
     put<uint64_t>(out, fnv1a64(r.bytes.data(), r.bytes.size()));
     out.append(reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size());
   }
+  // Written whole to PATH.tmp and flushed to the disk (fsync) before the rename, so PATH is always either
+  // the previous checkpoint or this one; a failure removes PATH.tmp.
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    FRESCO_CHECK(f.good(), ErrorCode::kIo, tmp + ": cannot open for writing");
-    f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    f.flush();
-    FRESCO_CHECK(f.good(), ErrorCode::kIo, tmp + ": write failed (" + std::to_string(out.size()) + " bytes)");
-  }
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  FRESCO_CHECK(f, ErrorCode::kIo, tmp + ": cannot open for writing (" + std::strerror(errno) + ")");
+  const bool written = std::fwrite(out.data(), 1, out.size(), f) == out.size() && std::fflush(f) == 0 &&
+                       ::fsync(::fileno(f)) == 0;
+  const int err = errno;
+  const bool closed = std::fclose(f) == 0;
   std::error_code ec;
+  if (!written || !closed) {
+    std::filesystem::remove(tmp, ec);
+    throw Error(ErrorCode::kIo, tmp + ": write failed (" + std::to_string(out.size()) +
+                                    " bytes: " + std::strerror(written ? errno : err) + ")");
+  }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
+    const std::string why = ec.message();
     std::filesystem::remove(tmp, ec);
-    throw Error(ErrorCode::kIo, path + ": cannot replace it with " + tmp);
+    throw Error(ErrorCode::kIo, path + ": cannot replace it with " + tmp + " (" + why + ")");
   }
 }
 

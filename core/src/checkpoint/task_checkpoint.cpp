@@ -24,6 +24,17 @@ std::vector<const DTensor*> DeepLearningTask::checkpoint_tensors() const {
   return out;
 }
 
+// A tensor's name in a checkpoint: its plan name with the layer's generated name ("fc51") replaced by the
+// layer's BluePrint path ("[3]"), so it does not depend on the cast layers mixed precision inserts (which
+// shift the generated indices): "[3].weight", "M([5.main.0].weight)", "[1].running_mean", "step_scalars".
+std::string DeepLearningTask::checkpoint_name(const DTensor& t) const {
+  if (t.layer < 0 || t.layer >= static_cast<int32_t>(model_->arch.layers.size())) return t.name;
+  const LayerDescriptor& l = model_->arch.layers[static_cast<size_t>(t.layer)];
+  const size_t at = t.name.find(l.name + ".");
+  if (at == std::string::npos || (at > 0 && t.name[at - 1] != '(')) return t.name;
+  return t.name.substr(0, at) + "[" + l.spec.path + "]" + t.name.substr(at + l.name.size());
+}
+
 std::string DeepLearningTask::checkpoint_header() const {
   json h;
   h["format"] = "fresco checkpoint";
@@ -31,15 +42,29 @@ std::string DeepLearningTask::checkpoint_header() const {
   h["model"] = bp_.describe();
   h["parameters"] = model_->arch.parameter_count;
   h["precision"] = dtype_name(precision_);
-  h["optimizer"] = opt_.name();
-  h["lr"] = opt_.lr;
-  h["weight_decay"] = opt_.weight_decay;
-  h["scheduler"] = sched_.name();
-  h["warmup_epochs"] = sched_.warmup_epochs;
+  // everything else the next epochs' numbers depend on
+  h["optimizer"] = {{"type", opt_.name()},
+                    {"lr", opt_.lr},
+                    {"momentum", opt_.momentum},
+                    {"nesterov", opt_.nesterov},
+                    {"weight_decay", opt_.weight_decay},
+                    {"beta1", opt_.beta1},
+                    {"beta2", opt_.beta2},
+                    {"eps", opt_.eps},
+                    {"no_decay_1d", opt_.no_decay_1d}};
+  h["scheduler"] = {{"type", sched_.name()},
+                    {"warmup_epochs", sched_.warmup_epochs},
+                    {"min_lr", sched_.min_lr},
+                    {"table", sched_.table}};
+  h["loss"] = {{"label_smoothing", loss_.smoothing}};
+  h["augment"] = {{"crop_pad", augment_.crop_pad}, {"flip", augment_.flip}};
+  h["normalize"] = {{"mean", norm_.mean}, {"std", norm_.std}};
+  h["data"] = {{"train_samples", train_.n},     {"h", train_.h},      {"w", train_.w}, {"c", train_.c},
+               {"classes", train_.num_classes}, {"shuffle", shuffle_}};
   h["batch"] = batch_;
-  h["train_samples"] = train_.n;
   h["epochs"] = epochs_;
   h["seed"] = seed_;
+  h["freeze_first_layer"] = freeze_first_layer_;
   h["epochs_done"] = epochs_done_;
   h["device"] = device_;  // where it was written; not compared
   return h.dump();
@@ -47,12 +72,15 @@ std::string DeepLearningTask::checkpoint_header() const {
 
 void DeepLearningTask::save_checkpoint(const std::string& path) {
   require(Phase::COMPILED, "DeepLearningTask::save_checkpoint");
+  FRESCO_CHECK(!steps_outside_run_, ErrorCode::kUsage,
+               "save_checkpoint: training steps were taken with train_step() since the last epoch boundary; "
+               "a checkpoint holds the state between epochs of run()");
   checkpoint::Contents c;
   c.header = checkpoint_header();
   runtime_->synchronize();
   for (const DTensor* t : checkpoint_tensors()) {
     checkpoint::Record r;
-    r.name = t->name;
+    r.name = checkpoint_name(*t);
     r.bytes.resize(static_cast<size_t>(t->shape.numel()) * dtype_size(t->dtype));
     runtime_->download(model_->base_plan(), t->id, r.bytes.data(), r.bytes.size());
     c.records.push_back(std::move(r));
@@ -66,34 +94,45 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
   json saved;
   try {
     saved = json::parse(c.header);
-  } catch (const json::parse_error&) {
+  } catch (const json::exception&) {
     throw Error(ErrorCode::kBadData, path + ": the checkpoint's header is not valid JSON");
   }
-  FRESCO_CHECK(saved.is_object() && saved.value("format", "") == "fresco checkpoint", ErrorCode::kBadData,
-               path + ": the header does not name a fresco checkpoint");
+  const auto format = saved.is_object() ? saved.find("format") : saved.end();
+  FRESCO_CHECK(saved.is_object() && format != saved.end() && *format == "fresco checkpoint",
+               ErrorCode::kBadData, path + ": the header does not name a fresco checkpoint");
   // The job that wrote it must be this one, or the next epochs would not be the saved run's; for its
   // weights alone, the same model.
   const json here = json::parse(checkpoint_header());
   static const std::vector<const char*> kModel = {"model", "parameters"};
-  static const std::vector<const char*> kJob = {"model", "parameters",    "precision", "optimizer",
-                                                "lr",    "weight_decay",  "scheduler", "warmup_epochs",
-                                                "batch", "train_samples", "epochs",    "seed"};
+  static const std::vector<const char*> kJob = {
+      "model", "parameters", "precision", "optimizer", "scheduler",         "loss", "augment", "normalize",
+      "data",  "batch",      "epochs",    "seed",      "freeze_first_layer"};
   for (const char* key : weights_only ? kModel : kJob) {
     FRESCO_CHECK(saved.contains(key), ErrorCode::kBadData, path + ": the header has no \"" + key + "\"");
-    FRESCO_CHECK(saved[key] == here[key], ErrorCode::kBadConfig,
-                 path + " was written by another job: " + key + " " + saved[key].dump() + " there, " +
-                     here[key].dump() + " here");
+    if (saved[key] == here[key]) continue;
+    std::string what = key, there = saved[key].dump(), mine = here[key].dump();
+    if (saved[key].is_object() && here[key].is_object())  // name the field that differs
+      for (const auto& [k, v] : here[key].items())
+        if (!saved[key].contains(k) || saved[key][k] != v) {
+          what = std::string(key) + "." + k;
+          there = saved[key].contains(k) ? saved[key][k].dump() : "absent";
+          mine = v.dump();
+          break;
+        }
+    throw Error(ErrorCode::kBadConfig,
+                path + " was written by another job: " + what + " " + there + " there, " + mine + " here");
   }
-  FRESCO_CHECK(saved.contains("epochs_done") && saved["epochs_done"].is_number_integer(), ErrorCode::kBadData,
-               path + ": the header has no \"epochs_done\"");
-  const int64_t done = saved["epochs_done"].get<int64_t>();
-  FRESCO_CHECK(
-      done >= 0 && done <= epochs_, ErrorCode::kBadData,
-      path + ": epochs_done " + std::to_string(done) + " is outside 0 to " + std::to_string(epochs_));
   if (weights_only) {
     load_checkpoint_weights(path, c);
     return;
   }
+  const auto done_at = saved.find("epochs_done");
+  FRESCO_CHECK(done_at != saved.end() && done_at->is_number_integer(), ErrorCode::kBadData,
+               path + ": the header has no \"epochs_done\"");
+  const int64_t done = done_at->get<int64_t>();
+  FRESCO_CHECK(
+      done >= 0 && done <= epochs_, ErrorCode::kBadData,
+      path + ": epochs_done " + std::to_string(done) + " is outside 0 to " + std::to_string(epochs_));
   // Every tensor by name and size before anything is written: a refused file leaves the job as it was.
   const std::vector<const DTensor*> targets = checkpoint_tensors();
   FRESCO_CHECK(c.records.size() == targets.size(), ErrorCode::kBadData,
@@ -101,9 +140,10 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
                    std::to_string(targets.size()));
   for (size_t i = 0; i < targets.size(); ++i) {
     const uint64_t bytes = static_cast<uint64_t>(targets[i]->shape.numel()) * dtype_size(targets[i]->dtype);
-    FRESCO_CHECK(c.records[i].name == targets[i]->name, ErrorCode::kBadData,
-                 path + ": expected tensor " + targets[i]->name + " at position " + std::to_string(i) +
-                     ", found " + c.records[i].name);
+    const std::string name = checkpoint_name(*targets[i]);
+    FRESCO_CHECK(c.records[i].name == name, ErrorCode::kBadData,
+                 path + ": expected tensor " + name + " at position " + std::to_string(i) + ", found " +
+                     c.records[i].name);
     FRESCO_CHECK(c.records[i].bytes.size() == bytes, ErrorCode::kBadData,
                  path + ": tensor " + c.records[i].name + " has " +
                      std::to_string(c.records[i].bytes.size()) + " bytes, expected " + std::to_string(bytes));
@@ -113,6 +153,7 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
                      c.records[i].bytes.size());
   cast_weights();
   epochs_done_ = static_cast<int32_t>(done);
+  steps_outside_run_ = false;
 }
 
 // The weights-only form: the B and W tensors found by name (the optimizer's state and the counters stay
@@ -122,13 +163,14 @@ void DeepLearningTask::load_checkpoint_weights(const std::string& path, const ch
   for (const DTensor* t : checkpoint_tensors()) {
     const Family f = region_family(t->region);
     if (f != Family::B && f != Family::W) continue;
+    const std::string name = checkpoint_name(*t);
     const checkpoint::Record* found = nullptr;
     for (const checkpoint::Record& r : c.records)
-      if (r.name == t->name) found = &r;
-    FRESCO_CHECK(found, ErrorCode::kBadData, path + ": no tensor " + t->name);
+      if (r.name == name) found = &r;
+    FRESCO_CHECK(found, ErrorCode::kBadData, path + ": no tensor " + name);
     const uint64_t bytes = static_cast<uint64_t>(t->shape.numel()) * dtype_size(t->dtype);
     FRESCO_CHECK(found->bytes.size() == bytes, ErrorCode::kBadData,
-                 path + ": tensor " + t->name + " has " + std::to_string(found->bytes.size()) +
+                 path + ": tensor " + name + " has " + std::to_string(found->bytes.size()) +
                      " bytes, expected " + std::to_string(bytes));
     writes.emplace_back(t, found);
   }

@@ -1,8 +1,8 @@
 // Checkpoints on CUDA: a small ResNet trained one epoch, saved, and resumed in a newly compiled task ends
 // with the bits of the same job run without a stop, in fp32, bf16 and fp16 (the compute copies cast again
 // from the restored masters, the loss scale and its tracker restored); a checkpoint written on the GPU
-// loads into the same job compiled on the CPU. Skipped without a GPU (the CPU twin:
-// tests/e2e/test_checkpoint_cpu.cpp).
+// loads into the same job compiled on the CPU, and a bf16 run's weights into an fp32 one there. Skipped
+// without a GPU (the CPU twin: tests/e2e/test_checkpoint_cpu.cpp).
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -57,6 +57,16 @@ TEST(CudaCheckpoint, ResumedRunEndsWithTheBitsOfAnUninterruptedOne) {
       cpu->load_checkpoint(path);
       EXPECT_EQ(cpu->epochs_done(), 1);
       EXPECT_EQ(cpu->read_param(0, "weight"), first->read_param(0, "weight"));
+    }
+    if (precision == DType::BF16) {  // a bf16 run's weights evaluated in fp32 on the CPU (fresco eval): the
+      // fc after the cast layer mixed precision inserts is found by its BluePrint path
+      auto cpu = job(samples, DType::F32, "cpu");
+      cpu->load_checkpoint(path, /*weights_only=*/true);
+      const std::string fc = std::to_string(models::small_resnet(10).layers().size() - 1);
+      EXPECT_EQ(cpu->read_param(cpu->layer_index(fc), "weight"),
+                first->read_param(first->layer_index(fc), "weight"));
+      EXPECT_EQ(cpu->read_param(0, "weight"), first->read_param(0, "weight"));
+      EXPECT_NEAR(cpu->evaluate().accuracy, first->evaluate().accuracy, 0.02);
     }
   }
   std::filesystem::remove(path);

@@ -205,6 +205,8 @@ class DeepLearningTask : public TaskBase {
   std::vector<const DTensor*> checkpoint_tensors() const;
   // The job a checkpoint's header names (JSON text), compared field by field on load.
   std::string checkpoint_header() const;
+  // A tensor's name in a checkpoint: the layer's BluePrint path in place of its generated name.
+  std::string checkpoint_name(const DTensor& t) const;
   void load_checkpoint_weights(const std::string& path, const checkpoint::Contents& c);
   // Mixed precision: refreshes the low-precision compute weights (A) from the masters (W).
   void cast_weights();
@@ -232,7 +234,8 @@ class DeepLearningTask : public TaskBase {
   int64_t conv_join_lag_max_ = 65536;
   bool fork_shortcuts_ = CompileOptions{}.fork_shortcuts;
   bool freeze_first_layer_ = false;
-  int32_t epochs_done_ = 0;  // run() trains epochs_done_ .. epochs_ - 1
+  int32_t epochs_done_ = 0;         // run() trains epochs_done_ .. epochs_ - 1
+  bool steps_outside_run_ = false;  // train_step() since the last epoch boundary: no checkpoint
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
   CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;
