@@ -130,7 +130,9 @@ void DeepLearningTask::plan() {
   o.normalize = norm_;
   o.loss = loss_;
   o.optimizer = opt_;
-  o.scheduler = sched_;
+  // the per-epoch kinds run as the table of their steps' values (train_config.h)
+  sched_run_ = sched_.per_epoch() ? TableLR(sched_.step_table(opt_.lr, o.steps_per_epoch, epochs_)) : sched_;
+  o.scheduler = sched_run_;
   o.seed = seed_;
   o.precision = precision_;
   o.early_update = early_update_;
@@ -169,13 +171,14 @@ void DeepLearningTask::compile() {
   init_parameters();
   cast_weights();
   FrStepScalars s{};
-  s.lr = fr_schedule_lr(&model_->schedule, 0, sched_.table.empty() ? nullptr : sched_.table.data());
+  s.lr = fr_schedule_lr(&model_->schedule, 0, sched_run_.table.empty() ? nullptr : sched_run_.table.data());
   s.loss_scale = precision_ == DType::F16 ? 65536.0f : 1.0f;  // GradScaler's initial scale for fp16
   s.seed_lo = static_cast<uint32_t>(seed_);
   s.seed_hi = static_cast<uint32_t>(seed_ >> 32);
   exec_->write_scalars(s);
-  if (sched_.type == Scheduler::Type::TABLE)
-    runtime_->upload(plan, model_->t.lr_table, sched_.table.data(), sched_.table.size() * sizeof(float));
+  if (sched_run_.type == Scheduler::Type::TABLE)
+    runtime_->upload(plan, model_->t.lr_table, sched_run_.table.data(),
+                     sched_run_.table.size() * sizeof(float));
   advance(Phase::COMPILED);
   log().info(
       "compiled {} on {}: {} parameters, device memory {:.2f} MiB (arena {:.2f} + kernel workspaces {:.2f}), "
@@ -255,7 +258,7 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
     // the lr the epoch's last step used (the device's scalars hold the next step's), by the same rule
     const FrStepScalars sc = exec_->read_scalars();
     r.lr = sc.step > 0 ? fr_schedule_lr(&model_->schedule, sc.step - 1,
-                                        sched_.table.empty() ? nullptr : sched_.table.data())
+                                        sched_run_.table.empty() ? nullptr : sched_run_.table.data())
                        : sc.lr;
     if (test_.n > 0) {
       const EvalResult ev = evaluate();

@@ -2,10 +2,12 @@
 #include "fresco/core/job.h"
 
 #include <spdlog/spdlog.h>
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -246,18 +248,64 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     Reader c{r.at("scheduler"), source + ".scheduler", {}};
     c.object();
     const std::string type = c.get<std::string>("type", "constant");
-    if (type == "constant")
-      s.scheduler = ConstantLR();
-    else if (type == "cosine")
-      s.scheduler = CosineAnnealingLR();
-    else
+    // each kind's own settings; another kind's is named as such, not ignored
+    static const std::map<std::string, std::set<std::string>> kTakes = {
+        {"constant", {}},
+        {"cosine", {"min_lr"}},
+        {"step", {"step_size", "gamma"}},
+        {"multistep", {"milestones", "gamma"}},
+        {"exponential", {"gamma"}},
+        {"polynomial", {"power", "total_epochs"}}};
+    if (const auto kind = kTakes.find(type); kind != kTakes.end())
+      for (const char* key : {"min_lr", "step_size", "gamma", "milestones", "power", "total_epochs"})
+        if (c.has(key) && !kind->second.count(key)) {
+          std::string takes;
+          for (const auto& k : kind->second) takes += (takes.empty() ? "" : ", ") + k;
+          throw Error(ErrorCode::kBadConfig, source + ".scheduler." + key + ": not a setting of " + type +
+                                                 " (it takes " + (takes.empty() ? "none" : takes) +
+                                                 ", and warmup_epochs)");
+        }
+    Scheduler& sc = s.scheduler;
+    if (type == "constant") {
+      sc = ConstantLR();
+    } else if (type == "cosine") {
+      sc = CosineAnnealingLR();
+      sc.min_lr = c.get<float>("min_lr", 0.0f);
+    } else if (type == "step") {  // the keys of each kind only: another kind's is an unknown key
+      FRESCO_CHECK(c.has("step_size"), ErrorCode::kBadConfig,
+                   source + ".scheduler: type \"step\" needs \"step_size\" (epochs between decays)");
+      sc = StepLR(c.get<int32_t>("step_size", 1), c.get<float>("gamma", 0.1f));
+    } else if (type == "multistep") {
+      FRESCO_CHECK(c.has("milestones") && c.at("milestones").is_array(), ErrorCode::kBadConfig,
+                   source + ".scheduler: type \"multistep\" needs \"milestones\" (an array of epochs)");
+      std::vector<int32_t> ms;
+      for (const auto& v : c.at("milestones")) {
+        FRESCO_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= INT32_MAX,
+                     ErrorCode::kBadConfig,
+                     source + ".scheduler.milestones: expected whole epochs of 1 or more, found " + v.dump());
+        ms.push_back(static_cast<int32_t>(v.get<int64_t>()));
+      }
+      sc = MultiStepLR(std::move(ms), c.get<float>("gamma", 0.1f));
+    } else if (type == "exponential") {
+      FRESCO_CHECK(c.has("gamma"), ErrorCode::kBadConfig,
+                   source + ".scheduler: type \"exponential\" needs \"gamma\" (the decay per epoch)");
+      sc = ExponentialLR(c.get<float>("gamma", 1.0f));
+    } else if (type == "polynomial") {
+      sc = PolynomialLR(c.get<float>("power", 1.0f), c.get<int32_t>("total_epochs", 0));
+    } else {
       throw Error(ErrorCode::kBadConfig,
-                  source + ".scheduler.type: expected constant or cosine, found \"" + type + "\"");
-    s.scheduler.warmup_epochs = c.get<int32_t>("warmup_epochs", 0);
-    FRESCO_CHECK(type == "cosine" || !c.has("min_lr"), ErrorCode::kBadConfig,
-                 source + ".scheduler.min_lr: not a setting of " + type + " (the cosine schedule's floor)");
-    s.scheduler.min_lr = c.get<float>("min_lr", 0.0f);
+                  source +
+                      ".scheduler.type: expected constant, cosine, step, multistep, exponential or "
+                      "polynomial, found \"" +
+                      type + "\"");
+    }
+    sc.warmup_epochs = c.get<int32_t>("warmup_epochs", 0);
     c.done();
+    try {
+      sc.validate();
+    } catch (const Error& e) {
+      throw Error(e.code(), source + "." + e.what());
+    }
   }
   r.done();
   FRESCO_CHECK(s.batch_size > 0, ErrorCode::kBadConfig,

@@ -1,6 +1,7 @@
 // Validation of training configuration objects.
 #include "fresco/core/train_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "fresco/core/error.h"
@@ -53,14 +54,92 @@ const char* Scheduler::name() const {
       return "cosine";
     case Type::TABLE:
       return "table";
+    case Type::STEP:
+      return "step";
+    case Type::MULTISTEP:
+      return "multistep";
+    case Type::EXPONENTIAL:
+      return "exponential";
+    case Type::POLYNOMIAL:
+      return "polynomial";
   }
   return "?";
+}
+
+bool Scheduler::per_epoch() const noexcept {
+  return type == Type::STEP || type == Type::MULTISTEP || type == Type::EXPONENTIAL ||
+         type == Type::POLYNOMIAL;
+}
+
+std::vector<float> Scheduler::step_table(float base_lr, int64_t steps_per_epoch, int32_t epochs) const {
+  validate();
+  FRESCO_CHECK(steps_per_epoch > 0 && epochs > 0, ErrorCode::kBadConfig,
+               "scheduler: a table needs steps in the run");
+  FRESCO_CHECK(warmup_epochs <= epochs, ErrorCode::kBadConfig,
+               "scheduler.warmup_epochs: a warm-up of " + std::to_string(warmup_epochs) +
+                   " epochs is longer than the run (" + std::to_string(epochs) + " epochs)");
+  const int64_t warmup_steps = static_cast<int64_t>(warmup_epochs) * steps_per_epoch;
+  const int64_t steps = static_cast<int64_t>(epochs) * steps_per_epoch;
+  const int32_t horizon = total_epochs > 0 ? total_epochs : epochs - warmup_epochs;
+  std::vector<float> out(static_cast<size_t>(steps));
+  for (int64_t s = 0; s < steps; ++s) {
+    if (s < warmup_steps) {  // as fr_schedule_lr computes the warm-up on the device
+      out[static_cast<size_t>(s)] =
+          base_lr * static_cast<float>(s + 1) / static_cast<float>(static_cast<int32_t>(warmup_steps));
+      continue;
+    }
+    const int64_t e = (s - warmup_steps) / steps_per_epoch;  // epochs of the schedule itself
+    double f = 1.0;
+    switch (type) {
+      case Type::STEP:
+        f = std::pow(static_cast<double>(gamma), static_cast<double>(e / step_size));
+        break;
+      case Type::MULTISTEP: {
+        int64_t passed = 0;
+        for (int32_t m : milestones) passed += e >= m ? 1 : 0;
+        f = std::pow(static_cast<double>(gamma), static_cast<double>(passed));
+        break;
+      }
+      case Type::EXPONENTIAL:
+        f = std::pow(static_cast<double>(gamma), static_cast<double>(e));
+        break;
+      case Type::POLYNOMIAL:
+        f = horizon > 0 ? std::pow(1.0 - static_cast<double>(std::min<int64_t>(e, horizon)) / horizon,
+                                   static_cast<double>(power))
+                        : 1.0;
+        break;
+      default:
+        break;
+    }
+    out[static_cast<size_t>(s)] = static_cast<float>(static_cast<double>(base_lr) * f);
+  }
+  return out;
 }
 
 void Scheduler::validate() const {
   FRESCO_CHECK(warmup_epochs >= 0, ErrorCode::kBadConfig,
                "scheduler.warmup_epochs must be >= 0, found " + std::to_string(warmup_epochs));
   check_finite_range(min_lr, 0.0f, 1e3f, "scheduler.min_lr");
+  if (type == Type::STEP)
+    FRESCO_CHECK(step_size >= 1, ErrorCode::kBadConfig,
+                 "scheduler.step_size must be 1 or more epochs, found " + std::to_string(step_size));
+  if (type == Type::STEP || type == Type::MULTISTEP || type == Type::EXPONENTIAL)
+    FRESCO_CHECK(std::isfinite(gamma) && gamma > 0.0f && gamma <= 1.0f, ErrorCode::kBadConfig,
+                 "scheduler.gamma must be in (0, 1], found " + std::to_string(gamma));
+  if (type == Type::MULTISTEP) {
+    FRESCO_CHECK(!milestones.empty(), ErrorCode::kBadConfig, "scheduler.milestones: give at least one epoch");
+    for (size_t i = 0; i < milestones.size(); ++i)
+      FRESCO_CHECK(milestones[i] >= 1 && (i == 0 || milestones[i] > milestones[i - 1]), ErrorCode::kBadConfig,
+                   "scheduler.milestones must be increasing epochs of 1 or more, found " +
+                       std::to_string(milestones[i]) + " at position " + std::to_string(i));
+  }
+  if (type == Type::POLYNOMIAL) {
+    FRESCO_CHECK(std::isfinite(power) && power >= 0.0f && power <= 1e3f, ErrorCode::kBadConfig,
+                 "scheduler.power must be in [0, 1000], found " + std::to_string(power));
+    FRESCO_CHECK(
+        total_epochs >= 0, ErrorCode::kBadConfig,
+        "scheduler.total_epochs must be 0 (the run's) or more, found " + std::to_string(total_epochs));
+  }
   if (type == Type::TABLE) {
     FRESCO_CHECK(!table.empty(), ErrorCode::kBadConfig, "scheduler: a table schedule needs at least one lr");
     for (size_t i = 0; i < table.size(); ++i)

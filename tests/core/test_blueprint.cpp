@@ -201,6 +201,41 @@ TEST(Job, RefusesValuesItCannotHonour) {
 }
 
 // A relative data path in a job file is the file's; an absolute one and a parsed text's stay as written.
+// The per-epoch schedulers in a job file: each kind with its own keys, another kind's key named as such,
+// required keys asked for, and the settings checked with the file's name.
+TEST(Job, PerEpochSchedulers) {
+  auto parse = [](const std::string& sched) {
+    return parse_job(
+        R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"scheduler":)" + sched + "}",
+        "j.json");
+  };
+  auto refusal = [&](const std::string& sched) { return error_of([&] { parse(sched); }); };
+  const Scheduler step = parse(R"({"type":"step","step_size":2,"gamma":0.5,"warmup_epochs":1})").scheduler;
+  EXPECT_EQ(step.type, Scheduler::Type::STEP);
+  EXPECT_EQ(step.step_size, 2);
+  EXPECT_EQ(step.gamma, 0.5f);
+  EXPECT_EQ(step.warmup_epochs, 1);
+  EXPECT_EQ(parse(R"({"type":"multistep","milestones":[3,6]})").scheduler.milestones,
+            (std::vector<int32_t>{3, 6}));
+  EXPECT_EQ(parse(R"({"type":"exponential","gamma":0.95})").scheduler.type, Scheduler::Type::EXPONENTIAL);
+  const Scheduler poly = parse(R"({"type":"polynomial","power":2,"total_epochs":10})").scheduler;
+  EXPECT_EQ(poly.power, 2.0f);
+  EXPECT_EQ(poly.total_epochs, 10);
+  EXPECT_NE(refusal(R"({"type":"cosine","gamma":0.5})").find("scheduler.gamma: not a setting of cosine"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"step"})").find("needs \"step_size\""), std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"exponential"})").find("needs \"gamma\""), std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"multistep","milestones":[0]})").find("scheduler.milestones"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"multistep","milestones":5})").find("needs \"milestones\""),
+            std::string::npos);
+  EXPECT_NE(
+      refusal(R"({"type":"step","step_size":1,"gamma":2})").find("j.json.scheduler.gamma must be in (0, 1]"),
+      std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"onecycle"})").find("expected constant, cosine, step, multistep"),
+            std::string::npos);
+}
+
 TEST(Job, RelativeDataPathsAreTheJobFilesFolders) {
   fresco::test::TempDir dir;
   std::filesystem::create_directories(dir.path() / "jobs");

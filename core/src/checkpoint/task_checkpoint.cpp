@@ -55,7 +55,12 @@ std::string DeepLearningTask::checkpoint_header() const {
   h["scheduler"] = {{"type", sched_.name()},
                     {"warmup_epochs", sched_.warmup_epochs},
                     {"min_lr", sched_.min_lr},
-                    {"table", sched_.table}};
+                    {"table", sched_.table},
+                    {"step_size", sched_.step_size},
+                    {"gamma", sched_.gamma},
+                    {"milestones", sched_.milestones},
+                    {"power", sched_.power},
+                    {"total_epochs", sched_.total_epochs}};
   h["loss"] = {{"label_smoothing", loss_.smoothing}};
   h["augment"] = {{"crop_pad", augment_.crop_pad}, {"flip", augment_.flip}};
   h["normalize"] = {{"mean", norm_.mean}, {"std", norm_.std}};

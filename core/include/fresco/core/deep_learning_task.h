@@ -223,6 +223,7 @@ class DeepLearningTask : public TaskBase {
   CrossEntropyLoss loss_;
   Optimizer opt_ = AdamW();
   Scheduler sched_;
+  Scheduler sched_run_;  // what the device runs: sched_, or the table of a per-epoch kind (compile)
   std::string device_ = "auto";
   uint64_t seed_ = 0;
   DType precision_ = DType::F32;

@@ -66,11 +66,21 @@ inline Optimizer AdamW() {
   return o;
 }
 
+// The learning-rate schedule. CONSTANT and COSINE (to min_lr, per step) are computed on the device; TABLE
+// gives every step's lr. STEP, MULTISTEP, EXPONENTIAL and POLYNOMIAL are PyTorch's StepLR, MultiStepLR,
+// ExponentialLR and PolynomialLR stepped once per epoch: the lr changes at epoch boundaries, epochs counted
+// from the end of the warm-up (as PyTorch's SequentialLR(warm-up, schedule) counts them); they run as a
+// table computed at compile time (step_table). Every kind may start with a linear warm-up of warmup_epochs.
 struct Scheduler {
-  enum class Type { CONSTANT, COSINE, TABLE } type = Type::CONSTANT;
+  enum class Type { CONSTANT, COSINE, TABLE, STEP, MULTISTEP, EXPONENTIAL, POLYNOMIAL } type = Type::CONSTANT;
   float min_lr = 0.0f;
   int32_t warmup_epochs = 0;
-  std::vector<float> table;  // TABLE: the lr of every step
+  std::vector<float> table;         // TABLE: the lr of every step
+  int32_t step_size = 1;            // STEP: epochs between decays
+  float gamma = 0.1f;               // STEP, MULTISTEP, EXPONENTIAL: the decay factor
+  std::vector<int32_t> milestones;  // MULTISTEP: epochs (after the warm-up) where the lr decays
+  float power = 1.0f;               // POLYNOMIAL: lr = base (1 - e / total_epochs)^power
+  int32_t total_epochs = 0;         // POLYNOMIAL: epochs to reach 0 (0: the run's epochs after the warm-up)
 
   Scheduler& warmup(int32_t epochs) {
     warmup_epochs = epochs;
@@ -78,6 +88,12 @@ struct Scheduler {
   }
   const char* name() const;
   void validate() const;
+  // Whether this kind runs as a table of per-epoch values (STEP, MULTISTEP, EXPONENTIAL, POLYNOMIAL).
+  bool per_epoch() const noexcept;
+  // The lr of every step of a run of `epochs` epochs of `steps_per_epoch` steps: the warm-up as the device
+  // computes it (base_lr (step + 1) / warm-up steps), then this kind's value for the step's epoch. A warm-up
+  // longer than the run is a kBadConfig error.
+  std::vector<float> step_table(float base_lr, int64_t steps_per_epoch, int32_t epochs) const;
 };
 inline Scheduler ConstantLR() {
   return Scheduler{};
@@ -85,6 +101,33 @@ inline Scheduler ConstantLR() {
 inline Scheduler CosineAnnealingLR() {
   Scheduler s;
   s.type = Scheduler::Type::COSINE;
+  return s;
+}
+inline Scheduler StepLR(int32_t step_size, float gamma = 0.1f) {
+  Scheduler s;
+  s.type = Scheduler::Type::STEP;
+  s.step_size = step_size;
+  s.gamma = gamma;
+  return s;
+}
+inline Scheduler MultiStepLR(std::vector<int32_t> milestones, float gamma = 0.1f) {
+  Scheduler s;
+  s.type = Scheduler::Type::MULTISTEP;
+  s.milestones = std::move(milestones);
+  s.gamma = gamma;
+  return s;
+}
+inline Scheduler ExponentialLR(float gamma) {
+  Scheduler s;
+  s.type = Scheduler::Type::EXPONENTIAL;
+  s.gamma = gamma;
+  return s;
+}
+inline Scheduler PolynomialLR(float power = 1.0f, int32_t total_epochs = 0) {
+  Scheduler s;
+  s.type = Scheduler::Type::POLYNOMIAL;
+  s.power = power;
+  s.total_epochs = total_epochs;
   return s;
 }
 inline Scheduler TableLR(std::vector<float> lrs) {
