@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -113,6 +114,13 @@ void DeepLearningTask::plan() {
                ErrorCode::kBadConfig,
                "augment crop_pad must be in [0, " + std::to_string(std::min(train_.h, train_.w)) +
                    "), found " + std::to_string(augment_.crop_pad));
+  FRESCO_CHECK(augment_.cutout >= 0 && augment_.cutout <= std::min(train_.h, train_.w), ErrorCode::kBadConfig,
+               "augment cutout must be in [0, " + std::to_string(std::min(train_.h, train_.w)) + "], found " +
+                   std::to_string(augment_.cutout));
+  for (size_t k = 0; k < augment_.cutout_fill.size() && k < norm_.mean.size();
+       ++k)  // about 0 once normalised
+    augment_.cutout_fill[k] =
+        static_cast<uint8_t>(std::lround(std::clamp(norm_.mean[k], 0.0f, 1.0f) * 255.0f));
 
   if (batch_ > train_.n && train_.n > 0)  // PyTorch's DataLoader does the same, silently
     log().warn("batch size {} is larger than the {} training samples: each epoch is one batch of {}", batch_,

@@ -195,6 +195,9 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     a.object();
     s.augment.crop_pad = a.get<int32_t>("crop_pad", 0);
     s.augment.flip = a.get<bool>("flip", false);
+    s.augment.cutout = a.get<int32_t>("cutout", 0);
+    FRESCO_CHECK(s.augment.cutout >= 0, ErrorCode::kBadConfig,
+                 source + ".augment.cutout: must be >= 0, found " + std::to_string(s.augment.cutout));
     FRESCO_CHECK(s.augment.crop_pad >= 0, ErrorCode::kBadConfig,
                  source + ".augment.crop_pad: must be >= 0, found " + std::to_string(s.augment.crop_pad));
     a.done();

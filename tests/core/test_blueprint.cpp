@@ -162,6 +162,12 @@ TEST(Job, RefusesValuesItCannotHonour) {
       job_error(R"(,"epochs":4294967297)").find("epochs: 4294967297 is outside [-2147483648, 2147483647]"),
       std::string::npos);
   EXPECT_NE(job_error(R"(,"seed":-1)").find("seed: -1 is outside [0, "), std::string::npos);
+  EXPECT_NE(job_error(R"(,"augment":{"cutout":-3})").find("augment.cutout: must be >= 0"), std::string::npos);
+  EXPECT_EQ(
+      parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"augment":{"cutout":8}})",
+                "j.json")
+          .augment.cutout,
+      8);
   EXPECT_NE(job_error(R"(,"augment":{"crop_pad":2147483648})").find("crop_pad: 2147483648 is outside"),
             std::string::npos);
   EXPECT_NE(job_error(R"(,"optimizer":{"lr":1e39})").find("lr: 1e+39 does not fit a float"),

@@ -62,7 +62,7 @@ std::string DeepLearningTask::checkpoint_header() const {
                     {"power", sched_.power},
                     {"total_epochs", sched_.total_epochs}};
   h["loss"] = {{"label_smoothing", loss_.smoothing}};
-  h["augment"] = {{"crop_pad", augment_.crop_pad}, {"flip", augment_.flip}};
+  h["augment"] = {{"crop_pad", augment_.crop_pad}, {"flip", augment_.flip}, {"cutout", augment_.cutout}};
   h["normalize"] = {{"mean", norm_.mean}, {"std", norm_.std}};
   h["data"] = {{"train_samples", train_.n},     {"h", train_.h},      {"w", train_.w}, {"c", train_.c},
                {"classes", train_.num_classes}, {"shuffle", shuffle_}};
