@@ -29,6 +29,7 @@ Normalization default_normalization(const std::string& kind) {
   if (kind == "fashion-mnist") return Normalization{{0.286f}, {0.353f}};
   if (kind == "mnist") return Normalization{{0.1307f}, {0.3081f}};
   if (kind == "cifar10") return Normalization{{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
+  if (kind == "cifar100") return Normalization{{0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}};
   throw Error(ErrorCode::kBadConfig, "no default normalisation for dataset kind '" + kind + "'");
 }
 

@@ -165,15 +165,19 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     Reader d{r.at("data"), source + ".data", {}};
     d.object();
     s.data.kind = d.get<std::string>("dataset", "");
-    FRESCO_CHECK(data::is_dataset_kind(s.data.kind), ErrorCode::kBadConfig,
-                 source + ".data.dataset: expected \"fashion-mnist\", \"mnist\" or \"cifar10\", found \"" +
-                     s.data.kind + "\"");
+    FRESCO_CHECK(
+        data::is_dataset_kind(s.data.kind), ErrorCode::kBadConfig,
+        source +
+            ".data.dataset: expected \"fashion-mnist\", \"mnist\", \"cifar10\" or \"cifar100\", found \"" +
+            s.data.kind + "\"");
     // MNIST-style sets default to their folder under /usr/share/datasets (scripts/install-deps.sh installs
     // Fashion-MNIST there); a JPEG folder has no default.
     s.data.path = d.get<std::string>(
-        "path", s.data.kind == "cifar10" ? std::string() : "/usr/share/datasets/" + s.data.kind);
-    FRESCO_CHECK(s.data.kind != "cifar10" || !s.data.path.empty(), ErrorCode::kBadConfig,
-                 source + ".data.path: required for dataset \"cifar10\" (a JPEG folder or its .tar.gz)");
+        "path", s.data.kind.rfind("cifar", 0) == 0 ? std::string() : "/usr/share/datasets/" + s.data.kind);
+    FRESCO_CHECK(s.data.kind.rfind("cifar", 0) != 0 || !s.data.path.empty(), ErrorCode::kBadConfig,
+                 source + ".data.path: required for dataset \"" + s.data.kind +
+                     "\" (the binary version's folder or .tar.gz" +
+                     (s.data.kind == "cifar10" ? ", or a JPEG image folder or its .tar.gz)" : ")"));
     if (d.has("normalize")) {
       Reader n{d.at("normalize"), source + ".data.normalize", {}};
       n.object();

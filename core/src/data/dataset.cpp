@@ -168,13 +168,19 @@ void validate(const Dataset& d, const std::string& what) {
 }
 
 bool is_dataset_kind(const std::string& kind) {
-  return kind == "fashion-mnist" || kind == "mnist" || kind == "cifar10";
+  return kind == "fashion-mnist" || kind == "mnist" || kind == "cifar10" || kind == "cifar100";
 }
 
 std::pair<Dataset, Dataset> load_train_test(const std::string& kind, const std::string& path) {
   FRESCO_CHECK(is_dataset_kind(kind), ErrorCode::kBadConfig,
-               "unknown dataset kind '" + kind + "' (known: fashion-mnist, mnist, cifar10)");
-  if (kind == "cifar10") return load_jpeg_folder_train_test(path, kind);
+               "unknown dataset kind '" + kind + "' (known: fashion-mnist, mnist, cifar10, cifar100)");
+  if (kind == "cifar10" || kind == "cifar100") {
+    std::pair<Dataset, Dataset> binary;
+    if (load_cifar_binary(path, kind == "cifar100", kind, &binary)) return binary;
+    FRESCO_CHECK(kind == "cifar10", ErrorCode::kMissingInput,
+                 path + ": no CIFAR-100 binary files (train.bin, test.bin) there");
+    return load_jpeg_folder_train_test(path, kind);
+  }
   return {load_mnist_dir(path, "train", kind), load_mnist_dir(path, "test", kind)};
 }
 

@@ -5,7 +5,6 @@
 // the size of the first; any failure is one fresco::Error naming the file or archive entry. Tested by
 // tests/core/test_jpeg_folder.cpp.
 #include <turbojpeg.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "data/tar_gz.h"
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/error.h"
 
@@ -44,97 +44,27 @@ bool is_jpeg_name(const std::string& n) {
   return ends(".jpg") || ends(".jpeg");
 }
 
-// Splits an archive path into components ("a/b/c" -> {a, b, c}), ignoring empty ones and ".".
-std::vector<std::string> components(const std::string& p) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= p.size()) {
-    const size_t j = p.find('/', i);
-    const std::string c = p.substr(i, j == std::string::npos ? std::string::npos : j - i);
-    if (!c.empty() && c != ".") out.push_back(c);
-    if (j == std::string::npos) break;
-    i = j + 1;
-  }
-  return out;
-}
-
-uint64_t octal(const char* f, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n && f[i]; ++i) {
-    if (f[i] == ' ') continue;
-    if (f[i] < '0' || f[i] > '7') return UINT64_MAX;
-    v = v * 8 + static_cast<uint64_t>(f[i] - '0');
-  }
-  return v;
-}
-
-// Reads exactly n bytes from a gzip stream (a short read is a truncated or corrupt archive).
-void gz_read(gzFile g, void* dst, size_t n, const std::string& archive) {
-  size_t got = 0;
-  while (got < n) {
-    const int r =
-        gzread(g, static_cast<char*>(dst) + got, static_cast<unsigned>(std::min<size_t>(n - got, 1u << 30)));
-    if (r <= 0) {
-      int err = 0;
-      const char* msg = gzerror(g, &err);
-      throw Error(ErrorCode::kBadData,
-                  archive + ": truncated or corrupt archive" +
-                      (err != Z_OK && msg ? std::string(" (") + msg + ")" : std::string()));
-    }
-    got += static_cast<size_t>(r);
-  }
-}
-
 // JPEG entries of each of `splits` from one pass over a .tar.gz: a path must end in <split>/<class>/<file>.
-std::vector<std::vector<Entry>> read_tar_gz(const std::string& archive,
-                                            const std::vector<std::string>& splits) {
-  gzFile g = gzopen(archive.c_str(), "rb");
-  if (!g) throw Error(ErrorCode::kIo, archive + ": cannot open");
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> guard(g, gzclose);
+std::vector<std::vector<Entry>> read_jpeg_tar_gz(const std::string& archive,
+                                                 const std::vector<std::string>& splits) {
   std::vector<std::vector<Entry>> out(splits.size());
-  char h[512];
-  std::string long_name;
-  for (;;) {
-    const int r = gzread(g, h, 512);
-    if (r == 0) break;  // end of stream without the two zero blocks: accepted
-    if (r != 512) throw Error(ErrorCode::kBadData, archive + ": truncated tar header");
-    if (std::all_of(h, h + 512, [](char c) { return c == 0; })) break;  // end-of-archive block
-    const uint64_t size = octal(h + 124, 12);
-    if (size == UINT64_MAX) throw Error(ErrorCode::kBadData, archive + ": malformed tar header (size field)");
-    const char type = h[156];
-    const uint64_t padded = (size + 511) / 512 * 512;
-    std::string name = long_name.empty() ? std::string(h, strnlen(h, 100)) : long_name;
-    if (long_name.empty() && std::memcmp(h + 257, "ustar", 5) == 0 && h[345])  // ustar prefix field
-      name = std::string(h + 345, strnlen(h + 345, 155)) + "/" + name;
-    long_name.clear();
-    if (type == 'L') {  // GNU long name: the next header's name
-      if (size > 4096) throw Error(ErrorCode::kBadData, archive + ": tar long name too long");
-      std::vector<char> buf(padded);
-      gz_read(g, buf.data(), padded, archive);
-      long_name.assign(buf.data(), strnlen(buf.data(), size));
-      continue;
-    }
-    const std::vector<std::string> parts = components(name);
-    const auto split =
-        parts.size() >= 3 ? std::find(splits.begin(), splits.end(), parts[parts.size() - 3]) : splits.end();
-    const bool wanted = (type == '0' || type == '\0') && split != splits.end() && is_jpeg_name(parts.back());
-    if (!wanted) {
-      std::vector<char> skip(std::min<uint64_t>(padded, 1u << 20));
-      for (uint64_t left = padded; left > 0;) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(left, skip.size()));
-        gz_read(g, skip.data(), n, archive);
-        left -= n;
-      }
-      continue;
-    }
-    if (size > kMaxEntryBytes)
-      throw Error(ErrorCode::kBadData,
-                  archive + ": " + name + ": " + std::to_string(size) + " bytes is too large for an image");
-    Entry e{parts[parts.size() - 2], parts.back(), std::vector<uint8_t>(static_cast<size_t>(padded))};
-    gz_read(g, e.bytes.data(), e.bytes.size(), archive);
-    e.bytes.resize(static_cast<size_t>(size));
-    out[static_cast<size_t>(split - splits.begin())].push_back(std::move(e));
-  }
+  auto split_of = [&](const std::vector<std::string>& parts) {
+    return parts.size() >= 3 ? std::find(splits.begin(), splits.end(), parts[parts.size() - 3])
+                             : splits.end();
+  };
+  read_tar_gz(
+      archive,
+      [&](const std::string& name) {
+        const std::vector<std::string> parts = path_components(name);
+        return split_of(parts) != splits.end() && is_jpeg_name(parts.back()) ? TarWant::kRead
+                                                                             : TarWant::kSkip;
+      },
+      [&](const std::string& name, std::vector<uint8_t>&& bytes) {
+        const std::vector<std::string> parts = path_components(name);
+        out[static_cast<size_t>(split_of(parts) - splits.begin())].push_back(
+            Entry{parts[parts.size() - 2], parts.back(), std::move(bytes)});
+      },
+      kMaxEntryBytes, "an image");
   return out;
 }
 
@@ -168,7 +98,7 @@ std::vector<Entry> read_directory(const std::string& root, const std::string& sp
 std::vector<std::vector<Entry>> read_splits(const std::string& path, const std::vector<std::string>& splits) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(ErrorCode::kMissingInput, path + ": no such file or directory");
-  if (!fs::is_directory(path, ec)) return read_tar_gz(path, splits);
+  if (!fs::is_directory(path, ec)) return read_jpeg_tar_gz(path, splits);
   std::vector<std::vector<Entry>> out;
   for (const std::string& split : splits) out.push_back(read_directory(path, split));
   return out;

@@ -53,13 +53,22 @@ Dataset load_jpeg_folder(const std::string& path, const std::string& split, cons
 std::pair<Dataset, Dataset> load_jpeg_folder_train_test(const std::string& path,
                                                         const std::string& name_prefix);
 
+// CIFAR-10 (cifar100 false) or CIFAR-100 in the binary versions: `path` is a folder holding the .bin files
+// (or with one subfolder that does, as the archives unpack) or the .tar.gz itself. Images 32x32x3 (HWC),
+// CIFAR-100 with its 100 fine labels. False when `path` holds no such files (an image folder, say); throws
+// kMissingInput (a missing file of the set), kBadData (a file that is not whole records, a label out of
+// range, a corrupt archive), kIo.
+bool load_cifar_binary(const std::string& path, bool cifar100, const std::string& name_prefix,
+                       std::pair<Dataset, Dataset>* out);
+
 // Throws kBadData naming `what` ("training set") and the dataset unless the invariants above hold (and n <
 // 2^32, the shuffle's index type): for datasets built by hand (DeepLearningTask::data(train, test) checks
 // both).
 void validate(const Dataset& d, const std::string& what);
 
-// The dataset kinds DataSpec names ("fashion-mnist", "mnist": MNIST-style IDX directories; "cifar10": a JPEG
-// image folder), and their train and test splits from `path`; an unknown kind is a kBadConfig error.
+// The dataset kinds DataSpec names ("fashion-mnist", "mnist": MNIST-style IDX directories; "cifar10": the
+// binary version or a JPEG image folder, either as a folder or its .tar.gz; "cifar100": the binary version),
+// and their train and test splits from `path`; an unknown kind is a kBadConfig error.
 bool is_dataset_kind(const std::string& kind);
 std::pair<Dataset, Dataset> load_train_test(const std::string& kind, const std::string& path);
 
