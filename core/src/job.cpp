@@ -262,9 +262,11 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
         {"step", {"step_size", "gamma"}},
         {"multistep", {"milestones", "gamma"}},
         {"exponential", {"gamma"}},
-        {"polynomial", {"power", "total_epochs"}}};
+        {"polynomial", {"power", "total_epochs"}},
+        {"cosine_restarts", {"t0", "t_mult", "min_lr"}}};
     if (const auto kind = kTakes.find(type); kind != kTakes.end())
-      for (const char* key : {"min_lr", "step_size", "gamma", "milestones", "power", "total_epochs"})
+      for (const char* key :
+           {"min_lr", "step_size", "gamma", "milestones", "power", "total_epochs", "t0", "t_mult"})
         if (c.has(key) && !kind->second.count(key)) {
           std::string takes;
           for (const auto& k : kind->second) takes += (takes.empty() ? "" : ", ") + k;
@@ -299,11 +301,16 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
       sc = ExponentialLR(c.get<float>("gamma", 1.0f));
     } else if (type == "polynomial") {
       sc = PolynomialLR(c.get<float>("power", 1.0f), c.get<int32_t>("total_epochs", 0));
+    } else if (type == "cosine_restarts") {
+      FRESCO_CHECK(c.has("t0"), ErrorCode::kBadConfig,
+                   source + ".scheduler: type \"cosine_restarts\" needs \"t0\" (the first cycle's epochs)");
+      sc = CosineAnnealingWarmRestarts(c.get<int32_t>("t0", 1), c.get<int32_t>("t_mult", 1),
+                                       c.get<float>("min_lr", 0.0f));
     } else {
       throw Error(ErrorCode::kBadConfig,
                   source +
-                      ".scheduler.type: expected constant, cosine, step, multistep, exponential or "
-                      "polynomial, found \"" +
+                      ".scheduler.type: expected constant, cosine, step, multistep, exponential, "
+                      "polynomial or cosine_restarts, found \"" +
                       type + "\"");
     }
     sc.warmup_epochs = c.get<int32_t>("warmup_epochs", 0);

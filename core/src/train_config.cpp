@@ -62,13 +62,15 @@ const char* Scheduler::name() const {
       return "exponential";
     case Type::POLYNOMIAL:
       return "polynomial";
+    case Type::COSINE_RESTARTS:
+      return "cosine_restarts";
   }
   return "?";
 }
 
 bool Scheduler::per_epoch() const noexcept {
   return type == Type::STEP || type == Type::MULTISTEP || type == Type::EXPONENTIAL ||
-         type == Type::POLYNOMIAL;
+         type == Type::POLYNOMIAL || type == Type::COSINE_RESTARTS;
 }
 
 std::vector<float> Scheduler::step_table(float base_lr, int64_t steps_per_epoch, int32_t epochs) const {
@@ -82,6 +84,7 @@ std::vector<float> Scheduler::step_table(float base_lr, int64_t steps_per_epoch,
   const int64_t steps = static_cast<int64_t>(epochs) * steps_per_epoch;
   const int32_t horizon = total_epochs > 0 ? total_epochs : epochs - warmup_epochs;
   std::vector<float> out(static_cast<size_t>(steps));
+  int64_t restart_epoch = 0, cur = 0, len = t0;  // COSINE_RESTARTS: the cycle at schedule epoch restart_epoch
   for (int64_t s = 0; s < steps; ++s) {
     if (s < warmup_steps) {  // as fr_schedule_lr computes the warm-up on the device
       out[static_cast<size_t>(s)] =
@@ -108,6 +111,14 @@ std::vector<float> Scheduler::step_table(float base_lr, int64_t steps_per_epoch,
                                    static_cast<double>(power))
                         : 1.0;
         break;
+      case Type::COSINE_RESTARTS: {  // PyTorch's T_cur and T_i after e epoch steps, advanced as e grows
+        for (; restart_epoch < e; ++restart_epoch)
+          if (++cur >= len) cur -= len, len = std::min<int64_t>(len * t_mult, int64_t{1} << 40);
+        const double cosine = 0.5 * (1.0 + std::cos(3.14159265358979323846 * static_cast<double>(cur) / len));
+        out[static_cast<size_t>(s)] =
+            static_cast<float>(min_lr + (static_cast<double>(base_lr) - min_lr) * cosine);
+        continue;
+      }
       default:
         break;
     }
@@ -140,6 +151,10 @@ void Scheduler::validate() const {
         total_epochs >= 0, ErrorCode::kBadConfig,
         "scheduler.total_epochs must be 0 (the run's) or more, found " + std::to_string(total_epochs));
   }
+  if (type == Type::COSINE_RESTARTS)
+    FRESCO_CHECK(t0 >= 1 && t_mult >= 1, ErrorCode::kBadConfig,
+                 "scheduler: t0 must be 1 or more epochs and t_mult 1 or more, found t0 " +
+                     std::to_string(t0) + ", t_mult " + std::to_string(t_mult));
   if (type == Type::TABLE) {
     FRESCO_CHECK(!table.empty(), ErrorCode::kBadConfig, "scheduler: a table schedule needs at least one lr");
     for (size_t i = 0; i < table.size(); ++i)

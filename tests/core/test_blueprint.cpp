@@ -227,6 +227,13 @@ TEST(Job, PerEpochSchedulers) {
   const Scheduler poly = parse(R"({"type":"polynomial","power":2,"total_epochs":10})").scheduler;
   EXPECT_EQ(poly.power, 2.0f);
   EXPECT_EQ(poly.total_epochs, 10);
+  const Scheduler restarts =
+      parse(R"({"type":"cosine_restarts","t0":5,"t_mult":2,"min_lr":0.001})").scheduler;
+  EXPECT_EQ(restarts.type, Scheduler::Type::COSINE_RESTARTS);
+  EXPECT_EQ(restarts.t0, 5);
+  EXPECT_EQ(restarts.t_mult, 2);
+  EXPECT_EQ(restarts.min_lr, 0.001f);
+  EXPECT_NE(refusal(R"({"type":"cosine_restarts"})").find("needs \"t0\""), std::string::npos);
   EXPECT_NE(refusal(R"({"type":"cosine","gamma":0.5})").find("scheduler.gamma: not a setting of cosine"),
             std::string::npos);
   EXPECT_NE(refusal(R"({"type":"step"})").find("needs \"step_size\""), std::string::npos);

@@ -1,4 +1,5 @@
-// The per-epoch schedulers (train_config.h: StepLR, MultiStepLR, ExponentialLR, PolynomialLR, as PyTorch's
+// The per-epoch schedulers (train_config.h: StepLR, MultiStepLR, ExponentialLR, PolynomialLR,
+// CosineAnnealingWarmRestarts, as PyTorch's
 // stepped once per epoch, epochs counted after the warm-up): every step's lr against the closed forms, the
 // warm-up identical to the device's, and the settings that are refused. The job-file keys are in
 // test_blueprint.cpp; training with one in tests/e2e/test_epoch_report_cpu.cpp.
@@ -44,6 +45,20 @@ TEST(Schedulers, PerEpochValuesAreTheClosedForms) {
             (std::vector<float>{1.0f, 0.75f, 0.5f, 0.25f}));
 }
 
+// CosineAnnealingWarmRestarts(T_0 = 2, T_mult = 2): cycles of 2, 4, 8 epochs, each from base_lr down
+// towards min_lr, as PyTorch's T_cur / T_i.
+TEST(Schedulers, CosineRestartsCycleLikePyTorch) {
+  const std::vector<float> got = per_epoch(CosineAnnealingWarmRestarts(2, 2, 0.1f), 1.0f, 2, 7);
+  const double pi = 3.14159265358979323846;
+  auto at = [&](int cur, int len) {
+    const double lo = 0.1f;  // min_lr as the float it is
+    return static_cast<float>(lo + (1.0 - lo) * 0.5 * (1.0 + std::cos(pi * cur / len)));
+  };
+  EXPECT_EQ(got, (std::vector<float>{at(0, 2), at(1, 2), at(0, 4), at(1, 4), at(2, 4), at(3, 4), at(0, 8)}));
+  EXPECT_EQ(got[0], 1.0f);
+  EXPECT_EQ(got[1], 0.55f);
+}
+
 TEST(Schedulers, WarmUpIsTheDevicesThenTheScheduleStartsAtItsEpochZero) {
   Scheduler s = MultiStepLR({2}, 0.5f).warmup(2);
   const std::vector<float> t = s.step_table(0.4f, 3, 6);
@@ -72,6 +87,8 @@ TEST(Schedulers, RefusedSettings) {
             std::string::npos);
   EXPECT_NE(error_of([] { MultiStepLR({}).validate(); }).second.find("milestones"), std::string::npos);
   EXPECT_NE(error_of([] { PolynomialLR(-1.0f).validate(); }).second.find("power"), std::string::npos);
+  EXPECT_NE(error_of([] { CosineAnnealingWarmRestarts(0).validate(); }).second.find("t0 must be 1"),
+            std::string::npos);
   EXPECT_NE(error_of([] { StepLR(1).warmup(4).step_table(0.1f, 2, 3); }).second.find("longer than the run"),
             std::string::npos);
 }

@@ -60,7 +60,9 @@ std::string DeepLearningTask::checkpoint_header() const {
                     {"gamma", sched_.gamma},
                     {"milestones", sched_.milestones},
                     {"power", sched_.power},
-                    {"total_epochs", sched_.total_epochs}};
+                    {"total_epochs", sched_.total_epochs},
+                    {"t0", sched_.t0},
+                    {"t_mult", sched_.t_mult}};
   h["loss"] = {{"label_smoothing", loss_.smoothing}};
   h["augment"] = {{"crop_pad", augment_.crop_pad}, {"flip", augment_.flip}, {"cutout", augment_.cutout}};
   h["normalize"] = {{"mean", norm_.mean}, {"std", norm_.std}};

@@ -67,12 +67,22 @@ inline Optimizer AdamW() {
 }
 
 // The learning-rate schedule. CONSTANT and COSINE (to min_lr, per step) are computed on the device; TABLE
-// gives every step's lr. STEP, MULTISTEP, EXPONENTIAL and POLYNOMIAL are PyTorch's StepLR, MultiStepLR,
-// ExponentialLR and PolynomialLR stepped once per epoch: the lr changes at epoch boundaries, epochs counted
-// from the end of the warm-up (as PyTorch's SequentialLR(warm-up, schedule) counts them); they run as a
-// table computed at compile time (step_table). Every kind may start with a linear warm-up of warmup_epochs.
+// gives every step's lr. STEP, MULTISTEP, EXPONENTIAL, POLYNOMIAL and COSINE_RESTARTS are PyTorch's StepLR,
+// MultiStepLR, ExponentialLR, PolynomialLR and CosineAnnealingWarmRestarts (to min_lr) stepped once per
+// epoch: the lr changes at epoch boundaries, epochs counted from the end of the warm-up (as PyTorch's
+// SequentialLR(warm-up, schedule) counts them); they run as a table computed at compile time (step_table).
+// Every kind may start with a linear warm-up of warmup_epochs.
 struct Scheduler {
-  enum class Type { CONSTANT, COSINE, TABLE, STEP, MULTISTEP, EXPONENTIAL, POLYNOMIAL } type = Type::CONSTANT;
+  enum class Type {
+    CONSTANT,
+    COSINE,
+    TABLE,
+    STEP,
+    MULTISTEP,
+    EXPONENTIAL,
+    POLYNOMIAL,
+    COSINE_RESTARTS
+  } type = Type::CONSTANT;
   float min_lr = 0.0f;
   int32_t warmup_epochs = 0;
   std::vector<float> table;         // TABLE: the lr of every step
@@ -81,6 +91,7 @@ struct Scheduler {
   std::vector<int32_t> milestones;  // MULTISTEP: epochs (after the warm-up) where the lr decays
   float power = 1.0f;               // POLYNOMIAL: lr = base (1 - e / total_epochs)^power
   int32_t total_epochs = 0;         // POLYNOMIAL: epochs to reach 0 (0: the run's epochs after the warm-up)
+  int32_t t0 = 1, t_mult = 1;       // COSINE_RESTARTS: the first cycle's epochs, each next cycle's factor
 
   Scheduler& warmup(int32_t epochs) {
     warmup_epochs = epochs;
@@ -128,6 +139,14 @@ inline Scheduler PolynomialLR(float power = 1.0f, int32_t total_epochs = 0) {
   s.type = Scheduler::Type::POLYNOMIAL;
   s.power = power;
   s.total_epochs = total_epochs;
+  return s;
+}
+inline Scheduler CosineAnnealingWarmRestarts(int32_t t0, int32_t t_mult = 1, float min_lr = 0.0f) {
+  Scheduler s;
+  s.type = Scheduler::Type::COSINE_RESTARTS;
+  s.t0 = t0;
+  s.t_mult = t_mult;
+  s.min_lr = min_lr;
   return s;
 }
 inline Scheduler TableLR(std::vector<float> lrs) {
