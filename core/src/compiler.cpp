@@ -216,6 +216,10 @@ void check_schedule(const CompileOptions& o) {
   FRESCO_CHECK(o.total_steps >= 0 && o.total_steps <= INT32_MAX, ErrorCode::kBadConfig,
                "the run has " + std::to_string(o.total_steps) + " steps; at most " +
                    std::to_string(INT32_MAX) + " are supported");
+  FRESCO_CHECK(
+      !s.per_epoch(), ErrorCode::kBadConfig,
+      std::string("scheduler: a ") + s.name() +
+          " schedule is compiled as its per-step table (Scheduler::step_table, as DeepLearningTask does)");
   if (s.type == Scheduler::Type::TABLE) return;
   if (o.steps_per_epoch > 0 && o.total_steps > 0)  // a plan without data has no step counts to check
     FRESCO_CHECK(static_cast<int64_t>(s.warmup_epochs) * o.steps_per_epoch <= o.total_steps,

@@ -82,6 +82,13 @@ std::vector<float> Scheduler::step_table(float base_lr, int64_t steps_per_epoch,
                    " epochs is longer than the run (" + std::to_string(epochs) + " epochs)");
   const int64_t warmup_steps = static_cast<int64_t>(warmup_epochs) * steps_per_epoch;
   const int64_t steps = static_cast<int64_t>(epochs) * steps_per_epoch;
+  // one float per step on the host and in the device's S region: at most 2^27 steps (512 MiB)
+  constexpr int64_t kMaxTableSteps = int64_t{1} << 27;
+  FRESCO_CHECK(steps <= kMaxTableSteps, ErrorCode::kBadConfig,
+               std::string("scheduler: a ") + name() +
+                   " schedule runs as one lr per step, and this run has " + std::to_string(steps) +
+                   " steps; at most " + std::to_string(kMaxTableSteps) +
+                   " are supported (constant and cosine have no table)");
   const int32_t horizon = total_epochs > 0 ? total_epochs : epochs - warmup_epochs;
   std::vector<float> out(static_cast<size_t>(steps));
   int64_t restart_epoch = 0, cur = 0, len = t0;  // COSINE_RESTARTS: the cycle at schedule epoch restart_epoch

@@ -106,12 +106,26 @@ TEST_F(CifarBinary, BrokenSetsAreRefused) {
   put(dir_ / "test_batch.bin", records(1, 10, 1));  // label 10 in CIFAR-10
   EXPECT_NE(error_of([&] { data::load_train_test("cifar10", dir_.string()); }).second.find("has label 10"),
             std::string::npos);
+  // CIFAR-100's coarse label is checked too
+  const fs::path c100 = dir_ / "c100";
+  std::string bad = records(1, 3, 2);
+  bad[0] = 25;
+  put(c100 / "train.bin", bad);
+  put(c100 / "test.bin", records(1, 3, 2));
+  EXPECT_NE(
+      error_of([&] { data::load_train_test("cifar100", c100.string()); }).second.find("coarse label 25"),
+      std::string::npos);
+  // a file that is neither a folder nor a .tar.gz
+  EXPECT_NE(error_of([&] {
+              data::load_train_test("cifar10", (dir_ / "data_batch_1.bin").string());
+            }).second.find("not a .tar.gz"),
+            std::string::npos);
   // a folder without the files: cifar100 refuses it, cifar10 reads it as an image folder (which it is not)
   const fs::path empty = dir_ / "empty";
   fs::create_directories(empty);
   EXPECT_NE(
       error_of([&] { data::load_train_test("cifar100", empty.string()); }).second.find("no CIFAR-100 binary"),
       std::string::npos);
-  EXPECT_NE(error_of([&] { data::load_train_test("cifar10", empty.string()); }).second.find("train"),
-            std::string::npos);
+  const std::string neither = error_of([&] { data::load_train_test("cifar10", empty.string()); }).second;
+  EXPECT_NE(neither.find("nor are the CIFAR-10 binary files there"), std::string::npos) << neither;
 }

@@ -91,4 +91,7 @@ TEST(Schedulers, RefusedSettings) {
             std::string::npos);
   EXPECT_NE(error_of([] { StepLR(1).warmup(4).step_table(0.1f, 2, 3); }).second.find("longer than the run"),
             std::string::npos);
+  // a table too large for the S region is refused before it is built
+  EXPECT_NE(error_of([] { StepLR(1).step_table(0.1f, 60000, 40000); }).second.find("runs as one lr per step"),
+            std::string::npos);
 }

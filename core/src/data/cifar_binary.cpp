@@ -82,10 +82,14 @@ Dataset decode(const std::string& where, const std::vector<std::string>& files,
     for (int64_t i = 0; i < n; ++i) {
       const uint8_t* r = b.data() + i * rec;
       const int32_t label = r[l.label_bytes - 1];  // CIFAR-100: the fine label
-      if (label >= l.classes || (l.label_bytes == 2 && r[0] >= 20))
+      if (label >= l.classes)
         throw Error(ErrorCode::kBadData, where + ": " + f + ": record " + std::to_string(i) + " has label " +
                                              std::to_string(label) + " (expected below " +
                                              std::to_string(l.classes) + ")");
+      if (l.label_bytes == 2 && r[0] >= 20)
+        throw Error(ErrorCode::kBadData, where + ": " + f + ": record " + std::to_string(i) +
+                                             " has coarse label " + std::to_string(r[0]) +
+                                             " (expected below 20)");
       d.labels.push_back(label);
       uint8_t* img = d.images.data() + at + static_cast<size_t>(i * kPixels);
       const uint8_t* planes = r + l.label_bytes;  // R, G, B planes -> HWC

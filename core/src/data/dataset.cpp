@@ -179,7 +179,13 @@ std::pair<Dataset, Dataset> load_train_test(const std::string& kind, const std::
     if (load_cifar_binary(path, kind == "cifar100", kind, &binary)) return binary;
     FRESCO_CHECK(kind == "cifar10", ErrorCode::kMissingInput,
                  path + ": no CIFAR-100 binary files (train.bin, test.bin) there");
-    return load_jpeg_folder_train_test(path, kind);
+    try {
+      return load_jpeg_folder_train_test(path, kind);
+    } catch (const Error& e) {  // say both layouts were looked for
+      throw Error(e.code(),
+                  std::string(e.what()) +
+                      "; nor are the CIFAR-10 binary files there (data_batch_1..5.bin, test_batch.bin)");
+    }
   }
   return {load_mnist_dir(path, "train", kind), load_mnist_dir(path, "test", kind)};
 }

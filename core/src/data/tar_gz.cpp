@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -58,6 +59,15 @@ std::vector<std::string> path_components(const std::string& p) {
 void read_tar_gz(const std::string& archive, const std::function<TarWant(const std::string& path)>& want,
                  const std::function<void(const std::string& path, std::vector<uint8_t>&& bytes)>& take,
                  uint64_t max_bytes, const std::string& what) {
+  {  // zlib reads a file without the gzip header as it is: say so instead of failing on its "tar header"
+    std::FILE* f = std::fopen(archive.c_str(), "rb");
+    if (!f) throw Error(ErrorCode::kIo, archive + ": cannot open");
+    unsigned char magic[2] = {0, 0};
+    const size_t n = std::fread(magic, 1, 2, f);
+    std::fclose(f);
+    if (n != 2 || magic[0] != 0x1f || magic[1] != 0x8b)
+      throw Error(ErrorCode::kBadData, archive + ": not a .tar.gz (no gzip header) and not a folder");
+  }
   gzFile g = gzopen(archive.c_str(), "rb");
   if (!g) throw Error(ErrorCode::kIo, archive + ": cannot open");
   std::unique_ptr<gzFile_s, int (*)(gzFile)> guard(g, gzclose);

@@ -13,10 +13,12 @@
 namespace fresco::data {
 
 struct Augmentation {
-  int32_t crop_pad = 0;                  // 0: no crop; else shifts in [-pad, pad] with zero fill
-  bool flip = false;                     // horizontal flip with probability 0.5
-  int32_t cutout = 0;                    // 0: none; else the side of the square set to cutout_fill
-  std::array<uint8_t, 4> cutout_fill{};  // per channel: round(255 mean) (DeepLearningTask sets it)
+  int32_t crop_pad = 0;  // 0: no crop; else shifts in [-pad, pad] with zero fill
+  bool flip = false;     // horizontal flip with probability 0.5
+  int32_t cutout = 0;    // 0: none; else the side of the square set to cutout_fill
+  // per channel (up to 4, as the normalisation; a fifth and later take the fourth's): round(255 mean),
+  // which DeepLearningTask sets
+  std::array<uint8_t, 4> cutout_fill{};
   bool active() const noexcept { return crop_pad > 0 || flip || cutout > 0; }
 };
 
