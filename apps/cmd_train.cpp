@@ -1,5 +1,6 @@
 // `fresco train JOB`: one progress line per epoch, then the final test accuracy; with --save a checkpoint
 // after every epoch, --resume continues from one, --stop-after N stops after N epochs of this invocation.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -64,9 +65,14 @@ int cmd_train(const TrainArgs& a) {
         .normalize(job.normalize_set ? job.normalize : default_normalization(job.data.kind));
   }
   task.on_epoch([&](const EpochReport& r) {
-    std::printf("%s\n", format_epoch_line(r.epoch, job.epochs, r.train_loss, r.test_loss, r.test_acc, r.lr,
-                                          r.samples_per_s, r.seconds)
-                            .c_str());
+    std::string line = format_epoch_line(r.epoch, job.epochs, r.train_loss, r.test_loss, r.test_acc, r.lr,
+                                         r.samples_per_s, r.seconds);
+    if (!std::isnan(r.ema_test_acc)) {
+      char ema[64];
+      std::snprintf(ema, sizeof ema, "  ema top-1 %6.2f%%", 100.0 * r.ema_test_acc);
+      line += ema;
+    }
+    std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   });
   std::printf("job %s: %s, %s, batch %lld, %d epoch%s, %s\n", job.name.c_str(), job.model.describe().c_str(),

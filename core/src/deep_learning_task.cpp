@@ -64,6 +64,7 @@ FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_wei
 FRESCO_SETTER(conv_join_lag(int64_t max_values), conv_join_lag_max_ = max_values)
 FRESCO_SETTER(fork_shortcuts(bool on), fork_shortcuts_ = on)
 FRESCO_SETTER(freeze_first_layer(bool on), freeze_first_layer_ = on)
+FRESCO_SETTER(ema(float decay, int32_t every), (ema_decay_ = decay, ema_every_ = every))
 FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
 FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), conv_stats_ = mode)
 FRESCO_SETTER(grad_sums(CompileOptions::GradSums mode), grad_sums_ = mode)
@@ -152,6 +153,8 @@ void DeepLearningTask::plan() {
   o.conv_join_lag_max = conv_join_lag_max_;
   o.fork_shortcuts = fork_shortcuts_;
   o.freeze_first_layer = freeze_first_layer_;
+  o.ema_decay = ema_decay_;
+  o.ema_every = ema_every_;
   o.fuse_joins = fuse_joins_;
   o.conv_stats = conv_stats_;
   o.grad_sums = grad_sums_;
@@ -178,6 +181,12 @@ void DeepLearningTask::compile() {
   exec_ = std::make_unique<Executor>(*model_, *runtime_);
   exec_->set_augmentation(augment_, seed_);
   init_parameters();
+  for (const auto& [e, w] : ema_pairs()) {  // the average starts as the initial weights
+    const uint64_t bytes = static_cast<uint64_t>(plan.tensor(w).shape.numel()) * sizeof(float);
+    std::vector<float> v(bytes / sizeof(float));
+    runtime_->download(plan, w, v.data(), bytes);
+    runtime_->upload(plan, e, v.data(), bytes);
+  }
   cast_weights();
   FrStepScalars s{};
   s.lr = fr_schedule_lr(&model_->schedule, 0, sched_run_.table.empty() ? nullptr : sched_run_.table.data());
@@ -273,6 +282,11 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
       const EvalResult ev = evaluate();
       r.test_loss = ev.loss;
       r.test_acc = ev.accuracy;
+      if (ema_decay_ > 0.0f) {
+        const EvalResult ea = evaluate(true);
+        r.ema_test_loss = ea.loss;
+        r.ema_test_acc = ea.accuracy;
+      }
     }
     r.seconds = seconds_since(t0);
     epochs_done_ = e + 1;
@@ -319,9 +333,57 @@ float DeepLearningTask::train_step(const uint32_t* idx, int64_t count) {
   return b.loss;
 }
 
-EvalResult DeepLearningTask::evaluate() {
+std::vector<std::pair<TensorId, TensorId>> DeepLearningTask::ema_pairs() const {
+  std::vector<std::pair<TensorId, TensorId>> out;
+  for (const DTensor& t : model_->base_plan().tensors())
+    if (region_family(t.region) == Family::E) out.emplace_back(t.id, t.param_of);
+  return out;
+}
+
+void DeepLearningTask::swap_ema_weights() {
+  const MemoryPlan& plan = model_->base_plan();
+  for (const auto& [e, w] : ema_pairs()) {
+    const uint64_t bytes = static_cast<uint64_t>(plan.tensor(w).shape.numel()) * sizeof(float);
+    std::vector<float> a(bytes / sizeof(float)), b(bytes / sizeof(float));
+    runtime_->download(plan, w, a.data(), bytes);
+    runtime_->download(plan, e, b.data(), bytes);
+    runtime_->upload(plan, w, b.data(), bytes);
+    runtime_->upload(plan, e, a.data(), bytes);
+  }
+  cast_weights();
+}
+
+std::vector<float> DeepLearningTask::read_ema_param(int32_t layer, const std::string& which) {
+  require(Phase::COMPILED, "DeepLearningTask::read_ema_param");
+  FRESCO_CHECK(ema_decay_ > 0.0f, ErrorCode::kUsage, "read_ema_param: the job has no EMA (ema(decay))");
+  swap_ema_weights();
+  std::vector<float> v;
+  try {
+    v = read_param(layer, which);
+  } catch (...) {
+    swap_ema_weights();
+    throw;
+  }
+  swap_ema_weights();
+  return v;
+}
+
+EvalResult DeepLearningTask::evaluate(bool ema) {
   require(Phase::COMPILED, "DeepLearningTask::evaluate");
   FRESCO_CHECK(test_.n > 0, ErrorCode::kUsage, "evaluate: no test set");
+  if (ema) {  // the averaged weights in place of the trained ones for this evaluation
+    FRESCO_CHECK(ema_decay_ > 0.0f, ErrorCode::kUsage, "evaluate(ema): the job has no EMA (ema(decay))");
+    swap_ema_weights();
+    EvalResult r;
+    try {
+      r = evaluate(false);
+    } catch (...) {
+      swap_ema_weights();
+      throw;
+    }
+    swap_ema_weights();
+    return r;
+  }
   FrMetricAccumulators zero{};
   runtime_->upload(model_->base_plan(), model_->t.acc_val, &zero, sizeof(zero));
   exec_->evaluate(test_);

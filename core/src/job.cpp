@@ -26,10 +26,11 @@ using nlohmann::json;
 namespace {
 // The keys of a job file's top level, for the hint when one is given inside a section.
 const std::set<std::string>& top_level_keys() {
-  static const std::set<std::string> keys = {
-      "name", "model",     "data",      "batch_size",         "epochs",
-      "seed", "device",    "precision", "freeze_first_layer", "augment",
-      "loss", "optimizer", "scheduler"};
+  static const std::set<std::string> keys = {"name",       "model",     "data",
+                                             "batch_size", "epochs",    "seed",
+                                             "device",     "precision", "freeze_first_layer",
+                                             "augment",    "loss",      "optimizer",
+                                             "scheduler",  "ema"};
   return keys;
 }
 
@@ -206,6 +207,18 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
                  source + ".augment.crop_pad: must be >= 0, found " + std::to_string(s.augment.crop_pad));
     a.done();
   }
+  if (r.has("ema")) {  // an exponential moving average of the weights: {"decay": 0.999, "every": 1}
+    Reader e{r.at("ema"), source + ".ema", {}};
+    e.object();
+    FRESCO_CHECK(e.has("decay"), ErrorCode::kBadConfig, source + ".ema: missing key \"decay\"");
+    s.ema_decay = e.get<float>("decay", 0.0f);
+    s.ema_every = e.get<int32_t>("every", 1);
+    FRESCO_CHECK(s.ema_decay > 0.0f && s.ema_decay < 1.0f, ErrorCode::kBadConfig,
+                 source + ".ema.decay: must be in (0, 1), found " + std::to_string(s.ema_decay));
+    FRESCO_CHECK(s.ema_every >= 1, ErrorCode::kBadConfig,
+                 source + ".ema.every: must be 1 or more steps, found " + std::to_string(s.ema_every));
+    e.done();
+  }
   if (r.has("loss")) {
     Reader l{r.at("loss"), source + ".loss", {}};
     l.object();
@@ -374,7 +387,8 @@ void configure(DeepLearningTask& task, const JobSpec& job) {
       .loss(job.loss)
       .optimizer(job.optimizer)
       .scheduler(job.scheduler)
-      .freeze_first_layer(job.freeze_first_layer);
+      .freeze_first_layer(job.freeze_first_layer)
+      .ema(job.ema_decay, job.ema_every);
   if (job.normalize_set) task.normalize(job.normalize);
 }
 

@@ -67,6 +67,7 @@ FR_DECLARE_RUN(accumulate_metrics)
 FR_DECLARE_RUN(lr_schedule)
 FR_DECLARE_RUN(step_done)
 FR_DECLARE_RUN(sgd_update)
+FR_DECLARE_RUN(ema_update)
 FR_DECLARE_RUN(adam_update)
 
 namespace {
@@ -130,6 +131,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_LR_SCHEDULE, kAny, nullptr, lr_schedule_run),
     FR_K(FR_RANGE, FR_OP_STEP_DONE, kAny, nullptr, step_done_run),
     FR_K(FR_RANGE, FR_OP_SGD_UPDATE, kF32, nullptr, sgd_update_run),
+    FR_K(FR_RANGE, FR_OP_EMA_UPDATE, kF32, nullptr, ema_update_run),
     FR_K(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, nullptr, adam_update_run),
 };
 #undef FR_K

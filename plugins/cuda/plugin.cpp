@@ -65,6 +65,7 @@ FR_CUDA_KERNEL_RUN(accumulate_metrics);
 FR_CUDA_KERNEL_RUN(lr_schedule);
 FR_CUDA_KERNEL_RUN(step_done);
 FR_CUDA_KERNEL_RUN(sgd_update);
+FR_CUDA_KERNEL_RUN(ema_update);
 FR_CUDA_KERNEL_RUN(adam_update);
 FR_CUDA_KERNEL_RUN(cast);
 FR_CUDA_KERNEL_RUN(cast_range);
@@ -129,6 +130,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_LR_SCHEDULE, kAny, nullptr, lr_schedule_run, nullptr),
     FR_K(FR_RANGE, FR_OP_STEP_DONE, kAny, nullptr, step_done_run, nullptr),
     FR_K(FR_RANGE, FR_OP_SGD_UPDATE, kF32, nullptr, sgd_update_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_EMA_UPDATE, kF32, nullptr, ema_update_run, nullptr),
     FR_K(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, nullptr, adam_update_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run, nullptr),
     FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run, nullptr),

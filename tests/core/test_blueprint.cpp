@@ -163,6 +163,13 @@ TEST(Job, RefusesValuesItCannotHonour) {
       std::string::npos);
   EXPECT_NE(job_error(R"(,"seed":-1)").find("seed: -1 is outside [0, "), std::string::npos);
   EXPECT_NE(job_error(R"(,"augment":{"cutout":-3})").find("augment.cutout: must be >= 0"), std::string::npos);
+  EXPECT_NE(job_error(R"(,"ema":{"decay":1.0})").find("ema.decay: must be in (0, 1)"), std::string::npos);
+  EXPECT_NE(job_error(R"(,"ema":{"every":2})").find("ema: missing key \"decay\""), std::string::npos);
+  const JobSpec ema = parse_job(
+      R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"ema":{"decay":0.99,"every":4}})",
+      "j.json");
+  EXPECT_EQ(ema.ema_decay, 0.99f);
+  EXPECT_EQ(ema.ema_every, 4);
   EXPECT_EQ(
       parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"augment":{"cutout":8}})",
                 "j.json")

@@ -18,7 +18,7 @@ bool conv_case(const std::string& op, std::mt19937& rng, OpCase* c);
 // Batchnorm (training, with the residual add), its folded inference form, channel_affine, the backward.
 bool batchnorm_case(const std::string& op, std::mt19937& rng, OpCase* c);
 // The step's other ops: input normalisation, casts, clear / copy, metrics, the lr schedule, unscale, the loss
-// scale update, SGD and Adam.
+// scale update, SGD, Adam and the EMA.
 bool step_case(const std::string& op, std::mt19937& rng, OpCase* c);
 
 }  // namespace fresco::check

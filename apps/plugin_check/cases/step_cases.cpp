@@ -1,5 +1,6 @@
 // fresco-plugin-check's reference cases for the step's other ops: input normalisation, casts, clear / copy,
-// metrics, the lr schedule, unscale, the loss scale update, SGD and Adam (op_cases.h says what a case is).
+// metrics, the lr schedule, unscale, the loss scale update, SGD, Adam and the EMA (op_cases.h says what a
+// case is).
 #include "cases/case_families.h"
 #include "cases/case_helpers.h"
 #include "reference/lr_schedule.h"
@@ -143,6 +144,20 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
             {rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.m), rel_err(floats(rout[2]), st.v)});
       };
     }
+    return true;
+  }
+  if (op == FR_OP_EMA_UPDATE) {  // after step 5 with every 3: the average moves (decay 0.9), in double
+    const size_t n = 4096 + 17;
+    const auto e = random(rng, n), w = random(rng, n);
+    const FrStepScalars s = scalars(5);
+    c->rin = {f32(w, {1, 1, 1, static_cast<int64_t>(n)}), pod(s)};
+    c->rout = {f32(e, {1, 1, 1, static_cast<int64_t>(n)})};
+    c->params = params_of(FrEmaParams{0.9f, 3});
+    c->error = [=](const auto&, const auto& rout) {
+      std::vector<double> want(n);
+      for (size_t i = 0; i < n; ++i) want[i] = 0.9 * e[i] + 0.1 * w[i];
+      return rel_err(floats(rout[0]), want);
+    };
     return true;
   }
   return false;

@@ -17,7 +17,7 @@ std::vector<const DTensor*> DeepLearningTask::checkpoint_tensors() const {
   std::vector<const DTensor*> out;
   for (const DTensor& t : model_->base_plan().tensors()) {
     const Family f = region_family(t.region);
-    if (f == Family::B || f == Family::W || f == Family::M || f == Family::V ||
+    if (f == Family::B || f == Family::W || f == Family::M || f == Family::V || f == Family::E ||
         t.id == model_->t.step_scalars)
       out.push_back(&t);
   }
@@ -72,6 +72,7 @@ std::string DeepLearningTask::checkpoint_header() const {
   h["epochs"] = epochs_;
   h["seed"] = seed_;
   h["freeze_first_layer"] = freeze_first_layer_;
+  h["ema"] = {{"decay", ema_decay_}, {"every", ema_every_}};
   h["epochs_done"] = epochs_done_;
   h["device"] = device_;  // where it was written; not compared
   return h.dump();
@@ -112,8 +113,8 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
   const json here = json::parse(checkpoint_header());
   static const std::vector<const char*> kModel = {"model", "parameters"};
   static const std::vector<const char*> kJob = {
-      "model", "parameters", "precision", "optimizer", "scheduler",         "loss", "augment", "normalize",
-      "data",  "batch",      "epochs",    "seed",      "freeze_first_layer"};
+      "model", "parameters", "precision", "optimizer", "scheduler",          "loss", "augment", "normalize",
+      "data",  "batch",      "epochs",    "seed",      "freeze_first_layer", "ema"};
   for (const char* key : weights_only ? kModel : kJob) {
     FRESCO_CHECK(saved.contains(key), ErrorCode::kBadData, path + ": the header has no \"" + key + "\"");
     if (saved[key] == here[key]) continue;

@@ -196,6 +196,10 @@ void check_options(const BluePrint& bp, const CompileOptions& o) {
                "early_update_min_macs must be 0 or more, found " + std::to_string(o.early_update_min_macs));
   FRESCO_CHECK(o.early_update_parts >= 0 && o.early_update_parts <= 64, ErrorCode::kBadConfig,
                "early_update_parts must be 0 to 64, found " + std::to_string(o.early_update_parts));
+  FRESCO_CHECK(o.ema_decay == 0.0f || (o.ema_decay > 0.0f && o.ema_decay < 1.0f), ErrorCode::kBadConfig,
+               "ema decay must be in (0, 1) (0: no EMA), found " + std::to_string(o.ema_decay));
+  FRESCO_CHECK(o.ema_every >= 1, ErrorCode::kBadConfig,
+               "ema every must be 1 or more steps, found " + std::to_string(o.ema_every));
   FRESCO_CHECK(o.conv_join_lag_max >= 0, ErrorCode::kBadConfig,
                "conv_join_lag_max must be 0 (off) or more, found " + std::to_string(o.conv_join_lag_max));
 }

@@ -281,6 +281,15 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
         g, GraphId::OPTIMIZER, conv.span.bytes, conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
           return conv_cast_node(m, false, skip, take, e ? "weight cast (early)" : "weight cast");
         });
+  if (m.options.ema_decay > 0.0f) {  // the weights' average after every update of the step (ops.h)
+    auto all = [](Family f) {
+      return RangeRef::regions(param_region(f, ParamKind::BN_BIAS), param_region(f, ParamKind::DEEP_CONV),
+                               DType::F32);
+    };
+    g.add(GraphId::OPTIMIZER,
+          range_node(FR_OP_EMA_UPDATE, {all(Family::W), scalars}, {all(Family::E)}, "ema"))
+        .with_params(FrEmaParams{m.options.ema_decay, m.options.ema_every});
+  }
   if (m.options.precision == DType::F16)  // GradScaler.update: back off after a skipped step, grow after 2000
     g.add(GraphId::OPTIMIZER, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))
         .with_params(FrLossScaleParams{2.0f, 0.5f, 2000, 0});

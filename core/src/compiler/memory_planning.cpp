@@ -70,9 +70,11 @@ void Compiler::create_memory_plans(CompiledModel& m) {
         if (l.kind == LayerKind::CONV) l.grad_sums = bn.grad_sums;  // the conv writes them
       }
   const Optimizer& opt = m.options.optimizer;
-  for (Family f : {Family::G, Family::M, Family::V}) {
+  for (Family f : {Family::G, Family::M, Family::V, Family::E}) {
     if (f == Family::M && !opt.uses_m()) continue;
     if (f == Family::V && !opt.uses_v()) continue;
+    if (f == Family::E && m.options.ema_decay <= 0.0f)
+      continue;  // the weights' average (CompileOptions::ema)
     for (auto& l : a.layers) {
       for (TensorId w : {l.weight, l.bias}) {
         if (w == kNoTensor) continue;

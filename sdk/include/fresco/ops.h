@@ -44,6 +44,17 @@ typedef struct FrLossScaleParams {
   int32_t pad_;
 } FrLossScaleParams;
 
+/* ema_update (range): rout {E (f32): the averaged weights}; rin {W (f32, the same bytes as E), step
+ * scalars}. An exponential moving average of the weights, as torch.optim.swa_utils.AveragedModel with
+ * get_ema_multi_avg_fn(decay) updated after every `every`-th optimizer step: when (step + 1) % every == 0
+ * (step as the scalars hold it before step_done), E = W the first time (step + 1 == every; AveragedModel
+ * copies on its first update) and E = lerp(E, W, 1 - decay) after (fr_ema_step); otherwise E is left. It
+ * runs whether or not loss scaling skipped the step, as AveragedModel does. */
+typedef struct FrEmaParams {
+  float decay;   /* in [0, 1) */
+  int32_t every; /* >= 1 */
+} FrEmaParams;
+
 /* fc: in {x [M,1,1,K] or [M,H,W,C] with H*W*C=K, w [N,K] (PyTorch out,in), b [N] (if has_bias)}; out {y
  * [M,N]}. */
 typedef struct FrFcParams {
@@ -354,6 +365,7 @@ typedef struct FrAdamParams {
 #define FR_OP_UNSCALE_GRADS "unscale_grads"
 #define FR_OP_LOSS_SCALE_UPDATE "loss_scale_update"
 #define FR_OP_CAST_RANGE "cast_range"
+#define FR_OP_EMA_UPDATE "ema_update"
 
 /* Philox streams ("purpose" of a draw), so different uses of one seed never correlate. */
 typedef enum FrRandomPurpose {

@@ -27,6 +27,16 @@ FR_HD float fr_schedule_lr(const FrScheduleParams* p, int32_t step, const float*
   return p->base_lr;
 }
 
+/* ema_update's rule (ops.h): torch.lerp(e, w, weight) as PyTorch computes it (weight = 1 - decay). */
+FR_HD float fr_ema_step(float e, float w, float weight) {
+  return weight < 0.5f ? e + weight * (w - e) : w - (w - e) * (1.0f - weight);
+}
+/* 0: leave E; 1: copy W (the first average); 2: average (ema_update after step `step`). */
+FR_HD int fr_ema_action(int32_t step, int32_t every) {
+  if (every < 1 || (step + 1) % every != 0) return 0;
+  return step + 1 == every ? 1 : 2;
+}
+
 /* End of a training step: one more step; one more applied update unless the optimizers skipped it. */
 FR_HD void fr_step_done(FrStepScalars* s) {
   s->step += 1;

@@ -1,4 +1,4 @@
-// Conformance of the CPU sgd_update and adam_update range ops against PyTorch's algorithms
+// Conformance of the CPU sgd_update, adam_update and ema_update range ops against PyTorch's algorithms
 // (reference/optimizers.h) over several steps: SGD plain / weight decay / momentum / Nesterov, Adam with L2
 // decay, AdamW with decoupled decay. lr and step come from the FrStepScalars range (lr changes every step;
 // step is advanced by step_done, and a resumed run starts at a late step); skip_step != 0 leaves weights and
@@ -304,3 +304,40 @@ TEST(CpuOptimizers, NoKernelForLowPrecisionMasterWeights) {
 }
 
 }  // namespace
+
+// ema_update (ops.h): with every 3, steps 0 and 1 leave E, step 2 copies W (AveragedModel's first update),
+// step 5 averages as torch.lerp(E, W, 1 - decay) in float, steps 3 and 4 leave E again; bad params and sizes
+// are errors.
+TEST(CpuEma, CopiesThenAveragesEveryKthStep) {
+  std::mt19937 rng(5);
+  std::vector<float> w = fresco::test::random_floats(rng, 1031, -1.0f, 1.0f);
+  const std::vector<float> e0 = fresco::test::random_floats(rng, 1031, -1.0f, 1.0f);
+  auto run = [&](std::vector<float>& e, int32_t step, FrEmaParams p) {
+    FrStepScalars s{};
+    s.step = step;
+    OpCall c(FR_OP_EMA_UPDATE);
+    c.rout(range(e)).rin(range(w)).rin(pod_range(s)).params(p);
+    return c;
+  };
+  std::vector<float> e = e0;
+  for (int32_t step : {0, 1}) ASSERT_TRUE(run(e, step, {0.9f, 3}).run());
+  EXPECT_EQ(e, e0);
+  ASSERT_TRUE(run(e, 2, {0.9f, 3}).run());
+  EXPECT_EQ(e, w);
+  const std::vector<float> copied = e;
+  w = fresco::test::random_floats(rng, 1031, -1.0f, 1.0f);
+  for (int32_t step : {3, 4}) ASSERT_TRUE(run(e, step, {0.9f, 3}).run());
+  EXPECT_EQ(e, copied);
+  ASSERT_TRUE(run(e, 5, {0.9f, 3}).run());
+  for (size_t i = 0; i < e.size(); ++i) {
+    const float weight = 1.0f - 0.9f;
+    ASSERT_EQ(e[i], copied[i] + weight * (w[i] - copied[i])) << i;
+  }
+  EXPECT_FALSE(run(e, 5, {1.0f, 3}).run());  // decay must be below 1
+  EXPECT_FALSE(run(e, 5, {0.9f, 0}).run());  // every at least 1
+  std::vector<float> short_e(7);
+  OpCall bad(FR_OP_EMA_UPDATE);
+  FrStepScalars s{};
+  bad.rout(range(short_e)).rin(range(w)).rin(pod_range(s)).params(FrEmaParams{0.9f, 1});
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "E and W sizes differ")) << bad.run_error();
+}

@@ -47,7 +47,8 @@ Normalization default_normalization(const std::string& kind);
 struct EpochReport {
   int epoch = 0;  // 1-based
   double train_loss = 0, train_acc = 0;
-  double test_loss = NAN, test_acc = NAN;  // NaN when the job has no test set (not a 0% accuracy)
+  double test_loss = NAN, test_acc = NAN;          // NaN when the job has no test set (not a 0% accuracy)
+  double ema_test_loss = NAN, ema_test_acc = NAN;  // with the EMA's weights (NaN without an EMA)
   double lr = 0;  // lr the epoch's last step used (the schedule at the step before the device's counter)
   double samples_per_s = 0, train_seconds = 0, seconds = 0;
 };
@@ -105,6 +106,12 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::freeze_first_layer (default off): the first layer (a bias-free conv) keeps its initial
   // weights (or those written by write_param) and gets no weight gradient.
   DeepLearningTask& freeze_first_layer(bool on);
+  // An exponential moving average of the weights (DESIGN §7; CompileOptions::ema_decay):
+  // torch.optim.swa_utils AveragedModel with get_ema_multi_avg_fn(decay), updated on the device after every
+  // `every`-th step (the first update copies the weights); batchnorm's running statistics are not averaged
+  // (AveragedModel's default). evaluate(true) and the epoch reports' ema_ figures evaluate with the averaged
+  // weights. decay in (0, 1); 0 turns it off.
+  DeepLearningTask& ema(float decay, int32_t every = 1);
   // CompileOptions::fuse_head (default on): the training head (last fc, softmax cross-entropy, its input
   // gradient) as one node. The same numbers either way.
   DeepLearningTask& fuse_head(bool on);
@@ -166,11 +173,15 @@ class DeepLearningTask : public TaskBase {
   // Stages samples idx[0..batch) into input buffer A and runs TRANSFER_A of train_base (for node-by-node
   // checks).
   void stage_batch(const uint32_t* idx, int64_t count);
-  EvalResult evaluate();
+  // With ema (the job has an EMA): the averaged weights evaluated in place of the trained ones, which are
+  // put back afterwards.
+  EvalResult evaluate(bool ema = false);
   // Logits of the first `count` test samples (count <= val batch), row-major [count, classes].
   std::vector<float> test_logits(int64_t count);
   // Parameters by layer index and name ("weight", "bias"), in PyTorch layout (fc weight [out, in]).
   std::vector<float> read_param(int32_t layer, const std::string& which);
+  // The EMA's average of that parameter (the job must have an EMA).
+  std::vector<float> read_ema_param(int32_t layer, const std::string& which);
   // The layer index of a BluePrint path ("3", "5.main.0", "5.shortcut.1"; a residual block's own path is its
   // join).
   int32_t layer_index(const std::string& path) const;
@@ -235,6 +246,11 @@ class DeepLearningTask : public TaskBase {
   int64_t conv_join_lag_max_ = 65536;
   bool fork_shortcuts_ = CompileOptions{}.fork_shortcuts;
   bool freeze_first_layer_ = false;
+  float ema_decay_ = 0.0f;
+  int32_t ema_every_ = 1;
+  // The E tensors with their W tensors (the EMA's), and a swap of the two families' values (evaluate(true)).
+  std::vector<std::pair<TensorId, TensorId>> ema_pairs() const;
+  void swap_ema_weights();
   int32_t epochs_done_ = 0;         // run() trains epochs_done_ .. epochs_ - 1
   bool steps_outside_run_ = false;  // train_step() since the last epoch boundary: no checkpoint
   bool fuse_joins_ = true;
