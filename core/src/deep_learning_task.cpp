@@ -64,7 +64,7 @@ FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_wei
 FRESCO_SETTER(conv_join_lag(int64_t max_values), conv_join_lag_max_ = max_values)
 FRESCO_SETTER(fork_shortcuts(bool on), fork_shortcuts_ = on)
 FRESCO_SETTER(freeze_first_layer(bool on), freeze_first_layer_ = on)
-FRESCO_SETTER(ema(float decay, int32_t every), (ema_decay_ = decay, ema_every_ = every))
+FRESCO_SETTER(ema(double decay, int32_t every), (ema_decay_ = decay, ema_every_ = every))
 FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
 FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), conv_stats_ = mode)
 FRESCO_SETTER(grad_sums(CompileOptions::GradSums mode), grad_sums_ = mode)
@@ -282,7 +282,7 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
       const EvalResult ev = evaluate();
       r.test_loss = ev.loss;
       r.test_acc = ev.accuracy;
-      if (ema_decay_ > 0.0f) {
+      if (ema_decay_ > 0.0) {
         const EvalResult ea = evaluate(true);
         r.ema_test_loss = ea.loss;
         r.ema_test_acc = ea.accuracy;
@@ -342,37 +342,28 @@ std::vector<std::pair<TensorId, TensorId>> DeepLearningTask::ema_pairs() const {
 
 void DeepLearningTask::swap_ema_weights() {
   const MemoryPlan& plan = model_->base_plan();
+  // every value read before any is written: a failure while reading leaves both families as they were
+  std::vector<std::pair<std::vector<float>, std::vector<float>>> held;
   for (const auto& [e, w] : ema_pairs()) {
     const uint64_t bytes = static_cast<uint64_t>(plan.tensor(w).shape.numel()) * sizeof(float);
-    std::vector<float> a(bytes / sizeof(float)), b(bytes / sizeof(float));
-    runtime_->download(plan, w, a.data(), bytes);
-    runtime_->download(plan, e, b.data(), bytes);
-    runtime_->upload(plan, w, b.data(), bytes);
-    runtime_->upload(plan, e, a.data(), bytes);
+    held.emplace_back(std::vector<float>(bytes / sizeof(float)), std::vector<float>(bytes / sizeof(float)));
+    runtime_->download(plan, w, held.back().first.data(), bytes);
+    runtime_->download(plan, e, held.back().second.data(), bytes);
+  }
+  size_t k = 0;
+  for (const auto& [e, w] : ema_pairs()) {
+    const auto& [wv, ev] = held[k++];
+    runtime_->upload(plan, w, ev.data(), ev.size() * sizeof(float));
+    runtime_->upload(plan, e, wv.data(), wv.size() * sizeof(float));
   }
   cast_weights();
-}
-
-std::vector<float> DeepLearningTask::read_ema_param(int32_t layer, const std::string& which) {
-  require(Phase::COMPILED, "DeepLearningTask::read_ema_param");
-  FRESCO_CHECK(ema_decay_ > 0.0f, ErrorCode::kUsage, "read_ema_param: the job has no EMA (ema(decay))");
-  swap_ema_weights();
-  std::vector<float> v;
-  try {
-    v = read_param(layer, which);
-  } catch (...) {
-    swap_ema_weights();
-    throw;
-  }
-  swap_ema_weights();
-  return v;
 }
 
 EvalResult DeepLearningTask::evaluate(bool ema) {
   require(Phase::COMPILED, "DeepLearningTask::evaluate");
   FRESCO_CHECK(test_.n > 0, ErrorCode::kUsage, "evaluate: no test set");
   if (ema) {  // the averaged weights in place of the trained ones for this evaluation
-    FRESCO_CHECK(ema_decay_ > 0.0f, ErrorCode::kUsage, "evaluate(ema): the job has no EMA (ema(decay))");
+    FRESCO_CHECK(ema_decay_ > 0.0, ErrorCode::kUsage, "evaluate(ema): the job has no EMA (ema(decay))");
     swap_ema_weights();
     EvalResult r;
     try {
@@ -465,6 +456,22 @@ std::vector<float> DeepLearningTask::read_param(int32_t layer, const std::string
   return v;
 }
 
+std::vector<float> DeepLearningTask::read_ema_param(int32_t layer, const std::string& which) {
+  require(Phase::COMPILED, "DeepLearningTask::read_ema_param");
+  FRESCO_CHECK(ema_decay_ > 0.0, ErrorCode::kUsage, "read_ema_param: the job has no EMA (ema(decay))");
+  const TensorId w = param_tensor(layer, which);
+  for (const auto& [e, of] : ema_pairs()) {
+    if (of != w) continue;
+    const DTensor& t = model_->base_plan().tensor(e);
+    std::vector<float> v(static_cast<size_t>(t.shape.numel()));
+    runtime_->download(model_->base_plan(), e, v.data(), v.size() * sizeof(float));
+    if (model_->arch.layers[static_cast<size_t>(layer)].kind == LayerKind::CONV && which == "weight")
+      return permute_conv_weight(v, t.shape, false);
+    return v;
+  }
+  throw Error(ErrorCode::kInternal, "read_ema_param: no average planned for layer " + std::to_string(layer));
+}
+
 void DeepLearningTask::write_param(int32_t layer, const std::string& which,
                                    const std::vector<float>& values) {
   require(Phase::COMPILED, "DeepLearningTask::write_param");
@@ -473,12 +480,14 @@ void DeepLearningTask::write_param(int32_t layer, const std::string& which,
   FRESCO_CHECK(static_cast<int64_t>(values.size()) == n, ErrorCode::kBadData,
                "write_param layer " + std::to_string(layer) + " " + which + ": expected " +
                    std::to_string(n) + " values, found " + std::to_string(values.size()));
-  if (model_->arch.layers[static_cast<size_t>(layer)].kind == LayerKind::CONV && which == "weight") {
-    const std::vector<float> krsc = permute_conv_weight(values, model_->base_plan().tensor(id).shape, true);
-    runtime_->upload(model_->base_plan(), id, krsc.data(), krsc.size() * sizeof(float));
-  } else {
-    runtime_->upload(model_->base_plan(), id, values.data(), values.size() * sizeof(float));
-  }
+  std::vector<float> stored = values;
+  if (model_->arch.layers[static_cast<size_t>(layer)].kind == LayerKind::CONV && which == "weight")
+    stored = permute_conv_weight(values, model_->base_plan().tensor(id).shape, true);
+  runtime_->upload(model_->base_plan(), id, stored.data(), stored.size() * sizeof(float));
+  // before the first step the EMA's average is the weights themselves: it follows what is written
+  if (ema_decay_ > 0.0 && exec_->read_scalars().step == 0)
+    for (const auto& [e, w] : ema_pairs())
+      if (w == id) runtime_->upload(model_->base_plan(), e, stored.data(), stored.size() * sizeof(float));
   cast_weights();
 }
 

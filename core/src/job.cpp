@@ -211,7 +211,7 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     Reader e{r.at("ema"), source + ".ema", {}};
     e.object();
     FRESCO_CHECK(e.has("decay"), ErrorCode::kBadConfig, source + ".ema: missing key \"decay\"");
-    s.ema_decay = e.get<float>("decay", 0.0f);
+    s.ema_decay = e.get<double>("decay", 0.0);
     s.ema_every = e.get<int32_t>("every", 1);
     FRESCO_CHECK(s.ema_decay > 0.0f && s.ema_decay < 1.0f, ErrorCode::kBadConfig,
                  source + ".ema.decay: must be in (0, 1), found " + std::to_string(s.ema_decay));

@@ -168,7 +168,7 @@ TEST(Job, RefusesValuesItCannotHonour) {
   const JobSpec ema = parse_job(
       R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"ema":{"decay":0.99,"every":4}})",
       "j.json");
-  EXPECT_EQ(ema.ema_decay, 0.99f);
+  EXPECT_EQ(ema.ema_decay, 0.99);  // kept as the double it is, as PyTorch keeps it
   EXPECT_EQ(ema.ema_every, 4);
   EXPECT_EQ(
       parse_job(R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"augment":{"cutout":8}})",

@@ -152,7 +152,7 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
     const FrStepScalars s = scalars(5);
     c->rin = {f32(w, {1, 1, 1, static_cast<int64_t>(n)}), pod(s)};
     c->rout = {f32(e, {1, 1, 1, static_cast<int64_t>(n)})};
-    c->params = params_of(FrEmaParams{0.9f, 3});
+    c->params = params_of(FrEmaParams{static_cast<float>(1.0 - 0.9), 3});
     c->error = [=](const auto&, const auto& rout) {
       std::vector<double> want(n);
       for (size_t i = 0; i < n; ++i) want[i] = 0.9 * e[i] + 0.1 * w[i];

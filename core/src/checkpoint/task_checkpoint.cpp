@@ -165,16 +165,21 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
 }
 
 // The weights-only form: the B and W tensors found by name (the optimizer's state and the counters stay
-// this job's), each checked for its size before any is written.
+// this job's), each checked for its size before any is written; this job's EMA (E) takes the file's average
+// where the file has one, else the loaded weights.
 void DeepLearningTask::load_checkpoint_weights(const std::string& path, const checkpoint::Contents& c) {
   std::vector<std::pair<const DTensor*, const checkpoint::Record*>> writes;
+  auto record = [&](const std::string& name) -> const checkpoint::Record* {
+    for (const checkpoint::Record& r : c.records)
+      if (r.name == name) return &r;
+    return nullptr;
+  };
   for (const DTensor* t : checkpoint_tensors()) {
     const Family f = region_family(t->region);
-    if (f != Family::B && f != Family::W) continue;
+    if (f != Family::B && f != Family::W && f != Family::E) continue;
     const std::string name = checkpoint_name(*t);
-    const checkpoint::Record* found = nullptr;
-    for (const checkpoint::Record& r : c.records)
-      if (r.name == name) found = &r;
+    const checkpoint::Record* found = record(name);
+    if (!found && f == Family::E) found = record(checkpoint_name(model_->base_plan().tensor(t->param_of)));
     FRESCO_CHECK(found, ErrorCode::kBadData, path + ": no tensor " + name);
     const uint64_t bytes = static_cast<uint64_t>(t->shape.numel()) * dtype_size(t->dtype);
     FRESCO_CHECK(found->bytes.size() == bytes, ErrorCode::kBadData,

@@ -288,7 +288,7 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
     };
     g.add(GraphId::OPTIMIZER,
           range_node(FR_OP_EMA_UPDATE, {all(Family::W), scalars}, {all(Family::E)}, "ema"))
-        .with_params(FrEmaParams{m.options.ema_decay, m.options.ema_every});
+        .with_params(FrEmaParams{static_cast<float>(1.0 - m.options.ema_decay), m.options.ema_every});
   }
   if (m.options.precision == DType::F16)  // GradScaler.update: back off after a skipped step, grow after 2000
     g.add(GraphId::OPTIMIZER, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))

@@ -1,4 +1,4 @@
-// CPU range op ema_update (ops.h): E = W after the first averaged step, then E = lerp(E, W, 1 - decay) after
+// CPU range op ema_update (ops.h): E = W after the first averaged step, then E = lerp(E, W, weight) after
 // every `every`-th step (fr_ema_step, fr_ema_action). Test: test_optimizers.cpp.
 #include "cpu_common.h"
 #include "fresco/update_rules.h"
@@ -11,8 +11,8 @@ FR_CPU_KERNEL_RUN(ema_update) {
     FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
                     "ema_update: step scalars range too small");
     const auto& p = sdk::params<FrEmaParams>(call);
-    FR_PLUGIN_CHECK(p.decay >= 0.0f && p.decay < 1.0f && p.every >= 1, FR_ERR_INVALID_ARGUMENT,
-                    "ema_update: need 0 <= decay < 1 and every >= 1");
+    FR_PLUGIN_CHECK(p.weight > 0.0f && p.weight <= 1.0f && p.every >= 1, FR_ERR_INVALID_ARGUMENT,
+                    "ema_update: need 0 < weight <= 1 and every >= 1");
     const uint64_t n = sdk::count<float>(call->rout[0]);
     FR_PLUGIN_CHECK(sdk::count<float>(call->rin[0]) == n, FR_ERR_INVALID_ARGUMENT,
                     "ema_update: E and W sizes differ");
@@ -21,7 +21,7 @@ FR_CPU_KERNEL_RUN(ema_update) {
     if (action == 0) return;
     float* e = sdk::data<float>(call->rout[0]);
     const float* w = sdk::data<float>(call->rin[0]);
-    const float weight = 1.0f - p.decay;
+    const float weight = p.weight;
     parallel_chunks(static_cast<int64_t>(n), 1 << 14, [&](int64_t a, int64_t b) {
       for (int64_t i = a; i < b; ++i) e[i] = action == 1 ? w[i] : fr_ema_step(e[i], w[i], weight);
     });

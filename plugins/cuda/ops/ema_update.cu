@@ -2,7 +2,7 @@
 // fr_ema_step of fresco/update_rules.h, so the CPU and the GPU average alike; the step is read from S-region
 // memory inside the kernel. A plain launch: it starts after the last update has finished, and step_done
 // (launched after it as a programmatic dependent) starts only once it has exited. Test:
-// tests/plugins/cuda/test_cuda_ops.cpp (vs the CPU kernel), test_cuda_ema.cpp.
+// tests/plugins/cuda/test_cuda_ema.cpp.
 #include "fresco/update_rules.h"
 #include "ops/dependent_launch.cuh"
 
@@ -13,7 +13,7 @@ __global__ void ema_kernel(float* __restrict__ e, const float* __restrict__ w, i
                            const FrStepScalars* __restrict__ s) {
   const int action = fr_ema_action(s->step, p.every);
   if (action == 0) return;
-  const float weight = 1.0f - p.decay;
+  const float weight = p.weight;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
     e[i] = action == 1 ? w[i] : fr_ema_step(e[i], w[i], weight);
@@ -26,8 +26,8 @@ FR_CUDA_KERNEL_RUN(ema_update) {
     FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
                     "ema_update: step scalars range too small");
     const auto& p = sdk::params<FrEmaParams>(call);
-    FR_PLUGIN_CHECK(p.decay >= 0.0f && p.decay < 1.0f && p.every >= 1, FR_ERR_INVALID_ARGUMENT,
-                    "ema_update: need 0 <= decay < 1 and every >= 1");
+    FR_PLUGIN_CHECK(p.weight > 0.0f && p.weight <= 1.0f && p.every >= 1, FR_ERR_INVALID_ARGUMENT,
+                    "ema_update: need 0 < weight <= 1 and every >= 1");
     const int64_t n = static_cast<int64_t>(sdk::count<float>(call->rout[0]));
     FR_PLUGIN_CHECK(static_cast<int64_t>(sdk::count<float>(call->rin[0])) == n, FR_ERR_INVALID_ARGUMENT,
                     "ema_update: E and W sizes differ");

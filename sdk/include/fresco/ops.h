@@ -48,10 +48,10 @@ typedef struct FrLossScaleParams {
  * scalars}. An exponential moving average of the weights, as torch.optim.swa_utils.AveragedModel with
  * get_ema_multi_avg_fn(decay) updated after every `every`-th optimizer step: when (step + 1) % every == 0
  * (step as the scalars hold it before step_done), E = W the first time (step + 1 == every; AveragedModel
- * copies on its first update) and E = lerp(E, W, 1 - decay) after (fr_ema_step); otherwise E is left. It
+ * copies on its first update) and E = lerp(E, W, weight) after (fr_ema_step); otherwise E is left. It
  * runs whether or not loss scaling skipped the step, as AveragedModel does. */
 typedef struct FrEmaParams {
-  float decay;   /* in [0, 1) */
+  float weight;  /* 1 - decay, computed in double and rounded once (PyTorch's lerp weight); in (0, 1] */
   int32_t every; /* >= 1 */
 } FrEmaParams;
 

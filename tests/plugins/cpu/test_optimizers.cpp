@@ -309,6 +309,7 @@ TEST(CpuOptimizers, NoKernelForLowPrecisionMasterWeights) {
 // step 5 averages as torch.lerp(E, W, 1 - decay) in float, steps 3 and 4 leave E again; bad params and sizes
 // are errors.
 TEST(CpuEma, CopiesThenAveragesEveryKthStep) {
+  const auto kWeight = static_cast<float>(1.0 - 0.9);  // decay 0.9, as PyTorch passes lerp its weight
   std::mt19937 rng(5);
   std::vector<float> w = fresco::test::random_floats(rng, 1031, -1.0f, 1.0f);
   const std::vector<float> e0 = fresco::test::random_floats(rng, 1031, -1.0f, 1.0f);
@@ -320,24 +321,23 @@ TEST(CpuEma, CopiesThenAveragesEveryKthStep) {
     return c;
   };
   std::vector<float> e = e0;
-  for (int32_t step : {0, 1}) ASSERT_TRUE(run(e, step, {0.9f, 3}).run());
+  for (int32_t step : {0, 1}) ASSERT_TRUE(run(e, step, {kWeight, 3}).run());
   EXPECT_EQ(e, e0);
-  ASSERT_TRUE(run(e, 2, {0.9f, 3}).run());
+  ASSERT_TRUE(run(e, 2, {kWeight, 3}).run());
   EXPECT_EQ(e, w);
   const std::vector<float> copied = e;
   w = fresco::test::random_floats(rng, 1031, -1.0f, 1.0f);
-  for (int32_t step : {3, 4}) ASSERT_TRUE(run(e, step, {0.9f, 3}).run());
+  for (int32_t step : {3, 4}) ASSERT_TRUE(run(e, step, {kWeight, 3}).run());
   EXPECT_EQ(e, copied);
-  ASSERT_TRUE(run(e, 5, {0.9f, 3}).run());
+  ASSERT_TRUE(run(e, 5, {kWeight, 3}).run());
   for (size_t i = 0; i < e.size(); ++i) {
-    const float weight = 1.0f - 0.9f;
-    ASSERT_EQ(e[i], copied[i] + weight * (w[i] - copied[i])) << i;
+    ASSERT_EQ(e[i], copied[i] + kWeight * (w[i] - copied[i])) << i;
   }
-  EXPECT_FALSE(run(e, 5, {1.0f, 3}).run());  // decay must be below 1
-  EXPECT_FALSE(run(e, 5, {0.9f, 0}).run());  // every at least 1
+  EXPECT_FALSE(run(e, 5, {0.0f, 3}).run());     // the weight (1 - decay) must be above 0
+  EXPECT_FALSE(run(e, 5, {kWeight, 0}).run());  // every at least 1
   std::vector<float> short_e(7);
   OpCall bad(FR_OP_EMA_UPDATE);
   FrStepScalars s{};
-  bad.rout(range(short_e)).rin(range(w)).rin(pod_range(s)).params(FrEmaParams{0.9f, 1});
+  bad.rout(range(short_e)).rin(range(w)).rin(pod_range(s)).params(FrEmaParams{kWeight, 1});
   EXPECT_TRUE(fresco::test::contains(bad.run_error(), "E and W sizes differ")) << bad.run_error();
 }

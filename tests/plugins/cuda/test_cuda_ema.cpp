@@ -21,7 +21,7 @@ TEST(CudaEma, AveragesTheWeightsLikeAveragedModel) {
       .optimizer(SGD(0.9f).base_lr(0.1f))
       .device("cuda")
       .seed(7)
-      .ema(0.8f, 2);
+      .ema(0.8, 2);
   t.compile();
   std::vector<uint32_t> idx(64);
   std::iota(idx.begin(), idx.end(), 0u);
@@ -34,7 +34,7 @@ TEST(CudaEma, AveragesTheWeightsLikeAveragedModel) {
       if (action == 1)
         want[i] = w[i];
       else if (action == 2)
-        want[i] = fr_ema_step(want[i], w[i], 1.0f - 0.8f);
+        want[i] = fr_ema_step(want[i], w[i], static_cast<float>(1.0 - 0.8));
     const std::vector<float> got = t.read_ema_param(1, "weight");
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)

@@ -247,7 +247,7 @@ struct CompileOptions {
   bool freeze_first_layer = false;
   // An exponential moving average of the weights (E family, ema_update in OPTIMIZER; ops.h): decay in
   // (0, 1), updated after every `ema_every`-th step; 0: none.
-  float ema_decay = 0.0f;
+  double ema_decay = 0.0;
   int32_t ema_every = 1;
   // Compute precision of the maps: F32, or BF16 / F16 for mixed precision (DESIGN §3, §7): convolutions,
   // batchnorm, activations, pools and residual adds run on low-precision maps with low-precision copies of

@@ -108,10 +108,10 @@ class DeepLearningTask : public TaskBase {
   DeepLearningTask& freeze_first_layer(bool on);
   // An exponential moving average of the weights (DESIGN §7; CompileOptions::ema_decay):
   // torch.optim.swa_utils AveragedModel with get_ema_multi_avg_fn(decay), updated on the device after every
-  // `every`-th step (the first update copies the weights); batchnorm's running statistics are not averaged
-  // (AveragedModel's default). evaluate(true) and the epoch reports' ema_ figures evaluate with the averaged
-  // weights. decay in (0, 1); 0 turns it off.
-  DeepLearningTask& ema(float decay, int32_t every = 1);
+  // `every`-th step (the first update copies the weights); batchnorm's running statistics are not averaged,
+  // and evaluations with the average use the model's current ones. evaluate(true) and the epoch reports' ema_
+  // figures evaluate with the averaged weights. decay in (0, 1); 0 turns it off.
+  DeepLearningTask& ema(double decay, int32_t every = 1);
   // CompileOptions::fuse_head (default on): the training head (last fc, softmax cross-entropy, its input
   // gradient) as one node. The same numbers either way.
   DeepLearningTask& fuse_head(bool on);
@@ -246,7 +246,7 @@ class DeepLearningTask : public TaskBase {
   int64_t conv_join_lag_max_ = 65536;
   bool fork_shortcuts_ = CompileOptions{}.fork_shortcuts;
   bool freeze_first_layer_ = false;
-  float ema_decay_ = 0.0f;
+  double ema_decay_ = 0.0;  // a double, as PyTorch's decay: the lerp weight is 1 - decay rounded once
   int32_t ema_every_ = 1;
   // The E tensors with their W tensors (the EMA's), and a swap of the two families' values (evaluate(true)).
   std::vector<std::pair<TensorId, TensorId>> ema_pairs() const;

@@ -26,7 +26,7 @@ struct JobSpec {
   data::Augmentation augment;       // "augment": {"crop_pad": N, "flip": true|false}
   DType precision = DType::F32;     // "precision": "fp32" | "bf16" | "fp16" (fp16 and bf16 need a GPU)
   bool freeze_first_layer = false;  // "freeze_first_layer": true (CompileOptions::freeze_first_layer)
-  float ema_decay = 0.0f;           // "ema": {"decay": d, "every": k} (DeepLearningTask::ema); 0: none
+  double ema_decay = 0.0;           // "ema": {"decay": d, "every": k} (DeepLearningTask::ema); 0: none
   int32_t ema_every = 1;
   CrossEntropyLoss loss;
   Optimizer optimizer = AdamW();
