@@ -39,6 +39,11 @@ TEST(CudaCheckpoint, ResumedRunEndsWithTheBitsOfAnUninterruptedOne) {
   const data::Dataset samples =
       e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
   const std::string path = (std::filesystem::temp_directory_path() / "fresco_cuda_resume.ckpt").string();
+  // Every compile takes the same algorithms (the GEMMs' from one tuning file, cuDNN's heuristic first
+  // choices), as the other same-bits tests do: timing them again per compile may pick others.
+  const gpu_test::TempPath tuning("fresco_checkpoint_");
+  const gpu_test::ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path),
+      find("FRESCO_CUDNN_AUTOTUNE", "0");
   for (DType precision : {DType::F32, DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtype_name(precision));
     auto straight = job(samples, precision, "cuda");
