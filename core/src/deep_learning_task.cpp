@@ -445,9 +445,8 @@ std::vector<float> permute_conv_weight(const std::vector<float>& v, const Shape&
 }
 }  // namespace
 
-std::vector<float> DeepLearningTask::read_param(int32_t layer, const std::string& which) {
-  require(Phase::COMPILED, "DeepLearningTask::read_param");
-  const TensorId id = param_tensor(layer, which);
+// Tensor `id` (layer's parameter `which`, or its EMA) in PyTorch's layout.
+std::vector<float> DeepLearningTask::read_param_values(int32_t layer, const std::string& which, TensorId id) {
   const DTensor& t = model_->base_plan().tensor(id);
   std::vector<float> v(static_cast<size_t>(t.shape.numel()));
   runtime_->download(model_->base_plan(), id, v.data(), v.size() * sizeof(float));
@@ -456,19 +455,17 @@ std::vector<float> DeepLearningTask::read_param(int32_t layer, const std::string
   return v;
 }
 
+std::vector<float> DeepLearningTask::read_param(int32_t layer, const std::string& which) {
+  require(Phase::COMPILED, "DeepLearningTask::read_param");
+  return read_param_values(layer, which, param_tensor(layer, which));
+}
+
 std::vector<float> DeepLearningTask::read_ema_param(int32_t layer, const std::string& which) {
   require(Phase::COMPILED, "DeepLearningTask::read_ema_param");
   FRESCO_CHECK(ema_decay_ > 0.0, ErrorCode::kUsage, "read_ema_param: the job has no EMA (ema(decay))");
   const TensorId w = param_tensor(layer, which);
-  for (const auto& [e, of] : ema_pairs()) {
-    if (of != w) continue;
-    const DTensor& t = model_->base_plan().tensor(e);
-    std::vector<float> v(static_cast<size_t>(t.shape.numel()));
-    runtime_->download(model_->base_plan(), e, v.data(), v.size() * sizeof(float));
-    if (model_->arch.layers[static_cast<size_t>(layer)].kind == LayerKind::CONV && which == "weight")
-      return permute_conv_weight(v, t.shape, false);
-    return v;
-  }
+  for (const auto& [e, of] : ema_pairs())
+    if (of == w) return read_param_values(layer, which, e);
   throw Error(ErrorCode::kInternal, "read_ema_param: no average planned for layer " + std::to_string(layer));
 }
 

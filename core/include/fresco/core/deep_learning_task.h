@@ -251,6 +251,7 @@ class DeepLearningTask : public TaskBase {
   // The E tensors with their W tensors (the EMA's), and a swap of the two families' values (evaluate(true)).
   std::vector<std::pair<TensorId, TensorId>> ema_pairs() const;
   void swap_ema_weights();
+  std::vector<float> read_param_values(int32_t layer, const std::string& which, TensorId id);
   int32_t epochs_done_ = 0;         // run() trains epochs_done_ .. epochs_ - 1
   bool steps_outside_run_ = false;  // train_step() since the last epoch boundary: no checkpoint
   bool fuse_joins_ = true;
