@@ -110,6 +110,9 @@ struct Context {
   // kernels were built for 9.0 or newer (device_code_has_dependent_launch), unless
   // FRESCO_CUDA_DEPENDENT_LAUNCH=0.
   bool dependent_launch = false;
+  // With dependent_launch and FRESCO_CUDA_BN_DEPENDENT_LAUNCH=1: the training batchnorm forward's finalize
+  // and apply pass launch as programmatic dependents of the kernel before each (off by default until timed).
+  bool bn_dependent_launch = false;
   std::map<std::string, ConvChoice> conv_choice;
 };
 

@@ -20,6 +20,7 @@
 #include "ops/batchnorm_relu_mask.cuh"
 #include "ops/channel_moments.h"
 #include "ops/channel_sums.cuh"
+#include "ops/dependent_launch.cuh"
 
 namespace fresco::cuda {
 
@@ -45,7 +46,11 @@ __device__ float2 bn_finalize_channel(int64_t c, float mean, double var, const B
   return bn_scale_shift(o.gamma[c], o.beta[c], mean, static_cast<float>(invstd));
 }
 
+// The finalizes and the apply pass may run as programmatic dependents of the kernel before them
+// (bn_dependent_launch below): each waits for it first, and each finalize lets its apply pass launch early.
 __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, BnOutputs o, float* coef) {
+  wait_for_prior_kernels();
+  allow_dependent_launch();
   const int64_t c0 = finalize_first_channel();
   const double2 t = channel_totals(k, part, c0);
   const int64_t c = finalize_owner(k, c0);
@@ -60,6 +65,8 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, BnOutput
 
 // From the sums, one thread per channel (for the apply kernels that read coef).
 __global__ void bn_finalize_sums_kernel(int64_t channels, const float* sums, BnOutputs o, float* coef) {
+  wait_for_prior_kernels();
+  allow_dependent_launch();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   float mean = 0.0f;
@@ -87,6 +94,7 @@ __global__ void bn_apply_kernel(const T* x, const T* r, const float* coef, T* y,
 template <class T, bool Residual>
 __global__ void __launch_bounds__(kFixedThreads)
     bn_apply_vec_kernel(const T* x, const T* r, const float* coef, T* y, int64_t nvec, int64_t c, int relu) {
+  wait_for_prior_kernels();
   constexpr int V = Vec16<T>::kN;
   const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
   float scale[V], shift[V];
@@ -197,20 +205,34 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       const T* r = static_cast<const T*>(residual);
       T* y = stats ? sdk::data<T>(call->out[0]) : nullptr;
       const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x, coef});
+      // The finalize and the apply pass as programmatic dependents of the kernel before each (the forward
+      // has no side stream whose blocks their early residency would keep out; dependent_launch.cuh).
+      const Context* pdl = ctx_of(ctx)->bn_dependent_launch ? ctx_of(ctx) : nullptr;
+      auto launch = [&](auto kernel, dim3 grid, dim3 block, auto... args) {
+        if (pdl)
+          launch_after_prior(pdl, kernel, grid, block, st, args...);
+        else
+          kernel<<<grid, block, 0, st>>>(args...);
+      };
       if (sums) {
-        bn_finalize_sums_kernel<<<static_cast<unsigned>((c + 127) / 128), 128, 0, st>>>(c, sums, o, coef);
+        launch(bn_finalize_sums_kernel, dim3(static_cast<unsigned>((c + 127) / 128)), dim3(128), c, sums, o,
+               coef);
       } else {
         launch_channel_moments(call->in[0].dtype, call->in[0].data, k.rows, k.c, part, st);
-        bn_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(k, part, o, coef);
+        launch(bn_finalize_kernel, dim3(finalize_blocks(c)), dim3(kFinalizeThreads), k,
+               static_cast<const double*>(part), o, coef);
       }
       if (!y) return;  // statistics only
       if (vec) {
         const int64_t nv = total / Vec16<T>::kN;
         const unsigned vblocks = grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count);
+        const float* cf = coef;
         if (r)
-          bn_apply_vec_kernel<T, true><<<vblocks, kFixedThreads, 0, st>>>(x, r, coef, y, nv, c, p.relu);
+          launch(bn_apply_vec_kernel<T, true>, dim3(vblocks), dim3(kFixedThreads), x, r, cf, y, nv, c,
+                 p.relu);
         else
-          bn_apply_vec_kernel<T, false><<<vblocks, kFixedThreads, 0, st>>>(x, r, coef, y, nv, c, p.relu);
+          launch(bn_apply_vec_kernel<T, false>, dim3(vblocks), dim3(kFixedThreads), x, r, cf, y, nv, c,
+                 p.relu);
       } else {
         bn_apply_kernel<T><<<blocks, 256, 0, st>>>(x, r, coef, y, total, c, p.relu);
       }

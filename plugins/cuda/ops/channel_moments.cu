@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "ops/channel_sums.cuh"
+#include "ops/dependent_launch.cuh"
 
 namespace fresco::cuda {
 
@@ -20,6 +21,7 @@ __global__ void moments_kernel(const T* x, ChannelChunks k, double* part) {
 // significant bits; ResNet-18 bf16: 337 -> 316 us per step), in double for f32 maps.
 template <class T>
 __global__ void __launch_bounds__(kVecThreads) moments_vec_kernel(const T* x, ChannelChunks k, double* part) {
+  allow_dependent_launch();  // a batchnorm's finalize may wait beside it (batchnorm.cu)
   using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
   vector_channel_partials<T, Acc>(k, part,
                                   [&](int64_t r, int cv, Acc(&a)[Vec16<T>::kN], Acc(&b)[Vec16<T>::kN]) {
@@ -41,6 +43,7 @@ struct FinalizeTargets {
 };
 
 __global__ void sums_finalize_kernel(ChannelChunks k, FinalizeTargets o) {
+  allow_dependent_launch();  // a batchnorm's finalize from these sums may wait beside it (batchnorm.cu)
   const double* part = o.part[blockIdx.y];
   float* sums = o.sums[blockIdx.y];
   const int64_t c0 = finalize_first_channel();

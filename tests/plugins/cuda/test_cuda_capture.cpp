@@ -174,6 +174,33 @@ TEST(CudaCapture, DependentLaunchGivesTheSameBits) {
   expect_same_bits(snaps[0], snaps[1], "with dependent launch");
 }
 
+// The training batchnorm forward's finalize and apply pass as programmatic dependents
+// (FRESCO_CUDA_BN_DEPENDENT_LAUNCH): each waits for the kernel before it, so the small residual network
+// trains to the same bits with them as without, in fp32, bf16 (the batchnorm's own statistics, its finalize
+// after the moments pass) and fp16 (the statistics from the conv's sums, its finalize after theirs).
+TEST(CudaCapture, BatchnormDependentLaunchGivesTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  const TempPath tuning("fresco_bn_dependent_launch_");
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
+  for (DType precision : {DType::F32, DType::BF16, DType::F16}) {
+    std::vector<float> losses[2];
+    Snapshot snaps[2];
+    for (int on = 0; on < 2; ++on) {
+      const ScopedEnv pdl("FRESCO_CUDA_BN_DEPENDENT_LAUNCH", on ? "1" : "0");
+      DeepLearningTask t;
+      test::configure_small_residual(t);
+      t.device("cuda").precision(precision);
+      t.compile();
+      losses[on] = test::train_small_residual(t, 6);
+      snaps[on] = t.snapshot();
+    }
+    EXPECT_NE(losses[0].front(), losses[0].back()) << dtype_name(precision);  // it really trained
+    EXPECT_EQ(losses[0], losses[1]) << dtype_name(precision);
+    expect_same_bits(snaps[0], snaps[1],
+                     std::string("with batchnorm dependent launch, ") + dtype_name(precision));
+  }
+}
+
 // CompileOptions::conv_join_lag_max on the GPU, where the lagged weight gradient really runs beside the next
 // input gradient: the small residual network trains to the same bits with every conv join lagged as without
 // (a buffer freed too early, or a gradient read before it is written, would change them).
