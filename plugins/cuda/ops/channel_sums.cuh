@@ -90,20 +90,28 @@ inline bool vector_partials_fit(const ChannelChunks& k, std::initializer_list<co
 // Float rounding over n terms is at most ~n * 6e-8 of their magnitude (1e-4 at n = 1568), below the maps'
 // own rounding (2^-8 in bf16); the block and chunk sums are double either way.
 // The block's chunk partials of one pair of per-thread sums (the thread layout above), added over the row
-// lanes in order through the shared arrays sa, sb (kVecThreads * V doubles each; the caller syncs before
-// reusing them).
+// lanes in order through the shared arrays sa, sb (kVecSlots<V> doubles each; the caller syncs before
+// reusing them). Thread t's V sums lie at slot t * (V + 1): the pad word spreads a warp's stores over all
+// the banks, where V-double rows put every thread of a warp on the same two or four banks (a 16-way
+// conflict in bf16 on each of the 2V stores, about 2-4 us per call at ResNet-18's shapes: every block
+// reaches this at once).
+template <int V>
+constexpr int kVecSlots = kVecThreads*(V + 1);
 template <int V, class Acc>
 __device__ void write_vector_partials(const ChannelChunks k, double* part, const Acc (&a)[V],
                                       const Acc (&b)[V], double* sa, double* sb) {
   const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
   const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
-  if (lane < lanes)
+  if (lane < lanes) {
+    const int at = (lane * cvs + cv) * (V + 1);
 #pragma unroll
-    for (int j = 0; j < V; ++j) sa[lane * k.c + cv * V + j] = a[j], sb[lane * k.c + cv * V + j] = b[j];
+    for (int j = 0; j < V; ++j) sa[at + j] = a[j], sb[at + j] = b[j];
+  }
   __syncthreads();
   for (int64_t c = threadIdx.x; c < k.c; c += kVecThreads) {
+    const int at = static_cast<int>(c / V) * (V + 1) + static_cast<int>(c % V), row = cvs * (V + 1);
     double ta = 0.0, tb = 0.0;
-    for (int l = 0; l < lanes; ++l) ta += sa[l * k.c + c], tb += sb[l * k.c + c];
+    for (int l = 0; l < lanes; ++l) ta += sa[l * row + at], tb += sb[l * row + at];
     part[(blockIdx.x * k.c + c) * 2] = ta;
     part[(blockIdx.x * k.c + c) * 2 + 1] = tb;
   }
@@ -114,7 +122,7 @@ __device__ void write_vector_partials(const ChannelChunks k, double* part, const
 template <class T, class Acc, int P, class F>
 __device__ void vector_channel_partials_n(const ChannelChunks k, double* const (&part)[P], F add_row) {
   constexpr int V = Vec16<T>::kN;
-  __shared__ double sa[kVecThreads * V], sb[kVecThreads * V];
+  __shared__ double sa[kVecSlots<V>], sb[kVecSlots<V>];
   const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
   const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
   Acc acc[P][2][V];
