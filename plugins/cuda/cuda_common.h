@@ -113,6 +113,10 @@ struct Context {
   // With dependent_launch and FRESCO_CUDA_BN_DEPENDENT_LAUNCH=1: the training batchnorm forward's finalize
   // and apply pass launch as programmatic dependents of the kernel before each (off by default until timed).
   bool bn_dependent_launch = false;
+  // Channels per block of the training batchnorm forward's finalize from its own moments pass
+  // (channel_totals): 16, or 4 with FRESCO_CUDA_BN_FINALIZE_CHANNELS=4 (four times the blocks, each warp's
+  // loads a quarter as deep; off until timed).
+  int bn_finalize_channels = 16;
   std::map<std::string, ConvChoice> conv_choice;
 };
 

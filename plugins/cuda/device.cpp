@@ -90,6 +90,9 @@ FrError* context_create(int32_t index, void** out) noexcept {
       c->dependent_launch = major >= 9 && device_code_has_dependent_launch() &&
                             env_switch("FRESCO_CUDA_DEPENDENT_LAUNCH", true);
       c->bn_dependent_launch = c->dependent_launch && env_switch("FRESCO_CUDA_BN_DEPENDENT_LAUNCH", false);
+      c->bn_finalize_channels = env_int("FRESCO_CUDA_BN_FINALIZE_CHANNELS", 16, 4, 16);
+      FR_PLUGIN_CHECK(c->bn_finalize_channels == 4 || c->bn_finalize_channels == 16, FR_ERR_INVALID_ARGUMENT,
+                      "cuda: FRESCO_CUDA_BN_FINALIZE_CHANNELS must be 4 or 16");
       c->conv3x3_wgmma = conv3x3_wgmma_available(index) ? env_int("FRESCO_CUDA_WGMMA_CONV", 2, 0, 2) : 0;
       c->conv3x3_wgrad_sms = env_int("FRESCO_CUDA_WGMMA_WGRAD_SMS", 0, 0, 100000);
       c->machine = machine_signature(index, c->sm_count);

@@ -48,12 +48,14 @@ __device__ float2 bn_finalize_channel(int64_t c, float mean, double var, const B
 
 // The finalizes and the apply pass may run as programmatic dependents of the kernel before them
 // (bn_dependent_launch below): each waits for it first, and each finalize lets its apply pass launch early.
+// kCh channels per block (channel_totals; Context::bn_finalize_channels).
+template <int kCh>
 __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, BnOutputs o, float* coef) {
   wait_for_prior_kernels();
   allow_dependent_launch();
-  const int64_t c0 = finalize_first_channel();
-  const double2 t = channel_totals(k, part, c0);
-  const int64_t c = finalize_owner(k, c0);
+  const int64_t c0 = finalize_first_channel<kCh>();
+  const double2 t = channel_totals<kCh>(k, part, c0);
+  const int64_t c = finalize_owner<kCh>(k, c0);
   if (c < 0) return;
   float mean = 0.0f;
   double var = 0.0;
@@ -219,8 +221,12 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
                coef);
       } else {
         launch_channel_moments(call->in[0].dtype, call->in[0].data, k.rows, k.c, part, st);
-        launch(bn_finalize_kernel, dim3(finalize_blocks(c)), dim3(kFinalizeThreads), k,
-               static_cast<const double*>(part), o, coef);
+        const double* pt = part;
+        if (ctx_of(ctx)->bn_finalize_channels == 4)
+          launch(bn_finalize_kernel<4>, dim3(finalize_blocks<4>(c)), dim3(kFinalizeThreads), k, pt, o, coef);
+        else
+          launch(bn_finalize_kernel<kFinalizeChannels>, dim3(finalize_blocks(c)), dim3(kFinalizeThreads), k,
+                 pt, o, coef);
       }
       if (!y) return;  // statistics only
       if (vec) {

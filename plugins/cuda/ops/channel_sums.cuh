@@ -150,30 +150,38 @@ __device__ void vector_channel_partials(const ChannelChunks k, double* part, F a
       k, parts, [&](int64_t r, int cv, Acc(&acc)[1][2][V]) { add_row(r, cv, acc[0][0], acc[0][1]); });
 }
 
-// Totals over all chunks of the kFinalizeChannels channels from c0, by one block of kFinalizeThreads
-// threads: lane l of every warp reads double l of the group's pairs in a chunk's row (a channel's two
-// partials are adjacent, so the group is 256 contiguous bytes: one coalesced load per warp and chunk), warp
-// w adds chunks w, w + kFinalizeWarps, ... in order, and warp 0 adds the warps in order (deterministic).
-// Returns channel c0 + l's totals in lane l < kFinalizeChannels of warp 0 (finalize_owner); once per kernel:
-// the shared scratch has no trailing barrier. Few blocks of whole-sector loads because a finalize often runs
-// beside a weight gradient that holds all but a dozen SMs: one block per channel with a 16-byte load per
-// chunk and thread (the previous form) made up to 512 blocks there, 11-18 us each. (One warp per channel,
-// before that, left each lane up to 32 dependent loads: 5-13 us per call, 386 us of a ResNet-18 step.)
+// Totals over all chunks of the kCh channels from c0, by one block of kFinalizeThreads threads: the group's
+// 2 kCh partials of a chunk (a channel's two are adjacent) are 16 kCh contiguous bytes, so a warp reads
+// 32 / (2 kCh) chunks per load (one with kCh = 16: 256 bytes), warp w adds its chunks in order, and warp 0
+// adds the warps' (and a warp's chunk groups') sums in a fixed order (deterministic).
+// Returns channel c0 + l's totals in lane l < kCh of warp 0 (finalize_owner); once per kernel: the shared
+// scratch has no trailing barrier. kFinalizeChannels (16): few blocks of whole-sector loads because a
+// finalize often runs beside a weight gradient that holds all but a dozen SMs: one block per channel with a
+// 16-byte load per chunk and thread (the previous form) made up to 512 blocks there, 11-18 us each. (One warp
+// per channel, before that, left each lane up to 32 dependent loads: 5-13 us per call, 386 us of a ResNet-18
+// step.) kCh = 4: four times the blocks, each warp's loads a quarter as deep, for the forward's finalizes,
+// which nothing runs beside.
 constexpr int kFinalizeChannels = 16, kFinalizeWarps = 16, kFinalizeThreads = 32 * kFinalizeWarps;
+template <int kCh = kFinalizeChannels>
 __device__ inline double2 channel_totals(const ChannelChunks k, const double* __restrict__ part, int64_t c0) {
-  __shared__ double s[kFinalizeWarps][2 * kFinalizeChannels];
+  static_assert(kCh == 16 || kCh == 8 || kCh == 4, "a chunk's group is a whole fraction of a warp");
+  constexpr int W = 2 * kCh, G = 32 / W;  // doubles per chunk's group, chunks per warp-wide load
+  __shared__ double s[kFinalizeWarps][32];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
-  const int64_t col = 2 * c0 + lane, row = 2 * k.c;
+  const int64_t col = 2 * c0 + lane % W, row = 2 * k.c;
   double v = 0.0;
   if (col < row) {
 #pragma unroll 8
-    for (int64_t i = warp; i < k.chunks; i += kFinalizeWarps) v += __ldg(part + i * row + col);
+    for (int64_t i = warp * G + lane / W; i < k.chunks; i += kFinalizeWarps * G)
+      v += __ldg(part + i * row + col);
   }
   s[warp][lane] = v;
   __syncthreads();
   double t = 0.0;
-  if (warp == 0)
-    for (int w = 0; w < kFinalizeWarps; ++w) t += s[w][lane];
+  if (warp == 0 && lane < W)
+    for (int w = 0; w < kFinalizeWarps; ++w)
+#pragma unroll
+      for (int g = 0; g < G; ++g) t += s[w][g * W + lane];
   const double a = __shfl_sync(0xffffffffu, t, (2 * lane) & 31);
   const double b = __shfl_sync(0xffffffffu, t, (2 * lane + 1) & 31);
   return make_double2(a, b);
@@ -213,17 +221,20 @@ __device__ __forceinline__ void load_channels(const float* p, int64_t ch, float 
   }
 }
 
-// Finalize kernels run one block per kFinalizeChannels channels (channel_totals): the block's first channel,
-// and the channel whose totals the calling thread holds, or -1.
+// Finalize kernels run one block per kCh channels (channel_totals): the block's first channel, and the
+// channel whose totals the calling thread holds, or -1.
+template <int kCh = kFinalizeChannels>
 inline unsigned finalize_blocks(int64_t c) {
-  return static_cast<unsigned>((c + kFinalizeChannels - 1) / kFinalizeChannels);
+  return static_cast<unsigned>((c + kCh - 1) / kCh);
 }
+template <int kCh = kFinalizeChannels>
 __device__ inline int64_t finalize_first_channel() {
-  return static_cast<int64_t>(blockIdx.x) * kFinalizeChannels;
+  return static_cast<int64_t>(blockIdx.x) * kCh;
 }
+template <int kCh = kFinalizeChannels>
 __device__ inline int64_t finalize_owner(const ChannelChunks k, int64_t c0) {
   const int64_t c = c0 + threadIdx.x;
-  return threadIdx.x < kFinalizeChannels && c < k.c ? c : -1;
+  return threadIdx.x < kCh && c < k.c ? c : -1;
 }
 
 // Batchnorm's two gradient sums (sum g, sum g (x - mean)), shared by its own sums pass
