@@ -15,6 +15,7 @@
 #include "fresco/grad_sums_checks.hpp"
 #include "ops/batchnorm_relu_mask.cuh"
 #include "ops/bn_dx.h"
+#include "ops/channel_moments.h"
 #include "ops/channel_sums.cuh"
 
 namespace fresco::cuda {
@@ -111,11 +112,12 @@ __device__ __forceinline__ void write_grad_coefficients(ChannelChunks k, int64_t
   coef[c] = f.a, coef[k.c + c] = f.b, coef[2 * k.c + c] = f.k;
 }
 
+template <int kCh>
 __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, const float* gamma,
                                         const float* invstd, float* dgamma, float* dbeta, float* coef) {
-  const int64_t c0 = finalize_first_channel();
-  const double2 t = channel_totals(k, part, c0);
-  const int64_t c = finalize_owner(k, c0);
+  const int64_t c0 = finalize_first_channel<kCh>();
+  const double2 t = channel_totals<kCh>(k, part, c0);
+  const int64_t c = finalize_owner<kCh>(k, c0);
   if (c < 0) return;
   write_grad_coefficients(k, c, t, gamma, invstd, dgamma, dbeta, coef);
 }
@@ -280,8 +282,12 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
           else
             bn_grad_sums_kernel<T, M>
                 <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, mask, x, mean, k, part);
-          bn_grad_finalize_kernel<<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(k, part, gamma, invstd,
-                                                                                   dgamma, dbeta, coef);
+          if (grad_finalize_channels() == 4)
+            bn_grad_finalize_kernel<4><<<finalize_blocks<4>(c), kFinalizeThreads, 0, st>>>(
+                k, part, gamma, invstd, dgamma, dbeta, coef);
+          else
+            bn_grad_finalize_kernel<kFinalizeChannels><<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
+                k, part, gamma, invstd, dgamma, dbeta, coef);
         }
         if (!dx) return;  // the weights-only form: the conv's weight gradient applies dx
         launch_dx<T, M>(dy, mask, x, mean, coef, dx, total, c, ctx_of(ctx)->sm_count, st);

@@ -1,6 +1,9 @@
 // Per-channel sums of x and x^2 (channel_moments.h).
 #include "ops/channel_moments.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "ops/channel_sums.cuh"
@@ -42,13 +45,14 @@ struct FinalizeTargets {
   float* sums[2];
 };
 
+template <int kCh>
 __global__ void sums_finalize_kernel(ChannelChunks k, FinalizeTargets o) {
   allow_dependent_launch();  // a batchnorm's finalize from these sums may wait beside it (batchnorm.cu)
   const double* part = o.part[blockIdx.y];
   float* sums = o.sums[blockIdx.y];
-  const int64_t c0 = finalize_first_channel();
-  const double2 t = channel_totals(k, part, c0);
-  const int64_t c = finalize_owner(k, c0);
+  const int64_t c0 = finalize_first_channel<kCh>();
+  const double2 t = channel_totals<kCh>(k, part, c0);
+  const int64_t c = finalize_owner<kCh>(k, c0);
   if (c < 0) return;
   sums[c] = static_cast<float>(t.x);
   sums[k.c + c] = static_cast<float>(t.y);
@@ -86,8 +90,25 @@ void launch_sums_finalize(int64_t chunks, int64_t c, const double* const* part, 
   FR_PLUGIN_CHECK(n >= 1 && n <= 2, FR_ERR_INVALID_ARGUMENT, "sums finalize: 1 or 2 targets");
   const ChannelChunks k{0, c, 0, chunks};  // the totals read only c and chunks
   FinalizeTargets o{{part[0], part[n - 1]}, {sums[0], sums[n - 1]}};
-  sums_finalize_kernel<<<dim3(finalize_blocks(c), static_cast<unsigned>(n)), kFinalizeThreads, 0, s>>>(k, o);
+  if (grad_finalize_channels() == 4)
+    sums_finalize_kernel<4>
+        <<<dim3(finalize_blocks<4>(c), static_cast<unsigned>(n)), kFinalizeThreads, 0, s>>>(k, o);
+  else
+    sums_finalize_kernel<kFinalizeChannels>
+        <<<dim3(finalize_blocks(c), static_cast<unsigned>(n)), kFinalizeThreads, 0, s>>>(k, o);
   FR_CUDA_LAUNCH_CHECK();
+}
+
+int grad_finalize_channels() {
+  static const int n = [] {
+    const char* v = std::getenv("FRESCO_CUDA_GRAD_FINALIZE_CHANNELS");
+    if (!v || !*v) return kFinalizeChannels;
+    FR_PLUGIN_CHECK(
+        std::strcmp(v, "4") == 0 || std::strcmp(v, "16") == 0, FR_ERR_INVALID_ARGUMENT,
+        std::string("cuda: FRESCO_CUDA_GRAD_FINALIZE_CHANNELS must be 4 or 16, found '") + v + "'");
+    return std::atoi(v);
+  }();
+  return n;
 }
 
 void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* sums, cudaStream_t s) {

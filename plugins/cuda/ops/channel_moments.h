@@ -28,4 +28,9 @@ void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* 
 void launch_sums_finalize(int64_t chunks, int64_t c, const double* const* part, float* const* sums, int n,
                           cudaStream_t s);
 
+// Channels per block of the finalizes from chunk partials outside the batchnorm forward (sums_finalize,
+// batchnorm backward's): 16, or 4 with FRESCO_CUDA_GRAD_FINALIZE_CHANNELS=4 (channel_totals; read once per
+// process; off until timed).
+int grad_finalize_channels();
+
 }  // namespace fresco::cuda
