@@ -89,8 +89,8 @@ FrError* context_create(int32_t index, void** out) noexcept {
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
       c->dependent_launch = major >= 9 && device_code_has_dependent_launch() &&
                             env_switch("FRESCO_CUDA_DEPENDENT_LAUNCH", true);
-      c->bn_dependent_launch = c->dependent_launch && env_switch("FRESCO_CUDA_BN_DEPENDENT_LAUNCH", false);
-      c->bn_finalize_channels = env_int("FRESCO_CUDA_BN_FINALIZE_CHANNELS", 16, 4, 16);
+      c->bn_dependent_launch = c->dependent_launch && env_switch("FRESCO_CUDA_BN_DEPENDENT_LAUNCH", true);
+      c->bn_finalize_channels = env_int("FRESCO_CUDA_BN_FINALIZE_CHANNELS", 4, 4, 16);
       FR_PLUGIN_CHECK(c->bn_finalize_channels == 4 || c->bn_finalize_channels == 16, FR_ERR_INVALID_ARGUMENT,
                       "cuda: FRESCO_CUDA_BN_FINALIZE_CHANNELS must be 4 or 16");
       c->conv3x3_wgmma = conv3x3_wgmma_available(index) ? env_int("FRESCO_CUDA_WGMMA_CONV", 2, 0, 2) : 0;

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "e2e/fashion_mnist_fixture.h"
+#include "fresco/core/compiler.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/models.h"
+#include "fresco/core/runtime.h"
 #include "plugins/cuda/gpu_fixture.h"
 
 using namespace fresco;
@@ -31,7 +33,57 @@ std::unique_ptr<DeepLearningTask> job(const data::Dataset& d, DType precision, c
   t->compile();
   return t;
 }
+FrStepScalars scalars_of(DeepLearningTask& t) {
+  FrStepScalars s{};
+  t.runtime().download(t.compiled().base_plan(), t.compiled().t.step_scalars, &s, sizeof(s));
+  return s;
+}
+
+std::string describe(const FrStepScalars& s) {
+  return "step " + std::to_string(s.step) + " updates " + std::to_string(s.updates) + " loss_scale " +
+         std::to_string(s.loss_scale) + " growth_tracker " + std::to_string(s.growth_tracker) + " skip " +
+         std::to_string(s.skip_step) + " lr " + std::to_string(s.lr) + " epoch " + std::to_string(s.epoch);
+}
 }  // namespace
+
+// Where a resumed run could part from the run that saved: the state right after load_checkpoint is the
+// saved one (step scalars, weights, moments), and the saving task's next epoch and the resumed task's are
+// the same bits, in each precision.
+TEST(CudaCheckpoint, LoadedStateTrainsOnAsTheSavingTaskDoes) {
+  FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const data::Dataset samples =
+      e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
+  const std::string path = (std::filesystem::temp_directory_path() / "fresco_cuda_resume2.ckpt").string();
+  const gpu_test::TempPath tuning("fresco_checkpoint2_");
+  const gpu_test::ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path),
+      find("FRESCO_CUDNN_AUTOTUNE", "0");
+  for (DType precision : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(precision));
+    auto first = job(samples, precision, "cuda");
+    first->run(1);
+    const FrStepScalars saved = scalars_of(*first);
+    const auto state = first->snapshot();
+    first->save_checkpoint(path);
+    auto resumed = job(samples, precision, "cuda");
+    resumed->load_checkpoint(path);
+    const FrStepScalars loaded = scalars_of(*resumed);
+    EXPECT_EQ(describe(loaded), describe(saved));
+    const auto loaded_state = resumed->snapshot();
+    ASSERT_EQ(loaded_state.size(), state.size());
+    for (size_t i = 0; i < state.size(); ++i) {
+      if (state[i].first.rfind("G(", 0) == 0) continue;  // gradients are the last step's, not state
+      EXPECT_EQ(loaded_state[i].second, state[i].second) << state[i].first;
+    }
+    const TrainingResult a = first->run(1), b = resumed->run(1);
+    EXPECT_EQ(describe(scalars_of(*resumed)), describe(scalars_of(*first)));
+    ASSERT_EQ(a.epochs.size(), 1u);
+    ASSERT_EQ(b.epochs.size(), 1u);
+    EXPECT_EQ(b.epochs[0].train_loss, a.epochs[0].train_loss);
+    EXPECT_EQ(resumed->snapshot(), first->snapshot());
+  }
+  std::filesystem::remove(path);
+}
 
 TEST(CudaCheckpoint, ResumedRunEndsWithTheBitsOfAnUninterruptedOne) {
   FRESCO_REQUIRE_GPU();
