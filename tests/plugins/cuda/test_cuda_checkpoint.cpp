@@ -81,6 +81,13 @@ TEST(CudaCheckpoint, LoadedStateTrainsOnAsTheSavingTaskDoes) {
     ASSERT_EQ(b.epochs.size(), 1u);
     EXPECT_EQ(b.epochs[0].train_loss, a.epochs[0].train_loss);
     EXPECT_EQ(resumed->snapshot(), first->snapshot());
+    // and a third compile of the job trained two epochs in one run: the saving task's bits
+    auto twin = job(samples, precision, "cuda");
+    const TrainingResult c = twin->run(2);
+    ASSERT_EQ(c.epochs.size(), 2u);
+    EXPECT_EQ(c.epochs[1].train_loss, a.epochs[0].train_loss);
+    EXPECT_EQ(describe(scalars_of(*twin)), describe(scalars_of(*first)));
+    EXPECT_EQ(twin->snapshot(), first->snapshot());
   }
   std::filesystem::remove(path);
 }
