@@ -39,6 +39,19 @@ FrStepScalars scalars_of(DeepLearningTask& t) {
   return s;
 }
 
+// Every compile takes the same algorithms (the GEMMs' from one tuning file, cuDNN's heuristic first
+// choices), as the other same-bits tests do: timing them again per compile may pick others.
+struct SameChoices {
+  gpu_test::TempPath tuning;
+  gpu_test::ScopedEnv cache, find;
+  explicit SameChoices(const std::string& name)
+      : tuning(name), cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0") {}
+};
+
+data::Dataset thousand_samples() {
+  return e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
+}
+
 std::string describe(const FrStepScalars& s) {
   return "step " + std::to_string(s.step) + " updates " + std::to_string(s.updates) + " loss_scale " +
          std::to_string(s.loss_scale) + " growth_tracker " + std::to_string(s.growth_tracker) + " skip " +
@@ -52,12 +65,9 @@ std::string describe(const FrStepScalars& s) {
 TEST(CudaCheckpoint, LoadedStateTrainsOnAsTheSavingTaskDoes) {
   FRESCO_REQUIRE_GPU();
   if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const data::Dataset samples =
-      e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
+  const data::Dataset samples = thousand_samples();
   const std::string path = (std::filesystem::temp_directory_path() / "fresco_cuda_resume2.ckpt").string();
-  const gpu_test::TempPath tuning("fresco_checkpoint2_");
-  const gpu_test::ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path),
-      find("FRESCO_CUDNN_AUTOTUNE", "0");
+  const SameChoices same("fresco_checkpoint2_");
   for (DType precision : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtype_name(precision));
     auto first = job(samples, precision, "cuda");
@@ -95,14 +105,9 @@ TEST(CudaCheckpoint, LoadedStateTrainsOnAsTheSavingTaskDoes) {
 TEST(CudaCheckpoint, ResumedRunEndsWithTheBitsOfAnUninterruptedOne) {
   FRESCO_REQUIRE_GPU();
   if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const data::Dataset samples =
-      e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);
+  const data::Dataset samples = thousand_samples();
   const std::string path = (std::filesystem::temp_directory_path() / "fresco_cuda_resume.ckpt").string();
-  // Every compile takes the same algorithms (the GEMMs' from one tuning file, cuDNN's heuristic first
-  // choices), as the other same-bits tests do: timing them again per compile may pick others.
-  const gpu_test::TempPath tuning("fresco_checkpoint_");
-  const gpu_test::ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path),
-      find("FRESCO_CUDNN_AUTOTUNE", "0");
+  const SameChoices same("fresco_checkpoint_");
   for (DType precision : {DType::F32, DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtype_name(precision));
     auto straight = job(samples, precision, "cuda");
