@@ -118,6 +118,16 @@ struct Context {
   // (channel_totals): 4 (four times the blocks of 16, each warp's loads a quarter as deep; ResNet-18 bf16
   // about 15 us a step faster), or 16 with FRESCO_CUDA_BN_FINALIZE_CHANNELS=16.
   int bn_finalize_channels = 4;
+  // Channels per block of the finalizes from chunk partials outside the batchnorm forward's (sums_finalize:
+  // conv sums and the masking passes' gradient sums; batchnorm backward's own): 16, or 4 with
+  // FRESCO_CUDA_GRAD_FINALIZE_CHANNELS=4 (channel_totals).
+  int grad_finalize_channels = 16;
+  // With dependent_launch, FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH: 1 = the finalizes from chunk partials
+  // (sums_finalize, batchnorm backward's) and the backward's coefficient kernels launch as programmatic
+  // dependents of the kernel before each; the partials passes before them allow it once their rows are read,
+  // so the finalize's few blocks become resident only for the pass's tail; 2 = also batchnorm backward's dx
+  // pass after its coefficients; 0 (default) = plain launches.
+  int bn_grad_dependent_launch = 0;
   std::map<std::string, ConvChoice> conv_choice;
 };
 

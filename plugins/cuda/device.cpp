@@ -93,6 +93,11 @@ FrError* context_create(int32_t index, void** out) noexcept {
       c->bn_finalize_channels = env_int("FRESCO_CUDA_BN_FINALIZE_CHANNELS", 4, 4, 16);
       FR_PLUGIN_CHECK(c->bn_finalize_channels == 4 || c->bn_finalize_channels == 16, FR_ERR_INVALID_ARGUMENT,
                       "cuda: FRESCO_CUDA_BN_FINALIZE_CHANNELS must be 4 or 16");
+      c->grad_finalize_channels = env_int("FRESCO_CUDA_GRAD_FINALIZE_CHANNELS", 16, 4, 16);
+      FR_PLUGIN_CHECK(c->grad_finalize_channels == 4 || c->grad_finalize_channels == 16,
+                      FR_ERR_INVALID_ARGUMENT, "cuda: FRESCO_CUDA_GRAD_FINALIZE_CHANNELS must be 4 or 16");
+      const int grad_pdl = env_int("FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH", 0, 0, 2);
+      c->bn_grad_dependent_launch = c->dependent_launch ? grad_pdl : 0;
       c->conv3x3_wgmma = conv3x3_wgmma_available(index) ? env_int("FRESCO_CUDA_WGMMA_CONV", 2, 0, 2) : 0;
       c->conv3x3_wgrad_sms = env_int("FRESCO_CUDA_WGMMA_WGRAD_SMS", 0, 0, 100000);
       c->machine = machine_signature(index, c->sm_count);

@@ -19,7 +19,9 @@ FR_CUDA_KERNEL_PREPARE(add_relu_backward) {
 
 FR_CUDA_KERNEL_RUN(add_relu_backward) {
   bool done = false;
-  if (FrError* e = sdk::guard([&] { done = run_masked_grad_sums(call, 3, "add_relu_backward"); })) return e;
+  if (FrError* e =
+          sdk::guard([&] { done = run_masked_grad_sums(ctx_of(ctx), call, 3, "add_relu_backward"); }))
+    return e;
   return done ? nullptr : run_pointwise3(ctx, call, "add_relu_backward", AddReluBackwardF{});
 }
 

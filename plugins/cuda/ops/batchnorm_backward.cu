@@ -10,6 +10,7 @@
 // the two sums the masking pass that wrote dy computed (ops/masked_grad_sums.h): then only the element-wise
 // pass runs.
 #include <type_traits>
+#include <utility>
 
 #include "fresco/batchnorm_rules.h"
 #include "fresco/grad_sums_checks.hpp"
@@ -17,6 +18,7 @@
 #include "ops/bn_dx.h"
 #include "ops/channel_moments.h"
 #include "ops/channel_sums.cuh"
+#include "ops/dependent_launch.cuh"
 
 namespace fresco::cuda {
 
@@ -115,6 +117,8 @@ __device__ __forceinline__ void write_grad_coefficients(ChannelChunks k, int64_t
 template <int kCh>
 __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, const float* gamma,
                                         const float* invstd, float* dgamma, float* dbeta, float* coef) {
+  wait_for_prior_kernels();  // (a programmatic dependent of the sums pass: Context::bn_grad_dependent_launch)
+  allow_dependent_launch();  // the dx pass may wait beside it (level 2)
   const int64_t c0 = finalize_first_channel<kCh>();
   const double2 t = channel_totals<kCh>(k, part, c0);
   const int64_t c = finalize_owner<kCh>(k, c0);
@@ -126,6 +130,8 @@ __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, con
 // channel.
 __global__ void bn_grad_given_sums_kernel(ChannelChunks k, const float* gsums, const float* gamma,
                                           const float* invstd, float* dgamma, float* dbeta, float* coef) {
+  wait_for_prior_kernels();  // (a programmatic dependent of the sums' finalize, as above)
+  allow_dependent_launch();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= k.c) return;
   write_grad_coefficients(k, c, make_double2(gsums[c], gsums[k.c + c]), gamma, invstd, dgamma, dbeta, coef);
@@ -134,6 +140,7 @@ __global__ void bn_grad_given_sums_kernel(ChannelChunks k, const float* gsums, c
 template <class T, int M>
 __global__ void bn_dx_kernel(const T* dy, ReluMask<T> mask, const T* x, const float* mean, const float* coef,
                              T* dx, int64_t total, int64_t c) {
+  wait_for_prior_kernels();  // (a programmatic dependent of the coefficients at level 2)
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
     dx[i] = from_f<T>(fr_bn_dx_value(grad_at<M>(dy, x, mask, i, ch), to_f(x[i]), mean[ch], coef[ch],
@@ -149,6 +156,7 @@ __global__ void __launch_bounds__(kFixedThreads)
                      int64_t nvec, int64_t c) {
   constexpr int V = Vec16<T>::kN;
   const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
+  wait_for_prior_kernels();  // (a programmatic dependent of the coefficients at level 2)
   float ca[V], cb[V], ck[V], mu[V];
   load_channels(coef, ch, ca);
   load_channels(coef, c + ch, cb);
@@ -184,17 +192,36 @@ void with_mask_mode(int mode, F&& f) {
 
 // dx = the element-wise pass over `total` values (coef: a, b, k per channel), 16 bytes per load where the
 // channels and pointers allow (bn_dx_vec_kernel), else one value per thread.
+// Launches kernel<<<grid, block>>>(args...) on s, as a programmatic dependent of the kernel before it where
+// ctx's bn_grad_dependent_launch reaches `level` (Context).
+template <class... P, class... A>
+void launch_grad(const Context* ctx, int level, void (*kernel)(P...), dim3 grid, dim3 block, cudaStream_t s,
+                 A&&... args) {
+  if (const Context* pdl = grad_dependent(ctx, level))
+    launch_after_prior(pdl, kernel, grid, block, s, std::forward<A>(args)...);
+  else
+    kernel<<<grid, block, 0, s>>>(std::forward<A>(args)...);
+}
+
 template <class T, int M>
-void launch_dx(const T* dy, const ReluMask<T>& mask, const T* x, const float* mean, const float* coef, T* dx,
-               int64_t total, int64_t c, int sm_count, cudaStream_t s) {
+void launch_dx(const Context* ctx, const T* dy, const ReluMask<T>& mask, const T* x, const float* mean,
+               const float* coef, T* dx, int64_t total, int64_t c, cudaStream_t s) {
   if (fixed_channels_fit<T>(c) && vectorizable<T>(total, {dy, x, dx, mask.y ? mask.y : dy, coef, mean,
                                                           mask.gamma, mask.beta, mask.invstd})) {
     const int64_t nv = total / Vec16<T>::kN;
-    bn_dx_vec_kernel<T, M>
-        <<<grid_for(nv, kFixedThreads, sm_count), kFixedThreads, 0, s>>>(dy, mask, x, mean, coef, dx, nv, c);
+    launch_grad(ctx, 2, bn_dx_vec_kernel<T, M>, dim3(grid_for(nv, kFixedThreads, ctx->sm_count)),
+                dim3(kFixedThreads), s, dy, mask, x, mean, coef, dx, nv, c);
   } else {
-    bn_dx_kernel<T, M><<<grid_for(total, 256, sm_count), 256, 0, s>>>(dy, mask, x, mean, coef, dx, total, c);
+    launch_grad(ctx, 2, bn_dx_kernel<T, M>, dim3(grid_for(total, 256, ctx->sm_count)), dim3(256), s, dy, mask,
+                x, mean, coef, dx, total, c);
   }
+}
+
+// The coefficients from the gradient sums the masking pass handed over.
+void launch_given_sums(const Context* ctx, const ChannelChunks& k, const float* gsums, const float* gamma,
+                       const float* invstd, float* dgamma, float* dbeta, float* coef, cudaStream_t s) {
+  launch_grad(ctx, 1, bn_grad_given_sums_kernel, dim3(static_cast<unsigned>((k.c + 255) / 256)), dim3(256), s,
+              k, gsums, gamma, invstd, dgamma, dbeta, coef);
 }
 
 void check_vec(const FrTensor& t, int64_t c, const char* what) {
@@ -248,6 +275,7 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
     float* coef = coefficients_of(call->workspace, k);
     const float* mean = sdk::data<float>(call->in[3]);
     cudaStream_t st = stream_of(call);
+    const Context* cx = ctx_of(ctx);
     with_float_type(call->in[1].dtype, "batchnorm_backward", [&](auto tag) {
       using T = decltype(tag);
       const T *dy = sdk::data<T>(call->in[0]), *x = sdk::data<T>(call->in[1]);
@@ -256,7 +284,7 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
       if (relu) {
         mask.y = sdk::data<T>(call->in[5]);
         mode = kReadMask;
-        if (call->n_in >= 7 && ctx_of(ctx)->bn_recompute_mask) {  // beta: recompute the mask from x
+        if (call->n_in >= 7 && cx->bn_recompute_mask) {  // beta: recompute the mask from x
           check_vec(call->in[6], c, "beta");
           mask.gamma = sdk::data<float>(call->in[2]);
           mask.beta = sdk::data<float>(call->in[6]);
@@ -272,8 +300,7 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
         const float *gamma = sdk::data<float>(call->in[2]), *invstd = sdk::data<float>(call->in[4]);
         float *dgamma = sdk::data<float>(call->out[gi]), *dbeta = sdk::data<float>(call->out[gi + 1]);
         if (given) {  // the sums from the pass that wrote dy
-          bn_grad_given_sums_kernel<<<static_cast<unsigned>((c + 255) / 256), 256, 0, st>>>(
-              k, given, gamma, invstd, dgamma, dbeta, coef);
+          launch_given_sums(cx, k, given, gamma, invstd, dgamma, dbeta, coef, st);
         } else {
           if (vector_partials_fit<T>(k,
                                      {dy, x, relu_y ? relu_y : dy, mean, mask.gamma, mask.beta, mask.invstd}))
@@ -282,31 +309,30 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
           else
             bn_grad_sums_kernel<T, M>
                 <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, mask, x, mean, k, part);
-          if (grad_finalize_channels() == 4)
-            bn_grad_finalize_kernel<4><<<finalize_blocks<4>(c), kFinalizeThreads, 0, st>>>(
-                k, part, gamma, invstd, dgamma, dbeta, coef);
+          if (cx->grad_finalize_channels == 4)
+            launch_grad(cx, 1, bn_grad_finalize_kernel<4>, dim3(finalize_blocks<4>(c)),
+                        dim3(kFinalizeThreads), st, k, part, gamma, invstd, dgamma, dbeta, coef);
           else
-            bn_grad_finalize_kernel<kFinalizeChannels><<<finalize_blocks(c), kFinalizeThreads, 0, st>>>(
-                k, part, gamma, invstd, dgamma, dbeta, coef);
+            launch_grad(cx, 1, bn_grad_finalize_kernel<kFinalizeChannels>, dim3(finalize_blocks(c)),
+                        dim3(kFinalizeThreads), st, k, part, gamma, invstd, dgamma, dbeta, coef);
         }
         if (!dx) return;  // the weights-only form: the conv's weight gradient applies dx
-        launch_dx<T, M>(dy, mask, x, mean, coef, dx, total, c, ctx_of(ctx)->sm_count, st);
+        launch_dx<T, M>(cx, dy, mask, x, mean, coef, dx, total, c, st);
       });
     });
     FR_CUDA_LAUNCH_CHECK();
   });
 }
 
-void launch_bn_dx_given_sums(uint32_t dtype, const void* g, const void* x, const float* gamma,
-                             const float* mean, const float* invstd, const float* gsums, int64_t rows,
-                             int64_t c, float* coef, void* dx, int sm_count, cudaStream_t s) {
+void launch_bn_dx_given_sums(const Context* ctx, uint32_t dtype, const void* g, const void* x,
+                             const float* gamma, const float* mean, const float* invstd, const float* gsums,
+                             int64_t rows, int64_t c, float* coef, void* dx, cudaStream_t s) {
   const ChannelChunks k = channel_chunks(rows, c);
-  bn_grad_given_sums_kernel<<<static_cast<unsigned>((c + 255) / 256), 256, 0, s>>>(k, gsums, gamma, invstd,
-                                                                                   nullptr, nullptr, coef);
+  launch_given_sums(ctx, k, gsums, gamma, invstd, nullptr, nullptr, coef, s);
   with_float_type(dtype, "batchnorm dx", [&](auto tag) {
     using T = decltype(tag);
-    launch_dx<T, kNoMask>(static_cast<const T*>(g), ReluMask<T>{}, static_cast<const T*>(x), mean, coef,
-                          static_cast<T*>(dx), rows * c, c, sm_count, s);
+    launch_dx<T, kNoMask>(ctx, static_cast<const T*>(g), ReluMask<T>{}, static_cast<const T*>(x), mean, coef,
+                          static_cast<T*>(dx), rows * c, c, s);
   });
   FR_CUDA_LAUNCH_CHECK();
 }

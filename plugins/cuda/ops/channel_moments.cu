@@ -1,9 +1,6 @@
 // Per-channel sums of x and x^2 (channel_moments.h).
 #include "ops/channel_moments.h"
 
-#include <cstdlib>
-#include <cstring>
-#include <string>
 #include <type_traits>
 
 #include "ops/channel_sums.cuh"
@@ -47,6 +44,8 @@ struct FinalizeTargets {
 
 template <int kCh>
 __global__ void sums_finalize_kernel(ChannelChunks k, FinalizeTargets o) {
+  wait_for_prior_kernels();  // (launched as a dependent of the partials pass:
+                             // Context::bn_grad_dependent_launch)
   allow_dependent_launch();  // a batchnorm's finalize from these sums may wait beside it (batchnorm.cu)
   const double* part = o.part[blockIdx.y];
   float* sums = o.sums[blockIdx.y];
@@ -78,41 +77,40 @@ uint64_t conv_sums_workspace(int64_t rows, int64_t c) {
   return static_cast<uint64_t>(k.chunks * k.c) * 2 * sizeof(double);
 }
 
-void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, void* ws, float* sums,
-                      cudaStream_t s) {
+void launch_conv_sums(const Context* ctx, uint32_t dtype, const void* y, int64_t rows, int64_t c, void* ws,
+                      float* sums, cudaStream_t s) {
   const ChannelChunks k = channel_chunks(rows, c);
   launch_channel_moments(dtype, y, rows, c, partials_of(ws), s);
-  launch_sums_finalize(k.chunks, c, partials_of(ws), sums, s);
+  launch_sums_finalize(ctx, k.chunks, c, partials_of(ws), sums, s);
 }
 
-void launch_sums_finalize(int64_t chunks, int64_t c, const double* const* part, float* const* sums, int n,
-                          cudaStream_t s) {
+namespace {
+template <int kCh>
+void launch_sums_finalize_kernel(const Context* ctx, const ChannelChunks& k, const FinalizeTargets& o, int n,
+                                 cudaStream_t s) {
+  const dim3 grid(finalize_blocks<kCh>(k.c), static_cast<unsigned>(n)), block(kFinalizeThreads);
+  if (const Context* pdl = grad_dependent(ctx))
+    launch_after_prior(pdl, sums_finalize_kernel<kCh>, grid, block, s, k, o);
+  else
+    sums_finalize_kernel<kCh><<<grid, block, 0, s>>>(k, o);
+}
+}  // namespace
+
+void launch_sums_finalize(const Context* ctx, int64_t chunks, int64_t c, const double* const* part,
+                          float* const* sums, int n, cudaStream_t s) {
   FR_PLUGIN_CHECK(n >= 1 && n <= 2, FR_ERR_INVALID_ARGUMENT, "sums finalize: 1 or 2 targets");
   const ChannelChunks k{0, c, 0, chunks};  // the totals read only c and chunks
   FinalizeTargets o{{part[0], part[n - 1]}, {sums[0], sums[n - 1]}};
-  if (grad_finalize_channels() == 4)
-    sums_finalize_kernel<4>
-        <<<dim3(finalize_blocks<4>(c), static_cast<unsigned>(n)), kFinalizeThreads, 0, s>>>(k, o);
+  if (ctx && ctx->grad_finalize_channels == 4)
+    launch_sums_finalize_kernel<4>(ctx, k, o, n, s);
   else
-    sums_finalize_kernel<kFinalizeChannels>
-        <<<dim3(finalize_blocks(c), static_cast<unsigned>(n)), kFinalizeThreads, 0, s>>>(k, o);
+    launch_sums_finalize_kernel<kFinalizeChannels>(ctx, k, o, n, s);
   FR_CUDA_LAUNCH_CHECK();
 }
 
-int grad_finalize_channels() {
-  static const int n = [] {
-    const char* v = std::getenv("FRESCO_CUDA_GRAD_FINALIZE_CHANNELS");
-    if (!v || !*v) return kFinalizeChannels;
-    FR_PLUGIN_CHECK(
-        std::strcmp(v, "4") == 0 || std::strcmp(v, "16") == 0, FR_ERR_INVALID_ARGUMENT,
-        std::string("cuda: FRESCO_CUDA_GRAD_FINALIZE_CHANNELS must be 4 or 16, found '") + v + "'");
-    return std::atoi(v);
-  }();
-  return n;
-}
-
-void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* sums, cudaStream_t s) {
-  launch_sums_finalize(chunks, c, &part, &sums, 1, s);
+void launch_sums_finalize(const Context* ctx, int64_t chunks, int64_t c, const double* part, float* sums,
+                          cudaStream_t s) {
+  launch_sums_finalize(ctx, chunks, c, &part, &sums, 1, s);
 }
 
 }  // namespace fresco::cuda

@@ -15,22 +15,26 @@ void launch_channel_moments(uint32_t dtype, const void* x, int64_t rows, int64_t
 
 // conv2d's sums output: sums[c] = sum of y[.., c], sums[C + c] = the sum of its squares (per-thread sums in
 // float for 16-bit maps, in double for f32; block and chunk sums in double in a fixed order), rounded to f32
-// once; `ws` holds conv_sums_workspace(rows, c) bytes.
+// once; `ws` holds conv_sums_workspace(rows, c) bytes. ctx (may be null: plain launches, 16-channel
+// finalize) sets the finalize's form, as below.
 uint64_t conv_sums_workspace(int64_t rows, int64_t c);
-void launch_conv_sums(uint32_t dtype, const void* y, int64_t rows, int64_t c, void* ws, float* sums,
-                      cudaStream_t s);
+void launch_conv_sums(const Context* ctx, uint32_t dtype, const void* y, int64_t rows, int64_t c, void* ws,
+                      float* sums, cudaStream_t s);
 
 // sums[c], sums[C + c] = the two partials of channel c added over `chunks` chunks in a fixed order (the
 // layout above: part[(chunk * C + c) * 2 + {0, 1}]), rounded to f32 once: the finalize of conv2d's sums for
-// kernels that write such partials themselves (ops/narrow_conv.h).
-void launch_sums_finalize(int64_t chunks, int64_t c, const double* part, float* sums, cudaStream_t s);
-// The same for n = 1 or 2 maps' partials of one shape (part[i] -> sums[i]) in one launch.
-void launch_sums_finalize(int64_t chunks, int64_t c, const double* const* part, float* const* sums, int n,
+// kernels that write such partials themselves (ops/narrow_conv.h). ctx (may be null) gives the channels per
+// block (Context::grad_finalize_channels) and whether it launches as a programmatic dependent of the kernel
+// before it (Context::bn_grad_dependent_launch); the same sums either way.
+void launch_sums_finalize(const Context* ctx, int64_t chunks, int64_t c, const double* part, float* sums,
                           cudaStream_t s);
+// The same for n = 1 or 2 maps' partials of one shape (part[i] -> sums[i]) in one launch.
+void launch_sums_finalize(const Context* ctx, int64_t chunks, int64_t c, const double* const* part,
+                          float* const* sums, int n, cudaStream_t s);
 
-// Channels per block of the finalizes from chunk partials outside the batchnorm forward (sums_finalize,
-// batchnorm backward's): 16, or 4 with FRESCO_CUDA_GRAD_FINALIZE_CHANNELS=4 (channel_totals; read once per
-// process; off until timed).
-int grad_finalize_channels();
+// The Context of a finalize launch that runs as a programmatic dependent (launch_after_prior), or null.
+inline const Context* grad_dependent(const Context* ctx, int level = 1) {
+  return ctx && ctx->bn_grad_dependent_launch >= level ? ctx : nullptr;
+}
 
 }  // namespace fresco::cuda

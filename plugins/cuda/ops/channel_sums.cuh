@@ -8,6 +8,7 @@
 
 #include <type_traits>
 
+#include "ops/dependent_launch.cuh"
 #include "ops/dtype.cuh"
 
 namespace fresco::cuda {
@@ -60,6 +61,7 @@ __device__ void channel_partials(const ChannelChunks k, double* part, F f) {
       a += v.x;
       b += v.y;
     }
+  allow_dependent_launch();  // as in vector_channel_partials_n
   sa[threadIdx.y][threadIdx.x] = a;
   sb[threadIdx.y][threadIdx.x] = b;
   __syncthreads();
@@ -135,6 +137,9 @@ __device__ void vector_channel_partials_n(const ChannelChunks k, double* const (
   if (lane < lanes)
 #pragma unroll 4
     for (int64_t r = r0 + lane; r < r1; r += lanes) add_row(r, cv, acc);  // rows in order: deterministic
+  // The rows are read: a finalize launched as a dependent of this pass (Context::bn_grad_dependent_launch)
+  // may become resident for the partials' writes (its wait still covers them).
+  allow_dependent_launch();
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     if (p > 0) __syncthreads();  // the previous pair's reads of sa, sb are done

@@ -104,8 +104,8 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
       char* at = ws + prologue_dx_at(*plan);
       const int64_t k = sdk::dim_or_1(dy, 3);
       auto* coef = reinterpret_cast<float*>(ws + prologue_coef_at(*plan, dy));
-      launch_bn_dx_given_sums(dy.dtype, dy.data, bn.y, bn.gamma, bn.mean, bn.invstd, bn.gsums,
-                              sdk::numel(dy) / k, k, coef, at, c->sm_count, st);
+      launch_bn_dx_given_sums(c, dy.dtype, dy.data, bn.y, bn.gamma, bn.mean, bn.invstd, bn.gsums,
+                              sdk::numel(dy) / k, k, coef, at, st);
       dy.data = at;
     }
     if (o.db >= 0) {
@@ -144,11 +144,11 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
           const Conv3x3JoinSums sums{j.b, x.data, j.bx, j.mean, part};
           const int blocks = launch_conv3x3_wgmma_backward_data(plan->shape, plan->dtype, dy.data, w.data, dx,
                                                                 c->sm_count, st, nullptr, &sums);
-          launch_sums_finalize(blocks, plan->shape.c, part, j.gsums, st);
+          launch_sums_finalize(c, blocks, plan->shape.c, part, j.gsums, st);
           return;
         }
         run_conv_backward_data(c, *plan, dy.data, w.data, dx, call->workspace, call->workspace_bytes, st);
-        launch_masked_grad_sums(x.dtype, dx, j.b, x.data, single_grad_sums(x, j.bx, j.mean, j.gsums), dx,
+        launch_masked_grad_sums(c, x.dtype, dx, j.b, x.data, single_grad_sums(x, j.bx, j.mean, j.gsums), dx,
                                 call->workspace, st);
         return;
       }
@@ -157,12 +157,12 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
         const Conv3x3GradSums sums{e.bn, e.bx, part};
         const int blocks = launch_conv3x3_wgmma_backward_data(plan->shape, plan->dtype, dy.data, w.data, dx,
                                                               c->sm_count, st, &sums);
-        launch_sums_finalize(blocks, plan->shape.c, part, e.gsums, st);
+        launch_sums_finalize(c, blocks, plan->shape.c, part, e.gsums, st);
       } else {
         run_conv_backward_data(c, *plan, dy.data, w.data, dx, call->workspace, call->workspace_bytes, st);
         if (e.gsums)  // the masking pass with sums, in place
-          launch_masked_grad_sums(x.dtype, dx, nullptr, x.data, single_grad_sums(x, e.bx, e.bn.mean, e.gsums),
-                                  dx, call->workspace, st);
+          launch_masked_grad_sums(c, x.dtype, dx, nullptr, x.data,
+                                  single_grad_sums(x, e.bx, e.bn.mean, e.gsums), dx, call->workspace, st);
       }
     }
   });

@@ -112,7 +112,7 @@ float time_sums_pass(Scratch& s, FrDType dtype, int64_t rows, int64_t k) {
   float best = std::numeric_limits<float>::infinity();
   for (int r = 0; r < 4; ++r) {  // the first is a warm-up
     FR_CUDA_CHECK(cudaEventRecord(s.e0, nullptr));
-    launch_conv_sums(dtype, s.c, rows, k, ws, s.sums, nullptr);
+    launch_conv_sums(nullptr, dtype, s.c, rows, k, ws, s.sums, nullptr);
     FR_CUDA_CHECK(cudaEventRecord(s.e1, nullptr));
     FR_CUDA_CHECK(cudaEventSynchronize(s.e1));
     float t = 0.0f;

@@ -286,19 +286,19 @@ void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void
     auto* part = static_cast<double*>(sums ? ws : nullptr);
     const int blocks = launch_conv3x3_wgmma_forward(p.shape, p.dtype, x, w, y, part, ctx->sm_count, s,
                                                     kConv3x3Schedule, bn, applied);
-    if (sums) launch_sums_finalize(blocks, p.shape.k, part, sums, s);
+    if (sums) launch_sums_finalize(ctx, blocks, p.shape.k, part, sums, s);
     return;
   }
   if (bn) {  // the prologue as a pass of its own, then the convolution on its map
     launch_conv_prologue(p.dtype, x, applied, p.shape.n * p.shape.h * p.shape.w, p.shape.c, *bn, s);
     x = applied;
   }
-  if (p.narrow_fwd) return launch_narrow_forward(p.shape, p.dtype, x, w, y, sums, ws, s);
+  if (p.narrow_fwd) return launch_narrow_forward(ctx, p.shape, p.dtype, x, w, y, sums, ws, s);
   if (p.engine_fwd_stats)
     return run_conv_engine(ctx, *p.engine_fwd_stats, const_cast<void*>(x), const_cast<void*>(w), y, ws, s,
                            sums, p.k);
   run_conv_plain_forward(ctx, p, x, w, y, ws, ws_bytes, s);
-  if (sums) launch_conv_sums(p.dtype, y, p.rows, p.k, ws, sums, s);  // the convolution is done with ws
+  if (sums) launch_conv_sums(ctx, p.dtype, y, p.rows, p.k, ws, sums, s);  // the convolution is done with ws
 }
 
 void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,

@@ -78,7 +78,7 @@ uint64_t masked_grad_sums_workspace(int64_t rows, int64_t c) {
   return conv_sums_workspace(rows, c);  // the chunk partials (channel_moments.h)
 }
 
-void launch_masked_grad_sums(uint32_t dtype, const void* a, const void* b, const void* y,
+void launch_masked_grad_sums(const Context* ctx, uint32_t dtype, const void* a, const void* b, const void* y,
                              const sdk::GradSumsOperands& g, void* dx, void* ws, cudaStream_t s) {
   const ChannelChunks k = channel_chunks(g.rows, g.c);
   double* part[sdk::kMaxGradSumsTargets];
@@ -126,7 +126,7 @@ void launch_masked_grad_sums(uint32_t dtype, const void* a, const void* b, const
       targets(std::false_type{});
   });
   FR_CUDA_LAUNCH_CHECK();
-  launch_sums_finalize(k.chunks, g.c, part, g.sums, g.targets, s);
+  launch_sums_finalize(ctx, k.chunks, g.c, part, g.sums, g.targets, s);
 }
 
 uint64_t masked_grad_sums_prepare(const FrCall* call, uint32_t x_at, const char* op) {
@@ -134,7 +134,7 @@ uint64_t masked_grad_sums_prepare(const FrCall* call, uint32_t x_at, const char*
   return g.targets ? g.targets * masked_grad_sums_workspace(g.rows, g.c) : 0;
 }
 
-bool run_masked_grad_sums(const FrCall* call, uint32_t x_at, const char* op) {
+bool run_masked_grad_sums(const Context* ctx, const FrCall* call, uint32_t x_at, const char* op) {
   const sdk::GradSumsOperands g = sdk::grad_sums_operands(call, x_at, op);
   if (!g.targets) return false;
   const FrTensor& dx = call->out[0];
@@ -146,7 +146,7 @@ bool run_masked_grad_sums(const FrCall* call, uint32_t x_at, const char* op) {
       call->workspace && call->workspace_bytes >= g.targets * masked_grad_sums_workspace(g.rows, g.c),
       FR_ERR_INVALID_ARGUMENT, std::string(op) + ": run without the workspace asked by prepare");
   const bool two = x_at == 3;  // add_relu_backward: a, b, y
-  launch_masked_grad_sums(dx.dtype, call->in[0].data, two ? call->in[1].data : nullptr,
+  launch_masked_grad_sums(ctx, dx.dtype, call->in[0].data, two ? call->in[1].data : nullptr,
                           call->in[two ? 2 : 1].data, g, dx.data, call->workspace, stream_of(call));
   return true;
 }

@@ -18,12 +18,13 @@ uint64_t masked_grad_sums_workspace(int64_t rows, int64_t c);
 
 // dx = (a + b) * (y > 0) (b may be null: a * (y > 0)), a gsums per target of g as above; x's dtype is dx's
 // (f32, f16 or bf16). `ws` holds g.targets * masked_grad_sums_workspace(rows, c) bytes.
-void launch_masked_grad_sums(uint32_t dtype, const void* a, const void* b, const void* y,
+// ctx (may be null) sets the sums finalize's form (launch_sums_finalize, channel_moments.h).
+void launch_masked_grad_sums(const Context* ctx, uint32_t dtype, const void* a, const void* b, const void* y,
                              const sdk::GradSumsOperands& g, void* dx, void* ws, cudaStream_t s);
 
 // The run of a masking pass with gsums (x at in[x_at]): checks the operands and launches; false when the call
 // has no gsums output (the caller runs its plain kernel).
-bool run_masked_grad_sums(const FrCall* call, uint32_t x_at, const char* op);
+bool run_masked_grad_sums(const Context* ctx, const FrCall* call, uint32_t x_at, const char* op);
 
 // Its prepare: the workspace (0 without gsums).
 uint64_t masked_grad_sums_prepare(const FrCall* call, uint32_t x_at, const char* op);

@@ -401,8 +401,8 @@ uint64_t narrow_wgrad_workspace(const sdk::ConvShape& g) {
   return static_cast<uint64_t>(geo_of(g, kWgradPositions).blocks()) * g.k * g.c * g.r * g.s * sizeof(float);
 }
 
-void launch_narrow_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y,
-                           float* sums, void* ws, cudaStream_t s) {
+void launch_narrow_forward(const Context* ctx, const sdk::ConvShape& g, FrDType dtype, const void* x,
+                           const void* w, void* y, float* sums, void* ws, cudaStream_t s) {
   FR_PLUGIN_CHECK(narrow_conv_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
                   "cuda narrow conv: the convolution does not fit the narrow kernels");
   FR_PLUGIN_CHECK(aligned16({y}) && (!sums || ws), FR_ERR_INVALID_ARGUMENT,
@@ -421,7 +421,7 @@ void launch_narrow_forward(const sdk::ConvShape& g, FrDType dtype, const void* x
       forward_for<T, 8>(xt, wt, yt, part, geo, s);
   });
   FR_CUDA_LAUNCH_CHECK();
-  if (sums) launch_sums_finalize(geo.blocks(), g.k, part, sums, s);
+  if (sums) launch_sums_finalize(ctx, geo.blocks(), g.k, part, sums, s);
 }
 
 void launch_narrow_wgrad(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* x, void* dw,

@@ -28,8 +28,9 @@ uint64_t narrow_forward_workspace(const sdk::ConvShape& g);
 uint64_t narrow_wgrad_workspace(const sdk::ConvShape& g);
 
 // y = conv(x, w); `sums` (2K floats: the sums of y's channels, then of their squares) when not null.
-void launch_narrow_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y,
-                           float* sums, void* ws, cudaStream_t s);
+// ctx (may be null) sets the sums finalize's form (launch_sums_finalize, channel_moments.h).
+void launch_narrow_forward(const Context* ctx, const sdk::ConvShape& g, FrDType dtype, const void* x,
+                           const void* w, void* y, float* sums, void* ws, cudaStream_t s);
 // The batchnorm gradient prologue of the weight gradient (ops.h): dy is a batchnorm's premasked output
 // gradient, y this conv's output (that batchnorm's input), with the batchnorm's gamma, saved mean and invstd
 // (f32 [K]) and gradient sums (f32 [2K]); the kernel uses the batchnorm's dx as batchnorm_backward computes

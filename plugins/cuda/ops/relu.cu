@@ -17,7 +17,8 @@ FR_CUDA_KERNEL_PREPARE(relu_backward) {
 
 FR_CUDA_KERNEL_RUN(relu_backward) {
   bool done = false;
-  if (FrError* e = sdk::guard([&] { done = run_masked_grad_sums(call, 2, "relu_backward"); })) return e;
+  if (FrError* e = sdk::guard([&] { done = run_masked_grad_sums(ctx_of(ctx), call, 2, "relu_backward"); }))
+    return e;
   return done ? nullptr : run_pointwise2(ctx, call, "relu_backward", ReluBackwardF{});
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "e2e/small_residual_task.h"
 #include "fresco/core/deep_learning_task.h"
@@ -174,31 +175,50 @@ TEST(CudaCapture, DependentLaunchGivesTheSameBits) {
   expect_same_bits(snaps[0], snaps[1], "with dependent launch");
 }
 
+namespace {
+// The small residual network trained 6 steps in fp32, bf16 and fp16 once per value of the environment
+// variable `env` (the first value the reference): the same losses and bits with each value.
+void expect_small_residual_same_bits(const char* env, const std::vector<const char*>& values) {
+  const TempPath tuning("fresco_dependent_launch_bits_");
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
+  for (DType precision : {DType::F32, DType::BF16, DType::F16}) {
+    std::vector<std::vector<float>> losses;
+    std::vector<Snapshot> snaps;
+    for (const char* v : values) {
+      const ScopedEnv set(env, v);
+      DeepLearningTask t;
+      test::configure_small_residual(t);
+      t.device("cuda").precision(precision);
+      t.compile();
+      losses.push_back(test::train_small_residual(t, 6));
+      snaps.push_back(t.snapshot());
+    }
+    EXPECT_NE(losses[0].front(), losses[0].back()) << dtype_name(precision);  // it really trained
+    for (size_t i = 1; i < values.size(); ++i) {
+      const std::string what = std::string(env) + "=" + values[i] + ", " + dtype_name(precision);
+      EXPECT_EQ(losses[i], losses[0]) << what;
+      expect_same_bits(snaps[i], snaps[0], what);
+    }
+  }
+}
+}  // namespace
+
 // The training batchnorm forward's finalize and apply pass as programmatic dependents
 // (FRESCO_CUDA_BN_DEPENDENT_LAUNCH): each waits for the kernel before it, so the small residual network
 // trains to the same bits with them as without, in fp32, bf16 (the batchnorm's own statistics, its finalize
 // after the moments pass) and fp16 (the statistics from the conv's sums, its finalize after theirs).
 TEST(CudaCapture, BatchnormDependentLaunchGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
-  const TempPath tuning("fresco_bn_dependent_launch_");
-  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
-  for (DType precision : {DType::F32, DType::BF16, DType::F16}) {
-    std::vector<float> losses[2];
-    Snapshot snaps[2];
-    for (int on = 0; on < 2; ++on) {
-      const ScopedEnv pdl("FRESCO_CUDA_BN_DEPENDENT_LAUNCH", on ? "1" : "0");
-      DeepLearningTask t;
-      test::configure_small_residual(t);
-      t.device("cuda").precision(precision);
-      t.compile();
-      losses[on] = test::train_small_residual(t, 6);
-      snaps[on] = t.snapshot();
-    }
-    EXPECT_NE(losses[0].front(), losses[0].back()) << dtype_name(precision);  // it really trained
-    EXPECT_EQ(losses[0], losses[1]) << dtype_name(precision);
-    expect_same_bits(snaps[0], snaps[1],
-                     std::string("with batchnorm dependent launch, ") + dtype_name(precision));
-  }
+  expect_small_residual_same_bits("FRESCO_CUDA_BN_DEPENDENT_LAUNCH", {"0", "1"});
+}
+
+// The same for the finalizes from chunk partials and the batchnorm backward's coefficient and dx kernels as
+// programmatic dependents (FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH 1 and 2), and for the 4-channel form of
+// those finalizes (FRESCO_CUDA_GRAD_FINALIZE_CHANNELS=4: the same totals in the same order).
+TEST(CudaCapture, BatchnormGradientDependentLaunchGivesTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  expect_small_residual_same_bits("FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH", {"0", "1", "2"});
+  expect_small_residual_same_bits("FRESCO_CUDA_GRAD_FINALIZE_CHANNELS", {"16", "4"});
 }
 
 // CompileOptions::conv_join_lag_max on the GPU, where the lagged weight gradient really runs beside the next
