@@ -72,6 +72,10 @@ struct Context {
   // Small memset nodes of captured graphs become kernel nodes (graph/memset_nodes.h;
   // FRESCO_CUDA_GRAPH_MEMSETS=0 keeps them as memset nodes).
   bool replace_memsets = true;
+  // With dependent_launch and replace_memsets, FRESCO_CUDA_GRAPH_MEMSET_DEPENDENT=1: a replacing kernel whose
+  // only dependency is a kernel node follows it by a programmatic edge (graph/memset_nodes.h); batchnorm's
+  // element-wise passes (after which cuDNN's memsets come) allow it once their loop is done. Off until timed.
+  bool memset_dependent_launch = false;
   // FRESCO_CUDA_GRAPH_DOT=PREFIX: each captured graph is also written as PREFIX<n>.dot
   // (cudaGraphDebugDotPrint, n counting from 0 per context), for looking at its branches.
   std::string graph_dot;

@@ -98,6 +98,8 @@ FrError* context_create(int32_t index, void** out) noexcept {
                       FR_ERR_INVALID_ARGUMENT, "cuda: FRESCO_CUDA_GRAD_FINALIZE_CHANNELS must be 4 or 16");
       const int grad_pdl = env_int("FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH", 0, 0, 2);
       c->bn_grad_dependent_launch = c->dependent_launch ? grad_pdl : 0;
+      const bool memset_pdl = env_switch("FRESCO_CUDA_GRAPH_MEMSET_DEPENDENT", false);
+      c->memset_dependent_launch = c->dependent_launch && memset_pdl;
       c->conv3x3_wgmma = conv3x3_wgmma_available(index) ? env_int("FRESCO_CUDA_WGMMA_CONV", 2, 0, 2) : 0;
       c->conv3x3_wgrad_sms = env_int("FRESCO_CUDA_WGMMA_WGRAD_SMS", 0, 0, 100000);
       c->machine = machine_signature(index, c->sm_count);
@@ -200,7 +202,7 @@ FrError* capture_end(void* p, void* stream, void** graph) noexcept {
       FR_CUDA_CHECK(cudaGraphClone(&copy, g));
       std::unique_ptr<CUgraph_st, decltype(&cudaGraphDestroy)> rewritten(copy, &cudaGraphDestroy);
       try {
-        replace_small_memsets(copy);
+        replace_small_memsets(copy, ctx_of(p) && ctx_of(p)->memset_dependent_launch);
         owned.swap(rewritten);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "[fresco-cuda] warning: memset nodes kept as captured: %s\n", e.what());

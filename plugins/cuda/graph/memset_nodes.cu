@@ -34,6 +34,9 @@ struct FillJobs {
 // blockIdx.y picks the job; the blocks along x stride over its elements.
 __global__ void fill_jobs_kernel(FillJobs jobs) {
   const FillJob j = jobs.job[blockIdx.y];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // after a programmatic edge: its kernel is done
+#endif
   const size_t n = j.width * j.height;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -108,9 +111,16 @@ bool overlap(const Span& a, const Span& b) {
   return a.begin < b.end && b.begin < a.end;
 }
 
+// Whether n is a kernel node.
+bool kernel_node(cudaGraphNode_t n) {
+  cudaGraphNodeType type;
+  check(cudaGraphNodeGetType(n, &type), "cudaGraphNodeGetType");
+  return type == cudaGraphNodeTypeKernel;
+}
+
 }  // namespace
 
-MemsetPassResult replace_small_memsets(cudaGraph_t graph) {
+MemsetPassResult replace_small_memsets(cudaGraph_t graph, bool programmatic) {
   MemsetPassResult result;
   size_t count = 0;
   check(cudaGraphGetNodes(graph, nullptr, &count), "cudaGraphGetNodes");
@@ -166,8 +176,17 @@ MemsetPassResult replace_small_memsets(cudaGraph_t graph) {
       void* args[] = {&jobs};
       kp.kernelParams = args;
       cudaGraphNode_t kernel = nullptr;
-      check(cudaGraphAddKernelNode(&kernel, graph, in.nodes.data(), in.nodes.size(), &kp),
+      const bool after_kernel = programmatic && in.nodes.size() == 1 && kernel_node(in.nodes[0]);
+      check(cudaGraphAddKernelNode(&kernel, graph, after_kernel ? nullptr : in.nodes.data(),
+                                   after_kernel ? 0 : in.nodes.size(), &kp),
             "cudaGraphAddKernelNode");
+      if (after_kernel) {
+        cudaGraphEdgeData e{};
+        e.type = cudaGraphDependencyTypeProgrammatic;
+        e.from_port = cudaGraphKernelNodePortProgrammatic;
+        check(cudaGraphAddDependencies(graph, &in.nodes[0], &kernel, &e, 1), "cudaGraphAddDependencies");
+        ++result.programmatic;
+      }
       for (cudaGraphNode_t d : out.nodes)
         check(cudaGraphAddDependencies(graph, &kernel, &d, nullptr, 1), "cudaGraphAddDependencies");
       for (cudaGraphNode_t g : group) check(cudaGraphDestroyNode(g), "cudaGraphDestroyNode");

@@ -115,6 +115,7 @@ __global__ void __launch_bounds__(kFixedThreads)
     }
     store16(y, i, a);
   }
+  allow_dependent_launch();  // a small memset kernel after it may wait beside the tail (memset_nodes.h)
 }
 
 template <class T>

@@ -177,6 +177,7 @@ __global__ void __launch_bounds__(kFixedThreads)
     }
     store16(dx, i, g);
   }
+  allow_dependent_launch();  // a small memset kernel after it may wait beside the tail (memset_nodes.h)
 }
 
 // f(std::integral_constant<int, mode>) for the runtime mask mode.
