@@ -96,7 +96,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
       c->grad_finalize_channels = env_int("FRESCO_CUDA_GRAD_FINALIZE_CHANNELS", 16, 4, 16);
       FR_PLUGIN_CHECK(c->grad_finalize_channels == 4 || c->grad_finalize_channels == 16,
                       FR_ERR_INVALID_ARGUMENT, "cuda: FRESCO_CUDA_GRAD_FINALIZE_CHANNELS must be 4 or 16");
-      const int grad_pdl = env_int("FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH", 0, 0, 2);
+      const int grad_pdl = env_int("FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH", 1, 0, 2);
       c->bn_grad_dependent_launch = c->dependent_launch ? grad_pdl : 0;
       const bool memset_pdl = env_switch("FRESCO_CUDA_GRAPH_MEMSET_DEPENDENT", false);
       c->memset_dependent_launch = c->dependent_launch && memset_pdl;

@@ -213,12 +213,12 @@ TEST(CudaCapture, BatchnormDependentLaunchGivesTheSameBits) {
 }
 
 // The same for the finalizes from chunk partials and the batchnorm backward's coefficient and dx kernels as
-// programmatic dependents (FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH 1 and 2), and for the 4-channel form of
-// those finalizes (FRESCO_CUDA_GRAD_FINALIZE_CHANNELS=4: the same totals in the same order).
+// programmatic dependents (FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH 0, 1 and 2), and for the small memset
+// kernels after a programmatic edge (FRESCO_CUDA_GRAPH_MEMSET_DEPENDENT).
 TEST(CudaCapture, BatchnormGradientDependentLaunchGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
-  expect_small_residual_same_bits("FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH", {"0", "1", "2"});
-  expect_small_residual_same_bits("FRESCO_CUDA_GRAD_FINALIZE_CHANNELS", {"16", "4"});
+  expect_small_residual_same_bits("FRESCO_CUDA_BN_GRAD_DEPENDENT_LAUNCH", {"1", "0", "2"});
+  expect_small_residual_same_bits("FRESCO_CUDA_GRAPH_MEMSET_DEPENDENT", {"0", "1"});
 }
 
 // CompileOptions::conv_join_lag_max on the GPU, where the lagged weight gradient really runs beside the next

@@ -4,7 +4,9 @@
 // loads into the same job compiled on the CPU, and a bf16 run's weights into an fp32 one there. Skipped
 // without a GPU (the CPU twin: tests/e2e/test_checkpoint_cpu.cpp).
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +20,8 @@
 using namespace fresco;
 
 namespace {
-std::unique_ptr<DeepLearningTask> job(const data::Dataset& d, DType precision, const std::string& device) {
+std::unique_ptr<DeepLearningTask> job(const data::Dataset& d, DType precision, const std::string& device,
+                                      const std::function<void(DeepLearningTask&)>& tweak = {}) {
   auto t = std::make_unique<DeepLearningTask>();
   t->model(models::small_resnet(10))
       .data(d, d)
@@ -30,6 +33,7 @@ std::unique_ptr<DeepLearningTask> job(const data::Dataset& d, DType precision, c
       .device(device)
       .precision(precision)
       .seed(5);
+  if (tweak) tweak(*t);
   t->compile();
   return t;
 }
@@ -100,6 +104,50 @@ TEST(CudaCheckpoint, LoadedStateTrainsOnAsTheSavingTaskDoes) {
     EXPECT_EQ(twin->snapshot(), first->snapshot());
   }
   std::filesystem::remove(path);
+}
+
+// A resumed run can only end with an uninterrupted run's bits if two compiles of one job train to the same
+// bits: checked here for each precision, and in fp16 also with each of the compile's fp16-specific paths
+// turned off in turn (the early gradient casts, the conv's statistics, the handed-over gradient sums, cuDNN's
+// fused statistics, dependent launches), to name the one that differs from compile to compile.
+TEST(CudaCheckpoint, TwoCompilesOfOneJobTrainToTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const data::Dataset samples = thousand_samples();
+  const SameChoices same("fresco_checkpoint3_");
+  struct Variant {
+    std::string name;
+    DType precision;
+    std::function<void(DeepLearningTask&)> tweak;
+    const char* env = nullptr;
+  };
+  const std::vector<Variant> variants = {
+      {"fp32", DType::F32, {}},
+      {"bf16", DType::BF16, {}},
+      {"fp16", DType::F16, {}},
+      {"fp16 without early gradient casts", DType::F16, [](DeepLearningTask& t) { t.early_update(false); }},
+      {"fp16 without conv statistics", DType::F16,
+       [](DeepLearningTask& t) { t.conv_stats(CompileOptions::ConvStats::OFF); }},
+      {"fp16 without gradient sums", DType::F16,
+       [](DeepLearningTask& t) { t.grad_sums(CompileOptions::GradSums::OFF); }},
+      {"fp16 without cuDNN's fused statistics", DType::F16, {}, "FRESCO_CUDNN_GENSTATS"},
+      {"fp16 without dependent launch", DType::F16, {}, "FRESCO_CUDA_DEPENDENT_LAUNCH"},
+  };
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    std::optional<gpu_test::ScopedEnv> off;
+    if (v.env) off.emplace(v.env, "0");
+    auto a = job(samples, v.precision, "cuda", v.tweak), b = job(samples, v.precision, "cuda", v.tweak);
+    const TrainingResult ra = a->run(1), rb = b->run(1);
+    EXPECT_EQ(rb.epochs[0].train_loss, ra.epochs[0].train_loss);
+    EXPECT_EQ(describe(scalars_of(*b)), describe(scalars_of(*a)));
+    const auto sa = a->snapshot(), sb = b->snapshot();
+    ASSERT_EQ(sa.size(), sb.size());
+    int differ = 0;
+    for (size_t i = 0; i < sa.size(); ++i)
+      if (sa[i].second != sb[i].second && differ++ < 4) ADD_FAILURE() << sa[i].first << " differs";
+    EXPECT_EQ(differ, 0) << "tensors differ";
+  }
 }
 
 TEST(CudaCheckpoint, ResumedRunEndsWithTheBitsOfAnUninterruptedOne) {
