@@ -130,7 +130,7 @@ __global__ void bn_grad_finalize_kernel(ChannelChunks k, const double* part, con
 // channel.
 __global__ void bn_grad_given_sums_kernel(ChannelChunks k, const float* gsums, const float* gamma,
                                           const float* invstd, float* dgamma, float* dbeta, float* coef) {
-  wait_for_prior_kernels();  // (a programmatic dependent of the sums' finalize, as above)
+  wait_for_prior_kernels();  // (a programmatic dependent of the kernel before it, as above)
   allow_dependent_launch();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= k.c) return;
@@ -191,8 +191,6 @@ void with_mask_mode(int mode, F&& f) {
     f(std::integral_constant<int, kNoMask>{});
 }
 
-// dx = the element-wise pass over `total` values (coef: a, b, k per channel), 16 bytes per load where the
-// channels and pointers allow (bn_dx_vec_kernel), else one value per thread.
 // Launches kernel<<<grid, block>>>(args...) on s, as a programmatic dependent of the kernel before it where
 // ctx's bn_grad_dependent_launch reaches `level` (Context).
 template <class... P, class... A>
@@ -204,6 +202,8 @@ void launch_grad(const Context* ctx, int level, void (*kernel)(P...), dim3 grid,
     kernel<<<grid, block, 0, s>>>(std::forward<A>(args)...);
 }
 
+// dx = the element-wise pass over `total` values (coef: a, b, k per channel), 16 bytes per load where the
+// channels and pointers allow (bn_dx_vec_kernel), else one value per thread.
 template <class T, int M>
 void launch_dx(const Context* ctx, const T* dy, const ReluMask<T>& mask, const T* x, const float* mean,
                const float* coef, T* dx, int64_t total, int64_t c, cudaStream_t s) {

@@ -18,9 +18,13 @@ constexpr int kForwardPositions = 512, kWgradPositions = 1024;
 constexpr int kForwardBlocksPerSm = 8;
 // Lanes per element of the weight gradient's partials finalize (a power of two; 32 x this threads a block).
 constexpr int kFinalizeLanes = 32;
-// The block's input tile in shared memory: with the kernels' static arrays (at most 17.4 KB) it stays within
-// the 48 KB a block may use without opting in to more.
-constexpr int kMaxTileBytes = 28 << 10;
+// The block's input tile in shared memory: with the kernels' static arrays (at most 20.1 KB: the weight
+// gradient's with 64 outputs, more than 16 taps and the batchnorm prologue; each kernel asserts its sum) it
+// stays within the 48 KB a block may use without opting in to more.
+constexpr int kMaxTileBytes = 27 << 10;
+constexpr int kBlockSharedBytes = 48 << 10;
+// tile_bytes rounds the tile and its zero slot up to 16 bytes: at most this much past kMaxTileBytes.
+constexpr int kTileRounding = 16;
 
 // The geometry in the kernels' index types (narrow_conv_fits keeps every field in int range), with the
 // blocking: a block takes `pr` output rows of one image, whose input window (zero-padded) is a tile of
@@ -120,6 +124,9 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocksPerSm)
   __shared__ __align__(16) uint16_t stage[kWarps][16][kPad];
   __shared__ __align__(16) uint16_t wsm[K][kTapPad];
   __shared__ float wsum[kWarps][K], wsq[kWarps][K];
+  static_assert(sizeof(stage) + sizeof(wsm) + sizeof(wsum) + sizeof(wsq) + kMaxTileBytes + kTileRounding <=
+                    kBlockSharedBytes,
+                "the static arrays and the largest tile fit a block's shared memory");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
   const Band band = band_of(g);
   load_tile(tile, reinterpret_cast<const uint16_t*>(x), g, band);
@@ -232,14 +239,17 @@ __global__ void __launch_bounds__(kThreads, 4)
   extern __shared__ __align__(16) uint16_t tile[];
   __shared__ __align__(16) uint16_t stage[kWarps][16][kPad];
   // The warps' sums, each lane's pairs as float2: rows of 8 NT + 8 floats put a half-warp's four rows (gid
-  // 0-3, 8-byte stores at 2 tq) on disjoint 8-bank groups. Rows of 8 NT floats put all 32 lanes on the same
-  // four banks pairs: an 8-way conflict on each of the 4 MT NT loads and stores per lane and warp (ncu: 0.85M
-  // conflicted store wavefronts of 1.6M per ResNet-18 stem call at batch 512).
+  // 0-3, 8-byte stores at 2 tq) on disjoint 8-bank groups. Rows of 8 NT floats put the lanes of a row pair on
+  // the same banks: with NT = 4 an 8-way conflict (4-way with NT = 2) on each of the 4 MT NT loads and stores
+  // per lane and warp (ncu: 0.85M conflicted store wavefronts of 1.6M per ResNet-18 stem call at batch 512).
   constexpr int kRed = 8 * NT + 8;
   static_assert((kRed % 32 == 8 || kRed % 32 == 24), "four rows on disjoint 8-bank groups");
   __shared__ __align__(16) float red[K][kRed];
   // kBn: a, b, k and the mean of channel c at coef[c + c / 8] (one float4 per channel, skewed per piece)
   __shared__ float4 coef[kBn ? K + K / 8 : 1];
+  static_assert(
+      sizeof(stage) + sizeof(red) + sizeof(coef) + kMaxTileBytes + kTileRounding <= kBlockSharedBytes,
+      "the static arrays and the largest tile fit a block's shared memory");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
   const Band band = band_of(g);
   if constexpr (kBn) {

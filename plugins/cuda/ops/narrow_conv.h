@@ -12,7 +12,7 @@
 // from the tile, per-block partials added over the blocks in a fixed order. Block counts depend on the shape
 // only, so results are the same on every run.
 // Limits (narrow_conv_fits): f16 or bf16, one group, C*R*S <= 32 taps, K = 16, 32 or 64, and one output row's
-// input window (zero-padded) within 28 KB of shared memory.
+// input window (zero-padded) within 27 KB of shared memory.
 // Test: tests/plugins/cuda/test_cuda_low_precision_conv.cpp (NarrowInputConvolutions).
 #pragma once
 

@@ -55,6 +55,22 @@ TEST(CudaGraphMemsets, AMemsetAfterAKernelFollowsItByAProgrammaticEdge) {
   EXPECT_EQ(r.memsets_replaced, 3);
   EXPECT_EQ(r.kernels_added, 2);
   EXPECT_EQ(r.programmatic, programmatic ? 1 : 0);
+  // and the graph holds that edge: one kernel node whose incoming edge is programmatic
+  size_t count = 0;
+  CUDA_OK(cudaGraphGetNodes(g, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  CUDA_OK(cudaGraphGetNodes(g, nodes.data(), &count));
+  int programmatic_edges = 0;
+  for (cudaGraphNode_t n : nodes) {
+    size_t deps = 0;
+    CUDA_OK(cudaGraphNodeGetDependencies(n, nullptr, nullptr, &deps));
+    std::vector<cudaGraphNode_t> from(deps);
+    std::vector<cudaGraphEdgeData> edges(deps);
+    if (deps) CUDA_OK(cudaGraphNodeGetDependencies(n, from.data(), edges.data(), &deps));
+    for (const cudaGraphEdgeData& e : edges)
+      programmatic_edges += e.type == cudaGraphDependencyTypeProgrammatic;
+  }
+  EXPECT_EQ(programmatic_edges, programmatic ? 1 : 0);
   cudaGraphExec_t exec = nullptr;
   CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
   std::vector<uint8_t> want(kBytes, 0x77);
