@@ -212,10 +212,7 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       // has no side stream whose blocks their early residency would keep out; dependent_launch.cuh).
       const Context* pdl = ctx_of(ctx)->bn_dependent_launch ? ctx_of(ctx) : nullptr;
       auto launch = [&](auto kernel, dim3 grid, dim3 block, auto... args) {
-        if (pdl)
-          launch_after_prior(pdl, kernel, grid, block, st, args...);
-        else
-          kernel<<<grid, block, 0, st>>>(args...);
+        launch_after_prior(pdl, kernel, grid, block, st, args...);
       };
       if (sums) {
         launch(bn_finalize_sums_kernel, dim3(static_cast<unsigned>((c + 127) / 128)), dim3(128), c, sums, o,
@@ -223,11 +220,11 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       } else {
         launch_channel_moments(call->in[0].dtype, call->in[0].data, k.rows, k.c, part, st);
         const double* pt = part;
-        if (ctx_of(ctx)->bn_finalize_channels == 4)
-          launch(bn_finalize_kernel<4>, dim3(finalize_blocks<4>(c)), dim3(kFinalizeThreads), k, pt, o, coef);
-        else
-          launch(bn_finalize_kernel<kFinalizeChannels>, dim3(finalize_blocks(c)), dim3(kFinalizeThreads), k,
-                 pt, o, coef);
+        with_finalize_channels(ctx_of(ctx)->bn_finalize_channels, [&](auto ch) {
+          constexpr int kCh = decltype(ch)::value;
+          launch(bn_finalize_kernel<kCh>, dim3(finalize_blocks<kCh>(c)), dim3(kFinalizeThreads), k, pt, o,
+                 coef);
+        });
       }
       if (!y) return;  // statistics only
       if (vec) {

@@ -196,10 +196,7 @@ void with_mask_mode(int mode, F&& f) {
 template <class... P, class... A>
 void launch_grad(const Context* ctx, int level, void (*kernel)(P...), dim3 grid, dim3 block, cudaStream_t s,
                  A&&... args) {
-  if (const Context* pdl = grad_dependent(ctx, level))
-    launch_after_prior(pdl, kernel, grid, block, s, std::forward<A>(args)...);
-  else
-    kernel<<<grid, block, 0, s>>>(std::forward<A>(args)...);
+  launch_after_prior(grad_dependent(ctx, level), kernel, grid, block, s, std::forward<A>(args)...);
 }
 
 // dx = the element-wise pass over `total` values (coef: a, b, k per channel), 16 bytes per load where the
@@ -310,12 +307,11 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
           else
             bn_grad_sums_kernel<T, M>
                 <<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, st>>>(dy, mask, x, mean, k, part);
-          if (cx->grad_finalize_channels == 4)
-            launch_grad(cx, 1, bn_grad_finalize_kernel<4>, dim3(finalize_blocks<4>(c)),
+          with_finalize_channels(cx->grad_finalize_channels, [&](auto ch) {
+            constexpr int kCh = decltype(ch)::value;
+            launch_grad(cx, 1, bn_grad_finalize_kernel<kCh>, dim3(finalize_blocks<kCh>(c)),
                         dim3(kFinalizeThreads), st, k, part, gamma, invstd, dgamma, dbeta, coef);
-          else
-            launch_grad(cx, 1, bn_grad_finalize_kernel<kFinalizeChannels>, dim3(finalize_blocks(c)),
-                        dim3(kFinalizeThreads), st, k, part, gamma, invstd, dgamma, dbeta, coef);
+          });
         }
         if (!dx) return;  // the weights-only form: the conv's weight gradient applies dx
         launch_dx<T, M>(cx, dy, mask, x, mean, coef, dx, total, c, st);

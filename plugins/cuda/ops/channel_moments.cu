@@ -84,27 +84,17 @@ void launch_conv_sums(const Context* ctx, uint32_t dtype, const void* y, int64_t
   launch_sums_finalize(ctx, k.chunks, c, partials_of(ws), sums, s);
 }
 
-namespace {
-template <int kCh>
-void launch_sums_finalize_kernel(const Context* ctx, const ChannelChunks& k, const FinalizeTargets& o, int n,
-                                 cudaStream_t s) {
-  const dim3 grid(finalize_blocks<kCh>(k.c), static_cast<unsigned>(n)), block(kFinalizeThreads);
-  if (const Context* pdl = grad_dependent(ctx))
-    launch_after_prior(pdl, sums_finalize_kernel<kCh>, grid, block, s, k, o);
-  else
-    sums_finalize_kernel<kCh><<<grid, block, 0, s>>>(k, o);
-}
-}  // namespace
-
 void launch_sums_finalize(const Context* ctx, int64_t chunks, int64_t c, const double* const* part,
                           float* const* sums, int n, cudaStream_t s) {
   FR_PLUGIN_CHECK(n >= 1 && n <= 2, FR_ERR_INVALID_ARGUMENT, "sums finalize: 1 or 2 targets");
   const ChannelChunks k{0, c, 0, chunks};  // the totals read only c and chunks
   FinalizeTargets o{{part[0], part[n - 1]}, {sums[0], sums[n - 1]}};
-  if (ctx && ctx->grad_finalize_channels == 4)
-    launch_sums_finalize_kernel<4>(ctx, k, o, n, s);
-  else
-    launch_sums_finalize_kernel<kFinalizeChannels>(ctx, k, o, n, s);
+  with_finalize_channels(ctx ? ctx->grad_finalize_channels : kFinalizeChannels, [&](auto ch) {
+    constexpr int kCh = decltype(ch)::value;
+    launch_after_prior(grad_dependent(ctx), sums_finalize_kernel<kCh>,
+                       dim3(finalize_blocks<kCh>(c), static_cast<unsigned>(n)), dim3(kFinalizeThreads), s, k,
+                       o);
+  });
   FR_CUDA_LAUNCH_CHECK();
 }
 

@@ -192,6 +192,16 @@ __device__ inline double2 channel_totals(const ChannelChunks k, const double* __
   return make_double2(a, b);
 }
 
+// f(std::integral_constant<int, kCh>{}) with kCh = 4 when `channels` is 4, else kFinalizeChannels: the
+// finalizes' channels per block (Context::bn_finalize_channels, grad_finalize_channels).
+template <class F>
+void with_finalize_channels(int channels, F&& f) {
+  if (channels == 4)
+    f(std::integral_constant<int, 4>{});
+  else
+    f(std::integral_constant<int, kFinalizeChannels>{});
+}
+
 // Element-wise passes over [rows, C] in 16-byte vectors where each thread keeps its channels' coefficients in
 // registers: with blocks of kFixedThreads threads and C / V dividing kFixedThreads, the grid stride is a
 // multiple of the vectors per row, so a thread always sees the same V channels (fixed_channel_base).

@@ -24,7 +24,7 @@ __device__ __forceinline__ void wait_for_prior_kernels() {
 }
 
 // Launches kernel<<<grid, block, 0, s>>>(args...) as a programmatic dependent of the kernel before it where
-// the device supports that (ctx->dependent_launch), else as a plain launch.
+// the device supports that (ctx->dependent_launch), else (or with a null ctx) as a plain launch.
 template <class... P, class... A>
 void launch_after_prior(const Context* ctx, void (*kernel)(P...), dim3 grid, dim3 block, cudaStream_t s,
                         A&&... args) {
@@ -37,7 +37,7 @@ void launch_after_prior(const Context* ctx, void (*kernel)(P...), dim3 grid, dim
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
-  cfg.numAttrs = ctx->dependent_launch ? 1 : 0;
+  cfg.numAttrs = ctx && ctx->dependent_launch ? 1 : 0;
   FR_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
 }
 
