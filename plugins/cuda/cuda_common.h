@@ -94,11 +94,12 @@ struct Context {
   // (FRESCO_CUDNN_ENGINE_CANDIDATES, 1..1000; mode A lists about 30 for ResNet's convolutions, so the default
   // times them all: ResNet-18 0.7% faster than with the first 10, compile 2.1 s instead of 1.1 s).
   int conv_engine_candidates = 64;
-  // A conv2d with the sums output (ops.h) on an engine (FRESCO_CUDNN_GENSTATS): 0 = always the convolution,
-  // then a separate sums pass; 1 (default) = cuDNN's fused statistics (genstats) when they measured faster
-  // than that pair at prepare; 2 = genstats whenever an engine offers them. Only for a convolution whose
-  // forward runs on an engine (conv_engines).
-  int conv_genstats = 1;
+  // A conv2d with the sums output (ops.h) on an engine (FRESCO_CUDNN_GENSTATS): 0 (default while
+  // conv_deterministic) = always the convolution, then a separate sums pass; 1 (default otherwise) = cuDNN's
+  // fused statistics (genstats) when they measured faster than that pair at prepare; 2 = genstats whenever an
+  // engine offers them. Only for a convolution whose forward runs on an engine (conv_engines). genstats add
+  // in an order that changes from run to run (fp16 training then differs from compile to compile).
+  int conv_genstats = 0;
   // fp16 / bf16 convolutions with few input channels (a stem) on fresco's own kernels (ops/narrow_conv.h)
   // instead of cuDNN (FRESCO_CUDA_NARROW_CONV=0 keeps cuDNN).
   bool narrow_conv = true;

@@ -71,10 +71,12 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->own_sgemm = env_int("FRESCO_CUDA_SGEMM", 0, 0, 2);
     c->conv_engines = env_int("FRESCO_CUDNN_ENGINES", 1, 0, 2);
     c->conv_engine_candidates = env_int("FRESCO_CUDNN_ENGINE_CANDIDATES", 64, 1, 1000);
-    c->conv_genstats = env_int("FRESCO_CUDNN_GENSTATS", 1, 0, 2);
     c->narrow_conv = env_switch("FRESCO_CUDA_NARROW_CONV", true);
     c->conv_autotune = env_switch("FRESCO_CUDNN_AUTOTUNE", true);
     c->conv_deterministic = env_switch("FRESCO_CUDNN_DETERMINISTIC", true);
+    // cuDNN's fused statistics add in an order that changes from run to run: only when non-deterministic
+    // algorithms are admitted, unless asked for by name
+    c->conv_genstats = env_int("FRESCO_CUDNN_GENSTATS", c->conv_deterministic ? 0 : 1, 0, 2);
     c->conv_log = env_int("FRESCO_CUDNN_LOG", 0, 0, 2);
     c->small_fc = env_switch("FRESCO_CUDA_SMALL_FC", true);
     c->fused_bias_grad = env_switch("FRESCO_CUBLAS_BGRAD", true);

@@ -131,15 +131,16 @@ bool wgrad_prologue_on(const CompileOptions& o, const LayerDescriptor& l) {
   return o.conv_prologue == Mode::ON || (option_on(o.conv_prologue, o) && narrow_conv_shape(l));
 }
 // CompileOptions::conv_stats for conv l: ON, or AUTO in mixed precision where the sums cost the conv no pass
-// of its own: in fp16 everywhere (cuDNN's fused statistics), in bf16 on the convs fresco's own kernels run
-// (the Hopper stage-1 shape, the narrow stem), which add the sums in their epilogue. cuDNN has no fast bf16
-// statistics, so there a separate sums pass and its finalize would precede the batchnorm's finalize: one
-// launch more than the batchnorm's own statistics (docs/decisions.md).
+// of its own and add in a fixed order: on the convs fresco's own kernels run (the Hopper stage-1 shape, the
+// narrow stem), which add the sums in their epilogue. On a cuDNN convolution the deterministic sums are a
+// separate pass and its finalize before the batchnorm's finalize, one launch more than the batchnorm's own
+// statistics; cuDNN's fused fp16 statistics accumulate in an order that changes from run to run, so they
+// are used only when asked for (ON with FRESCO_CUDNN_GENSTATS; docs/decisions.md).
 bool conv_stats_on(const CompileOptions& o, const LayerDescriptor& l) {
   using Mode = CompileOptions::ConvStats;
   if (o.conv_stats == Mode::ON) return true;
   if (!option_on(o.conv_stats, o)) return false;
-  return o.precision != DType::BF16 || hopper_conv_shape(l) || narrow_conv_shape(l);
+  return hopper_conv_shape(l) || narrow_conv_shape(l);
 }
 
 // A map of `sample` per sample at the larger of the training and evaluation batches fits the sizes the plans
