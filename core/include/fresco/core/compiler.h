@@ -150,13 +150,14 @@ struct CompileOptions {
   // element-wise pass writes bn(x) + shortcut, then the join's relu; the batchnorm's output is not stored).
   bool fuse_joins = true;
   // A training batchnorm that reads a bias-free conv nothing else reads takes its batch mean and variance
-  // from the per-channel sums of x and x^2 that the conv writes (conv2d's second output, ops.h: on the GPU
-  // cuDNN's fused statistics where they measure faster), instead of its own pass over the map; the variance
-  // is then sumsq/n - mean^2 from f32 sums rather than the backend's own statistics in double. AUTO: in mixed
-  // precision only (fp32 keeps the backends' own statistics, whose CPU/CUDA agreement is tighter), and in
-  // bf16 only on the convs the CUDA backend's own kernels run (conv_prologue's Hopper shape, a narrow stem of
-  // at most 32 taps and 16 / 32 / 64 outputs), which add the sums in their epilogue: cuDNN has no fast bf16
-  // statistics, and its separate sums pass costs a launch more than the batchnorm's own (docs/decisions.md).
+  // from the per-channel sums of x and x^2 that the conv writes (conv2d's second output, ops.h), instead of
+  // its own pass over the map; the variance is then sumsq/n - mean^2 from f32 sums rather than the backend's
+  // own statistics in double. AUTO: in mixed precision only (fp32 keeps the backends' own statistics, whose
+  // CPU/CUDA agreement is tighter), and only on the convs the CUDA backend's own kernels run (conv_prologue's
+  // Hopper shape, a narrow stem of at most 32 taps and 16 / 32 / 64 outputs), which add the sums in their
+  // epilogue in a fixed order. On a cuDNN convolution the sums are a separate pass (a launch more than the
+  // batchnorm's own statistics), or, with ON and FRESCO_CUDNN_GENSTATS, cuDNN's fused statistics, which add
+  // with atomics in an order that changes from run to run (docs/decisions.md).
   enum class ConvStats { AUTO, ON, OFF };
   ConvStats conv_stats = ConvStats::AUTO;
   // A training batchnorm whose output gradient is written by a masking pass (a residual join's relu backward,
