@@ -123,6 +123,12 @@ struct Context {
   // (channel_totals): 4 (four times the blocks of 16, each warp's loads a quarter as deep; ResNet-18 bf16
   // about 15 us a step faster), or 16 with FRESCO_CUDA_BN_FINALIZE_CHANNELS=16.
   int bn_finalize_channels = 4;
+  // The training batchnorm forward without given sums as one cooperative kernel (ops/bn_resident.h: the
+  // statistics, a grid barrier, the finalize, another, the apply pass from the rows kept in shared memory)
+  // instead of three kernels, with the same bits (FRESCO_CUDA_BN_RESIDENT): 0 (default) = never, 1 = where
+  // the whole map fits in the resident blocks' shared memory, 2 = also where only part of it does (the rest
+  // read again). Not yet timed on a GPU, hence off.
+  int bn_resident = 0;
   // Channels per block of the finalizes from chunk partials outside the batchnorm forward's (sums_finalize:
   // conv sums and the masking passes' gradient sums; batchnorm backward's own): 16, or 4 with
   // FRESCO_CUDA_GRAD_FINALIZE_CHANNELS=4 (channel_totals).

@@ -9,15 +9,19 @@
 // y = fma(x, scale, shift) (y may alias x; max(y, 0) with the fused relu of params.relu). Inference: one
 // element-wise pass with the running statistics. The statistics-only form (two outputs, ops.h: a conv2d's
 // batchnorm prologue applies it) stops before the element-wise pass. run_batchnorm also serves batchnorm_add
-// (ops/batchnorm_add.cpp), whose element-wise pass adds the residual before the relu. Test:
+// (ops/batchnorm_add.cpp), whose element-wise pass adds the residual before the relu. With
+// Context::bn_resident the three training kernels may run as one cooperative kernel with the same bits
+// (ops/bn_resident.h). Test:
 // tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
 #include <cmath>
 
 #include "fresco/batchnorm_rules.h"
 #include "fresco/conv_prologue.hpp"
 #include "fresco/conv_stats_checks.hpp"
+#include "ops/batchnorm_finalize.cuh"
 #include "ops/batchnorm_forward.h"
 #include "ops/batchnorm_relu_mask.cuh"
+#include "ops/bn_resident.h"
 #include "ops/channel_moments.h"
 #include "ops/channel_sums.cuh"
 #include "ops/dependent_launch.cuh"
@@ -25,27 +29,6 @@
 namespace fresco::cuda {
 
 namespace {
-// What a training forward writes per channel besides y: the saved statistics and the moved running ones.
-struct BnOutputs {
-  const float *gamma, *beta;
-  float *save_mean, *save_invstd, *run_mean, *run_var;
-  double n;  // values per channel
-  float eps, momentum;
-};
-
-// Channel c's saved statistics and running statistics from its batch mean and biased variance; returns its
-// scale / shift, derived from the saved float statistics so backward can recompute them
-// (batchnorm_relu_mask.cuh).
-__device__ float2 bn_finalize_channel(int64_t c, float mean, double var, const BnOutputs& o) {
-  const double invstd = 1.0 / sqrt(var + static_cast<double>(o.eps));
-  o.save_mean[c] = mean;
-  o.save_invstd[c] = static_cast<float>(invstd);
-  const double mom = o.momentum;
-  o.run_mean[c] = static_cast<float>((1.0 - mom) * o.run_mean[c] + mom * mean);
-  o.run_var[c] = static_cast<float>((1.0 - mom) * o.run_var[c] + mom * var * o.n / (o.n - 1.0));
-  return bn_scale_shift(o.gamma[c], o.beta[c], mean, static_cast<float>(invstd));
-}
-
 // The finalizes and the apply pass may run as programmatic dependents of the kernel before them
 // (bn_dependent_launch below): each waits for it first, and each finalize lets its apply pass launch early.
 // kCh channels per block (channel_totals; Context::bn_finalize_channels).
@@ -107,12 +90,7 @@ __global__ void __launch_bounds__(kFixedThreads)
     Vec16<T> a = load16(x, i);
     Vec16<T> b;
     if constexpr (Residual) b = load16(r, i);
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      float v = bn_normalized(to_f(a.v[j]), scale[j], shift[j]);
-      if constexpr (Residual) v += to_f(b.v[j]);
-      a.v[j] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
-    }
+    bn_apply_vector<T, Residual>(a, b, scale, shift, relu);
     store16(y, i, a);
   }
   allow_dependent_launch();  // a small memset kernel after it may wait beside the tail (memset_nodes.h)
@@ -218,6 +196,9 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
         launch(bn_finalize_sums_kernel, dim3(static_cast<unsigned>((c + 127) / 128)), dim3(128), c, sums, o,
                coef);
       } else {
+        // statistics, finalize and apply in one cooperative kernel where Context::bn_resident allows it
+        const BnResidentCall one{call->in[0].dtype, x, r, y, k, part, coef, o, p.relu};
+        if (y && vec && launch_bn_resident(ctx_of(ctx), one, st)) return;
         launch_channel_moments(call->in[0].dtype, call->in[0].data, k.rows, k.c, part, st);
         const double* pt = part;
         with_finalize_channels(ctx_of(ctx)->bn_finalize_channels, [&](auto ch) {

@@ -101,7 +101,7 @@ template <int V>
 constexpr int kVecSlots = kVecThreads*(V + 1);
 template <int V, class Acc>
 __device__ void write_vector_partials(const ChannelChunks k, double* part, const Acc (&a)[V],
-                                      const Acc (&b)[V], double* sa, double* sb) {
+                                      const Acc (&b)[V], double* sa, double* sb, int64_t chunk) {
   const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
   const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
   if (lane < lanes) {
@@ -114,17 +114,19 @@ __device__ void write_vector_partials(const ChannelChunks k, double* part, const
     const int at = static_cast<int>(c / V) * (V + 1) + static_cast<int>(c % V), row = cvs * (V + 1);
     double ta = 0.0, tb = 0.0;
     for (int l = 0; l < lanes; ++l) ta += sa[l * row + at], tb += sb[l * row + at];
-    part[(blockIdx.x * k.c + c) * 2] = ta;
-    part[(blockIdx.x * k.c + c) * 2 + 1] = tb;
+    part[(chunk * k.c + c) * 2] = ta;
+    part[(chunk * k.c + c) * 2 + 1] = tb;
   }
 }
 
-// The block's rows of its chunk, in order, to add_row(r, cv, sums...) with P pairs of per-thread sums (P * 2
-// arrays of V), then each pair's partials to part[p].
+// Chunk `chunk`'s rows, in order, to add_row(r, cv, sums...) with P pairs of per-thread sums (P * 2 arrays
+// of V), then each pair's partials to part[p], through the shared arrays sa, sb (kVecSlots<V> doubles each;
+// a block that adds another chunk after this one syncs before it, as the pairs do here).
 template <class T, class Acc, int P, class F>
-__device__ void vector_channel_partials_n(const ChannelChunks k, double* const (&part)[P], F add_row) {
+__device__ __forceinline__ void vector_chunk_partials_n(const ChannelChunks k, int64_t chunk,
+                                                        double* const (&part)[P], F add_row, double* sa,
+                                                        double* sb) {
   constexpr int V = Vec16<T>::kN;
-  __shared__ double sa[kVecSlots<V>], sb[kVecSlots<V>];
   const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
   const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
   Acc acc[P][2][V];
@@ -132,7 +134,7 @@ __device__ void vector_channel_partials_n(const ChannelChunks k, double* const (
   for (int p = 0; p < P; ++p)
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[p][0][j] = Acc(0), acc[p][1][j] = Acc(0);
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * k.rows_per_chunk;
+  const int64_t r0 = chunk * k.rows_per_chunk;
   const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
   if (lane < lanes)
 #pragma unroll 4
@@ -143,8 +145,16 @@ __device__ void vector_channel_partials_n(const ChannelChunks k, double* const (
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     if (p > 0) __syncthreads();  // the previous pair's reads of sa, sb are done
-    write_vector_partials<V>(k, part[p], acc[p][0], acc[p][1], sa, sb);
+    write_vector_partials<V>(k, part[p], acc[p][0], acc[p][1], sa, sb, chunk);
   }
+}
+
+// The block's chunk (blockIdx.x), as above.
+template <class T, class Acc, int P, class F>
+__device__ void vector_channel_partials_n(const ChannelChunks k, double* const (&part)[P], F add_row) {
+  constexpr int V = Vec16<T>::kN;
+  __shared__ double sa[kVecSlots<V>], sb[kVecSlots<V>];
+  vector_chunk_partials_n<T, Acc, P>(k, static_cast<int64_t>(blockIdx.x), part, add_row, sa, sb);
 }
 
 template <class T, class Acc, class F>
@@ -166,21 +176,28 @@ __device__ void vector_channel_partials(const ChannelChunks k, double* part, F a
 // per channel, before that, left each lane up to 32 dependent loads: 5-13 us per call, 386 us of a ResNet-18
 // step.) kCh = 4: four times the blocks, each warp's loads a quarter as deep, for the forward's finalizes,
 // which nothing runs beside.
+// A block of kWarps < kFinalizeWarps warps (a divisor) does the same adds in the same order, each warp in
+// turn for every kWarps-th of the kFinalizeWarps warps above (the resident batchnorm, ops/bn_resident.cu);
+// kCoherent reads the partials through L2 only, for a kernel that wrote them itself (after a grid barrier).
 constexpr int kFinalizeChannels = 16, kFinalizeWarps = 16, kFinalizeThreads = 32 * kFinalizeWarps;
-template <int kCh = kFinalizeChannels>
+template <int kCh = kFinalizeChannels, int kWarps = kFinalizeWarps, bool kCoherent = false>
 __device__ inline double2 channel_totals(const ChannelChunks k, const double* __restrict__ part, int64_t c0) {
   static_assert(kCh == 16 || kCh == 8 || kCh == 4, "a chunk's group is a whole fraction of a warp");
+  static_assert(kWarps >= 1 && kFinalizeWarps % kWarps == 0, "each warp takes whole shares");
   constexpr int W = 2 * kCh, G = 32 / W;  // doubles per chunk's group, chunks per warp-wide load
   __shared__ double s[kFinalizeWarps][32];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int64_t col = 2 * c0 + lane % W, row = 2 * k.c;
-  double v = 0.0;
-  if (col < row) {
+#pragma unroll
+  for (int vw = warp; vw < kFinalizeWarps; vw += kWarps) {
+    double v = 0.0;
+    if (col < row) {
 #pragma unroll 8
-    for (int64_t i = warp * G + lane / W; i < k.chunks; i += kFinalizeWarps * G)
-      v += __ldg(part + i * row + col);
+      for (int64_t i = vw * G + lane / W; i < k.chunks; i += kFinalizeWarps * G)
+        v += kCoherent ? __ldcg(part + i * row + col) : __ldg(part + i * row + col);
+    }
+    s[vw][lane] = v;
   }
-  s[warp][lane] = v;
   __syncthreads();
   double t = 0.0;
   if (warp == 0 && lane < W)

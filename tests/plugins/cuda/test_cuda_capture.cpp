@@ -221,6 +221,14 @@ TEST(CudaCapture, BatchnormGradientDependentLaunchGivesTheSameBits) {
   expect_small_residual_same_bits("FRESCO_CUDA_GRAPH_MEMSET_DEPENDENT", {"0", "1"});
 }
 
+// The training batchnorm forward as one cooperative kernel (FRESCO_CUDA_BN_RESIDENT 1 and 2,
+// ops/bn_resident.h) inside a whole captured training step: the small residual network trains to the same
+// bits as with the three kernels it replaces (test_cuda_bn_resident.cpp checks the op alone).
+TEST(CudaCapture, ResidentBatchnormGivesTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  expect_small_residual_same_bits("FRESCO_CUDA_BN_RESIDENT", {"0", "1", "2"});
+}
+
 // CompileOptions::conv_join_lag_max on the GPU, where the lagged weight gradient really runs beside the next
 // input gradient: the small residual network trains to the same bits with every conv join lagged as without
 // (a buffer freed too early, or a gradient read before it is written, would change them).

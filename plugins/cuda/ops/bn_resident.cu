@@ -1,0 +1,215 @@
+// The training batchnorm forward as one cooperative kernel (ops/bn_resident.h).
+#include "ops/bn_resident.h"
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "fresco/batchnorm_rules.h"
+#include "ops/dependent_launch.cuh"
+#include "ops/dtype.cuh"
+
+namespace fresco::cuda {
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kResidentWarps = kVecThreads / 32;
+constexpr size_t kReservedPerBlock =
+    1024;  // shared memory the system keeps per block (compute capability 8+)
+
+// The V coefficients from ch, read through L2: other blocks of this kernel wrote them before the barrier.
+template <int V>
+__device__ __forceinline__ void load_channels_l2(const float* p, int64_t ch, float (&out)[V]) {
+  static_assert(V % 4 == 0, "channel vectors are whole float4s");
+  const float4* q = reinterpret_cast<const float4*>(p + ch);
+#pragma unroll
+  for (int j = 0; j < V / 4; ++j) {
+    const float4 v = __ldcg(q + j);
+    out[4 * j] = v.x, out[4 * j + 1] = v.y, out[4 * j + 2] = v.z, out[4 * j + 3] = v.w;
+  }
+}
+
+// Blocks of kVecThreads threads take chunks blockIdx.x, + gridDim.x, ...; the first `slots` of them are kept
+// in dynamic shared memory (k.rows_per_chunk * C / V vectors each) between the first pass and the apply.
+template <class T, bool Residual, int kCh>
+__global__ void __launch_bounds__(kVecThreads)
+    bn_resident_kernel(const T* x, const T* r, T* y, ChannelChunks k, double* part, BnOutputs o, float* coef,
+                       int relu, int slots) {
+  constexpr int V = Vec16<T>::kN;
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;  // as the moments pass's
+  __shared__ double sa[kVecSlots<V>], sb[kVecSlots<V>];
+  extern __shared__ uint4 kept_vectors[];
+  Vec16<T>* kept = reinterpret_cast<Vec16<T>*>(kept_vectors);
+  const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
+  const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
+  const int64_t slot = k.rows_per_chunk * cvs;
+  cg::grid_group grid = cg::this_grid();
+
+  // 1. Each chunk's partials, as moments_vec_kernel adds them (ops/channel_moments.cu), its rows kept.
+  int j = 0;
+  for (int64_t chunk = blockIdx.x; chunk < k.chunks; chunk += gridDim.x, ++j) {
+    if (j > 0) __syncthreads();  // the previous chunk's reads of sa, sb are done
+    Vec16<T>* keep = j < slots ? kept + j * slot : nullptr;
+    const int64_t r0 = chunk * k.rows_per_chunk;
+    double* const parts[1] = {part};
+    vector_chunk_partials_n<T, Acc, 1>(
+        k, chunk, parts,
+        [&](int64_t row, int col, Acc(&acc)[1][2][V]) {
+          const Vec16<T> v = load16(x, row * cvs + col);
+          if (keep) keep[(row - r0) * cvs + col] = v;
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const Acc f = to_f(v.v[e]);
+            acc[0][0][e] += f;
+            acc[0][1][e] += f * f;
+          }
+        },
+        sa, sb);
+  }
+  grid.sync();  // every chunk's partials are written
+
+  // 2. The finalize of channel groups of kCh, as bn_finalize_kernel<kCh> does it (ops/batchnorm.cu).
+  const int64_t groups = (k.c + kCh - 1) / kCh;
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const int64_t c0 = g * kCh;
+    const double2 t = channel_totals<kCh, kResidentWarps, true>(k, part, c0);
+    const int64_t c = c0 + threadIdx.x;
+    if (threadIdx.x < kCh && c < k.c) {
+      float mean = 0.0f;
+      double var = 0.0;
+      fr_bn_stats_from_sums(t.x, t.y, o.n, &mean, &var);
+      const float2 ss = bn_finalize_channel(c, mean, var, o);
+      coef[c] = ss.x;
+      coef[k.c + c] = ss.y;
+    }
+    __syncthreads();  // channel_totals' scratch is used again
+  }
+  grid.sync();  // every channel's scale and shift are written
+
+  // 3. The apply pass, each thread on the channels and rows it read in 1 (the kept rows from shared memory).
+  if (lane < lanes) {
+    float scale[V], shift[V];
+    load_channels_l2<V>(coef, static_cast<int64_t>(cv) * V, scale);
+    load_channels_l2<V>(coef, k.c + static_cast<int64_t>(cv) * V, shift);
+    j = 0;
+    for (int64_t chunk = blockIdx.x; chunk < k.chunks; chunk += gridDim.x, ++j) {
+      const Vec16<T>* keep = j < slots ? kept + j * slot : nullptr;
+      const int64_t r0 = chunk * k.rows_per_chunk;
+      const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
+#pragma unroll 4
+      for (int64_t row = r0 + lane; row < r1; row += lanes) {
+        const int64_t i = row * cvs + cv;
+        Vec16<T> a = keep ? keep[(row - r0) * cvs + cv] : load16(x, i);
+        Vec16<T> b;
+        if constexpr (Residual) b = load16(r, i);
+        bn_apply_vector<T, Residual>(a, b, scale, shift, relu);
+        store16(y, i, a);
+      }
+    }
+  }
+  allow_dependent_launch();  // as the apply pass does (a small memset kernel may wait beside the tail)
+}
+
+// The grid, the kept chunks per block and the dynamic shared memory of one launch.
+struct ResidentShape {
+  unsigned grid = 0;
+  int slots = 0;
+  size_t smem = 0;
+};
+
+// Whether `bps` blocks per SM of `dyn` dynamic bytes each are resident on every SM at once (the cooperative
+// launch's condition), asking the occupancy calculator after raising the kernel's dynamic limit to dyn.
+bool resident(const void* kernel, int bps, size_t dyn) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn)) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kVecThreads, dyn) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return n >= bps;
+}
+
+// Every chunk kept, with as many blocks per SM (at most 4) as allow it; else, with mode 2, as many chunks
+// per block as fit at 2, then 1 blocks per SM. A zero grid where neither works.
+ResidentShape plan(const Context* ctx, const void* kernel, const ChannelChunks& k, size_t elem, int mode) {
+  int optin = 0, per_sm = 0, coop = 0;
+  cudaFuncAttributes fa{};
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ctx->device) !=
+          cudaSuccess ||
+      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, ctx->device) != cudaSuccess ||
+      cudaFuncGetAttributes(&fa, kernel) != cudaSuccess || !coop || ctx->sm_count < 1) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  const size_t stat = fa.sharedSizeBytes, chunk_bytes = static_cast<size_t>(k.rows_per_chunk * k.c) * elem;
+  // the dynamic bytes a block may take with bps blocks per SM
+  auto room = [&](int bps) -> size_t {
+    const size_t share = static_cast<size_t>(per_sm) / static_cast<size_t>(bps);
+    if (share < stat + kReservedPerBlock || static_cast<size_t>(optin) < stat) return 0;
+    return std::min(share - stat - kReservedPerBlock, static_cast<size_t>(optin) - stat);
+  };
+  for (int bps = 4; bps >= 1; --bps) {  // the whole map kept
+    const int64_t grid = std::min<int64_t>(k.chunks, static_cast<int64_t>(bps) * ctx->sm_count);
+    const int64_t slots = (k.chunks + grid - 1) / grid;
+    const size_t dyn = static_cast<size_t>(slots) * chunk_bytes;
+    if (dyn <= room(bps) && resident(kernel, bps, dyn))
+      return {static_cast<unsigned>(grid), static_cast<int>(slots), dyn};
+  }
+  if (mode < 2 || chunk_bytes == 0) return {};
+  for (int bps = 2; bps >= 1; --bps) {  // part of it
+    const int64_t slots = static_cast<int64_t>(room(bps) / chunk_bytes);
+    const int64_t grid = std::min<int64_t>(k.chunks, static_cast<int64_t>(bps) * ctx->sm_count);
+    const size_t dyn = static_cast<size_t>(slots) * chunk_bytes;
+    if (slots >= 1 && resident(kernel, bps, dyn))
+      return {static_cast<unsigned>(grid), static_cast<int>(slots), dyn};
+  }
+  return {};
+}
+
+template <class T, bool Residual, int kCh>
+bool launch_typed(const Context* ctx, const BnResidentCall& c, cudaStream_t s) {
+  auto* kernel = bn_resident_kernel<T, Residual, kCh>;
+  const ResidentShape sh = plan(ctx, reinterpret_cast<const void*>(kernel), c.k, sizeof(T), ctx->bn_resident);
+  if (sh.grid == 0) return false;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(sh.grid);
+  cfg.blockDim = dim3(kVecThreads);
+  cfg.dynamicSmemBytes = sh.smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  FR_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<const T*>(c.x), static_cast<const T*>(c.r),
+                                   static_cast<T*>(c.y), c.k, c.part, c.o, c.coef, c.relu, sh.slots));
+  return true;
+}
+}  // namespace
+
+bool launch_bn_resident(const Context* ctx, const BnResidentCall& c, cudaStream_t s) {
+  if (!ctx || ctx->bn_resident == 0 || !c.y) return false;
+  bool launched = false;
+  with_float_type(c.dtype, "batchnorm", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t total = c.k.rows * c.k.c;
+    if (!vector_partials_fit<T>(c.k, {c.x}) || !fixed_channels_fit<T>(c.k.c) ||
+        !vectorizable<T>(total, {c.x, c.y, c.r ? c.r : c.x, c.coef}))
+      return;
+    with_finalize_channels(ctx->bn_finalize_channels, [&](auto ch) {
+      constexpr int kCh = decltype(ch)::value;
+      launched = c.r ? launch_typed<T, true, kCh>(ctx, c, s) : launch_typed<T, false, kCh>(ctx, c, s);
+    });
+  });
+  return launched;
+}
+
+}  // namespace fresco::cuda
