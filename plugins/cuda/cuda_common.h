@@ -129,6 +129,9 @@ struct Context {
   // the whole map fits in the resident blocks' shared memory, 2 = also where only part of it does (the rest
   // read again). Not yet timed on a GPU, hence off.
   int bn_resident = 0;
+  // The same for the training batchnorm backward with its own gradient sums
+  // (FRESCO_CUDA_BN_RESIDENT_BACKWARD, 0 / 1 / 2 as above; dy and x are kept).
+  int bn_resident_backward = 0;
   // Channels per block of the finalizes from chunk partials outside the batchnorm forward's (sums_finalize:
   // conv sums and the masking passes' gradient sums; batchnorm backward's own): 16, or 4 with
   // FRESCO_CUDA_GRAD_FINALIZE_CHANNELS=4 (channel_totals).

@@ -96,6 +96,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
       FR_PLUGIN_CHECK(c->bn_finalize_channels == 4 || c->bn_finalize_channels == 16, FR_ERR_INVALID_ARGUMENT,
                       "cuda: FRESCO_CUDA_BN_FINALIZE_CHANNELS must be 4 or 16");
       c->bn_resident = env_int("FRESCO_CUDA_BN_RESIDENT", 0, 0, 2);
+      c->bn_resident_backward = env_int("FRESCO_CUDA_BN_RESIDENT_BACKWARD", 0, 0, 2);
       c->grad_finalize_channels = env_int("FRESCO_CUDA_GRAD_FINALIZE_CHANNELS", 16, 4, 16);
       FR_PLUGIN_CHECK(c->grad_finalize_channels == 4 || c->grad_finalize_channels == 16,
                       FR_ERR_INVALID_ARGUMENT, "cuda: FRESCO_CUDA_GRAD_FINALIZE_CHANNELS must be 4 or 16");

@@ -8,14 +8,17 @@
 // read in each of the two passes). Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel),
 // test_cuda_low_precision.cpp (recomputed mask = read mask). Without a fused relu a sixth input may be gsums,
 // the two sums the masking pass that wrote dy computed (ops/masked_grad_sums.h): then only the element-wise
-// pass runs.
+// pass runs. With Context::bn_resident_backward the sums, finalize and dx pass may run as one cooperative
+// kernel with the same bits (ops/bn_resident.h).
 #include <type_traits>
 #include <utility>
 
 #include "fresco/batchnorm_rules.h"
 #include "fresco/grad_sums_checks.hpp"
+#include "ops/batchnorm_backward.cuh"
 #include "ops/batchnorm_relu_mask.cuh"
 #include "ops/bn_dx.h"
+#include "ops/bn_resident.h"
 #include "ops/channel_moments.h"
 #include "ops/channel_sums.cuh"
 #include "ops/dependent_launch.cuh"
@@ -23,30 +26,6 @@
 namespace fresco::cuda {
 
 namespace {
-// The fused relu's mask, chosen at compile time so each kernel carries only its own mode: none (no fused
-// relu), read from the relu's output y, or recomputed from x (batchnorm_relu_mask.cuh).
-enum MaskMode : int { kNoMask = 0, kReadMask = 1, kRecomputeMask = 2 };
-
-template <class T>
-struct ReluMask {
-  const T* y = nullptr;                                                               // kReadMask
-  const float *gamma = nullptr, *beta = nullptr, *mean = nullptr, *invstd = nullptr;  // kRecomputeMask
-  // This thread's channels' scale and shift for the recomputed mask.
-  template <int V>
-  __device__ void coefficients(int64_t ch, float (&scale)[V], float (&shift)[V]) const {
-    float g[V], b[V], m[V], s[V];
-    load_channels(gamma, ch, g);
-    load_channels(beta, ch, b);
-    load_channels(mean, ch, m);
-    load_channels(invstd, ch, s);
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float2 ss = bn_scale_shift(g[j], b[j], m[j], s[j]);
-      scale[j] = ss.x, shift[j] = ss.y;
-    }
-  }
-};
-
 // dy at element i (channel ch), masked by the fused relu where there is one.
 template <int M, class T>
 __device__ __forceinline__ float grad_at(const T* dy, const T* x, const ReluMask<T>& m, int64_t i,
@@ -58,15 +37,6 @@ __device__ __forceinline__ float grad_at(const T* dy, const T* x, const ReluMask
     if (!(to_f(m.y[i]) > 0.0f)) return 0.0f;
   }
   return to_f(dy[i]);
-}
-
-// Whether the mask passes element j of a 16-byte vector (x and, when read, y loaded by the caller).
-template <int M, class T, int V>
-__device__ __forceinline__ bool passes(const Vec16<T>& xv, const Vec16<T>& yv, int j, const float (&scale)[V],
-                                       const float (&shift)[V]) {
-  if constexpr (M == kRecomputeMask) return bn_relu_passes<T>(to_f(xv.v[j]), scale[j], shift[j]);
-  if constexpr (M == kReadMask) return to_f(yv.v[j]) > 0.0f;
-  return true;
 }
 
 template <class T, int M>
@@ -96,22 +66,8 @@ __global__ void __launch_bounds__(kVecThreads, 4)
     const Vec16<T> g = load16(dy, i), xv = load16(x, i);
     Vec16<T> yv;
     if constexpr (M == kReadMask) yv = load16(mask.y, i);
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const Acc gj = passes<M>(xv, yv, j, scale, shift) ? static_cast<Acc>(to_f(g.v[j])) : Acc(0);
-      add_grad_terms<Acc>(gj, to_f(xv.v[j]), mu[j], a[j], b[j]);
-    }
+    add_grad_vector<M>(g, xv, yv, scale, shift, mu, a, b);
   });
-}
-
-// Channel c's outputs from its totals t = (sum dy, sum dy (x - mean)); dgamma and dbeta only where given.
-__device__ __forceinline__ void write_grad_coefficients(ChannelChunks k, int64_t c, double2 t,
-                                                        const float* gamma, const float* invstd,
-                                                        float* dgamma, float* dbeta, float* coef) {
-  const FrBnGradCoefficients f =
-      fr_bn_grad_coefficients(t.x, t.y, gamma[c], invstd[c], static_cast<double>(k.rows));
-  if (dgamma) dgamma[c] = f.dgamma, dbeta[c] = f.dbeta;
-  coef[c] = f.a, coef[k.c + c] = f.b, coef[2 * k.c + c] = f.k;
 }
 
 template <int kCh>
@@ -170,11 +126,7 @@ __global__ void __launch_bounds__(kFixedThreads)
     const Vec16<T> xv = load16(x, i);
     Vec16<T> yv;
     if constexpr (M == kReadMask) yv = load16(mask.y, i);
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float gj = passes<M>(xv, yv, j, scale, shift) ? to_f(g.v[j]) : 0.0f;
-      g.v[j] = from_f<T>(fr_bn_dx_value(gj, to_f(xv.v[j]), mu[j], ca[j], cb[j], ck[j]));
-    }
+    bn_dx_vector<M>(g, xv, yv, scale, shift, mu, ca, cb, ck);
     store16(dx, i, g);
   }
   allow_dependent_launch();  // a small memset kernel after it may wait beside the tail (memset_nodes.h)
@@ -300,6 +252,11 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
         if (given) {  // the sums from the pass that wrote dy
           launch_given_sums(cx, k, given, gamma, invstd, dgamma, dbeta, coef, st);
         } else {
+          if constexpr (M != kReadMask) {  // sums, finalize and dx in one cooperative kernel where allowed
+            const BnResidentGradCall one{call->in[1].dtype, dy,   x,      dx,     k,    part, coef, gamma,
+                                         mask.beta,         mean, invstd, dgamma, dbeta};
+            if (launch_bn_resident_backward(cx, one, st)) return;
+          }
           if (vector_partials_fit<T>(k,
                                      {dy, x, relu_y ? relu_y : dy, mean, mask.gamma, mask.beta, mask.invstd}))
             bn_grad_sums_vec_kernel<T, M>

@@ -16,21 +16,8 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kResidentWarps = kVecThreads / 32;
 constexpr size_t kReservedPerBlock =
     1024;  // shared memory the system keeps per block (compute capability 8+)
-
-// The V coefficients from ch, read through L2: other blocks of this kernel wrote them before the barrier.
-template <int V>
-__device__ __forceinline__ void load_channels_l2(const float* p, int64_t ch, float (&out)[V]) {
-  static_assert(V % 4 == 0, "channel vectors are whole float4s");
-  const float4* q = reinterpret_cast<const float4*>(p + ch);
-#pragma unroll
-  for (int j = 0; j < V / 4; ++j) {
-    const float4 v = __ldcg(q + j);
-    out[4 * j] = v.x, out[4 * j + 1] = v.y, out[4 * j + 2] = v.z, out[4 * j + 3] = v.w;
-  }
-}
 
 // Blocks of kVecThreads threads take chunks blockIdx.x, + gridDim.x, ...; the first `slots` of them are kept
 // in dynamic shared memory (k.rows_per_chunk * C / V vectors each) between the first pass and the apply.
@@ -113,13 +100,6 @@ __global__ void __launch_bounds__(kVecThreads)
   allow_dependent_launch();  // as the apply pass does (a small memset kernel may wait beside the tail)
 }
 
-// The grid, the kept chunks per block and the dynamic shared memory of one launch.
-struct ResidentShape {
-  unsigned grid = 0;
-  int slots = 0;
-  size_t smem = 0;
-};
-
 // Whether `bps` blocks per SM of `dyn` dynamic bytes each are resident on every SM at once (the cooperative
 // launch's condition), asking the occupancy calculator after raising the kernel's dynamic limit to dyn.
 bool resident(const void* kernel, int bps, size_t dyn) {
@@ -136,9 +116,20 @@ bool resident(const void* kernel, int bps, size_t dyn) {
   return n >= bps;
 }
 
-// Every chunk kept, with as many blocks per SM (at most 4) as allow it; else, with mode 2, as many chunks
-// per block as fit at 2, then 1 blocks per SM. A zero grid where neither works.
-ResidentShape plan(const Context* ctx, const void* kernel, const ChannelChunks& k, size_t elem, int mode) {
+template <class T, bool Residual, int kCh>
+bool launch_typed(const Context* ctx, const BnResidentCall& c, cudaStream_t s) {
+  auto* kernel = bn_resident_kernel<T, Residual, kCh>;
+  const ResidentShape sh = plan_resident(ctx, reinterpret_cast<const void*>(kernel), c.k,
+                                         static_cast<size_t>(c.k.c) * sizeof(T), ctx->bn_resident);
+  if (sh.grid == 0) return false;
+  launch_cooperative(kernel, sh, s, static_cast<const T*>(c.x), static_cast<const T*>(c.r),
+                     static_cast<T*>(c.y), c.k, c.part, c.o, c.coef, c.relu, sh.slots);
+  return true;
+}
+}  // namespace
+
+ResidentShape plan_resident(const Context* ctx, const void* kernel, const ChannelChunks& k, size_t row_bytes,
+                            int mode) {
   int optin = 0, per_sm = 0, coop = 0;
   cudaFuncAttributes fa{};
   if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device) != cudaSuccess ||
@@ -149,7 +140,7 @@ ResidentShape plan(const Context* ctx, const void* kernel, const ChannelChunks& 
     (void)cudaGetLastError();
     return {};
   }
-  const size_t stat = fa.sharedSizeBytes, chunk_bytes = static_cast<size_t>(k.rows_per_chunk * k.c) * elem;
+  const size_t stat = fa.sharedSizeBytes, chunk_bytes = static_cast<size_t>(k.rows_per_chunk) * row_bytes;
   // the dynamic bytes a block may take with bps blocks per SM
   auto room = [&](int bps) -> size_t {
     const size_t share = static_cast<size_t>(per_sm) / static_cast<size_t>(bps);
@@ -173,27 +164,6 @@ ResidentShape plan(const Context* ctx, const void* kernel, const ChannelChunks& 
   }
   return {};
 }
-
-template <class T, bool Residual, int kCh>
-bool launch_typed(const Context* ctx, const BnResidentCall& c, cudaStream_t s) {
-  auto* kernel = bn_resident_kernel<T, Residual, kCh>;
-  const ResidentShape sh = plan(ctx, reinterpret_cast<const void*>(kernel), c.k, sizeof(T), ctx->bn_resident);
-  if (sh.grid == 0) return false;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(sh.grid);
-  cfg.blockDim = dim3(kVecThreads);
-  cfg.dynamicSmemBytes = sh.smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeCooperative;
-  attr.val.cooperative = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  FR_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<const T*>(c.x), static_cast<const T*>(c.r),
-                                   static_cast<T*>(c.y), c.k, c.part, c.o, c.coef, c.relu, sh.slots));
-  return true;
-}
-}  // namespace
 
 bool launch_bn_resident(const Context* ctx, const BnResidentCall& c, cudaStream_t s) {
   if (!ctx || ctx->bn_resident == 0 || !c.y) return false;

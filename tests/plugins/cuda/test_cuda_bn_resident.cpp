@@ -22,68 +22,125 @@ using namespace fresco::gpu_test;
 namespace {
 
 struct BnRun {
-  std::vector<std::vector<uint8_t>> outputs;  // y, save_mean, save_invstd, running mean, running variance
+  std::vector<std::vector<uint8_t>> outputs;  // the node's outputs (and running statistics), as bytes
   std::string graphs;                         // the captured graphs' DOT text
 };
 
-// One training batchnorm (batchnorm_add with `residual`) over a map of shape x in dt, captured and run once
-// with FRESCO_CUDA_BN_RESIDENT=mode.
-BnRun run_batchnorm(const Shape& x, DType dt, bool residual, int relu, const char* mode) {
-  const std::string prefix = testing::TempDir() + "fresco_bn_resident_" + std::to_string(getpid()) + "_";
-  const ScopedEnv env("FRESCO_CUDA_BN_RESIDENT", mode), dot("FRESCO_CUDA_GRAPH_DOT", prefix);
-  const int64_t c = x.c;
-  const Shape v{1, 1, 1, c};
-  const size_t n = static_cast<size_t>(x.numel());
-  BnRun out;
-  {
-    SimpleTask t("cuda");
-    auto map = [&](const char* name) { return t.tensor(Region::T_TEMP, dt, x, name); };
-    auto vec = [&](const char* name) { return t.tensor(Region::T_TEMP, DType::F32, v, name); };
-    const TensorId xi = map("x"), y = map("y"), r = map("r");
-    const TensorId gamma = vec("gamma"), beta = vec("beta"), mean = vec("mean"), invstd = vec("invstd");
-    const TensorId rm = vec("rm"), rv = vec("rv");
-    t.lock_memory();
-    GraphNode f = residual ? node(FR_OP_BATCHNORM_ADD, {xi, gamma, beta, r}, {y, mean, invstd})
-                           : node(FR_OP_BATCHNORM, {xi, gamma, beta}, {y, mean, invstd});
-    f.rout = {RangeRef::of(rm, DType::F32), RangeRef::of(rv, DType::F32)};
-    f.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu});
-    t.add(GraphId::DEEP_FWD_BWD, f);
-    t.compile();
-    std::mt19937 rng(7);
-    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-    std::vector<float> xs(n), rs(n);
-    for (float& e : xs) e = 0.5f + 3.0f * d(rng);  // a mean away from zero, as after a convolution
-    for (float& e : rs) e = d(rng);
-    write_values(t, xi, dt, xs);
-    write_values(t, r, dt, rs);
-    std::vector<float> g(static_cast<size_t>(c)), b(g.size()), rmv(g.size()), rvv(g.size());
-    for (size_t i = 0; i < g.size(); ++i)
-      g[i] = 0.5f + std::fabs(d(rng)), b[i] = 0.3f * d(rng), rmv[i] = 0.1f * d(rng),
-      rvv[i] = 1.0f + d(rng) / 2;
-    t.write(gamma, g);
-    t.write(beta, b);
-    t.write(rm, rmv);
-    t.write(rv, rvv);
-    t.run(GraphId::DEEP_FWD_BWD);
-    std::vector<uint8_t> ys(n * dtype_size(dt));
-    t.read(y, ys.data(), ys.size());
-    out.outputs.push_back(std::move(ys));
-    for (TensorId id : {mean, invstd, rm, rv}) {
-      const auto f32 = t.read<float>(id, static_cast<size_t>(c));
-      std::vector<uint8_t> bytes(f32.size() * 4);
-      std::memcpy(bytes.data(), f32.data(), bytes.size());
-      out.outputs.push_back(std::move(bytes));
-    }
-  }
-  for (int i = 0;; ++i) {  // the task is gone: every graph it captured is written
+// The DOT text of every graph captured under `prefix` (FRESCO_CUDA_GRAPH_DOT), the files removed.
+std::string captured_graphs(const std::string& prefix) {
+  std::string text;
+  for (int i = 0;; ++i) {
     const std::string path = prefix + std::to_string(i) + ".dot";
     std::ifstream in(path);
     if (!in) break;
     std::stringstream s;
     s << in.rdbuf();
-    out.graphs += s.str();
+    text += s.str();
     std::remove(path.c_str());
   }
+  return text;
+}
+
+// A map of shape x in dt and per-channel f32 vectors in one task, filled from one generator.
+struct BnTask {
+  SimpleTask t{"cuda"};
+  Shape x;
+  DType dt;
+  std::mt19937 rng{7};
+  std::uniform_real_distribution<float> d{-1.0f, 1.0f};
+  std::vector<std::pair<TensorId, size_t>> reads;  // what run() returns, with its bytes
+  BnTask(const Shape& shape, DType type) : x(shape), dt(type) {}
+  TensorId map(const char* name) { return t.tensor(Region::T_TEMP, dt, x, name); }
+  TensorId vec(const char* name) { return t.tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, x.c}, name); }
+  // offset + scale * U(-1, 1) per value (|U| with `positive`)
+  void fill_map(TensorId id, float offset, float scale) {
+    std::vector<float> v(static_cast<size_t>(x.numel()));
+    for (float& e : v) e = offset + scale * d(rng);
+    write_values(t, id, dt, v);
+  }
+  void fill_vec(TensorId id, float offset, float scale, bool positive = false) {
+    std::vector<float> v(static_cast<size_t>(x.c));
+    for (float& e : v) e = offset + scale * (positive ? std::fabs(d(rng)) : d(rng));
+    t.write(id, v);
+  }
+  void read_map(TensorId id) { reads.emplace_back(id, static_cast<size_t>(x.numel()) * dtype_size(dt)); }
+  void read_vec(TensorId id) { reads.emplace_back(id, static_cast<size_t>(x.c) * 4); }
+  std::vector<std::vector<uint8_t>> run() {
+    t.run(GraphId::DEEP_FWD_BWD);
+    std::vector<std::vector<uint8_t>> out;
+    for (const auto& [id, bytes] : reads) {
+      std::vector<uint8_t> b(bytes);
+      t.read(id, b.data(), b.size());
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+};
+
+// One training batchnorm (batchnorm_add with `residual`) over a map of shape x in dt, captured and run once
+// with FRESCO_CUDA_BN_RESIDENT=mode: y, the saved and the running statistics.
+BnRun run_batchnorm(const Shape& x, DType dt, bool residual, int relu, const char* mode) {
+  const std::string prefix = testing::TempDir() + "fresco_bn_resident_" + std::to_string(getpid()) + "_";
+  const ScopedEnv env("FRESCO_CUDA_BN_RESIDENT", mode), dot("FRESCO_CUDA_GRAPH_DOT", prefix);
+  BnRun out;
+  {
+    BnTask b(x, dt);
+    const TensorId xi = b.map("x"), y = b.map("y"), r = b.map("r");
+    const TensorId gamma = b.vec("gamma"), beta = b.vec("beta"), mean = b.vec("mean"),
+                   invstd = b.vec("invstd");
+    const TensorId rm = b.vec("rm"), rv = b.vec("rv");
+    b.t.lock_memory();
+    GraphNode f = residual ? node(FR_OP_BATCHNORM_ADD, {xi, gamma, beta, r}, {y, mean, invstd})
+                           : node(FR_OP_BATCHNORM, {xi, gamma, beta}, {y, mean, invstd});
+    f.rout = {RangeRef::of(rm, DType::F32), RangeRef::of(rv, DType::F32)};
+    f.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu});
+    b.t.add(GraphId::DEEP_FWD_BWD, f);
+    b.t.compile();
+    b.fill_map(xi, 0.5f, 3.0f);  // a mean away from zero, as after a convolution
+    b.fill_map(r, 0.0f, 1.0f);
+    b.fill_vec(gamma, 0.5f, 1.0f, true);
+    b.fill_vec(beta, 0.0f, 0.3f);
+    b.fill_vec(rm, 0.0f, 0.1f);
+    b.fill_vec(rv, 1.0f, 0.5f);
+    b.read_map(y);
+    for (TensorId id : {mean, invstd, rm, rv}) b.read_vec(id);
+    out.outputs = b.run();
+  }
+  out.graphs = captured_graphs(prefix);  // the task is gone: every graph it captured is written
+  return out;
+}
+
+// One training batchnorm backward with its own gradient sums (with `relu`, the mask recomputed from x and
+// beta), captured and run once with FRESCO_CUDA_BN_RESIDENT_BACKWARD=mode: dx, dgamma, dbeta.
+BnRun run_batchnorm_backward(const Shape& x, DType dt, int relu, const char* mode) {
+  const std::string prefix = testing::TempDir() + "fresco_bn_resident_bwd_" + std::to_string(getpid()) + "_";
+  const ScopedEnv env("FRESCO_CUDA_BN_RESIDENT_BACKWARD", mode), dot("FRESCO_CUDA_GRAPH_DOT", prefix);
+  BnRun out;
+  {
+    BnTask b(x, dt);
+    const TensorId dy = b.map("dy"), xi = b.map("x"), y = b.map("y"), dx = b.map("dx");
+    const TensorId gamma = b.vec("gamma"), beta = b.vec("beta"), mean = b.vec("mean"),
+                   invstd = b.vec("invstd");
+    const TensorId dgamma = b.vec("dgamma"), dbeta = b.vec("dbeta");
+    b.t.lock_memory();
+    GraphNode g =
+        relu ? node(FR_OP_BATCHNORM_BACKWARD, {dy, xi, gamma, mean, invstd, y, beta}, {dx, dgamma, dbeta})
+             : node(FR_OP_BATCHNORM_BACKWARD, {dy, xi, gamma, mean, invstd}, {dx, dgamma, dbeta});
+    g.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, relu});
+    b.t.add(GraphId::DEEP_FWD_BWD, g);
+    b.t.compile();
+    b.fill_map(dy, 0.0f, 1.0f);
+    b.fill_map(xi, 0.5f, 3.0f);
+    b.fill_vec(gamma, 0.5f, 1.0f, true);
+    b.fill_vec(beta, 0.0f, 0.3f);
+    b.fill_vec(mean, 0.5f, 0.2f);
+    b.fill_vec(invstd, 0.3f, 0.5f, true);
+    b.read_map(dx);
+    b.read_vec(dgamma);
+    b.read_vec(dbeta);
+    out.outputs = b.run();
+  }
+  out.graphs = captured_graphs(prefix);
   return out;
 }
 
@@ -133,6 +190,38 @@ TEST(CudaBnResident, GivesTheBitsOfTheThreeKernels) {
           for (size_t i = 0; i < one.outputs.size(); ++i)
             EXPECT_EQ(one.outputs[i], three.outputs[i])
                 << output[i] << " differs, FRESCO_CUDA_BN_RESIDENT=" << mode;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaBnResident, BackwardGivesTheBitsOfTheThreeKernels) {
+  FRESCO_REQUIRE_GPU();
+  const std::vector<MapCase> maps = {
+      {Shape{16, 4, 4, 256}, true},    // 4 chunks of 64 rows: dy and x kept, 64 KB a chunk in bf16
+      {Shape{37, 5, 6, 64}, true},     // 18 chunks, the last of 22 rows
+      {Shape{512, 8, 8, 256}, false},  // 512 chunks of 64 KB (dy and x) in bf16, 128 KB in f32: kept in part
+      {Shape{8, 5, 5, 48}, true},      // not a vector channel count
+  };
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    for (const MapCase& m : maps) {
+      for (int relu : {1, 0}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " " + m.x.str() + " relu " + std::to_string(relu));
+        const BnRun three = run_batchnorm_backward(m.x, dt, relu, "0");
+        EXPECT_TRUE(names(three, "bn_dx")) << "the three kernels' dx pass is not in the graph";
+        EXPECT_FALSE(names(three, "bn_resident_backward_kernel"));
+        const bool eligible = vector_channels(m.x.c, dt);
+        for (const char* mode : {"1", "2"}) {
+          const BnRun one = run_batchnorm_backward(m.x, dt, relu, mode);
+          const bool expect = eligible && (m.whole || std::string(mode) == "2");
+          EXPECT_EQ(names(one, "bn_resident_backward_kernel"), expect)
+              << "FRESCO_CUDA_BN_RESIDENT_BACKWARD=" << mode;
+          ASSERT_EQ(one.outputs.size(), three.outputs.size());
+          const char* output[] = {"dx", "dgamma", "dbeta"};
+          for (size_t i = 0; i < one.outputs.size(); ++i)
+            EXPECT_EQ(one.outputs[i], three.outputs[i])
+                << output[i] << " differs, FRESCO_CUDA_BN_RESIDENT_BACKWARD=" << mode;
         }
       }
     }

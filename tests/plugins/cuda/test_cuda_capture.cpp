@@ -227,6 +227,7 @@ TEST(CudaCapture, BatchnormGradientDependentLaunchGivesTheSameBits) {
 TEST(CudaCapture, ResidentBatchnormGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
   expect_small_residual_same_bits("FRESCO_CUDA_BN_RESIDENT", {"0", "1", "2"});
+  expect_small_residual_same_bits("FRESCO_CUDA_BN_RESIDENT_BACKWARD", {"0", "1", "2"});
 }
 
 // CompileOptions::conv_join_lag_max on the GPU, where the lagged weight gradient really runs beside the next
