@@ -40,12 +40,7 @@ __global__ void bn_finalize_kernel(ChannelChunks k, const double* part, BnOutput
   const double2 t = channel_totals<kCh>(k, part, c0);
   const int64_t c = finalize_owner<kCh>(k, c0);
   if (c < 0) return;
-  float mean = 0.0f;
-  double var = 0.0;
-  fr_bn_stats_from_sums(t.x, t.y, o.n, &mean, &var);
-  const float2 ss = bn_finalize_channel(c, mean, var, o);
-  coef[c] = ss.x;
-  coef[k.c + c] = ss.y;
+  bn_finalize_totals(c, k.c, t, o, coef);
 }
 
 // From the sums, one thread per channel (for the apply kernels that read coef).
@@ -54,12 +49,7 @@ __global__ void bn_finalize_sums_kernel(int64_t channels, const float* sums, BnO
   allow_dependent_launch();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
-  float mean = 0.0f;
-  double var = 0.0;
-  fr_bn_stats_from_sums(sums[c], sums[channels + c], o.n, &mean, &var);
-  const float2 ss = bn_finalize_channel(c, mean, var, o);
-  coef[c] = ss.x;
-  coef[channels + c] = ss.y;
+  bn_finalize_totals(c, channels, make_double2(sums[c], sums[channels + c]), o, coef);
 }
 
 template <class T>

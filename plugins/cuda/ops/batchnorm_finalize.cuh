@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "fresco/batchnorm_rules.h"
 #include "ops/batchnorm_relu_mask.cuh"
 
 namespace fresco::cuda {
@@ -32,6 +33,18 @@ __device__ __forceinline__ float2 bn_finalize_channel(int64_t c, float mean, dou
   o.run_mean[c] = static_cast<float>((1.0 - mom) * o.run_mean[c] + mom * mean);
   o.run_var[c] = static_cast<float>((1.0 - mom) * o.run_var[c] + mom * var * o.n / (o.n - 1.0));
   return bn_scale_shift(o.gamma[c], o.beta[c], mean, static_cast<float>(invstd));
+}
+
+// Channel c's outputs from its totals t = (sum x, sum x^2) over o.n values: the statistics above, then its
+// scale and shift into coef (C scales, then C shifts).
+__device__ __forceinline__ void bn_finalize_totals(int64_t c, int64_t channels, double2 t, const BnOutputs& o,
+                                                   float* coef) {
+  float mean = 0.0f;
+  double var = 0.0;
+  fr_bn_stats_from_sums(t.x, t.y, o.n, &mean, &var);
+  const float2 ss = bn_finalize_channel(c, mean, var, o);
+  coef[c] = ss.x;
+  coef[channels + c] = ss.y;
 }
 
 // The apply pass on one 16-byte vector of V channels (scale, shift the channels' coefficients): y =

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "fresco/batchnorm_rules.h"
 #include "ops/dependent_launch.cuh"
 #include "ops/dtype.cuh"
 
@@ -59,21 +58,7 @@ __global__ void __launch_bounds__(kVecThreads)
   grid.sync();  // every chunk's partials are written
 
   // 2. The finalize of channel groups of kCh, as bn_finalize_kernel<kCh> does it (ops/batchnorm.cu).
-  const int64_t groups = (k.c + kCh - 1) / kCh;
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    const int64_t c0 = g * kCh;
-    const double2 t = channel_totals<kCh, kResidentWarps, true>(k, part, c0);
-    const int64_t c = c0 + threadIdx.x;
-    if (threadIdx.x < kCh && c < k.c) {
-      float mean = 0.0f;
-      double var = 0.0;
-      fr_bn_stats_from_sums(t.x, t.y, o.n, &mean, &var);
-      const float2 ss = bn_finalize_channel(c, mean, var, o);
-      coef[c] = ss.x;
-      coef[k.c + c] = ss.y;
-    }
-    __syncthreads();  // channel_totals' scratch is used again
-  }
+  resident_finalize<kCh>(k, part, [&](int64_t c, double2 t) { bn_finalize_totals(c, k.c, t, o, coef); });
   grid.sync();  // every channel's scale and shift are written
 
   // 3. The apply pass, each thread on the channels and rows it read in 1 (the kept rows from shared memory).

@@ -30,6 +30,21 @@ __device__ __forceinline__ void load_channels_l2(const float* p, int64_t ch, flo
   }
 }
 
+// The finalize step of a resident kernel: channel groups of kCh taken by the blocks (blockIdx.x, +
+// gridDim.x, ...), each group's totals added as a finalize kernel of kCh channels a block adds them
+// (channel_totals, the partials read through L2), then write(c, totals) by the thread that owns channel c.
+template <int kCh, class W>
+__device__ __forceinline__ void resident_finalize(const ChannelChunks& k, const double* part, W write) {
+  const int64_t groups = (k.c + kCh - 1) / kCh;
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const int64_t c0 = g * kCh;
+    const double2 t = channel_totals<kCh, kResidentWarps, true>(k, part, c0);
+    const int64_t c = c0 + threadIdx.x;
+    if (threadIdx.x < kCh && c < k.c) write(c, t);
+    __syncthreads();  // channel_totals' scratch is used again
+  }
+}
+
 // One training batchnorm forward's operands: x and y [k.rows, k.c] of dtype (y may alias x), the residual
 // r (x's size, or null: batchnorm_add adds it before the relu), the workspace's partials and coefficients
 // (channel_workspace_bytes(k)), the per-channel outputs.

@@ -63,14 +63,9 @@ __global__ void __launch_bounds__(kVecThreads)
   grid.sync();  // every chunk's partials are written
 
   // 2. The finalize of channel groups of kCh, as bn_grad_finalize_kernel<kCh> does it.
-  const int64_t groups = (k.c + kCh - 1) / kCh;
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    const int64_t c0 = g * kCh;
-    const double2 t = channel_totals<kCh, kResidentWarps, true>(k, part, c0);
-    const int64_t c = c0 + threadIdx.x;
-    if (threadIdx.x < kCh && c < k.c) write_grad_coefficients(k, c, t, gamma, invstd, dgamma, dbeta, coef);
-    __syncthreads();  // channel_totals' scratch is used again
-  }
+  resident_finalize<kCh>(k, part, [&](int64_t c, double2 t) {
+    write_grad_coefficients(k, c, t, gamma, invstd, dgamma, dbeta, coef);
+  });
   grid.sync();  // every channel's coefficients are written
 
   // 3. dx, as bn_dx_vec_kernel writes it, each thread on the channels and rows it read in 1.
