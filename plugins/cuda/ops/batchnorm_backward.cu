@@ -253,7 +253,7 @@ FR_CUDA_KERNEL_RUN(batchnorm_backward) {
           launch_given_sums(cx, k, given, gamma, invstd, dgamma, dbeta, coef, st);
         } else {
           if constexpr (M != kReadMask) {  // sums, finalize and dx in one cooperative kernel where allowed
-            const BnResidentGradCall one{call->in[1].dtype, dy,   x,      dx,     k,    part, coef, gamma,
+            const BnResidentGradCall one{call->in[1].dtype, dy,   x,      relu_y, dx,   k, part, coef, gamma,
                                          mask.beta,         mean, invstd, dgamma, dbeta};
             if (launch_bn_resident_backward(cx, one, st)) return;
           }

@@ -15,9 +15,6 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr size_t kReservedPerBlock =
-    1024;  // shared memory the system keeps per block (compute capability 8+)
-
 // Blocks of kVecThreads threads take chunks blockIdx.x, + gridDim.x, ...; the first `slots` of them are kept
 // in dynamic shared memory (k.rows_per_chunk * C / V vectors each) between the first pass and the apply.
 template <class T, bool Residual, int kCh>
@@ -27,8 +24,7 @@ __global__ void __launch_bounds__(kVecThreads)
   constexpr int V = Vec16<T>::kN;
   using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;  // as the moments pass's
   __shared__ double sa[kVecSlots<V>], sb[kVecSlots<V>];
-  extern __shared__ uint4 kept_vectors[];
-  Vec16<T>* kept = reinterpret_cast<Vec16<T>*>(kept_vectors);
+  extern __shared__ uint4 kept[];
   const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
   const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
   const int64_t slot = k.rows_per_chunk * cvs;
@@ -38,14 +34,14 @@ __global__ void __launch_bounds__(kVecThreads)
   int j = 0;
   for (int64_t chunk = blockIdx.x; chunk < k.chunks; chunk += gridDim.x, ++j) {
     if (j > 0) __syncthreads();  // the previous chunk's reads of sa, sb are done
-    Vec16<T>* keep = j < slots ? kept + j * slot : nullptr;
+    uint4* keep = j < slots ? kept + j * slot : nullptr;
     const int64_t r0 = chunk * k.rows_per_chunk;
     double* const parts[1] = {part};
-    vector_chunk_partials_n<T, Acc, 1>(
+    vector_chunk_partials_n<T, Acc, 1, false>(
         k, chunk, parts,
         [&](int64_t row, int col, Acc(&acc)[1][2][V]) {
           const Vec16<T> v = load16(x, row * cvs + col);
-          if (keep) keep[(row - r0) * cvs + col] = v;
+          if (keep) keep_vector(keep, (row - r0) * cvs + col, v);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
             const Acc f = to_f(v.v[e]);
@@ -68,13 +64,13 @@ __global__ void __launch_bounds__(kVecThreads)
     load_channels_l2<V>(coef, k.c + static_cast<int64_t>(cv) * V, shift);
     j = 0;
     for (int64_t chunk = blockIdx.x; chunk < k.chunks; chunk += gridDim.x, ++j) {
-      const Vec16<T>* keep = j < slots ? kept + j * slot : nullptr;
+      const uint4* keep = j < slots ? kept + j * slot : nullptr;
       const int64_t r0 = chunk * k.rows_per_chunk;
       const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
 #pragma unroll 4
       for (int64_t row = r0 + lane; row < r1; row += lanes) {
         const int64_t i = row * cvs + cv;
-        Vec16<T> a = keep ? keep[(row - r0) * cvs + cv] : load16(x, i);
+        Vec16<T> a = keep ? kept_vector<T>(keep, (row - r0) * cvs + cv) : load16(x, i);
         Vec16<T> b;
         if constexpr (Residual) b = load16(r, i);
         bn_apply_vector<T, Residual>(a, b, scale, shift, relu);
@@ -86,13 +82,8 @@ __global__ void __launch_bounds__(kVecThreads)
 }
 
 // Whether `bps` blocks per SM of `dyn` dynamic bytes each are resident on every SM at once (the cooperative
-// launch's condition), asking the occupancy calculator after raising the kernel's dynamic limit to dyn.
+// launch's condition), by the occupancy calculator.
 bool resident(const void* kernel, int bps, size_t dyn) {
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn)) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
   int n = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kVecThreads, dyn) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -115,22 +106,34 @@ bool launch_typed(const Context* ctx, const BnResidentCall& c, cudaStream_t s) {
 
 ResidentShape plan_resident(const Context* ctx, const void* kernel, const ChannelChunks& k, size_t row_bytes,
                             int mode) {
-  int optin = 0, per_sm = 0, coop = 0;
+  int optin = 0, per_sm = 0, reserved = 0, coop = 0;
   cudaFuncAttributes fa{};
-  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device) != cudaSuccess ||
+  if (k.chunks < 1 || ctx->sm_count < 1 ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device) != cudaSuccess ||
       cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ctx->device) !=
           cudaSuccess ||
+      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, ctx->device) !=
+          cudaSuccess ||
       cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, ctx->device) != cudaSuccess ||
-      cudaFuncGetAttributes(&fa, kernel) != cudaSuccess || !coop || ctx->sm_count < 1) {
+      cudaFuncGetAttributes(&fa, kernel) != cudaSuccess || !coop ||
+      fa.sharedSizeBytes >= static_cast<size_t>(optin)) {
     (void)cudaGetLastError();
     return {};
   }
   const size_t stat = fa.sharedSizeBytes, chunk_bytes = static_cast<size_t>(k.rows_per_chunk) * row_bytes;
+  // The kernel's dynamic limit at the most a block may have, set once and never lowered: a captured graph
+  // holds launches of one kernel with several sizes.
+  const size_t most = static_cast<size_t>(optin) - stat;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most)) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
   // the dynamic bytes a block may take with bps blocks per SM
   auto room = [&](int bps) -> size_t {
     const size_t share = static_cast<size_t>(per_sm) / static_cast<size_t>(bps);
-    if (share < stat + kReservedPerBlock || static_cast<size_t>(optin) < stat) return 0;
-    return std::min(share - stat - kReservedPerBlock, static_cast<size_t>(optin) - stat);
+    const size_t fixed = stat + static_cast<size_t>(reserved);
+    return share > fixed ? std::min(share - fixed, most) : 0;
   };
   for (int bps = 4; bps >= 1; --bps) {  // the whole map kept
     const int64_t grid = std::min<int64_t>(k.chunks, static_cast<int64_t>(bps) * ctx->sm_count);

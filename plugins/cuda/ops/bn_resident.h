@@ -30,6 +30,22 @@ __device__ __forceinline__ void load_channels_l2(const float* p, int64_t ch, flo
   }
 }
 
+// A kept 16-byte vector in shared memory, stored and loaded whole (Vec16<T> is aligned only as T is, so
+// element-wise copies would take several shared-memory accesses each).
+template <class T>
+__device__ __forceinline__ void keep_vector(uint4* kept, int64_t i, const Vec16<T>& v) {
+  uint4 u;
+  memcpy(&u, &v, 16);
+  kept[i] = u;
+}
+template <class T>
+__device__ __forceinline__ Vec16<T> kept_vector(const uint4* kept, int64_t i) {
+  const uint4 u = kept[i];
+  Vec16<T> v;
+  memcpy(&v, &u, 16);
+  return v;
+}
+
 // The finalize step of a resident kernel: channel groups of kCh taken by the blocks (blockIdx.x, +
 // gridDim.x, ...), each group's totals added as a finalize kernel of kCh channels a block adds them
 // (channel_totals, the partials read through L2), then write(c, totals) by the thread that owns channel c.
@@ -105,6 +121,7 @@ struct BnResidentGradCall {
   uint32_t dtype;
   const void* dy;
   const void* x;
+  const void* y;  // the fused relu's output (not read: the mask is recomputed), or null
   void* dx;
   ChannelChunks k;
   double* part;

@@ -26,8 +26,7 @@ __global__ void __launch_bounds__(kVecThreads)
   constexpr int V = Vec16<T>::kN;
   using Acc = GradAcc<T>;  // as bn_grad_sums_vec_kernel's
   __shared__ double sa[kVecSlots<V>], sb[kVecSlots<V>];
-  extern __shared__ uint4 kept_vectors[];
-  Vec16<T>* kept = reinterpret_cast<Vec16<T>*>(kept_vectors);
+  extern __shared__ uint4 kept[];
   const int cvs = static_cast<int>(k.c / V), lanes = kVecThreads / cvs;
   const int cv = threadIdx.x % cvs, lane = threadIdx.x / cvs;
   const int64_t slot = k.rows_per_chunk * cvs;  // vectors of one map's kept chunk
@@ -43,18 +42,18 @@ __global__ void __launch_bounds__(kVecThreads)
   int j = 0;
   for (int64_t chunk = blockIdx.x; chunk < k.chunks; chunk += gridDim.x, ++j) {
     if (j > 0) __syncthreads();  // the previous chunk's reads of sa, sb are done
-    Vec16<T>* keep = j < slots ? kept + 2 * j * slot : nullptr;
+    uint4* keep = j < slots ? kept + 2 * j * slot : nullptr;
     const int64_t r0 = chunk * k.rows_per_chunk;
     double* const parts[1] = {part};
-    vector_chunk_partials_n<T, Acc, 1>(
+    vector_chunk_partials_n<T, Acc, 1, false>(
         k, chunk, parts,
         [&](int64_t row, int col, Acc(&acc)[1][2][V]) {
           const int64_t i = row * cvs + col;
           const Vec16<T> g = load16(dy, i), xv = load16(x, i);
           if (keep) {
             const int64_t at = (row - r0) * cvs + col;
-            keep[at] = g;
-            keep[slot + at] = xv;
+            keep_vector(keep, at, g);
+            keep_vector(keep, slot + at, xv);
           }
           add_grad_vector<M>(g, xv, no_y, scale, shift, mu, acc[0][0], acc[0][1]);
         },
@@ -78,14 +77,14 @@ __global__ void __launch_bounds__(kVecThreads)
     load_channels(mean, ch, mf);
     j = 0;
     for (int64_t chunk = blockIdx.x; chunk < k.chunks; chunk += gridDim.x, ++j) {
-      const Vec16<T>* keep = j < slots ? kept + 2 * j * slot : nullptr;
+      const uint4* keep = j < slots ? kept + 2 * j * slot : nullptr;
       const int64_t r0 = chunk * k.rows_per_chunk;
       const int64_t r1 = r0 + k.rows_per_chunk < k.rows ? r0 + k.rows_per_chunk : k.rows;
 #pragma unroll 2
       for (int64_t row = r0 + lane; row < r1; row += lanes) {
         const int64_t i = row * cvs + cv, at = (row - r0) * cvs + cv;
-        Vec16<T> g = keep ? keep[at] : load16(dy, i);
-        const Vec16<T> xv = keep ? keep[slot + at] : load16(x, i);
+        Vec16<T> g = keep ? kept_vector<T>(keep, at) : load16(dy, i);
+        const Vec16<T> xv = keep ? kept_vector<T>(keep, slot + at) : load16(x, i);
         bn_dx_vector<M>(g, xv, no_y, scale, shift, mf, ca, cb, ck);
         store16(dx, i, g);
       }
@@ -117,10 +116,12 @@ bool launch_bn_resident_backward(const Context* ctx, const BnResidentGradCall& c
   with_float_type(c.dtype, "batchnorm_backward", [&](auto tag) {
     using T = decltype(tag);
     const int64_t total = c.k.rows * c.k.c;
-    // the conditions of the vector sums and dx kernels it replaces
-    if (!vector_partials_fit<T>(c.k, {c.dy, c.x, c.mean, c.gamma, c.beta, c.invstd}) ||
+    // the conditions of the vector sums and dx kernels it replaces (the fused relu's y among the pointers
+    // they check, though the recomputed mask does not read it)
+    const void* y = c.y ? c.y : c.dy;
+    if (!vector_partials_fit<T>(c.k, {c.dy, c.x, y, c.mean, c.gamma, c.beta, c.invstd}) ||
         !fixed_channels_fit<T>(c.k.c) ||
-        !vectorizable<T>(total, {c.dy, c.x, c.dx, c.coef, c.mean, c.gamma, c.beta, c.invstd}))
+        !vectorizable<T>(total, {c.dy, c.x, c.dx, y, c.coef, c.mean, c.gamma, c.beta, c.invstd}))
       return;
     with_finalize_channels(ctx->grad_finalize_channels, [&](auto ch) {
       constexpr int kCh = decltype(ch)::value;

@@ -121,8 +121,9 @@ __device__ void write_vector_partials(const ChannelChunks k, double* part, const
 
 // Chunk `chunk`'s rows, in order, to add_row(r, cv, sums...) with P pairs of per-thread sums (P * 2 arrays
 // of V), then each pair's partials to part[p], through the shared arrays sa, sb (kVecSlots<V> doubles each;
-// a block that adds another chunk after this one syncs before it, as the pairs do here).
-template <class T, class Acc, int P, class F>
+// a block that adds another chunk after this one syncs before it, as the pairs do here). kAllowDependents:
+// let a dependent kernel launch once the rows are read (a kernel that goes on after its chunks does not).
+template <class T, class Acc, int P, bool kAllowDependents = true, class F>
 __device__ __forceinline__ void vector_chunk_partials_n(const ChannelChunks k, int64_t chunk,
                                                         double* const (&part)[P], F add_row, double* sa,
                                                         double* sb) {
@@ -141,7 +142,7 @@ __device__ __forceinline__ void vector_chunk_partials_n(const ChannelChunks k, i
     for (int64_t r = r0 + lane; r < r1; r += lanes) add_row(r, cv, acc);  // rows in order: deterministic
   // The rows are read: a finalize launched as a dependent of this pass (Context::bn_grad_dependent_launch)
   // may become resident for the partials' writes (its wait still covers them).
-  allow_dependent_launch();
+  if constexpr (kAllowDependents) allow_dependent_launch();
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     if (p > 0) __syncthreads();  // the previous pair's reads of sa, sb are done

@@ -1,10 +1,12 @@
-// The training batchnorm forward as one cooperative kernel (plugins/cuda/ops/bn_resident.h,
-// FRESCO_CUDA_BN_RESIDENT): the same bits as the moments pass, finalize and apply pass it replaces (y, the
-// saved statistics, the moved running statistics), for batchnorm and batchnorm_add, with and without the
-// fused relu, in f32, bf16 and f16; on maps kept whole in shared memory (modes 1 and 2), a map kept only in
-// part (mode 2; mode 1 leaves it to the three kernels), a last chunk of fewer rows, and a channel count the
-// vector kernels do not take (the three kernels in every mode). The captured graph names the kernels that
-// ran, so a silent fallback fails. Skipped without a GPU.
+// The training batchnorm forward and backward as cooperative kernels (plugins/cuda/ops/bn_resident.h,
+// FRESCO_CUDA_BN_RESIDENT and FRESCO_CUDA_BN_RESIDENT_BACKWARD): the same bits as the three kernels each
+// replaces (y, the saved and the moved running statistics; dx, dgamma, dbeta), for batchnorm and
+// batchnorm_add, with and without the fused relu (its mask recomputed in the backward), in place (y over x,
+// dx over dy), with the other finalize width, in f32, bf16 and f16; on maps kept whole in shared memory
+// (modes 1 and 2), with several chunks kept per block, a map kept only in part (mode 2; mode 1 leaves it to
+// the three kernels), a last chunk of fewer rows, and a channel count the vector kernels do not take (the
+// three kernels in every mode). The captured graph names the kernels that ran, so a silent fallback fails.
+// Skipped without a GPU.
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -77,15 +79,37 @@ struct BnTask {
   }
 };
 
-// One training batchnorm (batchnorm_add with `residual`) over a map of shape x in dt, captured and run once
-// with FRESCO_CUDA_BN_RESIDENT=mode: y, the saved and the running statistics.
-BnRun run_batchnorm(const Shape& x, DType dt, bool residual, int relu, const char* mode) {
+// One case's node: batchnorm_add (forward only) or plain, the fused relu, in place, and the finalize width
+// other than the default (FRESCO_CUDA_BN_FINALIZE_CHANNELS=16 forward, FRESCO_CUDA_GRAD_FINALIZE_CHANNELS=4
+// backward).
+struct BnVariant {
+  bool residual = false;
+  int relu = 1;
+  bool inplace = false;
+  bool other_finalize = false;
+  std::string str() const {
+    return std::string(residual ? "batchnorm_add" : "batchnorm") + " relu " + std::to_string(relu) +
+           (inplace ? " in place" : "") + (other_finalize ? " other finalize width" : "");
+  }
+};
+const std::vector<BnVariant> kVariants = {{false, 1, false, false},
+                                          {false, 0, false, false},
+                                          {true, 1, false, false},
+                                          {false, 1, true, false},
+                                          {false, 1, false, true}};
+
+// One training batchnorm over a map of shape x in dt, captured and run once with
+// FRESCO_CUDA_BN_RESIDENT=mode: y, the saved and the running statistics.
+BnRun run_batchnorm(const Shape& x, DType dt, const BnVariant& v, const char* mode) {
   const std::string prefix = testing::TempDir() + "fresco_bn_resident_" + std::to_string(getpid()) + "_";
   const ScopedEnv env("FRESCO_CUDA_BN_RESIDENT", mode), dot("FRESCO_CUDA_GRAPH_DOT", prefix);
+  const ScopedEnv width("FRESCO_CUDA_BN_FINALIZE_CHANNELS", v.other_finalize ? "16" : "4");
+  const bool residual = v.residual;
+  const int relu = v.relu;
   BnRun out;
   {
     BnTask b(x, dt);
-    const TensorId xi = b.map("x"), y = b.map("y"), r = b.map("r");
+    const TensorId xi = b.map("x"), y = v.inplace ? xi : b.map("y"), r = b.map("r");
     const TensorId gamma = b.vec("gamma"), beta = b.vec("beta"), mean = b.vec("mean"),
                    invstd = b.vec("invstd");
     const TensorId rm = b.vec("rm"), rv = b.vec("rv");
@@ -110,15 +134,18 @@ BnRun run_batchnorm(const Shape& x, DType dt, bool residual, int relu, const cha
   return out;
 }
 
-// One training batchnorm backward with its own gradient sums (with `relu`, the mask recomputed from x and
+// One training batchnorm backward with its own gradient sums (with the relu, the mask recomputed from x and
 // beta), captured and run once with FRESCO_CUDA_BN_RESIDENT_BACKWARD=mode: dx, dgamma, dbeta.
-BnRun run_batchnorm_backward(const Shape& x, DType dt, int relu, const char* mode) {
+BnRun run_batchnorm_backward(const Shape& x, DType dt, const BnVariant& v, const char* mode) {
   const std::string prefix = testing::TempDir() + "fresco_bn_resident_bwd_" + std::to_string(getpid()) + "_";
   const ScopedEnv env("FRESCO_CUDA_BN_RESIDENT_BACKWARD", mode), dot("FRESCO_CUDA_GRAPH_DOT", prefix);
+  const ScopedEnv width("FRESCO_CUDA_GRAD_FINALIZE_CHANNELS", v.other_finalize ? "4" : "16");
+  const ScopedEnv recompute("FRESCO_CUDA_BN_RECOMPUTE_MASK", "1");
+  const int relu = v.relu;
   BnRun out;
   {
     BnTask b(x, dt);
-    const TensorId dy = b.map("dy"), xi = b.map("x"), y = b.map("y"), dx = b.map("dx");
+    const TensorId dy = b.map("dy"), xi = b.map("x"), y = b.map("y"), dx = v.inplace ? dy : b.map("dx");
     const TensorId gamma = b.vec("gamma"), beta = b.vec("beta"), mean = b.vec("mean"),
                    invstd = b.vec("invstd");
     const TensorId dgamma = b.vec("dgamma"), dbeta = b.vec("dbeta");
@@ -161,39 +188,47 @@ bool vector_channels(int64_t c, DType dt) {
 
 }  // namespace
 
+// Runs every variant (the backward's without the residual) of every map through `run` with modes 0, 1 and
+// 2, expecting the same bytes and the resident kernel `kernel` in the graph where the map allows it.
+template <class Run>
+void expect_three_kernel_bits(const std::vector<MapCase>& maps, bool backward, const char* kernel,
+                              const char* three_kernels_mark, const std::vector<const char*>& output,
+                              Run run) {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    for (const MapCase& m : maps) {
+      for (const BnVariant& v : kVariants) {
+        if (backward && v.residual) continue;
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " " + m.x.str() + " " + v.str());
+        const BnRun three = run(m.x, dt, v, "0");
+        EXPECT_TRUE(names(three, three_kernels_mark)) << "the three kernels are not in the graph";
+        EXPECT_FALSE(names(three, kernel));
+        const bool eligible = vector_channels(m.x.c, dt);
+        for (const char* mode : {"1", "2"}) {
+          const BnRun one = run(m.x, dt, v, mode);
+          const bool expect = eligible && (m.whole || std::string(mode) == "2");
+          EXPECT_EQ(names(one, kernel), expect) << "mode " << mode;
+          ASSERT_EQ(one.outputs.size(), output.size());
+          ASSERT_EQ(three.outputs.size(), output.size());
+          for (size_t i = 0; i < one.outputs.size(); ++i)
+            EXPECT_EQ(one.outputs[i], three.outputs[i]) << output[i] << " differs in mode " << mode;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaBnResident, GivesTheBitsOfTheThreeKernels) {
   FRESCO_REQUIRE_GPU();
   const std::vector<MapCase> maps = {
       {Shape{32, 4, 4, 512}, true},     // 8 chunks of 64 rows, 512 channels (ResNet's stage 4)
       {Shape{37, 5, 6, 64}, true},      // 18 chunks, the last of 22 rows
       {Shape{64, 16, 16, 128}, true},   // 256 chunks of 16 KB in bf16 / f16
+      {Shape{512, 8, 8, 64}, true},     // 512 chunks of 8 KB in bf16: two kept per block
       {Shape{256, 32, 32, 64}, false},  // 512 chunks of 512 rows: 32 MiB in bf16, kept in part
       {Shape{8, 5, 5, 48}, true},       // 6 (f32: 12) vectors a row: not a divisor of 256
   };
-  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-    for (const MapCase& m : maps) {
-      for (const auto& [residual, relu] : {std::pair{false, 1}, std::pair{false, 0}, std::pair{true, 1}}) {
-        const std::string what = std::string(dtype_name(dt)) + " " + m.x.str() +
-                                 (residual ? " batchnorm_add" : " batchnorm") + " relu " +
-                                 std::to_string(relu);
-        SCOPED_TRACE(what);
-        const BnRun three = run_batchnorm(m.x, dt, residual, relu, "0");
-        EXPECT_TRUE(names(three, "bn_apply")) << "the three kernels' apply pass is not in the graph";
-        EXPECT_FALSE(names(three, "bn_resident_kernel"));
-        const bool eligible = vector_channels(m.x.c, dt);
-        for (const char* mode : {"1", "2"}) {
-          const BnRun one = run_batchnorm(m.x, dt, residual, relu, mode);
-          const bool expect = eligible && (m.whole || std::string(mode) == "2");
-          EXPECT_EQ(names(one, "bn_resident_kernel"), expect) << "FRESCO_CUDA_BN_RESIDENT=" << mode;
-          ASSERT_EQ(one.outputs.size(), three.outputs.size());
-          const char* output[] = {"y", "save_mean", "save_invstd", "running_mean", "running_var"};
-          for (size_t i = 0; i < one.outputs.size(); ++i)
-            EXPECT_EQ(one.outputs[i], three.outputs[i])
-                << output[i] << " differs, FRESCO_CUDA_BN_RESIDENT=" << mode;
-        }
-      }
-    }
-  }
+  expect_three_kernel_bits(maps, false, "bn_resident_kernel", "bn_apply",
+                           {"y", "save_mean", "save_invstd", "running_mean", "running_var"}, run_batchnorm);
 }
 
 TEST(CudaBnResident, BackwardGivesTheBitsOfTheThreeKernels) {
@@ -201,29 +236,10 @@ TEST(CudaBnResident, BackwardGivesTheBitsOfTheThreeKernels) {
   const std::vector<MapCase> maps = {
       {Shape{16, 4, 4, 256}, true},    // 4 chunks of 64 rows: dy and x kept, 64 KB a chunk in bf16
       {Shape{37, 5, 6, 64}, true},     // 18 chunks, the last of 22 rows
+      {Shape{512, 8, 8, 64}, true},    // 512 chunks of 16 KB (dy and x) in bf16: two kept per block
       {Shape{512, 8, 8, 256}, false},  // 512 chunks of 64 KB (dy and x) in bf16, 128 KB in f32: kept in part
       {Shape{8, 5, 5, 48}, true},      // not a vector channel count
   };
-  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-    for (const MapCase& m : maps) {
-      for (int relu : {1, 0}) {
-        SCOPED_TRACE(std::string(dtype_name(dt)) + " " + m.x.str() + " relu " + std::to_string(relu));
-        const BnRun three = run_batchnorm_backward(m.x, dt, relu, "0");
-        EXPECT_TRUE(names(three, "bn_dx")) << "the three kernels' dx pass is not in the graph";
-        EXPECT_FALSE(names(three, "bn_resident_backward_kernel"));
-        const bool eligible = vector_channels(m.x.c, dt);
-        for (const char* mode : {"1", "2"}) {
-          const BnRun one = run_batchnorm_backward(m.x, dt, relu, mode);
-          const bool expect = eligible && (m.whole || std::string(mode) == "2");
-          EXPECT_EQ(names(one, "bn_resident_backward_kernel"), expect)
-              << "FRESCO_CUDA_BN_RESIDENT_BACKWARD=" << mode;
-          ASSERT_EQ(one.outputs.size(), three.outputs.size());
-          const char* output[] = {"dx", "dgamma", "dbeta"};
-          for (size_t i = 0; i < one.outputs.size(); ++i)
-            EXPECT_EQ(one.outputs[i], three.outputs[i])
-                << output[i] << " differs, FRESCO_CUDA_BN_RESIDENT_BACKWARD=" << mode;
-        }
-      }
-    }
-  }
+  expect_three_kernel_bits(maps, true, "bn_resident_backward_kernel", "bn_dx", {"dx", "dgamma", "dbeta"},
+                           run_batchnorm_backward);
 }

@@ -228,6 +228,33 @@ TEST(CudaCapture, ResidentBatchnormGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
   expect_small_residual_same_bits("FRESCO_CUDA_BN_RESIDENT", {"0", "1", "2"});
   expect_small_residual_same_bits("FRESCO_CUDA_BN_RESIDENT_BACKWARD", {"0", "1", "2"});
+  {  // both at once
+    const ScopedEnv fwd("FRESCO_CUDA_BN_RESIDENT", "2");
+    expect_small_residual_same_bits("FRESCO_CUDA_BN_RESIDENT_BACKWARD", {"0", "2"});
+  }
+  // and the kernels really ran: the captured step names them in every precision
+  const std::string prefix = testing::TempDir() + "fresco_resident_graph_" + std::to_string(getpid()) + "_";
+  const ScopedEnv fwd("FRESCO_CUDA_BN_RESIDENT", "2"), bwd("FRESCO_CUDA_BN_RESIDENT_BACKWARD", "2"),
+      dot("FRESCO_CUDA_GRAPH_DOT", prefix);
+  for (DType precision : {DType::F32, DType::BF16, DType::F16}) {
+    {
+      DeepLearningTask t;
+      test::configure_small_residual(t);
+      t.device("cuda").precision(precision);
+      t.compile();
+      test::train_small_residual(t, 1);
+    }
+    std::string graphs;
+    for (int n = 0;; ++n) {
+      const std::string path = prefix + std::to_string(n) + ".dot";
+      std::ifstream in(path);
+      if (!in) break;
+      graphs.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      std::remove(path.c_str());
+    }
+    EXPECT_NE(graphs.find("bn_resident_kernel"), std::string::npos) << dtype_name(precision);
+    EXPECT_NE(graphs.find("bn_resident_backward_kernel"), std::string::npos) << dtype_name(precision);
+  }
 }
 
 // CompileOptions::conv_join_lag_max on the GPU, where the lagged weight gradient really runs beside the next
