@@ -217,7 +217,7 @@ void check_schedule(const CompileOptions& o) {
                "the run has " + std::to_string(o.total_steps) + " steps; at most " +
                    std::to_string(INT32_MAX) + " are supported");
   FRESCO_CHECK(
-      !s.per_epoch(), ErrorCode::kBadConfig,
+      !s.runs_as_table(), ErrorCode::kBadConfig,
       std::string("scheduler: a ") + s.name() +
           " schedule is compiled as its per-step table (Scheduler::step_table, as DeepLearningTask does)");
   if (s.type == Scheduler::Type::TABLE) return;

@@ -140,8 +140,14 @@ void DeepLearningTask::plan() {
   o.normalize = norm_;
   o.loss = loss_;
   o.optimizer = opt_;
-  // the per-epoch kinds run as the table of their steps' values (train_config.h)
-  sched_run_ = sched_.per_epoch() ? TableLR(sched_.step_table(opt_.lr, o.steps_per_epoch, epochs_)) : sched_;
+  // the per-epoch kinds and one-cycle run as the table of their steps' values (train_config.h)
+  sched_run_ = sched_.runs_as_table() ? sched_.as_table(opt_.lr, o.steps_per_epoch, epochs_) : sched_;
+  if (!sched_run_.momenta.empty()) {  // as PyTorch's OneCycleLR sets it: max_momentum, then the table's
+    if (o.optimizer.type == Optimizer::Type::SGD)
+      o.optimizer.momentum = static_cast<float>(sched_.max_momentum);
+    else
+      o.optimizer.beta1 = static_cast<float>(sched_.max_momentum);
+  }
   o.scheduler = sched_run_;
   o.seed = seed_;
   o.precision = precision_;
@@ -197,6 +203,9 @@ void DeepLearningTask::compile() {
   if (sched_run_.type == Scheduler::Type::TABLE)
     runtime_->upload(plan, model_->t.lr_table, sched_run_.table.data(),
                      sched_run_.table.size() * sizeof(float));
+  if (!sched_run_.momenta.empty())
+    runtime_->upload(plan, model_->t.momentum_table, sched_run_.momenta.data(),
+                     sched_run_.momenta.size() * sizeof(float));
   advance(Phase::COMPILED);
   log().info(
       "compiled {} on {}: {} parameters, device memory {:.2f} MiB (arena {:.2f} + kernel workspaces {:.2f}), "

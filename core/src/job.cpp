@@ -276,10 +276,14 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
         {"multistep", {"milestones", "gamma"}},
         {"exponential", {"gamma"}},
         {"polynomial", {"power", "total_epochs"}},
-        {"cosine_restarts", {"t0", "t_mult", "min_lr"}}};
+        {"cosine_restarts", {"t0", "t_mult", "min_lr"}},
+        {"one_cycle",
+         {"pct_start", "anneal", "div_factor", "final_div_factor", "three_phase", "cycle_momentum",
+          "base_momentum", "max_momentum"}}};
     if (const auto kind = kTakes.find(type); kind != kTakes.end())
-      for (const char* key :
-           {"min_lr", "step_size", "gamma", "milestones", "power", "total_epochs", "t0", "t_mult"})
+      for (const char* key : {"min_lr", "step_size", "gamma", "milestones", "power", "total_epochs", "t0",
+                              "t_mult", "pct_start", "anneal", "div_factor", "final_div_factor",
+                              "three_phase", "cycle_momentum", "base_momentum", "max_momentum"})
         if (c.has(key) && !kind->second.count(key)) {
           std::string takes;
           for (const auto& k : kind->second) takes += (takes.empty() ? "" : ", ") + k;
@@ -319,11 +323,23 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
                    source + ".scheduler: type \"cosine_restarts\" needs \"t0\" (the first cycle's epochs)");
       sc = CosineAnnealingWarmRestarts(c.get<int32_t>("t0", 1), c.get<int32_t>("t_mult", 1),
                                        c.get<float>("min_lr", 0.0f));
+    } else if (type == "one_cycle") {  // PyTorch's OneCycleLR, max_lr = optimizer.lr
+      sc = OneCycleLR(c.get<double>("pct_start", 0.3));
+      const std::string anneal = c.get<std::string>("anneal", "cos");
+      FRESCO_CHECK(anneal == "cos" || anneal == "linear", ErrorCode::kBadConfig,
+                   source + ".scheduler.anneal: expected \"cos\" or \"linear\", found \"" + anneal + "\"");
+      sc.anneal_linear = anneal == "linear";
+      sc.div_factor = c.get<double>("div_factor", sc.div_factor);
+      sc.final_div_factor = c.get<double>("final_div_factor", sc.final_div_factor);
+      sc.three_phase = c.get<bool>("three_phase", false);
+      sc.cycle_momentum = c.get<bool>("cycle_momentum", true);
+      sc.base_momentum = c.get<double>("base_momentum", sc.base_momentum);
+      sc.max_momentum = c.get<double>("max_momentum", sc.max_momentum);
     } else {
       throw Error(ErrorCode::kBadConfig,
                   source +
                       ".scheduler.type: expected constant, cosine, step, multistep, exponential, "
-                      "polynomial or cosine_restarts, found \"" +
+                      "polynomial, cosine_restarts or one_cycle, found \"" +
                       type + "\"");
     }
     sc.warmup_epochs = c.get<int32_t>("warmup_epochs", 0);

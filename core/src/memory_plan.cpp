@@ -114,8 +114,8 @@ TensorId MemoryPlan::alloc_step_scalars() {
   return alloc(Region::S_SCALARS, DType::U8, Shape{1, 1, 1, sizeof(FrStepScalars)}, "step_scalars");
 }
 
-TensorId MemoryPlan::alloc_lr_table(int64_t steps) {
-  return alloc(Region::S_TABLES, DType::F32, Shape{1, 1, 1, std::max<int64_t>(steps, 1)}, "lr_table");
+TensorId MemoryPlan::alloc_lr_table(int64_t steps, const char* name) {
+  return alloc(Region::S_TABLES, DType::F32, Shape{1, 1, 1, std::max<int64_t>(steps, 1)}, name);
 }
 
 TensorId MemoryPlan::alloc_temp(DType dtype, const Shape& shape, std::string name) {

@@ -64,6 +64,8 @@ const char* Scheduler::name() const {
       return "polynomial";
     case Type::COSINE_RESTARTS:
       return "cosine_restarts";
+    case Type::ONE_CYCLE:
+      return "one_cycle";
   }
   return "?";
 }
@@ -71,6 +73,67 @@ const char* Scheduler::name() const {
 bool Scheduler::per_epoch() const noexcept {
   return type == Type::STEP || type == Type::MULTISTEP || type == Type::EXPONENTIAL ||
          type == Type::POLYNOMIAL || type == Type::COSINE_RESTARTS;
+}
+
+namespace {
+// PyTorch's OneCycleLR at every step of a run of `steps` steps with max_lr = base_lr: the lr (momentum =
+// false) or the momentum of each, from its phases' end steps, annealed in double as PyTorch's get_lr does.
+std::vector<float> one_cycle(const Scheduler& s, double max_lr, int64_t steps, bool momentum) {
+  const double total = static_cast<double>(steps), initial = max_lr / s.div_factor,
+               min_lr = initial / s.final_div_factor, up = s.pct_start * total - 1.0;
+  struct Phase {
+    double end, lr0, lr1, m0, m1;
+  };
+  std::vector<Phase> phases;
+  if (s.three_phase)
+    phases = {{up, initial, max_lr, s.max_momentum, s.base_momentum},
+              {2.0 * s.pct_start * total - 2.0, max_lr, initial, s.base_momentum, s.max_momentum},
+              {total - 1.0, initial, min_lr, s.max_momentum, s.max_momentum}};
+  else
+    phases = {{up, initial, max_lr, s.max_momentum, s.base_momentum},
+              {total - 1.0, max_lr, min_lr, s.base_momentum, s.max_momentum}};
+  double start = 0.0;
+  for (const Phase& ph : phases) {  // PyTorch divides by each phase's length
+    FRESCO_CHECK(ph.end - start > 0.0, ErrorCode::kBadConfig,
+                 "scheduler: one_cycle's phases need more steps: with pct_start " +
+                     std::to_string(s.pct_start) + (s.three_phase ? " (three phases)" : "") + " over " +
+                     std::to_string(steps) + " steps a phase would last " + std::to_string(ph.end - start) +
+                     " steps");
+    start = ph.end;
+  }
+  auto anneal = [&](double a, double b, double pct) {
+    return s.anneal_linear ? (b - a) * pct + a
+                           : b + (a - b) / 2.0 * (std::cos(3.14159265358979323846 * pct) + 1.0);
+  };
+  std::vector<float> out(static_cast<size_t>(steps));
+  for (int64_t k = 0; k < steps; ++k) {
+    const double step = static_cast<double>(k);
+    double begin = 0.0;
+    for (size_t i = 0; i < phases.size(); ++i) {
+      const Phase& ph = phases[i];
+      if (step <= ph.end || i + 1 == phases.size()) {
+        const double pct = (step - begin) / (ph.end - begin);
+        out[static_cast<size_t>(k)] =
+            static_cast<float>(momentum ? anneal(ph.m0, ph.m1, pct) : anneal(ph.lr0, ph.lr1, pct));
+        break;
+      }
+      begin = ph.end;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<float> Scheduler::momentum_table(int64_t steps_per_epoch, int32_t epochs) const {
+  if (type != Type::ONE_CYCLE || !cycle_momentum) return {};
+  validate();
+  return one_cycle(*this, 0.0, steps_per_epoch * epochs, true);
+}
+
+Scheduler Scheduler::as_table(float base_lr, int64_t steps_per_epoch, int32_t epochs) const {
+  Scheduler t = TableLR(step_table(base_lr, steps_per_epoch, epochs));
+  t.momenta = momentum_table(steps_per_epoch, epochs);
+  return t;
 }
 
 std::vector<float> Scheduler::step_table(float base_lr, int64_t steps_per_epoch, int32_t epochs) const {
@@ -89,6 +152,7 @@ std::vector<float> Scheduler::step_table(float base_lr, int64_t steps_per_epoch,
                    " schedule runs as one lr per step, and this run has " + std::to_string(steps) +
                    " steps; at most " + std::to_string(kMaxTableSteps) +
                    " are supported (constant and cosine have no table)");
+  if (type == Type::ONE_CYCLE) return one_cycle(*this, static_cast<double>(base_lr), steps, false);
   const int32_t horizon = total_epochs > 0 ? total_epochs : epochs - warmup_epochs;
   std::vector<float> out(static_cast<size_t>(steps));
   int64_t restart_epoch = 0, cur = 0, len = t0;  // COSINE_RESTARTS: the cycle at schedule epoch restart_epoch
@@ -162,8 +226,30 @@ void Scheduler::validate() const {
     FRESCO_CHECK(t0 >= 1 && t_mult >= 1, ErrorCode::kBadConfig,
                  "scheduler: t0 must be 1 or more epochs and t_mult 1 or more, found t0 " +
                      std::to_string(t0) + ", t_mult " + std::to_string(t_mult));
+  if (type == Type::ONE_CYCLE) {
+    FRESCO_CHECK(warmup_epochs == 0, ErrorCode::kBadConfig,
+                 "scheduler: one_cycle warms up itself (pct_start); warmup_epochs must be 0, found " +
+                     std::to_string(warmup_epochs));
+    auto check = [](double v, double lo, double hi, bool open_lo, const std::string& field) {
+      FRESCO_CHECK(std::isfinite(v) && (open_lo ? v > lo : v >= lo) && v <= hi, ErrorCode::kBadConfig,
+                   "scheduler." + field + " must be in " + (open_lo ? "(" : "[") + std::to_string(lo) + ", " +
+                       std::to_string(hi) + "], found " + std::to_string(v));
+    };
+    check(pct_start, 0.0, 1.0, false, "pct_start");
+    check(div_factor, 0.0, 1e12, true, "div_factor");
+    check(final_div_factor, 0.0, 1e12, true, "final_div_factor");
+    check(base_momentum, 0.0, 0.999999, false, "base_momentum");
+    check(max_momentum, 0.0, 0.999999, false, "max_momentum");
+  }
+  FRESCO_CHECK(momenta.empty() || type == Type::TABLE, ErrorCode::kBadConfig,
+               "scheduler: a table of momenta goes with a table of lrs");
   if (type == Type::TABLE) {
     FRESCO_CHECK(!table.empty(), ErrorCode::kBadConfig, "scheduler: a table schedule needs at least one lr");
+    FRESCO_CHECK(momenta.empty() || momenta.size() == table.size(), ErrorCode::kBadConfig,
+                 "scheduler: the table of momenta has " + std::to_string(momenta.size()) +
+                     " steps, the lrs " + std::to_string(table.size()));
+    for (size_t i = 0; i < momenta.size(); ++i)
+      check_finite_range(momenta[i], 0.0f, 0.999999f, "scheduler.momenta[" + std::to_string(i) + "]");
     for (size_t i = 0; i < table.size(); ++i)
       check_finite_range(table[i], 0.0f, 1e3f, "scheduler.table[" + std::to_string(i) + "]");
   }

@@ -81,6 +81,7 @@ constexpr uint32_t kSums = FR_KERNEL_SUMS_OPERANDS;
 constexpr uint32_t kPrologue = FR_KERNEL_CONV_PROLOGUE;
 constexpr uint32_t kWgradBn = FR_KERNEL_WGRAD_BN_PROLOGUE;
 constexpr uint32_t kJoinEpilogue = FR_KERNEL_CONV_JOIN_EPILOGUE;
+constexpr uint32_t kStepMomentum = FR_KERNEL_STEP_MOMENTUM;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
@@ -130,9 +131,9 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_ACCUMULATE_METRICS, kAny, nullptr, accumulate_metrics_run),
     FR_K(FR_RANGE, FR_OP_LR_SCHEDULE, kAny, nullptr, lr_schedule_run),
     FR_K(FR_RANGE, FR_OP_STEP_DONE, kAny, nullptr, step_done_run),
-    FR_K(FR_RANGE, FR_OP_SGD_UPDATE, kF32, nullptr, sgd_update_run),
+    FR_KF(FR_RANGE, FR_OP_SGD_UPDATE, kF32, kStepMomentum, nullptr, sgd_update_run),
     FR_K(FR_RANGE, FR_OP_EMA_UPDATE, kF32, nullptr, ema_update_run),
-    FR_K(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, nullptr, adam_update_run),
+    FR_KF(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, kStepMomentum, nullptr, adam_update_run),
 };
 #undef FR_K
 #undef FR_KF

@@ -83,6 +83,7 @@ constexpr uint32_t kSums = FR_KERNEL_SUMS_OPERANDS;
 constexpr uint32_t kPrologue = FR_KERNEL_CONV_PROLOGUE;
 constexpr uint32_t kWgradBn = FR_KERNEL_WGRAD_BN_PROLOGUE;
 constexpr uint32_t kJoinEpilogue = FR_KERNEL_CONV_JOIN_EPILOGUE;
+constexpr uint32_t kStepMomentum = FR_KERNEL_STEP_MOMENTUM;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
@@ -129,9 +130,9 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_ACCUMULATE_METRICS, kAny, nullptr, accumulate_metrics_run, nullptr),
     FR_K(FR_RANGE, FR_OP_LR_SCHEDULE, kAny, nullptr, lr_schedule_run, nullptr),
     FR_K(FR_RANGE, FR_OP_STEP_DONE, kAny, nullptr, step_done_run, nullptr),
-    FR_K(FR_RANGE, FR_OP_SGD_UPDATE, kF32, nullptr, sgd_update_run, nullptr),
+    FR_KF(FR_RANGE, FR_OP_SGD_UPDATE, kF32, kStepMomentum, nullptr, sgd_update_run, nullptr),
     FR_K(FR_RANGE, FR_OP_EMA_UPDATE, kF32, nullptr, ema_update_run, nullptr),
-    FR_K(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, nullptr, adam_update_run, nullptr),
+    FR_KF(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, kStepMomentum, nullptr, adam_update_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run, nullptr),
     FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run, nullptr),
     FR_K(FR_RANGE, FR_OP_UNSCALE_GRADS, kF32, nullptr, unscale_grads_run, nullptr),

@@ -256,6 +256,48 @@ TEST(Job, PerEpochSchedulers) {
             std::string::npos);
 }
 
+// one_cycle in a job file: PyTorch's OneCycleLR settings by their names, defaults where not given, and the
+// refusals (an unknown anneal, another kind's key, a warm-up of its own).
+TEST(Job, OneCycleScheduler) {
+  auto parse = [](const std::string& sched) {
+    return parse_job(
+        R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"scheduler":)" + sched + "}",
+        "j.json");
+  };
+  auto refusal = [&](const std::string& sched) { return error_of([&] { parse(sched); }); };
+  const Scheduler d = parse(R"({"type":"one_cycle"})").scheduler;
+  EXPECT_EQ(d.type, Scheduler::Type::ONE_CYCLE);
+  EXPECT_EQ(d.pct_start, 0.3);
+  EXPECT_FALSE(d.anneal_linear);
+  EXPECT_EQ(d.div_factor, 25.0);
+  EXPECT_EQ(d.final_div_factor, 1e4);
+  EXPECT_FALSE(d.three_phase);
+  EXPECT_TRUE(d.cycle_momentum);
+  EXPECT_EQ(d.base_momentum, 0.85);
+  EXPECT_EQ(d.max_momentum, 0.95);
+  const Scheduler c = parse(R"({"type":"one_cycle","pct_start":0.25,"anneal":"linear","div_factor":10,
+      "final_div_factor":100,"three_phase":true,"cycle_momentum":false,"base_momentum":0.8,"max_momentum":0.9})")
+                          .scheduler;
+  EXPECT_EQ(c.pct_start, 0.25);
+  EXPECT_TRUE(c.anneal_linear);
+  EXPECT_EQ(c.div_factor, 10.0);
+  EXPECT_EQ(c.final_div_factor, 100.0);
+  EXPECT_TRUE(c.three_phase);
+  EXPECT_FALSE(c.cycle_momentum);
+  EXPECT_EQ(c.base_momentum, 0.8);
+  EXPECT_EQ(c.max_momentum, 0.9);
+  EXPECT_NE(refusal(R"({"type":"one_cycle","anneal":"exp"})").find("expected \"cos\" or \"linear\""),
+            std::string::npos);
+  EXPECT_NE(
+      refusal(R"({"type":"one_cycle","min_lr":0.1})").find("scheduler.min_lr: not a setting of one_cycle"),
+      std::string::npos);
+  EXPECT_NE(
+      refusal(R"({"type":"cosine","pct_start":0.1})").find("scheduler.pct_start: not a setting of cosine"),
+      std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"one_cycle","warmup_epochs":1})").find("warms up itself"), std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"one_cycle","pct_start":2})").find("pct_start must be in"), std::string::npos);
+}
+
 TEST(Job, RelativeDataPathsAreTheJobFilesFolders) {
   fresco::test::TempDir dir;
   std::filesystem::create_directories(dir.path() / "jobs");

@@ -63,6 +63,12 @@ std::string DeepLearningTask::checkpoint_header() const {
                     {"total_epochs", sched_.total_epochs},
                     {"t0", sched_.t0},
                     {"t_mult", sched_.t_mult}};
+  if (sched_.type == Scheduler::Type::ONE_CYCLE)  // its own settings (other kinds' headers stay as they were)
+    h["scheduler"]["one_cycle"] = {
+        {"pct_start", sched_.pct_start},         {"anneal", sched_.anneal_linear ? "linear" : "cos"},
+        {"div_factor", sched_.div_factor},       {"final_div_factor", sched_.final_div_factor},
+        {"three_phase", sched_.three_phase},     {"cycle_momentum", sched_.cycle_momentum},
+        {"base_momentum", sched_.base_momentum}, {"max_momentum", sched_.max_momentum}};
   h["loss"] = {{"label_smoothing", loss_.smoothing}};
   h["augment"] = {{"crop_pad", augment_.crop_pad}, {"flip", augment_.flip}, {"cutout", augment_.cutout}};
   h["normalize"] = {{"mean", norm_.mean}, {"std", norm_.std}};

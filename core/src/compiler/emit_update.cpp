@@ -78,15 +78,17 @@ GraphNode update_node(const CompiledModel& m, const ParamGroup& gr, uint64_t ski
   auto rr = [&](Family f) {
     return RangeRef::part(param_region(f, gr.first), param_region(f, gr.last), skip, take);
   };
+  // a scheduler's per-step momentum (one-cycle's; ops.h, FR_KERNEL_STEP_MOMENTUM) as the third range input
+  std::vector<RangeRef> rin = {rr(Family::G), scalars};
+  if (m.t.momentum_table != kNoTensor) rin.push_back(RangeRef::of(m.t.momentum_table, DType::F32));
   GraphNode n;
   if (o.type == Optimizer::Type::SGD) {
     std::vector<RangeRef> rout = {rr(Family::W)};
     if (o.uses_m()) rout.push_back(rr(Family::M));
-    n = range_node(FR_OP_SGD_UPDATE, {rr(Family::G), scalars}, rout, "sgd");
+    n = range_node(FR_OP_SGD_UPDATE, rin, rout, "sgd");
     n.with_params(FrSgdParams{o.momentum, gr.wd, o.nesterov ? 1 : 0, 0});
   } else {
-    n = range_node(FR_OP_ADAM_UPDATE, {rr(Family::G), scalars}, {rr(Family::W), rr(Family::M), rr(Family::V)},
-                   o.name());
+    n = range_node(FR_OP_ADAM_UPDATE, rin, {rr(Family::W), rr(Family::M), rr(Family::V)}, o.name());
     n.with_params(FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
   }
   return n;

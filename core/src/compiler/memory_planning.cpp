@@ -205,6 +205,8 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   const auto& sched = m.options.scheduler;
   t.lr_table =
       p.alloc_lr_table(sched.type == Scheduler::Type::TABLE ? static_cast<int64_t>(sched.table.size()) : 1);
+  if (!sched.momenta.empty())
+    t.momentum_table = p.alloc_lr_table(static_cast<int64_t>(sched.momenta.size()), "momentum_table");
   t.batch_train = p.alloc_result(sizeof(FrBatchResults), "batch_results.train");
   t.batch_val = p.alloc_result(sizeof(FrBatchResults), "batch_results.val");
   t.acc_train = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.train");

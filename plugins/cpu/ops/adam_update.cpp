@@ -1,8 +1,9 @@
 // CPU range op adam_update over a whole region range: PyTorch Adam (L2 decay into g) or AdamW (decoupled
-// decay), bias correction with t = step + 1: w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps). Test:
-// test_optimizers.cpp.
+// decay), bias correction with t = updates + 1: w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps); beta1 the step's
+// entry of a per-step table when the node has one (ops.h). Test: test_optimizers.cpp.
 #include "cpu_common.h"
 #include "fresco/update_rules.h"
+#include "ops/step_momentum.h"
 
 namespace fresco::cpu {
 
@@ -11,13 +12,14 @@ FR_CPU_KERNEL_RUN(adam_update) {
     sdk::expect_arity(call, 0, 0, 2, 3, "adam_update");
     FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
                     "adam_update: step scalars range too small");
-    const auto& p = sdk::params<FrAdamParams>(call);
+    FrAdamParams p = sdk::params<FrAdamParams>(call);
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const uint64_t n = sdk::count<float>(call->rout[0]);
     FR_PLUGIN_CHECK(sdk::count<float>(call->rin[0]) == n && sdk::count<float>(call->rout[1]) == n &&
                         sdk::count<float>(call->rout[2]) == n,
                     FR_ERR_INVALID_ARGUMENT, "adam_update: w/g/m/v ranges differ in size");
     if (s->skip_step) return;
+    if (call->n_rin >= 3) p.beta1 = step_momentum(call->rin[2], s->step, "adam_update");
     float* w = sdk::data<float>(call->rout[0]);
     float* m = sdk::data<float>(call->rout[1]);
     float* v = sdk::data<float>(call->rout[2]);

@@ -1,8 +1,9 @@
 // CPU range op sgd_update over a whole region range, PyTorch SGD: g += wd*w; buf = momentum*buf + g;
-// g = nesterov ? g + momentum*buf : buf; w -= lr*g. Skips the update when skip_step is set. Test:
-// test_optimizers.cpp.
+// g = nesterov ? g + momentum*buf : buf; w -= lr*g, the momentum the step's entry of a per-step table when
+// the node has one (ops.h). Skips the update when skip_step is set. Test: test_optimizers.cpp.
 #include "cpu_common.h"
 #include "fresco/update_rules.h"
+#include "ops/step_momentum.h"
 
 namespace fresco::cpu {
 
@@ -23,7 +24,8 @@ FR_CPU_KERNEL_RUN(sgd_update) {
     float* w = sdk::data<float>(call->rout[0]);
     const float* g = sdk::data<float>(call->rin[0]);
     float* buf = has_buf ? sdk::data<float>(call->rout[1]) : nullptr;
-    const float lr = s->lr, wd = p.weight_decay, mom = p.momentum;
+    const float lr = s->lr, wd = p.weight_decay;
+    const float mom = call->n_rin >= 3 ? step_momentum(call->rin[2], s->step, "sgd_update") : p.momentum;
     const int nesterov = p.nesterov;
     parallel_chunks(static_cast<int64_t>(n), 1 << 14, [&](int64_t a, int64_t b) {
       for (int64_t i = a; i < b; ++i)

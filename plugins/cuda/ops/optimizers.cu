@@ -1,8 +1,10 @@
 // CUDA optimizer range ops: ONE kernel over a whole region range (every FC weight, or every no-decay tensor)
 // using the shared rules of fresco/update_rules.h, so CPU and GPU compute the same numbers; 16-byte loads
 // and stores where the ranges allow. lr, step and
-// skip_step are read from S-region memory inside the kernel. Test: tests/plugins/cuda (vs the CPU kernels).
+// skip_step are read from S-region memory inside the kernel, and so is the step's momentum (Adam: beta1) from
+// the optional per-step table (ops.h). Test: tests/plugins/cuda (vs the CPU kernels).
 #include <initializer_list>
+#include <string>
 
 #include "fresco/update_rules.h"
 #include "ops/dependent_launch.cuh"
@@ -64,20 +66,35 @@ struct AdamStep {
   }
 };
 
+// The optional per-step momentum table (ops.h): its values and their count (0: none).
+struct MomentumTable {
+  const float* values;
+  int64_t len;
+};
+MomentumTable momentum_table(const FrCall* call, const char* op) {
+  if (call->n_rin < 3) return {nullptr, 0};
+  const int64_t len = static_cast<int64_t>(call->rin[2].bytes / sizeof(float));
+  FR_PLUGIN_CHECK(len >= 1 && call->rin[2].data, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": the per-step momentum table holds no value");
+  return {static_cast<const float*>(call->rin[2].data), len};
+}
+
 template <bool VEC>
 __global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const float* __restrict__ g,
-                           int64_t n, FrSgdParams p, const FrStepScalars* __restrict__ s) {
+                           int64_t n, FrSgdParams p, const FrStepScalars* __restrict__ s, MomentumTable t) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) return;
+  if (t.len > 0) p.momentum = fr_step_value(t.values, t.len, s->step);
   for_each_element<VEC>(n, SgdStep{w, buf, g, s->lr, p});
 }
 
 template <bool VEC>
 __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float* __restrict__ v,
                             const float* __restrict__ g, int64_t n, FrAdamParams p,
-                            const FrStepScalars* __restrict__ s) {
+                            const FrStepScalars* __restrict__ s, MomentumTable t) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) return;
+  if (t.len > 0) p.beta1 = fr_step_value(t.values, t.len, s->step);
   for_each_element<VEC>(n, AdamStep{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->updates)});
 }
 
@@ -101,10 +118,11 @@ FR_CUDA_KERNEL_RUN(sgd_update) {
     const float* g = sdk::data<float>(call->rin[0]);
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
+    const MomentumTable t = momentum_table(call, "sgd_update");
     if (aligned16({w, buf, g}))
-      sgd_kernel<true><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s);
+      sgd_kernel<true><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t);
     else
-      sgd_kernel<false><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s);
+      sgd_kernel<false><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t);
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -125,10 +143,11 @@ FR_CUDA_KERNEL_RUN(adam_update) {
     const float* g = sdk::data<float>(call->rin[0]);
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
+    const MomentumTable t = momentum_table(call, "adam_update");
     if (aligned16({w, m, v, g}))
-      adam_kernel<true><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s);
+      adam_kernel<true><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t);
     else
-      adam_kernel<false><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s);
+      adam_kernel<false><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t);
     FR_CUDA_LAUNCH_CHECK();
   });
 }

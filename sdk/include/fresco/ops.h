@@ -291,7 +291,10 @@ typedef struct FrScheduleParams {
  * none. step += 1, then (with params) lr = the schedule's lr for the new step, so one node ends OPTIMIZER and
  * the next step needs no lr_schedule node (the host writes the lr of step 0 at compile time). */
 
-/* sgd_update: rout {w, momentum buffer}; rin {g, FrStepScalars}. PyTorch SGD (dampening 0). */
+/* sgd_update: rout {w, momentum buffer}; rin {g, FrStepScalars[, momentum table]}. PyTorch SGD (dampening 0).
+ * The optional third range input (FR_KERNEL_STEP_MOMENTUM) is a table of f32 momenta, one per step: the step
+ * being taken uses fr_step_value(table, its length, step) instead of params.momentum (which is then only
+ * non-zero, so the buffer exists). */
 typedef struct FrSgdParams {
   float momentum;
   float weight_decay;
@@ -299,8 +302,10 @@ typedef struct FrSgdParams {
   int32_t pad_;
 } FrSgdParams;
 
-/* adam_update: rout {w, m, v}; rin {g, FrStepScalars}. PyTorch Adam (decoupled=0) or AdamW (decoupled=1),
- * bias correction with t = step + 1. */
+/* adam_update: rout {w, m, v}; rin {g, FrStepScalars[, beta1 table]}. PyTorch Adam (decoupled=0) or AdamW
+ * (decoupled=1), bias correction with t = updates + 1. The optional third range input
+ * (FR_KERNEL_STEP_MOMENTUM) gives beta1 per step, as sgd_update's momentum table: the step's beta1 then
+ * serves both the first moment and its bias correction, as PyTorch's Adam reads betas[0] every step. */
 typedef struct FrAdamParams {
   float beta1;
   float beta2;

@@ -13,10 +13,16 @@
 extern "C" {
 #endif
 
+/* The value of a per-step table (len >= 1 floats) for the step with 0-based index `step`: its last value
+ * past its end. */
+FR_HD float fr_step_value(const float* table, int64_t len, int32_t step) {
+  return table[step < 0 ? 0 : step < len ? step : len - 1];
+}
+
 /* lr for the step with 0-based index `step`: constant or cosine with linear warm-up, or a table. */
 FR_HD float fr_schedule_lr(const FrScheduleParams* p, int32_t step, const float* table) {
   if (p->kind == FR_SCHED_TABLE)
-    return p->table_len > 0 ? table[step < p->table_len ? step : p->table_len - 1] : p->base_lr;
+    return p->table_len > 0 ? fr_step_value(table, p->table_len, step) : p->base_lr;
   if (step < p->warmup_steps) return p->base_lr * (float)(step + 1) / (float)p->warmup_steps;
   if (p->kind == FR_SCHED_COSINE) {
     const int32_t span = p->total_steps - p->warmup_steps;

@@ -2,10 +2,11 @@
 // (reference/optimizers.h) over several steps: SGD plain / weight decay / momentum / Nesterov, Adam with L2
 // decay, AdamW with decoupled decay. lr and step come from the FrStepScalars range (lr changes every step;
 // step is advanced by step_done, and a resumed run starts at a late step); skip_step != 0 leaves weights and
-// buffers bitwise unchanged; size mismatches, a missing momentum buffer and bad params return errors. Part of
-// test_cpu_ops.
+// buffers bitwise unchanged; size mismatches, a missing momentum buffer and bad params return errors; the
+// momentum (Adam: beta1) of a per-step table where the node has one. Part of test_cpu_ops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -76,6 +77,40 @@ TEST(CpuSgd, MatchesPyTorchOverSeveralSteps) {
         EXPECT_TRUE(fresco::test::all_close(buf, ref.buf, kRtol, kAtolBuffer)) << "momentum buffer";
       }
     }
+}
+
+// A per-step momentum table (ops.h, FR_KERNEL_STEP_MOMENTUM; one-cycle's cycled momentum): each step takes
+// the table's entry at its step, the last one past the end, as PyTorch's SGD reads the group's momentum
+// every step; params.momentum only says a buffer exists.
+TEST(CpuSgd, MomentumComesFromThePerStepTable) {
+  std::vector<float> table = {0.95f, 0.9f, 0.85f, 0.875f};
+  for (int32_t nesterov : {0, 1}) {
+    SCOPED_TRACE("nesterov=" + std::to_string(nesterov));
+    const size_t n = 37;
+    std::mt19937 rng(73);
+    std::vector<float> w = fresco::test::random_floats(rng, n, -1.0f, 1.0f), buf(n, 0.0f);
+    fresco::ref::SgdState ref{fresco::test::to_double(w), {}, false};
+    FrStepScalars s{};
+    for (size_t i = 0; i < 6; ++i) {
+      std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+      s.lr = kLrs[i];
+      OpCall c(FR_OP_SGD_UPDATE);
+      c.rout(range(w)).rout(range(buf)).rin(range(g)).rin(pod_range(s)).rin(range(table));
+      c.params(FrSgdParams{0.5f, 1e-3f, nesterov, 0});
+      ASSERT_TRUE(c.run());
+      advance_step(s);
+      fresco::ref::sgd_step(ref, fresco::test::to_double(g), kLrs[i],
+                            fresco::ref::SgdConfig{table[std::min<size_t>(i, 3)], 1e-3, nesterov != 0});
+    }
+    EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol)) << "weights";
+    EXPECT_TRUE(fresco::test::all_close(buf, ref.buf, kRtol, kAtolBuffer)) << "momentum buffer";
+  }
+  std::vector<float> w(4), buf(4), g(4), none;
+  FrStepScalars s{};
+  OpCall c(FR_OP_SGD_UPDATE);
+  c.rout(range(w)).rout(range(buf)).rin(range(g)).rin(pod_range(s)).rin(range(none));
+  c.params(FrSgdParams{0.9f, 0.0f, 0, 0});
+  EXPECT_TRUE(fresco::test::contains(c.run_error(), "momentum table holds no value")) << c.run_error();
 }
 
 TEST(CpuSgd, SkipStepLeavesEverythingUnchanged) {
@@ -229,6 +264,35 @@ TEST(CpuAdam, BiasCorrectionUsesTheStepCounter) {
     EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol));
     EXPECT_TRUE(fresco::test::all_close(m, ref.m, kRtol, kAtol));
     EXPECT_TRUE(fresco::test::all_close(v, ref.v, kRtol, kAtol * 1e-2));
+  }
+}
+
+// Adam's beta1 from a per-step table (one-cycle cycles it): the step's beta1 moves the first moment and
+// corrects its bias, as PyTorch's Adam reads betas[0] every step.
+TEST(CpuAdam, Beta1ComesFromThePerStepTable) {
+  std::vector<float> table = {0.95f, 0.9f, 0.85f};
+  for (const AdamCase& k : kAdamCases) {
+    SCOPED_TRACE(str(k));
+    const size_t n = 129;
+    std::mt19937 rng(93);
+    std::vector<float> w = fresco::test::random_floats(rng, n, -1.0f, 1.0f), m(n, 0.0f), v(n, 0.0f);
+    fresco::ref::AdamState ref{fresco::test::to_double(w), std::vector<double>(n, 0.0),
+                               std::vector<double>(n, 0.0), 0};
+    FrStepScalars s{};
+    for (size_t i = 0; i < 5; ++i) {
+      std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+      s.lr = kLrs[i] * 0.01f;
+      OpCall c(FR_OP_ADAM_UPDATE);
+      c.rout(range(w)).rout(range(m)).rout(range(v)).rin(range(g)).rin(pod_range(s)).rin(range(table));
+      c.params(FrAdamParams{k.beta1, k.beta2, k.eps, k.weight_decay, k.decoupled, 0});
+      ASSERT_TRUE(c.run());
+      advance_step(s);
+      const fresco::ref::AdamConfig cfg{table[std::min<size_t>(i, 2)], k.beta2, k.eps, k.weight_decay,
+                                        k.decoupled != 0};
+      fresco::ref::adam_step(ref, fresco::test::to_double(g), kLrs[i] * 0.01f, cfg);
+    }
+    EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol)) << "weights";
+    EXPECT_TRUE(fresco::test::all_close(m, ref.m, kRtol, kAtol)) << "first moment";
   }
 }
 

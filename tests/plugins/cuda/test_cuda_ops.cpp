@@ -574,6 +574,10 @@ TEST(CudaOps, Optimizers) {
   sgd.node.with_params(FrSgdParams{0.9f, 5e-4f, 1, 0});
   sgd.outputs = {0, 1};
   expect_same(sgd, 1e-7, "sgd nesterov");
+  OpCase cycled = sgd;  // the momentum of the scalars' step (3) from a per-step table (ops.h)
+  cycled.tensors.push_back({DType::F32, {1, 1, 1, 7}, Fill::POSITIVE});
+  cycled.node.rin.push_back(f32(4));
+  expect_same(cycled, 1e-7, "sgd with a momentum table");
   for (int decoupled : {0, 1}) {
     OpCase adam;  // w, m, v, g, scalars
     adam.tensors = {{DType::F32, s, Fill::RANDOM},
@@ -585,6 +589,9 @@ TEST(CudaOps, Optimizers) {
     adam.node.with_params(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, decoupled, 0});
     adam.outputs = {0, 1, 2};
     expect_same(adam, 1e-6, decoupled ? "adamw" : "adam");
+    adam.tensors.push_back({DType::F32, {1, 1, 1, 2}, Fill::POSITIVE});  // beta1 per step: the last past it
+    adam.node.rin.push_back(f32(5));
+    expect_same(adam, 1e-6, decoupled ? "adamw with a beta1 table" : "adam with a beta1 table");
   }
 }
 

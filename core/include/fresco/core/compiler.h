@@ -260,6 +260,7 @@ struct CompileOptions {
 // Handles of the job-level tensors the executor reads or writes.
 struct JobTensors {
   TensorId step_scalars = kNoTensor, lr_table = kNoTensor;
+  TensorId momentum_table = kNoTensor;  // a table scheduler's momenta (Scheduler::momenta), when it has them
   TensorId labels_a = kNoTensor, data_a = kNoTensor, labels_b = kNoTensor, data_b = kNoTensor;
   TensorId input_f32 = kNoTensor;  // normalised input (in ArchPlan::input_dtype; f32 unless mixed precision)
   TensorId labels = kNoTensor;     // current batch labels (copied from A or B)

@@ -71,7 +71,10 @@ inline Optimizer AdamW() {
 // MultiStepLR, ExponentialLR, PolynomialLR and CosineAnnealingWarmRestarts (to min_lr) stepped once per
 // epoch: the lr changes at epoch boundaries, epochs counted from the end of the warm-up (as PyTorch's
 // SequentialLR(warm-up, schedule) counts them); they run as a table computed at compile time (step_table).
-// Every kind may start with a linear warm-up of warmup_epochs.
+// Every kind but ONE_CYCLE may start with a linear warm-up of warmup_epochs. ONE_CYCLE is PyTorch's
+// OneCycleLR stepped every step over the whole run (total_steps = epochs x steps per epoch), with the
+// optimizer's lr as its max_lr: a table of lrs, and, with cycle_momentum, a table of momenta (SGD's momentum,
+// Adam's beta1) the optimizers read per step (momentum_table; ops.h, FR_KERNEL_STEP_MOMENTUM).
 struct Scheduler {
   enum class Type {
     CONSTANT,
@@ -81,7 +84,8 @@ struct Scheduler {
     MULTISTEP,
     EXPONENTIAL,
     POLYNOMIAL,
-    COSINE_RESTARTS
+    COSINE_RESTARTS,
+    ONE_CYCLE
   } type = Type::CONSTANT;
   float min_lr = 0.0f;
   int32_t warmup_epochs = 0;
@@ -92,6 +96,15 @@ struct Scheduler {
   float power = 1.0f;               // POLYNOMIAL: lr = base (1 - e / total_epochs)^power
   int32_t total_epochs = 0;         // POLYNOMIAL: epochs to reach 0 (0: the run's epochs after the warm-up)
   int32_t t0 = 1, t_mult = 1;       // COSINE_RESTARTS: the first cycle's epochs, each next cycle's factor
+  // ONE_CYCLE (PyTorch's names and defaults; kept in double, as PyTorch computes the schedule)
+  double pct_start = 0.3;         // the share of the steps that raise the lr
+  bool anneal_linear = false;     // anneal_strategy "linear" (else "cos")
+  double div_factor = 25.0;       // initial lr = max_lr / div_factor
+  double final_div_factor = 1e4;  // min lr = initial lr / final_div_factor
+  bool three_phase = false;       // back to the initial lr, then down to the min lr
+  bool cycle_momentum = true;     // momentum between max_momentum and base_momentum, inversely to the lr
+  double base_momentum = 0.85, max_momentum = 0.95;
+  std::vector<float> momenta;  // TABLE: the momentum (Adam: beta1) of every step, when it cycles
 
   Scheduler& warmup(int32_t epochs) {
     warmup_epochs = epochs;
@@ -101,6 +114,12 @@ struct Scheduler {
   void validate() const;
   // Whether this kind runs as a table of per-epoch values (STEP, MULTISTEP, EXPONENTIAL, POLYNOMIAL).
   bool per_epoch() const noexcept;
+  // Whether the device runs this kind as a table of per-step values (the per-epoch kinds and ONE_CYCLE).
+  bool runs_as_table() const noexcept { return per_epoch() || type == Type::ONE_CYCLE; }
+  // The momentum of every step of such a run (ONE_CYCLE with cycle_momentum), else empty.
+  std::vector<float> momentum_table(int64_t steps_per_epoch, int32_t epochs) const;
+  // The table this kind runs as over such a run: TableLR(step_table(...)) with its momenta.
+  Scheduler as_table(float base_lr, int64_t steps_per_epoch, int32_t epochs) const;
   // The lr of every step of a run of `epochs` epochs of `steps_per_epoch` steps: the warm-up as the device
   // computes it (base_lr (step + 1) / warm-up steps), then this kind's value for the step's epoch. A warm-up
   // longer than the run is a kBadConfig error.
@@ -147,6 +166,13 @@ inline Scheduler CosineAnnealingWarmRestarts(int32_t t0, int32_t t_mult = 1, flo
   s.t0 = t0;
   s.t_mult = t_mult;
   s.min_lr = min_lr;
+  return s;
+}
+// PyTorch's OneCycleLR with its defaults (max_lr is the optimizer's lr); set the other fields to change them.
+inline Scheduler OneCycleLR(double pct_start = 0.3) {
+  Scheduler s;
+  s.type = Scheduler::Type::ONE_CYCLE;
+  s.pct_start = pct_start;
   return s;
 }
 inline Scheduler TableLR(std::vector<float> lrs) {
