@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libtbb-dev libxnnpack-dev libpthreadpool-dev libboost-dev libspdlog-dev libfmt-dev
-  libgtest-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libturbojpeg0-dev
+  libgtest-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libturbojpeg0-dev libpng-dev
   dataset-fashion-mnist python3
 )
 

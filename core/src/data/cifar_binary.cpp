@@ -122,9 +122,9 @@ bool load_cifar_binary(const std::string& path, bool cifar100, const std::string
         [&](const std::string& name) {
           const std::string base = path_components(name).empty() ? "" : path_components(name).back();
           if (std::find(all.begin(), all.end(), base) != all.end()) return TarWant::kRead;
-          const bool is_jpeg = base.size() > 4 && (base.substr(base.size() - 4) == ".jpg" ||
-                                                   base.substr(base.size() - 4) == ".JPG");
-          if (is_jpeg && bytes.empty()) jpeg = true;
+          const std::string ext = base.size() > 4 ? base.substr(base.size() - 4) : "";
+          const bool is_image = ext == ".jpg" || ext == ".JPG" || ext == ".png" || ext == ".PNG";
+          if (is_image && bytes.empty()) jpeg = true;
           return jpeg ? TarWant::kStop : TarWant::kSkip;  // an image folder: not a binary set
         },
         [&](const std::string& name, std::vector<uint8_t>&& b) {

@@ -1,8 +1,9 @@
-// Image-folder datasets of JPEGs (CIFAR-10 as shipped in ../shared/datasets): `<root>/<split>/<class>/*.jpg`,
-// read either from a directory or straight from a .tar.gz of that tree (any leading folder inside the archive
-// is accepted), decoded with libturbojpeg to RGB. Classes are the sorted class-folder names (labels 0..n-1);
-// samples are ordered by class, then file name, so a load is deterministic. Every image must decode and have
-// the size of the first; any failure is one fresco::Error naming the file or archive entry. Tested by
+// Image-folder datasets of JPEGs and PNGs (CIFAR-10 as shipped in ../shared/datasets):
+// `<root>/<split>/<class>/*.{jpg,jpeg,png}`, read either from a directory or straight from a .tar.gz of that
+// tree (any leading folder inside the archive is accepted), decoded to RGB: JPEGs with libturbojpeg, PNGs
+// with libpng (data/png_decode.h). Classes are the sorted class-folder names (labels 0..n-1); samples are
+// ordered by class, then file name, so a load is deterministic. Every image must decode and have the size of
+// the first; any failure is one fresco::Error naming the file or archive entry. Tested by
 // tests/core/test_jpeg_folder.cpp.
 #include <turbojpeg.h>
 
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "data/png_decode.h"
 #include "data/tar_gz.h"
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/error.h"
@@ -35,16 +37,19 @@ struct Entry {
   std::vector<uint8_t> bytes;
 };
 
-bool is_jpeg_name(const std::string& n) {
-  auto ends = [&](const char* s) {
-    const size_t l = std::strlen(s);
-    return n.size() >= l && std::equal(n.end() - static_cast<std::ptrdiff_t>(l), n.end(), s,
-                                       [](char a, char b) { return std::tolower(a) == b; });
-  };
-  return ends(".jpg") || ends(".jpeg");
+bool ends_with_lower(const std::string& n, const char* s) {
+  const size_t l = std::strlen(s);
+  return n.size() >= l && std::equal(n.end() - static_cast<std::ptrdiff_t>(l), n.end(), s,
+                                     [](char a, char b) { return std::tolower(a) == b; });
+}
+bool is_png_name(const std::string& n) {
+  return ends_with_lower(n, ".png");
+}
+bool is_image_name(const std::string& n) {
+  return ends_with_lower(n, ".jpg") || ends_with_lower(n, ".jpeg") || is_png_name(n);
 }
 
-// JPEG entries of each of `splits` from one pass over a .tar.gz: a path must end in <split>/<class>/<file>.
+// Image entries of each of `splits` from one pass over a .tar.gz: a path must end in <split>/<class>/<file>.
 std::vector<std::vector<Entry>> read_jpeg_tar_gz(const std::string& archive,
                                                  const std::vector<std::string>& splits) {
   std::vector<std::vector<Entry>> out(splits.size());
@@ -56,8 +61,8 @@ std::vector<std::vector<Entry>> read_jpeg_tar_gz(const std::string& archive,
       archive,
       [&](const std::string& name) {
         const std::vector<std::string> parts = path_components(name);
-        return split_of(parts) != splits.end() && is_jpeg_name(parts.back()) ? TarWant::kRead
-                                                                             : TarWant::kSkip;
+        return split_of(parts) != splits.end() && is_image_name(parts.back()) ? TarWant::kRead
+                                                                              : TarWant::kSkip;
       },
       [&](const std::string& name, std::vector<uint8_t>&& bytes) {
         const std::vector<std::string> parts = path_components(name);
@@ -68,18 +73,18 @@ std::vector<std::vector<Entry>> read_jpeg_tar_gz(const std::string& archive,
   return out;
 }
 
-// JPEG files of `split` from a directory tree <root>/<split>/<class>/<file>.
+// Image files of `split` from a directory tree <root>/<split>/<class>/<file>.
 std::vector<Entry> read_directory(const std::string& root, const std::string& split) {
   const fs::path dir = fs::path(root) / split;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw Error(ErrorCode::kMissingInput,
-                dir.string() + ": no such directory (expected <root>/" + split + "/<class>/*.jpg)");
+                dir.string() + ": no such directory (expected <root>/" + split + "/<class>/*.jpg or *.png)");
   std::vector<Entry> out;
   for (const auto& cls : fs::directory_iterator(dir)) {
     if (!cls.is_directory()) continue;
     for (const auto& f : fs::directory_iterator(cls.path())) {
-      if (!f.is_regular_file() || !is_jpeg_name(f.path().filename().string())) continue;
+      if (!f.is_regular_file() || !is_image_name(f.path().filename().string())) continue;
       const uint64_t size = f.file_size();
       if (size > kMaxEntryBytes)
         throw Error(ErrorCode::kBadData,
@@ -109,7 +114,7 @@ Dataset decode(const std::string& path, const std::string& split, std::vector<En
                const std::string& name_prefix) {
   if (entries.empty())
     throw Error(ErrorCode::kBadData,
-                path + ": no JPEG images under " + split + "/<class>/ (expected an image folder)");
+                path + ": no JPEG or PNG images under " + split + "/<class>/ (expected an image folder)");
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.cls != b.cls ? a.cls < b.cls : a.name < b.name; });
   std::map<std::string, int32_t> classes;
@@ -124,10 +129,15 @@ Dataset decode(const std::string& path, const std::string& split, std::vector<En
   std::unique_ptr<void, int (*)(tjhandle)> tj_guard(tj, tjDestroy);
   for (const Entry& e : entries) {
     const std::string where = path + ": " + split + "/" + e.cls + "/" + e.name;
+    const bool png = is_png_name(e.name);
     int w = 0, h = 0, sub = 0, cs = 0;
-    if (tjDecompressHeader3(tj, e.bytes.data(), static_cast<unsigned long>(e.bytes.size()), &w, &h, &sub,
-                            &cs) != 0)
+    if (png) {
+      const std::string err = png_size(e.bytes.data(), e.bytes.size(), kMaxSide, &w, &h);
+      if (!err.empty()) throw Error(ErrorCode::kBadData, where + ": " + err);
+    } else if (tjDecompressHeader3(tj, e.bytes.data(), static_cast<unsigned long>(e.bytes.size()), &w, &h,
+                                   &sub, &cs) != 0) {
       throw Error(ErrorCode::kBadData, where + ": not a JPEG (" + tjGetErrorStr2(tj) + ")");
+    }
     if (w < 1 || h < 1 || w > kMaxSide || h > kMaxSide)
       throw Error(ErrorCode::kBadData, where + ": image size " + std::to_string(w) + "x" + std::to_string(h) +
                                            " outside [1, " + std::to_string(kMaxSide) + "]");
@@ -141,9 +151,13 @@ Dataset decode(const std::string& path, const std::string& split, std::vector<En
     }
     const size_t off = d.images.size();
     d.images.resize(off + static_cast<size_t>(w * h * 3));
-    if (tjDecompress2(tj, e.bytes.data(), static_cast<unsigned long>(e.bytes.size()), d.images.data() + off,
-                      w, 0, h, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0)
+    if (png) {
+      const std::string err = png_decode_rgb(e.bytes.data(), e.bytes.size(), w, h, d.images.data() + off);
+      if (!err.empty()) throw Error(ErrorCode::kBadData, where + ": " + err);
+    } else if (tjDecompress2(tj, e.bytes.data(), static_cast<unsigned long>(e.bytes.size()),
+                             d.images.data() + off, w, 0, h, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0) {
       throw Error(ErrorCode::kBadData, where + ": corrupt JPEG (" + tjGetErrorStr2(tj) + ")");
+    }
     d.labels.push_back(classes.at(e.cls));
     ++d.n;
   }

@@ -43,11 +43,12 @@ Dataset load_idx_pair(const std::string& images_path, const std::string& labels_
 // The dataset is named name_prefix + "/" + split.
 Dataset load_mnist_dir(const std::string& dir, const std::string& split, const std::string& name_prefix);
 
-// An image-folder dataset of JPEGs, `<root>/<split>/<class>/<file>.jpg` (CIFAR-10 as shipped in
-// ../shared/datasets): `path` is the root directory or a .tar.gz of the tree (a leading folder inside the
-// archive is fine). Decoded to RGB (c = 3) with libturbojpeg; labels are the sorted class-folder names'
+// An image-folder dataset of JPEGs and PNGs, `<root>/<split>/<class>/<file>.{jpg,jpeg,png}` (CIFAR-10 as
+// shipped in ../shared/datasets): `path` is the root directory or a .tar.gz of the tree (a leading folder
+// inside the archive is fine). Decoded to RGB (c = 3): JPEGs with libturbojpeg, PNGs with libpng as PIL's
+// convert("RGB") gives them (alpha dropped, gray replicated); labels are the sorted class-folder names'
 // indices; samples are ordered by class, then file name. Throws fresco::Error: kMissingInput (no such path),
-// kBadData (no images, a file that is not a JPEG, images of different sizes, a corrupt archive), kIo.
+// kBadData (no images, a file that does not decode, images of different sizes, a corrupt archive), kIo.
 Dataset load_jpeg_folder(const std::string& path, const std::string& split, const std::string& name_prefix);
 // Both splits ("train", "test") of such a folder, reading an archive once; their class counts must agree.
 std::pair<Dataset, Dataset> load_jpeg_folder_train_test(const std::string& path,
