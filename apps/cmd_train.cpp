@@ -1,5 +1,8 @@
 // `fresco train JOB`: one progress line per epoch, then the final test accuracy; with --save a checkpoint
-// after every epoch, --resume continues from one, --stop-after N stops after N epochs of this invocation.
+// after every epoch (and every --save-every-steps N steps within one), --resume continues from one (at the
+// step it was written), --stop-after N stops after N epochs of this invocation, --stop-after-steps N after N
+// steps.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -33,6 +36,8 @@ void check_data_path(const JobSpec& job, const std::string& job_file, bool from_
 }
 
 int cmd_train(const TrainArgs& a) {
+  FRESCO_CHECK(a.save_every_steps == 0 || !a.save.empty(), ErrorCode::kUsage,
+               "--save-every-steps writes the --save checkpoint; give --save PATH too");
   JobSpec job = load_job(a.job);
   if (!a.device.empty()) job.device = a.device;
   if (a.epochs > 0) job.epochs = a.epochs;
@@ -83,23 +88,42 @@ int cmd_train(const TrainArgs& a) {
               static_cast<long long>(task.train_set().n), static_cast<long long>(task.test_set().n));
   if (!a.resume.empty()) {
     task.load_checkpoint(a.resume);
-    std::printf("resumed from %s after epoch %d of %d\n", a.resume.c_str(), task.epochs_done(), job.epochs);
+    if (task.epoch_steps_done() > 0)
+      std::printf("resumed from %s at step %lld of %lld of epoch %d of %d\n", a.resume.c_str(),
+                  static_cast<long long>(task.epoch_steps_done()),
+                  static_cast<long long>(task.steps_per_epoch()), task.epochs_done() + 1, job.epochs);
+    else
+      std::printf("resumed from %s after epoch %d of %d\n", a.resume.c_str(), task.epochs_done(), job.epochs);
   }
   std::fflush(stdout);
   if (task.epochs_done() == job.epochs) {
     std::printf("all %d epochs are done; nothing to train\n", job.epochs);
     return 0;
   }
-  // One epoch at a time, so a checkpoint follows each.
+  // One epoch at a time (or a part of one: --save-every-steps, --stop-after-steps), so a checkpoint follows
+  // each.
   double seconds = 0, final_acc = 0;
-  for (int n = 0; task.epochs_done() < job.epochs && (a.stop_after == 0 || n < a.stop_after); ++n) {
-    const TrainingResult r = task.run(1);
+  int64_t steps_left = a.stop_after_steps > 0 ? a.stop_after_steps : -1;
+  for (int n = 0;
+       task.epochs_done() < job.epochs && (a.stop_after == 0 || n < a.stop_after) && steps_left != 0;) {
+    int64_t part = task.steps_per_epoch() - task.epoch_steps_done();  // to the epoch's end
+    if (a.save_every_steps > 0 && !a.save.empty()) part = std::min(part, a.save_every_steps);
+    if (steps_left > 0) part = std::min(part, steps_left);
+    const int32_t before = task.epochs_done();
+    const TrainingResult r = task.run_steps(part);
+    if (steps_left > 0) steps_left -= part;
     seconds += r.seconds;
-    final_acc = r.final_test_acc;
+    if (!r.epochs.empty()) final_acc = r.final_test_acc;
+    n += task.epochs_done() - before;
     if (!a.save.empty()) task.save_checkpoint(a.save);
   }
   if (task.epochs_done() < job.epochs) {
-    std::printf("stopped after epoch %d of %d (%.1f s)%s\n", task.epochs_done(), job.epochs, seconds,
+    const std::string where = task.epoch_steps_done() > 0
+                                  ? "at step " + std::to_string(task.epoch_steps_done()) + " of " +
+                                        std::to_string(task.steps_per_epoch()) + " of epoch " +
+                                        std::to_string(task.epochs_done() + 1)
+                                  : "after epoch " + std::to_string(task.epochs_done());
+    std::printf("stopped %s of %d (%.1f s)%s\n", where.c_str(), job.epochs, seconds,
                 a.save.empty() ? "" : ("; continue with --resume " + a.save).c_str());
     return 0;
   }

@@ -18,10 +18,12 @@ struct TrainArgs {
   int epochs = 0;         // 0: the job's
   std::string precision;  // empty: the job's; fp32, bf16 or fp16
   std::string data_path;
-  int64_t samples = 0;  // 0: all; else only the first N training samples
-  std::string save;     // checkpoint written after every epoch (empty: none)
-  std::string resume;   // checkpoint to continue from (empty: start)
-  int stop_after = 0;   // stop after this many epochs of this invocation (0: train to the end)
+  int64_t samples = 0;           // 0: all; else only the first N training samples
+  std::string save;              // checkpoint written after every epoch (empty: none)
+  std::string resume;            // checkpoint to continue from (empty: start)
+  int stop_after = 0;            // stop after this many epochs of this invocation (0: train to the end)
+  int64_t save_every_steps = 0;  // with save: also a checkpoint every N steps within an epoch (0: at epochs)
+  int64_t stop_after_steps = 0;  // stop after this many steps of this invocation (0: no step limit)
 };
 int cmd_train(const TrainArgs& a);
 // A job's data path that does not exist is one error naming it, where it came from and the way to another

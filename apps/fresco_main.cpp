@@ -116,6 +116,14 @@ int main(int argc, char** argv) {
                     "continue the job from this checkpoint (the same job: see --save)");
   train->add_option("--stop-after", ta.stop_after, "stop after N epochs (continue later with --resume)")
       ->transform(number_at_least(1, true, INT32_MAX));
+  train
+      ->add_option("--save-every-steps", ta.save_every_steps,
+                   "with --save, also write the checkpoint every N steps within an epoch")
+      ->transform(number_at_least(1, true));
+  train
+      ->add_option("--stop-after-steps", ta.stop_after_steps,
+                   "stop after N training steps (continue later with --resume, at that step)")
+      ->transform(number_at_least(1, true));
 
   fresco::cli::EvalArgs ea;
   auto* eval = app.add_subcommand("eval", "evaluate a checkpoint's weights on the job's test set");

@@ -252,6 +252,11 @@ void DeepLearningTask::init_parameters() {
   }
 }
 
+int64_t DeepLearningTask::steps_per_epoch() const {
+  FRESCO_CHECK(model_, ErrorCode::kUsage, "DeepLearningTask::steps_per_epoch: plan() or compile() first");
+  return model_->options.steps_per_epoch;
+}
+
 TrainingResult DeepLearningTask::run(int32_t epochs) {
   require(Phase::COMPILED, "DeepLearningTask::run");
   // The compiled job's schedule covers its epochs once: another epoch would train at the schedule's last lr
@@ -263,25 +268,51 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
       epochs >= 0, ErrorCode::kUsage,
       "DeepLearningTask::run: epochs must be 0 (all that are left) or more, found " + std::to_string(epochs));
   const int32_t end = epochs == 0 || epochs >= epochs_ - epochs_done_ ? epochs_ : epochs_done_ + epochs;
+  return train_until(end, -1);
+}
+
+TrainingResult DeepLearningTask::run_steps(int64_t steps) {
+  require(Phase::COMPILED, "DeepLearningTask::run_steps");
+  FRESCO_CHECK(epochs_done_ < epochs_, ErrorCode::kUsage,
+               "DeepLearningTask::run_steps: all " + std::to_string(epochs_) +
+                   " epochs of this job have been run; compile a new task to train again");
+  FRESCO_CHECK(steps >= 0, ErrorCode::kUsage,
+               "DeepLearningTask::run_steps: steps must be 0 (all that are left) or more, found " +
+                   std::to_string(steps));
+  return train_until(epochs_, steps == 0 ? -1 : steps);
+}
+
+TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
   TrainingResult result;
   const auto t_all = Clock::now();
+  const int64_t spe = model_->options.steps_per_epoch, b = batch_;
   std::vector<uint32_t> order(static_cast<size_t>(train_.n));
-  for (int32_t e = epochs_done_; e < end; ++e) {
+  for (int32_t e = epochs_done_; e < end && budget != 0; ++e) {
     const auto t0 = Clock::now();
     if (shuffle_)
       order = data::shuffled_indices(static_cast<uint32_t>(train_.n), seed_, static_cast<uint32_t>(e));
     else
       std::iota(order.begin(), order.end(), 0u);
-    exec_->clear_metrics();
-    exec_->train_epoch(train_, order, static_cast<uint32_t>(e));
+    const int64_t first = epoch_steps_done_, last = budget < 0 ? spe : std::min(spe, first + budget);
+    if (first == 0) exec_->clear_metrics();  // else the epoch's metrics so far (a checkpoint restores them)
+    exec_->train_epoch(train_, order, static_cast<uint32_t>(e), first, last);
     runtime_->synchronize();
+    steps_outside_run_ = false;
+    if (budget > 0) budget -= last - first;
+    if (last < spe) {  // stopped within the epoch: its report comes when it is finished
+      epoch_steps_done_ = last;
+      break;
+    }
+    epoch_steps_done_ = 0;
     EpochReport r;
     r.epoch = e + 1;
     r.train_seconds = seconds_since(t0);
     const FrMetricAccumulators tr = exec_->read_metrics(true);
     r.train_loss = tr.samples > 0 ? tr.loss_sum / tr.samples : 0.0;
     r.train_acc = tr.samples > 0 ? tr.correct / tr.samples : 0.0;
-    r.samples_per_s = static_cast<double>(train_.n) / r.train_seconds;
+    // the samples of this call's steps (all of the epoch's, unless it was started before)
+    r.samples_per_s =
+        static_cast<double>(train_.n - std::min<int64_t>(train_.n, first * b)) / r.train_seconds;
     // the lr the epoch's last step used (the device's scalars hold the next step's), by the same rule
     const FrStepScalars sc = exec_->read_scalars();
     r.lr = sc.step > 0 ? fr_schedule_lr(&model_->schedule, sc.step - 1,
@@ -299,7 +330,6 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
     }
     r.seconds = seconds_since(t0);
     epochs_done_ = e + 1;
-    steps_outside_run_ = false;
     result.epochs.push_back(r);
     if (on_epoch_) on_epoch_(r);
   }

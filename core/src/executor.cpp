@@ -88,17 +88,23 @@ void Executor::train_step(Variant v, char ab) {
   rt_.record(consumed_[x], StreamRole::COMP_1);
 }
 
-void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order, uint32_t epoch) {
+void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order, uint32_t epoch,
+                           int64_t first_step, int64_t end_step) {
   const int64_t b = m_.batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   const int64_t n = static_cast<int64_t>(order.size());
-  int64_t step = 0;
+  const int64_t all = b > 0 ? (n + b - 1) / b : 0;
+  const int64_t last = end_step < 0 ? all : std::min(end_step, all);
+  FRESCO_CHECK(first_step >= 0 && first_step <= last, ErrorCode::kInternal,
+               "train_epoch: steps " + std::to_string(first_step) + " to " + std::to_string(last) +
+                   " of an epoch of " + std::to_string(all));
+  int64_t step = first_step;
   // A progress line every kProgressSeconds, for epochs long enough to look stuck otherwise (the CPU backend
   // on a large network); the host's clock, read once a step.
   constexpr double kProgressSeconds = 30.0;
   const auto t0 = std::chrono::steady_clock::now();
   double next_report = kProgressSeconds;
-  const int64_t steps = b > 0 ? (n + b - 1) / b : 0;
-  for (int64_t start = 0; start < n; start += b, ++step) {
+  const int64_t steps = all;
+  for (int64_t start = first_step * b; step < last; start += b, ++step) {
     const int64_t count = std::min(b, n - start);
     const Variant v = count == b ? Variant::TRAIN_BASE : Variant::TRAIN_LAST;
     FRESCO_CHECK(m_.batch_of[static_cast<int>(v)] == count, ErrorCode::kInternal,
@@ -108,9 +114,10 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
     train_step(v, ab);
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (t >= next_report && step + 1 < steps) {
+      const double done = static_cast<double>(step + 1 - first_step);  // in this call
       log().info("epoch {}: step {}/{} ({:.0f}%), {:.0f} s, about {:.0f} s to the epoch's end", epoch + 1,
                  step + 1, steps, 100.0 * static_cast<double>(step + 1) / static_cast<double>(steps), t,
-                 t * static_cast<double>(steps - step - 1) / static_cast<double>(step + 1));
+                 t * static_cast<double>(steps - step - 1) / done);
       next_report = t + kProgressSeconds;
     }
   }

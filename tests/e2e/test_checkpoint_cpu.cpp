@@ -2,8 +2,9 @@
 // epoch, saved, and resumed in a newly compiled task ends with the same bits (weights, moments, batchnorm
 // running statistics, every epoch's losses) as the same job trained without a stop, with SGD + Nesterov
 // momentum + weight decay under a cosine schedule with warm-up, Adam, dropout, a partial last batch and
-// batchnorm; run(1) then run() in one task does too. A checkpoint of another job (batch, model, seed) is
-// refused naming what differs, before anything is written; run() after the last epoch is a usage error.
+// batchnorm; run(1) then run() in one task does too; and from within an epoch (run_steps). A checkpoint of
+// another job (batch, model, seed) is refused naming what differs, before anything is written; run() after
+// the last epoch is a usage error.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -37,13 +38,13 @@ std::unique_ptr<DeepLearningTask> job(const Optimizer& opt, int64_t batch = 16, 
   return t;
 }
 
-struct Run {
+struct Trained {
   std::vector<EpochReport> epochs;
   std::vector<std::pair<std::string, std::vector<float>>> state;
   std::vector<float> running_mean;
 };
 
-void expect_same(const Run& a, const Run& b) {
+void expect_same(const Trained& a, const Trained& b) {
   ASSERT_EQ(a.epochs.size(), b.epochs.size());
   for (size_t e = 0; e < a.epochs.size(); ++e) {
     EXPECT_EQ(a.epochs[e].epoch, b.epochs[e].epoch);
@@ -56,8 +57,8 @@ void expect_same(const Run& a, const Run& b) {
   EXPECT_EQ(a.running_mean, b.running_mean);
 }
 
-Run finish(DeepLearningTask& t, std::vector<EpochReport> before = {}) {
-  Run r;
+Trained finish(DeepLearningTask& t, std::vector<EpochReport> before = {}) {
+  Trained r;
   r.epochs = std::move(before);
   for (const EpochReport& e : t.run().epochs) r.epochs.push_back(e);
   r.state = t.snapshot();
@@ -68,7 +69,7 @@ Run finish(DeepLearningTask& t, std::vector<EpochReport> before = {}) {
 void check_resume(const Optimizer& opt, const std::string& name) {
   const std::string path = (fs::temp_directory_path() / ("fresco_resume_" + name + ".ckpt")).string();
   auto straight = job(opt);
-  const Run want = finish(*straight);
+  const Trained want = finish(*straight);
   ASSERT_EQ(want.epochs.size(), 3u);
 
   auto first = job(opt);
@@ -97,6 +98,53 @@ TEST(Checkpoint, ResumedSgdRunEndsWithTheBitsOfAnUninterruptedOne) {
 
 TEST(Checkpoint, ResumedAdamRunEndsWithTheBitsOfAnUninterruptedOne) {
   check_resume(Adam().base_lr(1e-3f), "adam");
+}
+
+// Within an epoch (run_steps): checkpoints written part-way through the first epoch, the second, and before
+// the second's partial last batch, resumed in new tasks, end with the bits and the epoch reports of the
+// uninterrupted run (the stopped epoch's report covering all its steps: its metrics so far are in the
+// file), and so does the task that wrote each going on; run_steps in pieces across epoch boundaries too.
+TEST(Checkpoint, ResumedWithinAnEpochEndsWithTheBitsOfAnUninterruptedOne) {
+  const std::string path = (fs::temp_directory_path() / "fresco_resume_within.ckpt").string();
+  const Optimizer sgd = SGD(0.9f, true).base_lr(0.05f).with_weight_decay(5e-4f);
+  auto straight = job(sgd);
+  const Trained want = finish(*straight);
+  const int64_t spe = straight->steps_per_epoch();
+  ASSERT_EQ(spe, 7);  // six batches of 16 and one of 4
+  for (int64_t at : {int64_t{3}, spe + 3, spe + 6}) {
+    SCOPED_TRACE("saved at step " + std::to_string(at));
+    auto first = job(sgd);
+    const std::vector<EpochReport> before = first->run_steps(at).epochs;
+    EXPECT_EQ(before.size(), static_cast<size_t>(at / spe));
+    EXPECT_EQ(first->epochs_done(), at / spe);
+    EXPECT_EQ(first->epoch_steps_done(), at % spe);
+    first->save_checkpoint(path);
+    auto resumed = job(sgd);
+    resumed->load_checkpoint(path);
+    EXPECT_EQ(resumed->epochs_done(), at / spe);
+    EXPECT_EQ(resumed->epoch_steps_done(), at % spe);
+    expect_same(finish(*resumed, before), want);
+    expect_same(finish(*first, before), want);
+  }
+  auto pieces = job(sgd);
+  std::vector<EpochReport> reports;
+  for (int64_t n : {2, 5, 9}) {
+    for (const EpochReport& e : pieces->run_steps(n).epochs) reports.push_back(e);
+  }
+  EXPECT_EQ(pieces->epochs_done(), 2);
+  EXPECT_EQ(pieces->epoch_steps_done(), 2);
+  expect_same(finish(*pieces, reports), want);
+  EXPECT_EQ(error_of([&] { pieces->run_steps(1); }).first, ErrorCode::kUsage);  // all epochs done
+  EXPECT_EQ(error_of([&] { job(sgd)->run_steps(-1); }).first, ErrorCode::kUsage);
+  // the weights alone from a checkpoint written within an epoch
+  auto part = job(sgd);
+  part->run_steps(3);
+  part->save_checkpoint(path);
+  auto other = job(Adam(), 20, 9, 1);
+  other->load_checkpoint(path, /*weights_only=*/true);
+  EXPECT_EQ(other->read_param(0, "weight"), part->read_param(0, "weight"));
+  EXPECT_EQ(other->epoch_steps_done(), 0);
+  fs::remove(path);
 }
 
 // The weights-only form: another job with the same model (another batch and optimizer) takes the master
@@ -137,7 +185,7 @@ TEST(Checkpoint, AnotherJobsCheckpointIsRefusedBeforeAnythingIsWritten) {
               job(SGD(0.5f).base_lr(0.05f))->load_checkpoint(path);
             }).second.find("optimizer.momentum 0.0 there, 0.5 here"),
             std::string::npos);
-  // a checkpoint holds epoch boundaries: not after steps taken outside run()
+  // a checkpoint holds the state at a step of run() / run_steps(): not after steps taken outside them
   std::vector<uint32_t> idx(16, 0);
   a->train_step(idx.data(), 16);
   EXPECT_EQ(error_of([&] { a->save_checkpoint(path); }).first, ErrorCode::kUsage);

@@ -137,6 +137,29 @@ TEST_F(Cli, SaveStopAndResume) {
   expect_one_line(run("train " + j + " --save /nonexistent-dir/a.ckpt"), 66, "does not exist (--save)");
 }
 
+// Within an epoch: --stop-after-steps stops there (--save-every-steps also saves on the way), and --resume
+// continues at that step to the uninterrupted run's final accuracy.
+TEST_F(Cli, SaveWithinAnEpochAndResume) {
+  if (!fresco::e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string j = write("job3.json", R"({"model":)" + kMlp + R"(,"data":{"dataset":"fashion-mnist"},)" +
+                                               R"("batch_size":64,"epochs":2,"device":"cpu"})");
+  const std::string ckpt = (dir_ / "within.ckpt").string();
+  const Result whole = run("train " + j + " --samples 400");  // 7 steps an epoch
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  const Result first =
+      run("train " + j + " --samples 400 --save " + ckpt + " --save-every-steps 3 --stop-after-steps 10");
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_NE(first.out.find("stopped at step 3 of 7 of epoch 2 of 2"), std::string::npos) << first.out;
+  const Result rest = run("train " + j + " --samples 400 --resume " + ckpt);
+  ASSERT_EQ(rest.status, 0) << rest.err;
+  EXPECT_NE(rest.out.find("resumed from " + ckpt + " at step 3 of 7 of epoch 2 of 2"), std::string::npos)
+      << rest.out;
+  const auto final_line = [](const std::string& out) { return out.substr(out.find("final test accuracy")); };
+  EXPECT_EQ(final_line(rest.out).substr(0, 30), final_line(whole.out).substr(0, 30)) << rest.out << whole.out;
+  expect_one_line(run("train " + j + " --samples 400 --save-every-steps 3"), 64,
+                  "--save-every-steps writes the --save checkpoint; give --save PATH too");
+}
+
 // A whole number with a leading zero is decimal, as it was checked (CLI11 alone reads it as octal).
 TEST_F(Cli, LeadingZerosAreDecimal) {
   if (!fresco::e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";

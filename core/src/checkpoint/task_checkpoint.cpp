@@ -1,6 +1,6 @@
 // DeepLearningTask's checkpoints (deep_learning_task.h, save_checkpoint / load_checkpoint): which tensors,
-// the header that names the job, and the checks before anything is written. The file itself is
-// checkpoint_file.h's. Tests: tests/e2e/test_checkpoint_cpu.cpp.
+// the header that names the job and the data position, and the checks before anything is written. The file
+// itself is checkpoint_file.h's. Tests: tests/e2e/test_checkpoint_cpu.cpp.
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_file.h"
@@ -12,6 +12,11 @@
 namespace fresco {
 
 using nlohmann::json;
+
+namespace {
+// The record of a checkpoint written within an epoch: that epoch's train metric sums so far.
+constexpr const char* kEpochMetricsRecord = "metrics.train";
+}  // namespace
 
 std::vector<const DTensor*> DeepLearningTask::checkpoint_tensors() const {
   std::vector<const DTensor*> out;
@@ -80,15 +85,16 @@ std::string DeepLearningTask::checkpoint_header() const {
   h["freeze_first_layer"] = freeze_first_layer_;
   h["ema"] = {{"decay", ema_decay_}, {"every", ema_every_}};
   h["epochs_done"] = epochs_done_;
-  h["device"] = device_;  // where it was written; not compared
+  h["epoch_steps_done"] = epoch_steps_done_;  // the data position within the next epoch (absent before: 0)
+  h["device"] = device_;                      // where it was written; not compared
   return h.dump();
 }
 
 void DeepLearningTask::save_checkpoint(const std::string& path) {
   require(Phase::COMPILED, "DeepLearningTask::save_checkpoint");
   FRESCO_CHECK(!steps_outside_run_, ErrorCode::kUsage,
-               "save_checkpoint: training steps were taken with train_step() since the last epoch boundary; "
-               "a checkpoint holds the state between epochs of run()");
+               "save_checkpoint: training steps were taken with train_step() since the last run() or "
+               "run_steps(); a checkpoint holds the state at a step of those");
   checkpoint::Contents c;
   c.header = checkpoint_header();
   runtime_->synchronize();
@@ -97,6 +103,13 @@ void DeepLearningTask::save_checkpoint(const std::string& path) {
     r.name = checkpoint_name(*t);
     r.bytes.resize(static_cast<size_t>(t->shape.numel()) * dtype_size(t->dtype));
     runtime_->download(model_->base_plan(), t->id, r.bytes.data(), r.bytes.size());
+    c.records.push_back(std::move(r));
+  }
+  if (epoch_steps_done_ > 0) {  // within an epoch: its train metrics so far, for its report
+    checkpoint::Record r;
+    r.name = kEpochMetricsRecord;
+    r.bytes.resize(sizeof(FrMetricAccumulators));
+    runtime_->download(model_->base_plan(), model_->t.acc_train, r.bytes.data(), r.bytes.size());
     c.records.push_back(std::move(r));
   }
   checkpoint::write_file(path, c);
@@ -147,11 +160,26 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
   FRESCO_CHECK(
       done >= 0 && done <= epochs_, ErrorCode::kBadData,
       path + ": epochs_done " + std::to_string(done) + " is outside 0 to " + std::to_string(epochs_));
+  const auto steps_at = saved.find("epoch_steps_done");  // absent in checkpoints from before it existed
+  FRESCO_CHECK(steps_at == saved.end() || steps_at->is_number_integer(), ErrorCode::kBadData,
+               path + ": epoch_steps_done is not a whole number");
+  const int64_t within = steps_at == saved.end() ? 0 : steps_at->get<int64_t>();
+  const int64_t spe = model_->options.steps_per_epoch;
+  FRESCO_CHECK(within == 0 || (within > 0 && within < spe && done < epochs_), ErrorCode::kBadData,
+               path + ": epoch_steps_done " + std::to_string(within) + " is outside 0 to " +
+                   std::to_string(spe - 1) + " steps of epoch " + std::to_string(done + 1));
   // Every tensor by name and size before anything is written: a refused file leaves the job as it was.
   const std::vector<const DTensor*> targets = checkpoint_tensors();
-  FRESCO_CHECK(c.records.size() == targets.size(), ErrorCode::kBadData,
-               path + ": " + std::to_string(c.records.size()) + " tensors, this job has " +
-                   std::to_string(targets.size()));
+  const size_t expected = targets.size() + (within > 0 ? 1 : 0);  // and the epoch's metrics so far
+  FRESCO_CHECK(c.records.size() == expected, ErrorCode::kBadData,
+               path + ": " + std::to_string(c.records.size()) +
+                   " records, this job's checkpoint at this point has " + std::to_string(expected));
+  if (within > 0)
+    FRESCO_CHECK(c.records.back().name == kEpochMetricsRecord &&
+                     c.records.back().bytes.size() == sizeof(FrMetricAccumulators),
+                 ErrorCode::kBadData,
+                 path + ": the last record should be the epoch's train metrics (" + kEpochMetricsRecord +
+                     "), found " + c.records.back().name);
   for (size_t i = 0; i < targets.size(); ++i) {
     const uint64_t bytes = static_cast<uint64_t>(targets[i]->shape.numel()) * dtype_size(targets[i]->dtype);
     const std::string name = checkpoint_name(*targets[i]);
@@ -165,8 +193,12 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
   for (size_t i = 0; i < targets.size(); ++i)
     runtime_->upload(model_->base_plan(), targets[i]->id, c.records[i].bytes.data(),
                      c.records[i].bytes.size());
+  if (within > 0)
+    runtime_->upload(model_->base_plan(), model_->t.acc_train, c.records.back().bytes.data(),
+                     c.records.back().bytes.size());
   cast_weights();
   epochs_done_ = static_cast<int32_t>(done);
+  epoch_steps_done_ = within;
   steps_outside_run_ = false;
 }
 

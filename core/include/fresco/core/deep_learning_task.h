@@ -149,21 +149,32 @@ class DeepLearningTask : public TaskBase {
   // COMPILED: trains the next `epochs` epochs of the job (0: all that are left), each with an evaluation when
   // there is a test set; the report numbers epochs from the job's first. The compiled schedule covers the
   // job's epochs once: a call when all are done is a kUsage error.
+  // An epoch left part-way (run_steps, or a checkpoint written there) counts as the first of `epochs` and is
+  // finished from where it stopped.
   TrainingResult run(int32_t epochs = 0);
-  // Epochs trained so far (by run(), or restored by load_checkpoint()).
+  // COMPILED: trains the next `steps` steps of the job (0: all that are left), epoch after epoch as run()
+  // does, and may stop within an epoch: that epoch's report comes when a later run() / run_steps() finishes
+  // it (its train loss and accuracy over all its steps). A call when all epochs are done is a kUsage error.
+  TrainingResult run_steps(int64_t steps);
+  // Epochs trained so far (by run(), or restored by load_checkpoint()), and the steps of the next one trained
+  // so far (0 at an epoch boundary).
   int32_t epochs_done() const noexcept { return epochs_done_; }
+  int64_t epoch_steps_done() const noexcept { return epoch_steps_done_; }
+  // Steps of one epoch (known once planned).
+  int64_t steps_per_epoch() const;
 
-  // Checkpoints (COMPILED, at an epoch boundary): everything the next epochs depend on, device-independent:
-  // the fp32 master weights, the optimizer's moments, batchnorm's running statistics, the step scalars (step
-  // and update counts, loss scale and its growth tracker; the lr and every random draw are functions of
-  // them and the seed) and the epochs done. save_checkpoint writes them with a header naming the job
-  // (model, precision, optimizer, batch, samples, epochs, seed) to PATH.tmp, then renames it over PATH;
-  // load_checkpoint checks that header against this job (a different one is a kBadConfig error naming what
-  // differs), the file's checksums and every tensor's name and size before writing anything, then the next
-  // run() continues where the saved one stopped, with the same numbers as an uninterrupted run.
-  // With weights_only, only the model must match and only the batchnorm running statistics and the master
-  // weights are written (the optimizer's state, the counters and the epochs done stay this job's): for
-  // evaluation (fresco eval), in any precision, or to start another job from trained weights.
+  // Checkpoints (COMPILED, between steps of run() / run_steps()): everything the next steps depend on,
+  // device-independent: the fp32 master weights, the optimizer's moments, batchnorm's running statistics,
+  // the step scalars (step and update counts, loss scale and its growth tracker; the lr and every random draw
+  // are functions of them and the seed), the epochs done and the data position within the next one (with
+  // that epoch's train metrics so far: its report covers all its steps). save_checkpoint writes them with a
+  // header naming the job (model, precision, optimizer, batch, samples, epochs, seed) to PATH.tmp, then
+  // renames it over PATH; load_checkpoint checks that header against this job (a different one is a
+  // kBadConfig error naming what differs), the file's checksums and every tensor's name and size before
+  // writing anything, then the next run() continues where the saved one stopped, with the same numbers as an
+  // uninterrupted run. With weights_only, only the model must match and only the batchnorm running statistics
+  // and the master weights are written (the optimizer's state, the counters and the epochs done stay this
+  // job's): for evaluation (fresco eval), in any precision, or to start another job from trained weights.
   void save_checkpoint(const std::string& path);
   void load_checkpoint(const std::string& path, bool weights_only = false);
 
@@ -219,6 +230,9 @@ class DeepLearningTask : public TaskBase {
   // A tensor's name in a checkpoint: the layer's BluePrint path in place of its generated name.
   std::string checkpoint_name(const DTensor& t) const;
   void load_checkpoint_weights(const std::string& path, const checkpoint::Contents& c);
+  // run() / run_steps(): from the current position until epoch `end` starts or `budget` steps have run
+  // (-1: no limit).
+  TrainingResult train_until(int32_t end, int64_t budget);
   // Mixed precision: refreshes the low-precision compute weights (A) from the masters (W).
   void cast_weights();
   void init_parameters();
@@ -253,6 +267,7 @@ class DeepLearningTask : public TaskBase {
   void swap_ema_weights();
   std::vector<float> read_param_values(int32_t layer, const std::string& which, TensorId id);
   int32_t epochs_done_ = 0;         // run() trains epochs_done_ .. epochs_ - 1
+  int64_t epoch_steps_done_ = 0;    // of epoch epochs_done_: its first steps are trained already
   bool steps_outside_run_ = false;  // train_step() since the last epoch boundary: no checkpoint
   bool fuse_joins_ = true;
   CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;

@@ -31,9 +31,10 @@ class Executor {
   }
   // One training step on the batch staged in `ab` at variant v.
   void train_step(Variant v, char ab);
-  // One whole pass over `d` in `order` (batch after batch, the last one partial), augmented as set for
-  // `epoch`.
-  void train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order, uint32_t epoch = 0);
+  // A pass over `d` in `order` (batch after batch, the last one partial), augmented as set for `epoch`: its
+  // steps [first_step, end_step) (end_step -1: to the epoch's end), so an epoch may be trained in parts.
+  void train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order, uint32_t epoch = 0,
+                   int64_t first_step = 0, int64_t end_step = -1);
   // Forward + loss + metrics over the whole of `d`, in order.
   void evaluate(const data::Dataset& d);
   // UPDATE_BN_INF_PARAMS: what inference computes once from the trained state (batchnorm's folded scale and
