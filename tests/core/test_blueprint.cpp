@@ -213,16 +213,22 @@ TEST(Job, RefusesValuesItCannotHonour) {
   }
 }
 
+namespace {
+// A job file j.json with scheduler `sched`, parsed; and the message of its refusal.
+JobSpec parse(const std::string& sched) {
+  return parse_job(
+      R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"scheduler":)" + sched + "}",
+      "j.json");
+}
+std::string refusal(const std::string& sched) {
+  return error_of([&] { parse(sched); });
+}
+}  // namespace
+
 // A relative data path in a job file is the file's; an absolute one and a parsed text's stay as written.
 // The per-epoch schedulers in a job file: each kind with its own keys, another kind's key named as such,
 // required keys asked for, and the settings checked with the file's name.
 TEST(Job, PerEpochSchedulers) {
-  auto parse = [](const std::string& sched) {
-    return parse_job(
-        R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"scheduler":)" + sched + "}",
-        "j.json");
-  };
-  auto refusal = [&](const std::string& sched) { return error_of([&] { parse(sched); }); };
   const Scheduler step = parse(R"({"type":"step","step_size":2,"gamma":0.5,"warmup_epochs":1})").scheduler;
   EXPECT_EQ(step.type, Scheduler::Type::STEP);
   EXPECT_EQ(step.step_size, 2);
@@ -259,12 +265,6 @@ TEST(Job, PerEpochSchedulers) {
 // one_cycle in a job file: PyTorch's OneCycleLR settings by their names, defaults where not given, and the
 // refusals (an unknown anneal, another kind's key, a warm-up of its own).
 TEST(Job, OneCycleScheduler) {
-  auto parse = [](const std::string& sched) {
-    return parse_job(
-        R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},"scheduler":)" + sched + "}",
-        "j.json");
-  };
-  auto refusal = [&](const std::string& sched) { return error_of([&] { parse(sched); }); };
   const Scheduler d = parse(R"({"type":"one_cycle"})").scheduler;
   EXPECT_EQ(d.type, Scheduler::Type::ONE_CYCLE);
   EXPECT_EQ(d.pct_start, 0.3);
