@@ -220,7 +220,17 @@ void check_schedule(const CompileOptions& o) {
       !s.runs_as_table(), ErrorCode::kBadConfig,
       std::string("scheduler: a ") + s.name() +
           " schedule is compiled as its per-step table (Scheduler::step_table, as DeepLearningTask does)");
-  if (s.type == Scheduler::Type::TABLE) return;
+  if (s.type == Scheduler::Type::TABLE) {
+    // a table of momenta needs SGD's buffer, and momenta above 0 (one-cycle's, DeepLearningTask::plan)
+    const bool sgd = o.optimizer.type == Optimizer::Type::SGD;
+    FRESCO_CHECK(s.momenta.empty() || !sgd || o.optimizer.momentum > 0.0f, ErrorCode::kBadConfig,
+                 "scheduler: a table of momenta for SGD needs optimizer.momentum > 0 (its buffer)");
+    for (float mu : s.momenta)
+      FRESCO_CHECK(
+          !sgd || mu > 0.0f, ErrorCode::kBadConfig,
+          "scheduler: a table of momenta for SGD must keep them above 0, found " + std::to_string(mu));
+    return;
+  }
   if (o.steps_per_epoch > 0 && o.total_steps > 0)  // a plan without data has no step counts to check
     FRESCO_CHECK(static_cast<int64_t>(s.warmup_epochs) * o.steps_per_epoch <= o.total_steps,
                  ErrorCode::kBadConfig,

@@ -143,10 +143,18 @@ void DeepLearningTask::plan() {
   // the per-epoch kinds and one-cycle run as the table of their steps' values (train_config.h)
   sched_run_ = sched_.runs_as_table() ? sched_.as_table(opt_.lr, o.steps_per_epoch, epochs_) : sched_;
   if (!sched_run_.momenta.empty()) {  // as PyTorch's OneCycleLR sets it: max_momentum, then the table's
-    if (o.optimizer.type == Optimizer::Type::SGD)
+    if (o.optimizer.type == Optimizer::Type::SGD) {
+      // SGD keeps its buffer only where the momentum is not 0 (PyTorch skips the buffer's update at a step of
+      // momentum 0); fresco's buffer is there for every step or none, so a cycle touching 0 is refused
+      FRESCO_CHECK(sched_.base_momentum > 0.0 && sched_.max_momentum > 0.0, ErrorCode::kBadConfig,
+                   "scheduler: one_cycle cycles SGD's momentum between base_momentum " +
+                       std::to_string(sched_.base_momentum) + " and max_momentum " +
+                       std::to_string(sched_.max_momentum) +
+                       "; both must be above 0 (or set cycle_momentum false)");
       o.optimizer.momentum = static_cast<float>(sched_.max_momentum);
-    else
+    } else {
       o.optimizer.beta1 = static_cast<float>(sched_.max_momentum);
+    }
   }
   o.scheduler = sched_run_;
   o.seed = seed_;
@@ -293,7 +301,8 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
       order = data::shuffled_indices(static_cast<uint32_t>(train_.n), seed_, static_cast<uint32_t>(e));
     else
       std::iota(order.begin(), order.end(), 0u);
-    const int64_t first = epoch_steps_done_, last = budget < 0 ? spe : std::min(spe, first + budget);
+    const int64_t first = epoch_steps_done_;
+    const int64_t last = budget < 0 || budget >= spe - first ? spe : first + budget;  // no overflow
     if (first == 0) exec_->clear_metrics();  // else the epoch's metrics so far (a checkpoint restores them)
     exec_->train_epoch(train_, order, static_cast<uint32_t>(e), first, last);
     runtime_->synchronize();

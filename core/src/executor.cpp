@@ -93,8 +93,8 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
   const int64_t b = m_.batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   const int64_t n = static_cast<int64_t>(order.size());
   const int64_t all = b > 0 ? (n + b - 1) / b : 0;
-  const int64_t last = end_step < 0 ? all : std::min(end_step, all);
-  FRESCO_CHECK(first_step >= 0 && first_step <= last, ErrorCode::kInternal,
+  const int64_t last = end_step == -1 ? all : std::min(end_step, all);
+  FRESCO_CHECK(first_step >= 0 && end_step >= -1 && first_step <= last, ErrorCode::kInternal,
                "train_epoch: steps " + std::to_string(first_step) + " to " + std::to_string(last) +
                    " of an epoch of " + std::to_string(all));
   int64_t step = first_step;

@@ -1,8 +1,9 @@
 // PNG images in image-folder datasets (data::load_jpeg_folder, core/src/data/png_decode.h): every PNG colour
 // type decodes to the RGB that PIL's convert("RGB") gives (torchvision's ImageFolder loader): 8-bit RGB as
 // written, gray replicated, alpha and tRNS dropped, palettes looked up, 16-bit samples' high byte, Adam7
-// interlacing undone; PNGs and JPEGs mix in one folder, also from a .tar.gz; a file that is not a PNG, a
-// truncated one and one larger than the size limit are one kBadData error each, naming the file.
+// interlacing undone; PNGs and JPEGs mix in one folder, also from a .tar.gz, told apart by content; text
+// chunks are not inflated; a file that is not a PNG, a truncated one and one larger than the size limit are
+// one kBadData error each, naming the file.
 #include <gtest/gtest.h>
 #include <png.h>
 
@@ -29,7 +30,7 @@ using test::TempDir;
 // with `palette` / `trns` where given, Adam7-interlaced with `interlace`.
 std::vector<uint8_t> make_png(int w, int h, int color, int depth, const std::vector<uint8_t>& raw,
                               bool interlace = false, const std::vector<png_color>& palette = {},
-                              const std::vector<uint8_t>& trns = {}) {
+                              const std::vector<uint8_t>& trns = {}, int text_chunks = 0) {
   std::vector<uint8_t> out;
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
   png_infop info = png_create_info_struct(png);
@@ -53,6 +54,15 @@ std::vector<uint8_t> make_png(int w, int h, int color, int depth, const std::vec
                PNG_FILTER_TYPE_DEFAULT);
   if (!palette.empty()) png_set_PLTE(png, info, palette.data(), static_cast<int>(palette.size()));
   if (!trns.empty()) png_set_tRNS(png, info, trns.data(), static_cast<int>(trns.size()), nullptr);
+  std::string zeros(size_t{4} << 20, '0');  // 4 MiB of text each, a few KB compressed (zTXt)
+  std::vector<png_text> text(static_cast<size_t>(text_chunks));
+  for (png_text& t : text) {
+    t.compression = PNG_TEXT_COMPRESSION_zTXt;
+    t.key = const_cast<char*>("Comment");
+    t.text = zeros.data();
+    t.text_length = zeros.size();
+  }
+  if (text_chunks > 0) png_set_text(png, info, text.data(), text_chunks);
   png_write_info(png, info);
   png_write_image(png, rows.data());
   png_write_end(png, nullptr);
@@ -112,6 +122,16 @@ TEST(PngFolder, EveryColourTypeDecodesAsPilsRgb) {
   EXPECT_EQ(
       load_one("pal.png", make_png(w, h, PNG_COLOR_TYPE_PALETTE, 4, packed, false, palette, {0, 128})).images,
       want);
+}
+
+// A PNG is told by its content, not its name; its compressed text chunks are skipped unread (100 of 4 MiB
+// each would otherwise be inflated before the pixels: a decompression bomb, 20 of them here).
+TEST(PngFolder, ContentNotNameAndNoTextInflated) {
+  const std::vector<uint8_t> rgb = random_bytes(5 * 4 * 3, 8);
+  EXPECT_EQ(load_one("misnamed.jpg", make_png(5, 4, PNG_COLOR_TYPE_RGB, 8, rgb)).images, rgb);
+  const std::vector<uint8_t> bomb = make_png(5, 4, PNG_COLOR_TYPE_RGB, 8, rgb, false, {}, {}, 20);
+  EXPECT_LT(bomb.size(), size_t{4} << 20);
+  EXPECT_EQ(load_one("text.png", bomb).images, rgb);
 }
 
 TEST(PngFolder, PngsAndJpegsMixAlsoFromAnArchive) {

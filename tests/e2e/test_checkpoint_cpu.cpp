@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <limits>
 
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/deep_learning_task.h"
@@ -135,6 +136,11 @@ TEST(Checkpoint, ResumedWithinAnEpochEndsWithTheBitsOfAnUninterruptedOne) {
   EXPECT_EQ(pieces->epoch_steps_done(), 2);
   expect_same(finish(*pieces, reports), want);
   EXPECT_EQ(error_of([&] { pieces->run_steps(1); }).first, ErrorCode::kUsage);  // all epochs done
+  auto rest = job(sgd);  // a budget beyond the run from within an epoch: the run's end, no overflow
+  rest->run_steps(1);
+  EXPECT_EQ(rest->run_steps(std::numeric_limits<int64_t>::max()).epochs.size(), 3u);
+  EXPECT_EQ(rest->epochs_done(), 3);
+  EXPECT_EQ(rest->epoch_steps_done(), 0);
   EXPECT_EQ(error_of([&] { job(sgd)->run_steps(-1); }).first, ErrorCode::kUsage);
   // the weights alone from a checkpoint written within an epoch
   auto part = job(sgd);

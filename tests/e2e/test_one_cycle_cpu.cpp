@@ -12,6 +12,7 @@
 #include "e2e/legacy_conv.h"
 #include "fresco/core/data/dataset.h"
 #include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
 #include "fresco/core/plugin_loader.h"
 #include "fresco/core/task.h"
 
@@ -57,6 +58,33 @@ TEST(OneCycleCpu, TakesTheLrAndTheMomentumOfEveryStep) {
     EXPECT_EQ(from_table, from_params);
   }
   EXPECT_NE(cycled_w, one_cycle_run(SGD(0.9f, true).base_lr(0.2f), flat).second);
+}
+
+// SGD's buffer exists for every step or none, so a cycle that reaches momentum 0 is refused for SGD (PyTorch
+// would skip the buffer's update at that step); Adam's beta1 may be 0.
+TEST(OneCycleCpu, AnSgdMomentumCycleThroughZeroIsRefused) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  Scheduler zero = OneCycleLR();
+  zero.base_momentum = 0.0;
+  auto task = [&](const Optimizer& opt) {
+    auto t = std::make_unique<DeepLearningTask>();
+    t->model(seq({flatten(), fc(4)}))
+        .data(data::synthetic_patches(64, 1), data::synthetic_patches(32, 2))
+        .batch_size(16)
+        .optimizer(opt)
+        .scheduler(zero)
+        .epochs(3)
+        .device("cpu");
+    return t;
+  };
+  try {
+    task(SGD(0.9f).base_lr(0.1f))->compile();
+    ADD_FAILURE() << "compiled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+    EXPECT_NE(std::string(e.what()).find("both must be above 0"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(task(Adam().base_lr(0.01f))->compile());
 }
 
 // A sgd_update kernel that does not declare the per-step momentum (legacy_conv's f16 one) is refused for a

@@ -129,7 +129,8 @@ Dataset decode(const std::string& path, const std::string& split, std::vector<En
   std::unique_ptr<void, int (*)(tjhandle)> tj_guard(tj, tjDestroy);
   for (const Entry& e : entries) {
     const std::string where = path + ": " + split + "/" + e.cls + "/" + e.name;
-    const bool png = is_png_name(e.name);
+    // by content (a PNG named .jpg still decodes), and by name where the content is neither
+    const bool png = is_png(e.bytes.data(), e.bytes.size()) || is_png_name(e.name);
     int w = 0, h = 0, sub = 0, cs = 0;
     if (png) {
       const std::string err = png_size(e.bytes.data(), e.bytes.size(), kMaxSide, &w, &h);

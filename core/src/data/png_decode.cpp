@@ -1,5 +1,7 @@
-// PNG decoding with libpng's progressive-free read API (png_decode.h). libpng reports errors by longjmp, so
-// every object with a destructor in the reading function exists before its setjmp.
+// PNG decoding with libpng's sequential read API (png_decode.h). libpng reports errors by longjmp, so the
+// reading function holds no object with a destructor (rows go straight into the caller's buffer, one
+// png_read_row each), and no ancillary chunk but tRNS is kept: a file of compressed text chunks cannot make
+// it allocate more than the image itself (PIL's convert("RGB") reads none of them either).
 #include "data/png_decode.h"
 
 #include <png.h>
@@ -7,7 +9,6 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <vector>
 
 namespace fresco::data {
 namespace {
@@ -47,7 +48,6 @@ std::string read_png(const uint8_t* bytes, size_t n, int max_side, int* w, int* 
   if (!is_png(bytes, n)) return "not a PNG";
   Failure failure{};
   Source source{bytes, n, 0};
-  std::vector<png_bytep> rows;
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &failure, on_error, on_warning);
   if (!png) return "libpng: cannot create a reader";
   png_infop info = png_create_info_struct(png);
@@ -62,6 +62,8 @@ std::string read_png(const uint8_t* bytes, size_t n, int max_side, int* w, int* 
   }
   png_set_read_fn(png, &source, read_bytes);
   png_set_user_limits(png, static_cast<png_uint_32>(max_side), static_cast<png_uint_32>(max_side));
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, nullptr, -1);  // text, profiles, ...: skipped
+  png_set_chunk_malloc_max(png, png_alloc_size_t{1} << 20);
   png_read_info(png, info);
   const int pw = static_cast<int>(png_get_image_width(png, info)),
             ph = static_cast<int>(png_get_image_height(png, info));
@@ -75,13 +77,12 @@ std::string read_png(const uint8_t* bytes, size_t n, int max_side, int* w, int* 
     png_set_strip_16(png);     // 16-bit samples: the high byte
     png_set_strip_alpha(png);  // alpha dropped, as PIL's convert("RGB")
     png_set_gray_to_rgb(png);
-    png_set_interlace_handling(png);
+    const int passes = png_set_interlace_handling(png);  // 7 for Adam7: each pass refines the rows in place
     png_read_update_info(png, info);
     if (png_get_rowbytes(png, info) != static_cast<size_t>(pw) * 3)
       png_error(png, "not 8-bit RGB after expansion");
-    rows.resize(static_cast<size_t>(ph));
-    for (int y = 0; y < ph; ++y) rows[static_cast<size_t>(y)] = rgb + static_cast<size_t>(y) * pw * 3;
-    png_read_image(png, rows.data());
+    for (int pass = 0; pass < passes; ++pass)
+      for (int y = 0; y < ph; ++y) png_read_row(png, rgb + static_cast<size_t>(y) * pw * 3, nullptr);
     png_read_end(png, nullptr);
   }
   png_destroy_read_struct(&png, &info, nullptr);
