@@ -124,8 +124,8 @@ TEST(PngFolder, EveryColourTypeDecodesAsPilsRgb) {
       want);
 }
 
-// A PNG is told by its content, not its name; its compressed text chunks are skipped unread (100 of 4 MiB
-// each would otherwise be inflated before the pixels: a decompression bomb, 20 of them here).
+// A PNG is told by its content, not its name; its compressed text chunks are skipped unread (each of 4 MiB
+// would otherwise be inflated before the pixels: a decompression bomb, 20 of them here).
 TEST(PngFolder, ContentNotNameAndNoTextInflated) {
   const std::vector<uint8_t> rgb = random_bytes(5 * 4 * 3, 8);
   EXPECT_EQ(load_one("misnamed.jpg", make_png(5, 4, PNG_COLOR_TYPE_RGB, 8, rgb)).images, rgb);
