@@ -3,6 +3,7 @@
 #include "reference/batchnorm.h"
 #include "reference/conv2d.h"
 #include "reference/normalize_input.h"
+#include "reference/optimizers.h"
 
 namespace fresco::check {
 
@@ -265,6 +266,35 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     c.in[0].offset = 1;
     c.out[0].offset = 4;
     cases.emplace_back("unaligned operands", std::move(c));
+  }
+  if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE) {  // the step's momentum (beta1) from a table
+    const size_t n = 4096 + 17;
+    const auto w = random(rng, n), g = random(rng, n), m = random(rng, n), v = random(rng, n, 0.01f, 1.0f);
+    const std::vector<float> table = {0.95f, 0.9f, 0.85f, 0.875f, 0.8f};  // step 3 takes 0.875
+    const FrStepScalars s = scalars(3);
+    const int64_t len = static_cast<int64_t>(n);
+    OpCase c;
+    c.requires_flags = FR_KERNEL_STEP_MOMENTUM;
+    c.rin = {f32(g, {1, 1, 1, len}), pod(s), f32(table, {1, 1, 1, static_cast<int64_t>(table.size())})};
+    if (op == FR_OP_SGD_UPDATE) {
+      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len})};
+      c.params = params_of(FrSgdParams{0.5f, 5e-4f, 1, 0});  // params.momentum: only that a buffer exists
+      c.error = [=](const auto&, const auto& rout) {
+        ref::SgdState st{widen(w), widen(m), true};
+        ref::sgd_step(st, widen(g), s.lr, ref::SgdConfig{table[3], 5e-4, true});
+        return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
+      };
+    } else {
+      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len}), f32(v, {1, 1, 1, len})};
+      c.params = params_of(FrAdamParams{0.5f, 0.999f, 1e-8f, 1e-2f, 1, 0});
+      c.error = [=](const auto&, const auto& rout) {
+        ref::AdamState st{widen(w), widen(m), widen(v), s.step};
+        ref::adam_step(st, widen(g), s.lr, ref::AdamConfig{table[3], 0.999, 1e-8, 1e-2, true});
+        return std::max(
+            {rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.m), rel_err(floats(rout[2]), st.v)});
+      };
+    }
+    cases.emplace_back("per-step momentum table", std::move(c));
   }
   return cases;
 }
