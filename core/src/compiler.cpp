@@ -222,7 +222,7 @@ void check_schedule(const CompileOptions& o) {
           " schedule is compiled as its per-step table (Scheduler::step_table, as DeepLearningTask does)");
   if (s.type == Scheduler::Type::TABLE) {
     // a table of momenta needs SGD's buffer, and momenta above 0 (one-cycle's, DeepLearningTask::plan)
-    const bool sgd = o.optimizer.type == Optimizer::Type::SGD;
+    const bool sgd = o.optimizer.type == Optimizer::Type::SGD || o.optimizer.type == Optimizer::Type::LARS;
     FRESCO_CHECK(s.momenta.empty() || !sgd || o.optimizer.momentum > 0.0f, ErrorCode::kBadConfig,
                  "scheduler: a table of momenta for SGD needs optimizer.momentum > 0 (its buffer)");
     for (float mu : s.momenta)

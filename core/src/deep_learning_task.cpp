@@ -143,7 +143,7 @@ void DeepLearningTask::plan() {
   // the per-epoch kinds and one-cycle run as the table of their steps' values (train_config.h)
   sched_run_ = sched_.runs_as_table() ? sched_.as_table(opt_.lr, o.steps_per_epoch, epochs_) : sched_;
   if (!sched_run_.momenta.empty()) {  // as PyTorch's OneCycleLR sets it: max_momentum, then the table's
-    if (o.optimizer.type == Optimizer::Type::SGD) {
+    if (o.optimizer.type == Optimizer::Type::SGD || o.optimizer.type == Optimizer::Type::LARS) {
       // SGD keeps its buffer only where the momentum is not 0 (PyTorch skips the buffer's update at a step of
       // momentum 0); fresco's buffer is there for every step or none, so a cycle touching 0 is refused
       FRESCO_CHECK(sched_.base_momentum > 0.0 && sched_.max_momentum > 0.0, ErrorCode::kBadConfig,

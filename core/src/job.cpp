@@ -238,31 +238,49 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
       s.optimizer = Adam();
     else if (type == "adamw")
       s.optimizer = AdamW();
+    else if (type == "lars")
+      s.optimizer = LARS();
     else
       throw Error(ErrorCode::kBadConfig,
-                  source + ".optimizer.type: expected sgd, adam or adamw, found \"" + type + "\"");
+                  source + ".optimizer.type: expected sgd, adam, adamw or lars, found \"" + type + "\"");
     Optimizer& op = s.optimizer;
     op.lr = o.get<float>("lr", op.lr);
     op.weight_decay = o.get<float>("weight_decay", op.weight_decay);
-    op.no_decay_1d = o.get<bool>("no_decay_1d", op.no_decay_1d);
-    // the other keys belong to one kind: sgd's momentum would be ignored by adam, adam's betas by sgd
-    const bool sgd = type == "sgd";
-    static const std::vector<const char*> kAdamKeys = {"beta1", "beta2", "eps"},
-                                          kSgdKeys = {"momentum", "nesterov"};
-    for (const char* key : sgd ? kAdamKeys : kSgdKeys)
-      FRESCO_CHECK(!o.has(key), ErrorCode::kBadConfig,
-                   source + ".optimizer." + key + ": not a setting of " + type +
-                       (sgd ? " (beta1, beta2 and eps are adam's and adamw's)"
-                            : " (momentum and nesterov are sgd's)"));
-    if (sgd) {
+    // the other keys belong to some kinds: sgd's momentum would be ignored by adam, adam's betas by sgd
+    const bool sgd = type == "sgd", lars = type == "lars";
+    static const std::map<std::string, std::string> kOwners = {
+        {"beta1", "adam's and adamw's"},
+        {"beta2", "adam's and adamw's"},
+        {"eps", "adam's and adamw's"},
+        {"momentum", "sgd's and lars'"},
+        {"nesterov", "sgd's"},
+        {"eta", "lars'"},
+        {"no_decay_1d", "sgd's, adam's and adamw's (lars always excludes the 1-d parameters)"}};
+    for (const auto& [key, owner] : kOwners) {
+      const bool mine = key == "momentum"      ? sgd || lars
+                        : key == "nesterov"    ? sgd
+                        : key == "eta"         ? lars
+                        : key == "no_decay_1d" ? !lars
+                                               : !sgd && !lars;
+      FRESCO_CHECK(mine || !o.has(key), ErrorCode::kBadConfig,
+                   source + ".optimizer." + key + ": not a setting of " + type + " (it is " + owner + ")");
+    }
+    if (!lars) op.no_decay_1d = o.get<bool>("no_decay_1d", op.no_decay_1d);
+    if (sgd || lars) {
       op.momentum = o.get<float>("momentum", op.momentum);
-      op.nesterov = o.get<bool>("nesterov", op.nesterov);
+      if (sgd) op.nesterov = o.get<bool>("nesterov", op.nesterov);
+      if (lars) op.eta = o.get<float>("eta", op.eta);
     } else {
       op.beta1 = o.get<float>("beta1", op.beta1);
       op.beta2 = o.get<float>("beta2", op.beta2);
       op.eps = o.get<float>("eps", op.eps);
     }
     o.done();
+    try {  // the settings checked here, named with the file
+      op.validate();
+    } catch (const Error& e) {
+      throw Error(e.code(), source + "." + e.what());
+    }
   }
   if (r.has("scheduler")) {
     Reader c{r.at("scheduler"), source + ".scheduler", {}};

@@ -29,6 +29,8 @@ const char* Optimizer::name() const {
       return "adam";
     case Type::ADAMW:
       return "adamw";
+    case Type::LARS:
+      return "lars";
   }
   return "?";
 }
@@ -40,6 +42,13 @@ void Optimizer::validate() const {
   FRESCO_CHECK(
       !(nesterov && momentum <= 0.0f), ErrorCode::kBadConfig,
       "optimizer: nesterov needs a momentum > 0 (PyTorch rule), found momentum " + std::to_string(momentum));
+  if (type == Type::LARS) {
+    FRESCO_CHECK(!nesterov, ErrorCode::kBadConfig, "optimizer: lars has no nesterov momentum");
+    FRESCO_CHECK(no_decay_1d, ErrorCode::kBadConfig,
+                 "optimizer: lars always excludes the 1-D parameters (no_decay_1d must stay on)");
+    FRESCO_CHECK(std::isfinite(eta) && eta > 0.0f && eta <= 1e3f, ErrorCode::kBadConfig,
+                 "optimizer.eta must be in (0, 1000], found " + std::to_string(eta));
+  }
   check_finite_range(beta1, 0.0f, 0.999999f, "optimizer.beta1");
   check_finite_range(beta2, 0.0f, 0.999999999f, "optimizer.beta2");
   FRESCO_CHECK(std::isfinite(eps) && eps > 0.0f, ErrorCode::kBadConfig,

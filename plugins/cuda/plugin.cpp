@@ -67,6 +67,8 @@ FR_CUDA_KERNEL_RUN(step_done);
 FR_CUDA_KERNEL_RUN(sgd_update);
 FR_CUDA_KERNEL_RUN(ema_update);
 FR_CUDA_KERNEL_RUN(adam_update);
+FR_CUDA_KERNEL_PREPARE(lars_update);
+FR_CUDA_KERNEL_RUN(lars_update);
 FR_CUDA_KERNEL_RUN(cast);
 FR_CUDA_KERNEL_RUN(cast_range);
 FR_CUDA_KERNEL_RUN(unscale_grads);
@@ -133,6 +135,7 @@ const FrKernelDef kKernels[] = {
     FR_KF(FR_RANGE, FR_OP_SGD_UPDATE, kF32, kStepMomentum, nullptr, sgd_update_run, nullptr),
     FR_K(FR_RANGE, FR_OP_EMA_UPDATE, kF32, nullptr, ema_update_run, nullptr),
     FR_KF(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, kStepMomentum, nullptr, adam_update_run, nullptr),
+    FR_KF(FR_RANGE, FR_OP_LARS_UPDATE, kF32, kStepMomentum, lars_update_prepare, lars_update_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run, nullptr),
     FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run, nullptr),
     FR_K(FR_RANGE, FR_OP_UNSCALE_GRADS, kF32, nullptr, unscale_grads_run, nullptr),

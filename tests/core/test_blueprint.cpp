@@ -185,6 +185,28 @@ TEST(Job, RefusesValuesItCannotHonour) {
   EXPECT_NE(
       job_error(R"(,"optimizer":{"type":"sgd","beta1":0.5})").find("optimizer.beta1: not a setting of sgd"),
       std::string::npos);
+  // lars: momentum and eta its own, the 1-D exclusion fixed
+  const JobSpec lars =
+      parse_job(std::string(kJob).insert(
+                    std::string(kJob).size() - 1,
+                    R"(,"optimizer":{"type":"lars","lr":0.2,"momentum":0.8,"eta":0.01,"weight_decay":1e-4})"),
+                "j.json");
+  EXPECT_EQ(lars.optimizer.type, Optimizer::Type::LARS);
+  EXPECT_EQ(lars.optimizer.momentum, 0.8f);
+  EXPECT_EQ(lars.optimizer.eta, 0.01f);
+  EXPECT_EQ(lars.optimizer.weight_decay, 1e-4f);
+  EXPECT_TRUE(lars.optimizer.no_decay_1d);
+  EXPECT_NE(job_error(R"(,"optimizer":{"type":"lars","nesterov":true})")
+                .find("optimizer.nesterov: not a setting of lars"),
+            std::string::npos);
+  EXPECT_NE(job_error(R"(,"optimizer":{"type":"lars","no_decay_1d":false})")
+                .find("optimizer.no_decay_1d: not a setting of lars"),
+            std::string::npos);
+  EXPECT_NE(
+      job_error(R"(,"optimizer":{"type":"sgd","eta":0.01})").find("optimizer.eta: not a setting of sgd"),
+      std::string::npos);
+  EXPECT_NE(job_error(R"(,"optimizer":{"type":"lars","eta":0})").find("optimizer.eta must be in"),
+            std::string::npos);
   EXPECT_NE(job_error(R"(,"scheduler":{"type":"constant","min_lr":0.1})")
                 .find("scheduler.min_lr: not a setting of constant"),
             std::string::npos);

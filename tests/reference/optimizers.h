@@ -1,8 +1,8 @@
 // Reference optimizers in double precision, transcribed from PyTorch's single-tensor (for-loop)
-// implementations: torch.optim.SGD (dampening 0; the momentum buffer is a copy of the first step's d_p) and
-// torch.optim.Adam / AdamW (bias correction with the step count t = 1, 2, ...; Adam adds L2 decay to the
-// gradient, AdamW decays the weight by lr * wd before the moments). Used by test_optimizers.cpp and
-// test_simple_task.cpp.
+// implementations: torch.optim.SGD (dampening 0; the momentum buffer is a copy of the first step's d_p),
+// LARS (facebookresearch's Barlow Twins form) and torch.optim.Adam / AdamW (bias correction with the step
+// count t = 1, 2, ...; Adam adds L2 decay to the gradient, AdamW decays the weight by lr * wd before the
+// moments). Used by test_optimizers.cpp and test_simple_task.cpp.
 #pragma once
 
 #include <cmath>
@@ -37,6 +37,27 @@ inline void sgd_step(SgdState& s, const std::vector<double>& grad, double lr, co
     s.w[i] -= lr * d;
   }
   if (c.momentum != 0.0) s.has_buf = true;
+}
+
+// LARS as the Barlow Twins / VICReg PyTorch LARS (ops.h, lars_update): d = g + wd w; q = eta ||w|| / ||d||
+// (1 where a norm is 0); buf = momentum buf + q d (zeros at first); w -= lr buf.
+struct LarsConfig {
+  double momentum = 0.9, weight_decay = 0.0, eta = 1e-3;
+};
+inline void lars_step(SgdState& s, const std::vector<double>& grad, double lr, const LarsConfig& c) {
+  if (s.buf.size() != s.w.size()) s.buf.assign(s.w.size(), 0.0);
+  std::vector<double> d(s.w.size());
+  double wn = 0.0, dn = 0.0;
+  for (size_t i = 0; i < s.w.size(); ++i) {
+    d[i] = grad[i] + c.weight_decay * s.w[i];
+    wn += s.w[i] * s.w[i], dn += d[i] * d[i];
+  }
+  const double q = wn > 0.0 && dn > 0.0 ? c.eta * std::sqrt(wn) / std::sqrt(dn) : 1.0;
+  for (size_t i = 0; i < s.w.size(); ++i) {
+    s.buf[i] = c.momentum * s.buf[i] + q * d[i];
+    s.w[i] -= lr * s.buf[i];
+  }
+  s.has_buf = true;
 }
 
 struct AdamConfig {

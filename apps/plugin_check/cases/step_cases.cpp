@@ -146,6 +146,21 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
     }
     return true;
   }
+  if (op == FR_OP_LARS_UPDATE) {  // one tensor: its trust ratio, then the momentum step
+    const size_t n = 4096 + 17;
+    const auto w = random(rng, n), g = random(rng, n), m = random(rng, n);
+    const FrStepScalars s = scalars(3);
+    const int64_t len = static_cast<int64_t>(n);
+    c->rin = {f32(g, {1, 1, 1, len}), pod(s)};
+    c->rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len})};
+    c->params = params_of(FrLarsParams{0.9f, 5e-4f, 0.02f, 0});
+    c->error = [=](const auto&, const auto& rout) {
+      ref::SgdState st{widen(w), widen(m), true};
+      ref::lars_step(st, widen(g), s.lr, ref::LarsConfig{0.9, 5e-4, 0.02});
+      return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
+    };
+    return true;
+  }
   if (op == FR_OP_EMA_UPDATE) {  // after step 5 with every 3: the average moves (decay 0.9), in double
     const size_t n = 4096 + 17;
     const auto e = random(rng, n), w = random(rng, n);

@@ -57,6 +57,8 @@ std::string DeepLearningTask::checkpoint_header() const {
                     {"beta2", opt_.beta2},
                     {"eps", opt_.eps},
                     {"no_decay_1d", opt_.no_decay_1d}};
+  if (opt_.type == Optimizer::Type::LARS)
+    h["optimizer"]["eta"] = opt_.eta;  // (other kinds' headers as before)
   h["scheduler"] = {{"type", sched_.name()},
                     {"warmup_epochs", sched_.warmup_epochs},
                     {"min_lr", sched_.min_lr},

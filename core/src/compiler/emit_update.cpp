@@ -42,7 +42,9 @@ bool early_grads_on(const CompiledModel& m) {
           (co.early_update == CompileOptions::EarlyUpdate::AUTO && (large_first_fc || mixed_first_conv)));
 }
 bool early_update_on(const CompiledModel& m) {
-  return early_grads_on(m) && m.options.precision != DType::F16;
+  // LARS updates tensor by tensor (its trust ratios), not in the byte parts the early update cuts
+  return early_grads_on(m) && m.options.precision != DType::F16 &&
+         m.options.optimizer.type != Optimizer::Type::LARS;
 }
 
 // Bytes of `span` up to the end of the last of `ids` (the first layer's tensors) stored in it; 0: none is.
@@ -82,10 +84,14 @@ GraphNode update_node(const CompiledModel& m, const ParamGroup& gr, uint64_t ski
   std::vector<RangeRef> rin = {rr(Family::G), scalars};
   if (m.t.momentum_table != kNoTensor) rin.push_back(RangeRef::of(m.t.momentum_table, DType::F32));
   GraphNode n;
-  if (o.type == Optimizer::Type::SGD) {
+  if (o.type == Optimizer::Type::LARS && gr.wd == o.weight_decay && gr.last == ParamKind::DEEP_CONV) {
+    n = range_node(FR_OP_LARS_UPDATE, rin, {rr(Family::W), rr(Family::M)}, "lars");  // one tensor
+    n.with_params(FrLarsParams{o.momentum, gr.wd, o.eta, 0});
+  } else if (o.type == Optimizer::Type::SGD || o.type == Optimizer::Type::LARS) {
+    // LARS's excluded (1-D) parameters: its momentum step without decay or trust ratio, SGD's
     std::vector<RangeRef> rout = {rr(Family::W)};
     if (o.uses_m()) rout.push_back(rr(Family::M));
-    n = range_node(FR_OP_SGD_UPDATE, rin, rout, "sgd");
+    n = range_node(FR_OP_SGD_UPDATE, rin, rout, o.type == Optimizer::Type::LARS ? "lars (1-d)" : "sgd");
     n.with_params(FrSgdParams{o.momentum, gr.wd, o.nesterov ? 1 : 0, 0});
   } else {
     n = range_node(FR_OP_ADAM_UPDATE, rin, {rr(Family::W), rr(Family::M), rr(Family::V)}, o.name());
@@ -266,6 +272,18 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
       if (static_cast<uint64_t>(w.offset) >= span.offset &&
           static_cast<uint64_t>(w.offset) < span.offset + span.bytes)
         hole_lo = static_cast<uint64_t>(w.offset) - span.offset, hole_hi = hole_lo + w.slot_bytes;
+    }
+    if (m.options.optimizer.type == Optimizer::Type::LARS && gr.last == ParamKind::DEEP_CONV) {
+      // one lars_update per weight tensor (its own trust ratio), a frozen first weight left out
+      for (int k = static_cast<int>(gr.first); k <= static_cast<int>(gr.last); ++k)
+        for (TensorId id : p.tensors_in(param_region(Family::W, static_cast<ParamKind>(k)))) {
+          const DTensor& t = p.tensor(id);
+          if (m.options.freeze_first_layer && id == first.weight) continue;
+          const uint64_t skip = static_cast<uint64_t>(t.offset) - span.offset;
+          g.add(GraphId::OPTIMIZER,
+                update_node(m, gr, skip, t.shape.numel() * static_cast<int64_t>(sizeof(float))));
+        }
+      continue;
     }
     add_late_and_early(
         g, GraphId::OPTIMIZER, span.bytes, cut, end,

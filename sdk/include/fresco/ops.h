@@ -302,6 +302,19 @@ typedef struct FrSgdParams {
   int32_t pad_;
 } FrSgdParams;
 
+/* lars_update: rout {w, momentum buffer}; rin {g, FrStepScalars[, momentum table]}, the range ONE parameter
+ * tensor (its trust ratio is the tensor's). LARS as facebookresearch's Barlow Twins / VICReg LARS writes it
+ * (the 1-D parameters it excludes are updated by sgd_update with weight decay 0): d = g + weight_decay w;
+ * q = eta ||w|| / ||d|| where both norms are above 0, else 1 (norms over the tensor, added in double in a
+ * fixed order, q rounded once to f32); buf = momentum buf + q d; w -= lr buf. The optional momentum table
+ * as sgd_update's (FR_KERNEL_STEP_MOMENTUM). */
+typedef struct FrLarsParams {
+  float momentum;
+  float weight_decay;
+  float eta; /* the trust coefficient, 0.001 in the papers' recipes */
+  int32_t pad_;
+} FrLarsParams;
+
 /* adam_update: rout {w, m, v}; rin {g, FrStepScalars[, beta1 table]}. PyTorch Adam (decoupled=0) or AdamW
  * (decoupled=1), bias correction with t = updates + 1. The optional third range input
  * (FR_KERNEL_STEP_MOMENTUM) gives beta1 per step, as sgd_update's momentum table: the step's beta1 then
@@ -371,6 +384,7 @@ typedef struct FrAdamParams {
 #define FR_OP_LOSS_SCALE_UPDATE "loss_scale_update"
 #define FR_OP_CAST_RANGE "cast_range"
 #define FR_OP_EMA_UPDATE "ema_update"
+#define FR_OP_LARS_UPDATE "lars_update"
 
 /* Philox streams ("purpose" of a draw), so different uses of one seed never correlate. */
 typedef enum FrRandomPurpose {

@@ -72,6 +72,17 @@ FR_HD void fr_sgd_step(float* w, float* buf, float g, float lr, float wd, float 
   *w -= lr * d;
 }
 
+/* LARS's trust ratio from the tensor's norms ||w|| and ||g + wd w|| (ops.h, lars_update), rounded once. */
+FR_HD float fr_lars_trust(double w_norm, double d_norm, float eta) {
+  return w_norm > 0.0 && d_norm > 0.0 ? (float)((double)eta * w_norm / d_norm) : 1.0f;
+}
+/* One element of LARS's step with trust ratio q (PyTorch-style momentum without dampening). */
+FR_HD void fr_lars_step(float* w, float* buf, float g, float lr, float wd, float mom, float q) {
+  const float d = (g + wd * *w) * q;
+  *buf = mom * *buf + d;
+  *w -= lr * *buf;
+}
+
 /* Per-step constants of Adam: step_size = lr / (1 - b1^t), bc2_sqrt = sqrt(1 - b2^t), t = step + 1. */
 typedef struct FrAdamStepConsts {
   float lr, step_size, bc2_sqrt;

@@ -190,6 +190,65 @@ TEST(CpuSgd, BadInputsReturnErrors) {
   }
 }
 
+// LARS (ops.h, lars_update) against the double reference over several steps, on one tensor of each size
+// (the norms add over chunks of 2^14 on several threads), with a momentum table, with all-zero weights (a
+// ratio of 1), and skip_step leaving everything unchanged.
+TEST(CpuLars, MatchesTheReferenceOverSeveralSteps) {
+  uint32_t seed = 75;
+  std::vector<float> table = {0.95f, 0.9f, 0.85f};
+  for (bool cycled : {false, true})
+    for (size_t n : kSizes) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (cycled ? " with a momentum table" : ""));
+      std::mt19937 rng(seed++);
+      std::vector<float> w = fresco::test::random_floats(rng, n, -1.0f, 1.0f), buf(n, 0.0f);
+      fresco::ref::SgdState ref{fresco::test::to_double(w), {}, false};
+      FrStepScalars s{};
+      for (size_t i = 0; i < 5; ++i) {
+        std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+        s.lr = kLrs[i];
+        OpCall c(FR_OP_LARS_UPDATE);
+        c.rout(range(w)).rout(range(buf)).rin(range(g)).rin(pod_range(s));
+        if (cycled) c.rin(range(table));
+        c.params(FrLarsParams{0.9f, 5e-3f, 0.02f, 0});
+        ASSERT_TRUE(c.run());
+        advance_step(s);
+        const double mom = cycled ? table[std::min<size_t>(i, 2)] : 0.9;
+        fresco::ref::lars_step(ref, fresco::test::to_double(g), kLrs[i],
+                               fresco::ref::LarsConfig{mom, 5e-3, 0.02});
+      }
+      EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol)) << "weights";
+      EXPECT_TRUE(fresco::test::all_close(buf, ref.buf, kRtol, kAtolBuffer)) << "momentum buffer";
+    }
+  std::vector<float> zero(8, 0.0f), buf(8, 0.0f), g(8, 1.0f);  // ||w|| = 0: the plain step (q = 1)
+  FrStepScalars s{};
+  s.lr = 0.5f;
+  OpCall c(FR_OP_LARS_UPDATE);
+  c.rout(range(zero))
+      .rout(range(buf))
+      .rin(range(g))
+      .rin(pod_range(s))
+      .params(FrLarsParams{0.9f, 0.0f, 1e-3f, 0});
+  ASSERT_TRUE(c.run());
+  EXPECT_EQ(zero, std::vector<float>(8, -0.5f));
+  s.skip_step = 1;  // a skipped step changes nothing
+  const std::vector<float> w0 = zero, b0 = buf;
+  OpCall skipped(FR_OP_LARS_UPDATE);
+  skipped.rout(range(zero))
+      .rout(range(buf))
+      .rin(range(g))
+      .rin(pod_range(s))
+      .params(FrLarsParams{0.9f, 0.0f, 1e-3f, 0});
+  ASSERT_TRUE(skipped.run());
+  EXPECT_TRUE(fresco::test::bitwise_equal(zero, w0) && fresco::test::bitwise_equal(buf, b0));
+  OpCall bad(FR_OP_LARS_UPDATE);  // eta 0
+  bad.rout(range(zero))
+      .rout(range(buf))
+      .rin(range(g))
+      .rin(pod_range(s))
+      .params(FrLarsParams{0.9f, 0.0f, 0.0f, 0});
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "eta must be positive")) << bad.run_error();
+}
+
 struct AdamCase {
   float beta1, beta2, eps, weight_decay;
   int32_t decoupled;

@@ -19,13 +19,14 @@ struct CrossEntropyLoss {
 };
 
 struct Optimizer {
-  enum class Type { SGD, ADAM, ADAMW } type = Type::ADAMW;
+  enum class Type { SGD, ADAM, ADAMW, LARS } type = Type::ADAMW;
   float lr = 1e-3f;
   float momentum = 0.0f;
   bool nesterov = false;
   float weight_decay = 0.0f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   bool no_decay_1d = false;  // biases (and BN weight/bias) get weight_decay 0
+  float eta = 1e-3f;         // LARS: the trust coefficient
 
   Optimizer& base_lr(float v) {
     lr = v;
@@ -40,11 +41,24 @@ struct Optimizer {
     return *this;
   }
   bool uses_m() const { return type != Type::SGD || momentum != 0.0f; }
-  bool uses_v() const { return type != Type::SGD; }
+  bool uses_v() const { return type == Type::ADAM || type == Type::ADAMW; }
   const char* name() const;
   void validate() const;
 };
 
+// LARS (You et al.) as the Barlow Twins / VICReg recipes' PyTorch LARS: per weight tensor, the trust ratio
+// eta ||w|| / ||g + wd w|| scales the decayed gradient before SGD momentum (no dampening, no Nesterov); the
+// 1-D parameters (biases, batchnorm's weight and bias) are excluded from both the decay and the ratio, as
+// their lars_adaptation_filter and weight_decay_filter do (no_decay_1d is always on). ops.h: lars_update.
+inline Optimizer LARS(float momentum = 0.9f, float eta = 1e-3f) {
+  Optimizer o;
+  o.type = Optimizer::Type::LARS;
+  o.lr = 0.1f;
+  o.momentum = momentum;
+  o.eta = eta;
+  o.no_decay_1d = true;
+  return o;
+}
 inline Optimizer SGD(float momentum = 0.0f, bool nesterov = false) {
   Optimizer o;
   o.type = Optimizer::Type::SGD;
