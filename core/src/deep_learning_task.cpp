@@ -139,6 +139,7 @@ void DeepLearningTask::plan() {
   o.total_steps = o.steps_per_epoch * epochs_;
   o.normalize = norm_;
   o.loss = loss_;
+  opt_.validate();  // as configured, before a one-cycle schedule sets its momentum (as PyTorch's SGD checks)
   o.optimizer = opt_;
   // the per-epoch kinds and one-cycle run as the table of their steps' values (train_config.h)
   sched_run_ = sched_.runs_as_table() ? sched_.as_table(opt_.lr, o.steps_per_epoch, epochs_) : sched_;

@@ -255,17 +255,17 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
         {"momentum", "sgd's and lars'"},
         {"nesterov", "sgd's"},
         {"eta", "lars'"},
-        {"no_decay_1d", "sgd's, adam's and adamw's (lars always excludes the 1-d parameters)"}};
+        {"no_decay_1d", "sgd's, adam's and adamw's; lars always excludes the 1-d parameters (true only)"}};
     for (const auto& [key, owner] : kOwners) {
       const bool mine = key == "momentum"      ? sgd || lars
                         : key == "nesterov"    ? sgd
                         : key == "eta"         ? lars
-                        : key == "no_decay_1d" ? !lars
+                        : key == "no_decay_1d" ? !lars || (o.has(key) && o.at(key) == true)
                                                : !sgd && !lars;
       FRESCO_CHECK(mine || !o.has(key), ErrorCode::kBadConfig,
                    source + ".optimizer." + key + ": not a setting of " + type + " (it is " + owner + ")");
     }
-    if (!lars) op.no_decay_1d = o.get<bool>("no_decay_1d", op.no_decay_1d);
+    op.no_decay_1d = o.get<bool>("no_decay_1d", op.no_decay_1d);
     if (sgd || lars) {
       op.momentum = o.get<float>("momentum", op.momentum);
       if (sgd) op.nesterov = o.get<bool>("nesterov", op.nesterov);

@@ -231,9 +231,11 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
                      "' (ops.h), which the kernel from " + reg.kernel_owner(op, device_, dtype) +
                      " does not declare; " + way_out + " or update the plugin");
   };
-  require_form((node.op == FR_OP_SGD_UPDATE || node.op == FR_OP_ADAM_UPDATE) && node.rin.size() > 2,
-               FR_KERNEL_STEP_MOMENTUM, "per-step momentum table",
-               "(FR_KERNEL_STEP_MOMENTUM) set the scheduler's cycle_momentum to false");
+  require_form(
+      (node.op == FR_OP_SGD_UPDATE || node.op == FR_OP_ADAM_UPDATE || node.op == FR_OP_LARS_UPDATE) &&
+          node.rin.size() > 2,
+      FR_KERNEL_STEP_MOMENTUM, "per-step momentum table",
+      "(FR_KERNEL_STEP_MOMENTUM) set the scheduler's cycle_momentum to false");
   require_form(uses_sums_operands(node), FR_KERNEL_SUMS_OPERANDS, "per-channel sums operands",
                "(FR_KERNEL_SUMS_OPERANDS) compile with CompileOptions::conv_stats and grad_sums = OFF "
                "(DeepLearningTask::conv_stats, grad_sums)");

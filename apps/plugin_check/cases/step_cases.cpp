@@ -146,8 +146,8 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
     }
     return true;
   }
-  if (op == FR_OP_LARS_UPDATE) {  // one tensor: its trust ratio, then the momentum step
-    const size_t n = 4096 + 17;
+  if (op == FR_OP_LARS_UPDATE) {    // one tensor: its trust ratio, then the momentum step
+    const size_t n = 3 * 8192 + 5;  // several blocks' partial norms on a GPU
     const auto w = random(rng, n), g = random(rng, n), m = random(rng, n);
     const FrStepScalars s = scalars(3);
     const int64_t len = static_cast<int64_t>(n);

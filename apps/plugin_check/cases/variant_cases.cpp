@@ -267,7 +267,7 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     c.out[0].offset = 4;
     cases.emplace_back("unaligned operands", std::move(c));
   }
-  if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE) {  // the step's momentum (beta1) from a table
+  if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE || op == FR_OP_LARS_UPDATE) {  // momentum per step
     const size_t n = 4096 + 17;
     const auto w = random(rng, n), g = random(rng, n), m = random(rng, n), v = random(rng, n, 0.01f, 1.0f);
     const std::vector<float> table = {0.95f, 0.9f, 0.85f, 0.875f, 0.8f};  // step 3 takes 0.875
@@ -276,7 +276,15 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     OpCase c;
     c.requires_flags = FR_KERNEL_STEP_MOMENTUM;
     c.rin = {f32(g, {1, 1, 1, len}), pod(s), f32(table, {1, 1, 1, static_cast<int64_t>(table.size())})};
-    if (op == FR_OP_SGD_UPDATE) {
+    if (op == FR_OP_LARS_UPDATE) {
+      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len})};
+      c.params = params_of(FrLarsParams{0.5f, 5e-4f, 0.02f, 0});
+      c.error = [=](const auto&, const auto& rout) {
+        ref::SgdState st{widen(w), widen(m), true};
+        ref::lars_step(st, widen(g), s.lr, ref::LarsConfig{table[3], 5e-4, 0.02});
+        return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
+      };
+    } else if (op == FR_OP_SGD_UPDATE) {
       c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len})};
       c.params = params_of(FrSgdParams{0.5f, 5e-4f, 1, 0});  // params.momentum: only that a buffer exists
       c.error = [=](const auto&, const auto& rout) {

@@ -84,7 +84,7 @@ GraphNode update_node(const CompiledModel& m, const ParamGroup& gr, uint64_t ski
   std::vector<RangeRef> rin = {rr(Family::G), scalars};
   if (m.t.momentum_table != kNoTensor) rin.push_back(RangeRef::of(m.t.momentum_table, DType::F32));
   GraphNode n;
-  if (o.type == Optimizer::Type::LARS && gr.wd == o.weight_decay && gr.last == ParamKind::DEEP_CONV) {
+  if (o.type == Optimizer::Type::LARS && gr.last == ParamKind::DEEP_CONV) {
     n = range_node(FR_OP_LARS_UPDATE, rin, {rr(Family::W), rr(Family::M)}, "lars");  // one tensor
     n.with_params(FrLarsParams{o.momentum, gr.wd, o.eta, 0});
   } else if (o.type == Optimizer::Type::SGD || o.type == Optimizer::Type::LARS) {
@@ -280,8 +280,9 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
           const DTensor& t = p.tensor(id);
           if (m.options.freeze_first_layer && id == first.weight) continue;
           const uint64_t skip = static_cast<uint64_t>(t.offset) - span.offset;
-          g.add(GraphId::OPTIMIZER,
-                update_node(m, gr, skip, t.shape.numel() * static_cast<int64_t>(sizeof(float))));
+          GraphNode n = update_node(m, gr, skip, t.shape.numel() * static_cast<int64_t>(sizeof(float)));
+          n.label += " " + t.name;
+          g.add(GraphId::OPTIMIZER, n);
         }
       continue;
     }

@@ -117,8 +117,8 @@ typedef struct FrCall {
 /* The join epilogue of an input gradient (ops.h): conv2d_backward's three join inputs on a part that writes
  * dx. */
 #define FR_KERNEL_CONV_JOIN_EPILOGUE (1u << 3)
-/* The per-step momentum of ops.h: sgd_update's and adam_update's third range input, a table of the momentum
- * (Adam: beta1) of every step, as a schedule that cycles it (one-cycle) gives. */
+/* The per-step momentum of ops.h: sgd_update's, lars_update's and adam_update's third range input, a table
+ * of the momentum (Adam: beta1) of every step, as a schedule that cycles it (one-cycle) gives. */
 #define FR_KERNEL_STEP_MOMENTUM (1u << 4)
 
 typedef struct FrKernelDef {

@@ -240,6 +240,18 @@ TEST(CpuLars, MatchesTheReferenceOverSeveralSteps) {
       .params(FrLarsParams{0.9f, 0.0f, 1e-3f, 0});
   ASSERT_TRUE(skipped.run());
   EXPECT_TRUE(fresco::test::bitwise_equal(zero, w0) && fresco::test::bitwise_equal(buf, b0));
+  std::vector<float> w = {1.0f, -2.0f}, b2(2, 0.0f), g2 = {-0.5f, 1.0f};  // g = -wd w: ||d|| = 0, q = 1
+  FrStepScalars s2{};
+  s2.lr = 0.5f;
+  OpCall still(FR_OP_LARS_UPDATE);
+  still.rout(range(w))
+      .rout(range(b2))
+      .rin(range(g2))
+      .rin(pod_range(s2))
+      .params(FrLarsParams{0.9f, 0.5f, 1e-3f, 0});
+  ASSERT_TRUE(still.run());
+  EXPECT_EQ(w, (std::vector<float>{1.0f, -2.0f}));
+  EXPECT_EQ(b2, (std::vector<float>{0.0f, 0.0f}));
   OpCall bad(FR_OP_LARS_UPDATE);  // eta 0
   bad.rout(range(zero))
       .rout(range(buf))

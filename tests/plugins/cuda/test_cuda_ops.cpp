@@ -578,13 +578,18 @@ TEST(CudaOps, Optimizers) {
   cycled.tensors.push_back({DType::F32, {1, 1, 1, 7}, Fill::POSITIVE});
   cycled.node.rin.push_back(f32(4));
   expect_same(cycled, 1e-7, "sgd with a momentum table");
-  OpCase lars = sgd;  // one tensor's trust ratio (its norms added in another order than the CPU's)
-  lars.node.op = FR_OP_LARS_UPDATE;
-  lars.node.with_params(FrLarsParams{0.9f, 5e-4f, 0.02f, 0});
-  expect_same(lars, 1e-6, "lars");
-  lars.tensors.push_back({DType::F32, {1, 1, 1, 7}, Fill::POSITIVE});
-  lars.node.rin.push_back(f32(4));
-  expect_same(lars, 1e-6, "lars with a momentum table");
+  for (int64_t n : {int64_t{4096 + 17}, int64_t{3 * 8192 + 5}, int64_t{1024 * 8192 + 77}}) {
+    // one tensor's trust ratio, its norms added in another order than the CPU's: one block's, several
+    // blocks', and the most blocks' with more than 8192 values each
+    OpCase lars = sgd;
+    for (int i = 0; i < 3; ++i) lars.tensors[static_cast<size_t>(i)].shape = Shape{1, 1, 1, n};
+    lars.node.op = FR_OP_LARS_UPDATE;
+    lars.node.with_params(FrLarsParams{0.9f, 5e-4f, 0.02f, 0});
+    expect_same(lars, 1e-6, "lars n=" + std::to_string(n));
+    lars.tensors.push_back({DType::F32, {1, 1, 1, 7}, Fill::POSITIVE});
+    lars.node.rin.push_back(f32(4));
+    expect_same(lars, 1e-6, "lars with a momentum table n=" + std::to_string(n));
+  }
   for (int decoupled : {0, 1}) {
     OpCase adam;  // w, m, v, g, scalars
     adam.tensors = {{DType::F32, s, Fill::RANDOM},
