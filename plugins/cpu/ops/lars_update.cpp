@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu_common.h"
+#include "fresco/lars_checks.hpp"
 #include "fresco/update_rules.h"
 #include "ops/step_momentum.h"
 
@@ -13,16 +14,9 @@ namespace fresco::cpu {
 
 FR_CPU_KERNEL_RUN(lars_update) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 0, 0, 2, 2, "lars_update");
-    FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                    "lars_update: step scalars range too small");
-    const auto& p = sdk::params<FrLarsParams>(call);
-    FR_PLUGIN_CHECK(std::isfinite(p.eta) && p.eta > 0.0f, FR_ERR_INVALID_ARGUMENT,
-                    "lars_update: eta must be positive");
+    uint64_t n = 0;
+    const FrLarsParams& p = sdk::lars_checked(call, &n);
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
-    const uint64_t n = sdk::count<float>(call->rout[0]);
-    FR_PLUGIN_CHECK(sdk::count<float>(call->rin[0]) == n && sdk::count<float>(call->rout[1]) == n,
-                    FR_ERR_INVALID_ARGUMENT, "lars_update: w/g/momentum buffer sizes differ");
     if (s->skip_step) return;
     float* w = sdk::data<float>(call->rout[0]);
     float* buf = sdk::data<float>(call->rout[1]);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "fresco/lars_checks.hpp"
 #include "fresco/update_rules.h"
 #include "ops/dependent_launch.cuh"
 
@@ -92,16 +93,9 @@ FR_CUDA_KERNEL_PREPARE(lars_update) {
 FR_CUDA_KERNEL_RUN(lars_update) {
   (void)ctx;
   return sdk::guard([&] {
-    sdk::expect_arity(call, 0, 0, 2, 2, "lars_update");
-    FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                    "lars_update: step scalars range too small");
-    const auto& p = sdk::params<FrLarsParams>(call);
-    FR_PLUGIN_CHECK(std::isfinite(p.eta) && p.eta > 0.0f, FR_ERR_INVALID_ARGUMENT,
-                    "lars_update: eta must be positive");
-    const int64_t n = elements(call);
-    FR_PLUGIN_CHECK(static_cast<int64_t>(sdk::count<float>(call->rin[0])) == n &&
-                        static_cast<int64_t>(sdk::count<float>(call->rout[1])) == n,
-                    FR_ERR_INVALID_ARGUMENT, "lars_update: w/g/momentum buffer sizes differ");
+    uint64_t count = 0;
+    const FrLarsParams& p = sdk::lars_checked(call, &count);
+    const auto n = static_cast<int64_t>(count);
     const int64_t blocks = lars_blocks(n), per_block = (n + blocks - 1) / blocks;
     FR_PLUGIN_CHECK(
         call->workspace && call->workspace_bytes >= static_cast<uint64_t>(blocks) * 2 * sizeof(double),

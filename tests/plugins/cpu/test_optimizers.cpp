@@ -219,46 +219,28 @@ TEST(CpuLars, MatchesTheReferenceOverSeveralSteps) {
       EXPECT_TRUE(fresco::test::all_close(w, ref.w, kRtol, kAtol)) << "weights";
       EXPECT_TRUE(fresco::test::all_close(buf, ref.buf, kRtol, kAtolBuffer)) << "momentum buffer";
     }
+  // one step on a tensor of its own
+  auto step = [](std::vector<float>& w, std::vector<float>& b, std::vector<float>& g, FrStepScalars& s,
+                 FrLarsParams p) {
+    OpCall c(FR_OP_LARS_UPDATE);
+    c.rout(range(w)).rout(range(b)).rin(range(g)).rin(pod_range(s)).params(p);
+    return c.run_error();
+  };
   std::vector<float> zero(8, 0.0f), buf(8, 0.0f), g(8, 1.0f);  // ||w|| = 0: the plain step (q = 1)
   FrStepScalars s{};
   s.lr = 0.5f;
-  OpCall c(FR_OP_LARS_UPDATE);
-  c.rout(range(zero))
-      .rout(range(buf))
-      .rin(range(g))
-      .rin(pod_range(s))
-      .params(FrLarsParams{0.9f, 0.0f, 1e-3f, 0});
-  ASSERT_TRUE(c.run());
+  EXPECT_EQ(step(zero, buf, g, s, FrLarsParams{0.9f, 0.0f, 1e-3f, 0}), "");
   EXPECT_EQ(zero, std::vector<float>(8, -0.5f));
-  s.skip_step = 1;  // a skipped step changes nothing
-  const std::vector<float> w0 = zero, b0 = buf;
-  OpCall skipped(FR_OP_LARS_UPDATE);
-  skipped.rout(range(zero))
-      .rout(range(buf))
-      .rin(range(g))
-      .rin(pod_range(s))
-      .params(FrLarsParams{0.9f, 0.0f, 1e-3f, 0});
-  ASSERT_TRUE(skipped.run());
-  EXPECT_TRUE(fresco::test::bitwise_equal(zero, w0) && fresco::test::bitwise_equal(buf, b0));
   std::vector<float> w = {1.0f, -2.0f}, b2(2, 0.0f), g2 = {-0.5f, 1.0f};  // g = -wd w: ||d|| = 0, q = 1
-  FrStepScalars s2{};
-  s2.lr = 0.5f;
-  OpCall still(FR_OP_LARS_UPDATE);
-  still.rout(range(w))
-      .rout(range(b2))
-      .rin(range(g2))
-      .rin(pod_range(s2))
-      .params(FrLarsParams{0.9f, 0.5f, 1e-3f, 0});
-  ASSERT_TRUE(still.run());
+  EXPECT_EQ(step(w, b2, g2, s, FrLarsParams{0.9f, 0.5f, 1e-3f, 0}), "");
   EXPECT_EQ(w, (std::vector<float>{1.0f, -2.0f}));
   EXPECT_EQ(b2, (std::vector<float>{0.0f, 0.0f}));
-  OpCall bad(FR_OP_LARS_UPDATE);  // eta 0
-  bad.rout(range(zero))
-      .rout(range(buf))
-      .rin(range(g))
-      .rin(pod_range(s))
-      .params(FrLarsParams{0.9f, 0.0f, 0.0f, 0});
-  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "eta must be positive")) << bad.run_error();
+  s.skip_step = 1;  // a skipped step changes nothing
+  const std::vector<float> w0 = zero, b0 = buf;
+  EXPECT_EQ(step(zero, buf, g, s, FrLarsParams{0.9f, 0.0f, 1e-3f, 0}), "");
+  EXPECT_TRUE(fresco::test::bitwise_equal(zero, w0) && fresco::test::bitwise_equal(buf, b0));
+  const std::string bad = step(zero, buf, g, s, FrLarsParams{0.9f, 0.0f, 0.0f, 0});
+  EXPECT_TRUE(fresco::test::contains(bad, "eta must be positive")) << bad;
 }
 
 struct AdamCase {
