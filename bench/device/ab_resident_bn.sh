@@ -2,7 +2,8 @@
 # A/B of the resident batchnorm kernels (FRESCO_CUDA_BN_RESIDENT, FRESCO_CUDA_BN_RESIDENT_BACKWARD;
 # plugins/cuda/ops/bn_resident.h) and of fp16's fused cuDNN statistics (FRESCO_CUDNN_GENSTATS=1 with
 # --conv-stats on: faster, not reproducible), run through the device tool like check_h200.sh (stage with
-# scripts/stage-device-run.sh, carry .devrun). First the bit-equality and determinism tests, then ResNet-18 at
+# scripts/stage-device-run.sh, carry .devrun/stage, .devrun/fashion-mnist and .devrun/pytorch_baseline.py:
+# 64 MiB at most, so first rm -f .devrun/stage/bin/{bench_sgemm,bench_wgmma_rate_probe,test_cuda_tuning}). First the bit-equality and determinism tests, then ResNet-18 at
 # batch 512 in bf16 and fp16 for each setting, interleaved over ROUNDS rounds (default 3). Writes tests.log,
 # ab.json (one line per run, "tag" first) and bench.err under $OUT.
 source bench/device/device_env.sh
