@@ -70,6 +70,7 @@ std::string DeepLearningTask::checkpoint_header() const {
                     {"total_epochs", sched_.total_epochs},
                     {"t0", sched_.t0},
                     {"t_mult", sched_.t_mult}};
+  if (!sched_.momenta.empty()) h["scheduler"]["momenta"] = sched_.momenta;  // a table's (others as before)
   if (sched_.type == Scheduler::Type::ONE_CYCLE)  // its own settings (other kinds' headers stay as they were)
     h["scheduler"]["one_cycle"] = {
         {"pct_start", sched_.pct_start},         {"anneal", sched_.anneal_linear ? "linear" : "cos"},
