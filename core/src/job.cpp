@@ -2,6 +2,7 @@
 #include "fresco/core/job.h"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <filesystem>
@@ -248,22 +249,22 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     op.weight_decay = o.get<float>("weight_decay", op.weight_decay);
     // the other keys belong to some kinds: sgd's momentum would be ignored by adam, adam's betas by sgd
     const bool sgd = type == "sgd", lars = type == "lars";
-    static const std::map<std::string, std::string> kOwners = {
-        {"beta1", "adam's and adamw's"},
-        {"beta2", "adam's and adamw's"},
-        {"eps", "adam's and adamw's"},
-        {"momentum", "sgd's and lars'"},
-        {"nesterov", "sgd's"},
-        {"eta", "lars'"},
-        {"no_decay_1d", "sgd's, adam's and adamw's; lars always excludes the 1-d parameters (true only)"}};
-    for (const auto& [key, owner] : kOwners) {
-      const bool mine = key == "momentum"      ? sgd || lars
-                        : key == "nesterov"    ? sgd
-                        : key == "eta"         ? lars
-                        : key == "no_decay_1d" ? !lars || (o.has(key) && o.at(key) == true)
-                                               : !sgd && !lars;
-      FRESCO_CHECK(mine || !o.has(key), ErrorCode::kBadConfig,
-                   source + ".optimizer." + key + ": not a setting of " + type + " (it is " + owner + ")");
+    static const std::map<std::string, std::vector<std::string>> kTakenBy = {
+        {"beta1", {"adam", "adamw"}},
+        {"beta2", {"adam", "adamw"}},
+        {"eps", {"adam", "adamw"}},
+        {"momentum", {"sgd", "lars"}},
+        {"nesterov", {"sgd"}},
+        {"eta", {"lars"}},
+        {"no_decay_1d", {"sgd", "adam", "adamw"}}};
+    for (const auto& [key, kinds] : kTakenBy) {
+      if (!o.has(key) || std::find(kinds.begin(), kinds.end(), type) != kinds.end()) continue;
+      if (key == "no_decay_1d" && lars && o.at(key) == true) continue;  // lars always excludes them
+      std::string owners;
+      for (const std::string& k : kinds) owners += (owners.empty() ? "" : ", ") + k;
+      throw Error(ErrorCode::kBadConfig,
+                  source + ".optimizer." + key + ": not a setting of " + type + " (it is " + owners + "'s" +
+                      (key == "no_decay_1d" ? "; lars always excludes the 1-d parameters: true only)" : ")"));
     }
     op.no_decay_1d = o.get<bool>("no_decay_1d", op.no_decay_1d);
     if (sgd || lars) {

@@ -10,6 +10,7 @@
 #include "fresco/lars_checks.hpp"
 #include "fresco/update_rules.h"
 #include "ops/dependent_launch.cuh"
+#include "ops/step_momentum.cuh"
 
 namespace fresco::cuda {
 
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(kLarsThreads)
 __global__ void __launch_bounds__(kLarsThreads)
     lars_step_kernel(float* __restrict__ w, float* __restrict__ buf, const float* __restrict__ g, int64_t n,
                      int64_t per_block, FrLarsParams p, const FrStepScalars* __restrict__ s,
-                     const double* __restrict__ part, const float* __restrict__ table, int64_t table_len) {
+                     const double* __restrict__ part, MomentumTable t) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) return;
   __shared__ float q_shared;
@@ -69,7 +70,7 @@ __global__ void __launch_bounds__(kLarsThreads)
     if (threadIdx.x == 0) q_shared = fr_lars_trust(sqrt(sw), sqrt(sd), p.eta);
   }
   __syncthreads();
-  const float q = q_shared, mom = table_len > 0 ? fr_step_value(table, table_len, s->step) : p.momentum;
+  const float q = q_shared, mom = t.at(s->step, p.momentum);
   const int64_t lo = static_cast<int64_t>(blockIdx.x) * per_block,
                 hi = lo + per_block < n ? lo + per_block : n;
   for (int64_t i = lo + threadIdx.x; i < hi; i += kLarsThreads)
@@ -100,14 +101,7 @@ FR_CUDA_KERNEL_RUN(lars_update) {
     FR_PLUGIN_CHECK(
         call->workspace && call->workspace_bytes >= static_cast<uint64_t>(blocks) * 2 * sizeof(double),
         FR_ERR_INVALID_ARGUMENT, "lars_update: run without the workspace asked by prepare");
-    const float* table = nullptr;
-    int64_t table_len = 0;
-    if (call->n_rin >= 3) {
-      table_len = static_cast<int64_t>(call->rin[2].bytes / sizeof(float));
-      table = static_cast<const float*>(call->rin[2].data);
-      FR_PLUGIN_CHECK(table_len >= 1 && table, FR_ERR_INVALID_ARGUMENT,
-                      "lars_update: the per-step momentum table holds no value");
-    }
+    const MomentumTable t = momentum_table(call, "lars_update");
     float* w = sdk::data<float>(call->rout[0]);
     float* buf = sdk::data<float>(call->rout[1]);
     const float* g = sdk::data<float>(call->rin[0]);
@@ -116,7 +110,7 @@ FR_CUDA_KERNEL_RUN(lars_update) {
     cudaStream_t st = stream_of(call);
     const unsigned grid = static_cast<unsigned>(blocks);
     lars_norms_kernel<<<grid, kLarsThreads, 0, st>>>(w, g, n, per_block, p.weight_decay, s, part);
-    lars_step_kernel<<<grid, kLarsThreads, 0, st>>>(w, buf, g, n, per_block, p, s, part, table, table_len);
+    lars_step_kernel<<<grid, kLarsThreads, 0, st>>>(w, buf, g, n, per_block, p, s, part, t);
     FR_CUDA_LAUNCH_CHECK();
   });
 }

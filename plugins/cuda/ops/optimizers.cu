@@ -4,10 +4,10 @@
 // skip_step are read from S-region memory inside the kernel, and so is the step's momentum (Adam: beta1) from
 // the optional per-step table (ops.h). Test: tests/plugins/cuda (vs the CPU kernels).
 #include <initializer_list>
-#include <string>
 
 #include "fresco/update_rules.h"
 #include "ops/dependent_launch.cuh"
+#include "ops/step_momentum.cuh"
 
 namespace fresco::cuda {
 
@@ -66,25 +66,12 @@ struct AdamStep {
   }
 };
 
-// The optional per-step momentum table (ops.h): its values and their count (0: none).
-struct MomentumTable {
-  const float* values;
-  int64_t len;
-};
-MomentumTable momentum_table(const FrCall* call, const char* op) {
-  if (call->n_rin < 3) return {nullptr, 0};
-  const int64_t len = static_cast<int64_t>(call->rin[2].bytes / sizeof(float));
-  FR_PLUGIN_CHECK(len >= 1 && call->rin[2].data, FR_ERR_INVALID_ARGUMENT,
-                  std::string(op) + ": the per-step momentum table holds no value");
-  return {static_cast<const float*>(call->rin[2].data), len};
-}
-
 template <bool VEC>
 __global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const float* __restrict__ g,
                            int64_t n, FrSgdParams p, const FrStepScalars* __restrict__ s, MomentumTable t) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) return;
-  if (t.len > 0) p.momentum = fr_step_value(t.values, t.len, s->step);
+  p.momentum = t.at(s->step, p.momentum);
   for_each_element<VEC>(n, SgdStep{w, buf, g, s->lr, p});
 }
 
@@ -94,7 +81,7 @@ __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float*
                             const FrStepScalars* __restrict__ s, MomentumTable t) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) return;
-  if (t.len > 0) p.beta1 = fr_step_value(t.values, t.len, s->step);
+  p.beta1 = t.at(s->step, p.beta1);
   for_each_element<VEC>(n, AdamStep{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->updates)});
 }
 
