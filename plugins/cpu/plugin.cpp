@@ -69,6 +69,7 @@ FR_DECLARE_RUN(step_done)
 FR_DECLARE_RUN(sgd_update)
 FR_DECLARE_RUN(ema_update)
 FR_DECLARE_RUN(adam_update)
+FR_DECLARE_PREPARE(lars_update)
 FR_DECLARE_RUN(lars_update)
 
 namespace {
@@ -135,7 +136,7 @@ const FrKernelDef kKernels[] = {
     FR_KF(FR_RANGE, FR_OP_SGD_UPDATE, kF32, kStepMomentum, nullptr, sgd_update_run),
     FR_K(FR_RANGE, FR_OP_EMA_UPDATE, kF32, nullptr, ema_update_run),
     FR_KF(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, kStepMomentum, nullptr, adam_update_run),
-    FR_KF(FR_RANGE, FR_OP_LARS_UPDATE, kF32, kStepMomentum, nullptr, lars_update_run),
+    FR_KF(FR_RANGE, FR_OP_LARS_UPDATE, kF32, kStepMomentum, lars_update_prepare, lars_update_run),
 };
 #undef FR_K
 #undef FR_KF
