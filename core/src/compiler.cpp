@@ -29,31 +29,18 @@ using compile_detail::range_node;
 using layers::EmitContext;
 using layers::rule_for;
 
-void Compiler::derive_all_shapes(CompiledModel& m) {
-  const CompileOptions& o = m.options;
-  FRESCO_CHECK(o.batch > 0, ErrorCode::kBadConfig,
-               "batch_size must be positive, found " + std::to_string(o.batch));
-  FRESCO_CHECK(o.train_samples > 0, ErrorCode::kBadConfig, "training set is empty");
-  const int64_t vb = o.val_batch > 0 ? o.val_batch : o.batch;
-  const int64_t train_batch = std::min(o.batch, o.train_samples);
-  m.batch_of.fill(0);
-  m.batch_of[static_cast<int>(Variant::TRAIN_BASE)] = train_batch;
-  m.batch_of[static_cast<int>(Variant::TRAIN_LOWRES)] = train_batch;  // one resolution stage: same as base
-  const int64_t last = o.train_samples % train_batch;
-  if (last) {
-    m.batch_of[static_cast<int>(Variant::TRAIN_LAST)] = last;
-    m.batch_of[static_cast<int>(Variant::TRAIN_LOWRES_LAST)] = last;
-  }
-  if (o.val_samples > 0) {
-    const int64_t val_batch = std::min(vb, o.val_samples);
-    m.batch_of[static_cast<int>(Variant::VAL_BASE)] = val_batch;
-    if (o.val_samples % val_batch)
-      m.batch_of[static_cast<int>(Variant::VAL_LAST)] = o.val_samples % val_batch;
-  }
-  // Training batchnorm needs more than one value per channel (PyTorch refuses it too): a batch of one sample
-  // on a 1x1 map, the last partial batch included, is refused here rather than by the kernel mid-run.
+namespace {
+// A training stage's per-sample input: `h` x `w` of the progressive resolution (0: the input's).
+Shape stage_sample(const Shape& input, int64_t h, int64_t w) {
+  return Shape{1, h > 0 ? h : input.h, w > 0 ? w : input.w, input.c};
+}
+
+// Training batchnorm needs more than one value per channel (PyTorch refuses it too): a batch of one sample
+// on a 1x1 map, the last partial batch included, is refused here rather than by the kernel mid-run.
+void check_batchnorm_values(const ArchPlan& a, const CompileOptions& o, int64_t train_batch, int64_t last,
+                            const std::string& stage) {
   const int64_t smallest = last ? last : train_batch;
-  for (const auto& l : m.arch.layers)
+  for (const auto& l : a.layers)
     FRESCO_CHECK(l.kind != LayerKind::BN || smallest * l.in_sample.h * l.in_sample.w >= 2,
                  ErrorCode::kBadConfig,
                  "layer " + l.spec.path + " (bn): training needs more than one value per channel, but the " +
@@ -61,7 +48,47 @@ void Compiler::derive_all_shapes(CompiledModel& m) {
                                  std::to_string(train_batch) + ")"
                            : std::string("batch")) +
                      " has " + std::to_string(smallest) + " sample on a " + std::to_string(l.in_sample.h) +
-                     "x" + std::to_string(l.in_sample.w) + " map; choose another batch size");
+                     "x" + std::to_string(l.in_sample.w) + " map" + stage + "; choose another batch size");
+}
+}  // namespace
+
+void Compiler::derive_all_shapes(CompiledModel& m) {
+  const CompileOptions& o = m.options;
+  FRESCO_CHECK(o.batch > 0, ErrorCode::kBadConfig,
+               "batch_size must be positive, found " + std::to_string(o.batch));
+  FRESCO_CHECK(o.train_samples > 0, ErrorCode::kBadConfig, "training set is empty");
+  const int64_t vb = o.val_batch > 0 ? o.val_batch : o.batch;
+  const int64_t train_batch = std::min(o.batch, o.train_samples);
+  const Shape in = m.arch.input_sample;
+  const ProgressiveResolution& pr = o.progressive;
+  const Shape begin = pr.enabled() ? stage_sample(in, pr.begin_h, pr.begin_w) : in;
+  const Shape end = pr.enabled() ? stage_sample(in, pr.end_h, pr.end_w) : in;
+  for (const Shape& s : {begin, end})
+    FRESCO_CHECK(s.h >= 1 && s.w >= 1 && s.h <= in.h && s.w <= in.w, ErrorCode::kBadConfig,
+                 "progressive_resolution: a stage of " + std::to_string(s.w) + "x" + std::to_string(s.h) +
+                     " for inputs of " + std::to_string(in.w) + "x" + std::to_string(in.h) +
+                     " (each side in [1, the input's])");
+  m.batch_of.fill(0);
+  m.sample_of.fill(in);
+  m.batch_of[static_cast<int>(Variant::TRAIN_BASE)] = train_batch;
+  m.batch_of[static_cast<int>(Variant::TRAIN_LOWRES)] = train_batch;
+  const int64_t last = o.train_samples % train_batch;
+  if (last) {
+    m.batch_of[static_cast<int>(Variant::TRAIN_LAST)] = last;
+    m.batch_of[static_cast<int>(Variant::TRAIN_LOWRES_LAST)] = last;
+  }
+  for (Variant v : {Variant::TRAIN_BASE, Variant::TRAIN_LAST}) m.sample_of[static_cast<int>(v)] = begin;
+  for (Variant v : {Variant::TRAIN_LOWRES, Variant::TRAIN_LOWRES_LAST})
+    m.sample_of[static_cast<int>(v)] = end;
+  if (o.val_samples > 0) {
+    const int64_t val_batch = std::min(vb, o.val_samples);
+    m.batch_of[static_cast<int>(Variant::VAL_BASE)] = val_batch;
+    if (o.val_samples % val_batch)
+      m.batch_of[static_cast<int>(Variant::VAL_LAST)] = o.val_samples % val_batch;
+  }
+  for (const Shape& s : {begin, end})
+    check_batchnorm_values(arch_at(m.arch, s), o, train_batch, last,
+                           s == in ? std::string() : " (progressive resolution at " + s.str() + ")");
 }
 
 // Stage 2 is folded into allocation: every batched tensor is allocated at the largest batch of any variant,
@@ -201,7 +228,7 @@ void Compiler::share_or_clone(CompiledModel& m) {
   for (int v = 0; v < kVariantCount; ++v) {
     if (!m.plans[v]) continue;
     const auto var = static_cast<Variant>(v);
-    const Shape s = m.arch.input_sample;
+    const Shape s = m.sample_of[v];
     const ShapeId id{static_cast<int32_t>(m.batch_of[v]), static_cast<int32_t>(s.h),
                      static_cast<int32_t>(s.w), static_cast<int32_t>(s.c)};
     m.atlas.assign(var, is_train(var) ? m.train.get() : m.inference.get(), m.plans[v].get(), id);

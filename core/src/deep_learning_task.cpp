@@ -73,6 +73,7 @@ FRESCO_SETTER(join_epilogue(CompileOptions::JoinEpilogue mode), join_epilogue_ =
 FRESCO_SETTER(augment(data::Augmentation a), augment_ = a)
 FRESCO_SETTER(seed(uint64_t s), seed_ = s)
 FRESCO_SETTER(shuffle(bool on), shuffle_ = on)
+FRESCO_SETTER(progressive_resolution(ProgressiveResolution p), progressive_ = p)
 FRESCO_SETTER(on_epoch(std::function<void(const EpochReport&)> cb), on_epoch_ = std::move(cb))
 #undef FRESCO_SETTER
 
@@ -175,6 +176,8 @@ void DeepLearningTask::plan() {
   o.grad_sums = grad_sums_;
   o.conv_prologue = conv_prologue_;
   o.join_epilogue = join_epilogue_;
+  progressive_.validate(train_.h, train_.w, epochs_);
+  o.progressive = progressive_;
   Compiler compiler;
   model_ = std::make_unique<CompiledModel>(compiler.compile(bp_, o));
   advance(Phase::MEMORY_LOCKED);
@@ -304,6 +307,12 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
       std::iota(order.begin(), order.end(), 0u);
     const int64_t first = epoch_steps_done_;
     const int64_t last = budget < 0 || budget >= spe - first ? spe : first + budget;  // no overflow
+    if (progressive_.enabled() && first == 0 && (e == 0 || e == progressive_.begin_epochs)) {
+      const Shape s = model_->sample_of[static_cast<int>(exec_->train_variant(
+          static_cast<uint32_t>(e), model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)]))];
+      log().info("epoch {}: training at {}x{} (progressive resolution, {} stage; evaluation at {}x{})", e + 1,
+                 s.w, s.h, e == 0 ? "begin" : "end", train_.w, train_.h);
+    }
     if (first == 0) exec_->clear_metrics();  // else the epoch's metrics so far (a checkpoint restores them)
     exec_->train_epoch(train_, order, static_cast<uint32_t>(e), first, last);
     runtime_->synchronize();
@@ -355,7 +364,7 @@ void DeepLearningTask::stage_batch(const uint32_t* idx, int64_t count) {
                "stage_batch: a batch of " + std::to_string(count) + " is not train_base's");
   for (int64_t i = 0; i < count; ++i)
     FRESCO_CHECK(idx[i] < train_.n, ErrorCode::kUsage, "stage_batch: sample index out of range");
-  exec_->stage('A', train_, idx, count);
+  exec_->stage('A', train_, idx, count, -1, Variant::TRAIN_BASE);
   runtime_->launch(model_->atlas, Variant::TRAIN_BASE, GraphId::TRANSFER_A);
   runtime_->synchronize();
 }
@@ -375,7 +384,7 @@ float DeepLearningTask::train_step(const uint32_t* idx, int64_t count) {
                    std::to_string(model_->batch_of[1]) + ")");
   for (int64_t i = 0; i < count; ++i)
     FRESCO_CHECK(idx[i] < train_.n, ErrorCode::kUsage, "train_step: sample index out of range");
-  exec_->stage('A', train_, idx, count);
+  exec_->stage('A', train_, idx, count, -1, v);
   exec_->train_step(v, 'A');
   FrBatchResults b{};
   runtime_->download(model_->base_plan(), model_->t.batch_train, &b, sizeof(b));
@@ -443,7 +452,7 @@ std::vector<float> DeepLearningTask::test_logits(int64_t count) {
                    std::to_string(vb) + "]");
   std::vector<uint32_t> idx(static_cast<size_t>(vb));
   std::iota(idx.begin(), idx.end(), 0u);
-  exec_->stage('A', test_, idx.data(), vb);
+  exec_->stage('A', test_, idx.data(), vb, -1, Variant::VAL_BASE);
   exec_->prepare_inference();
   runtime_->launch(model_->atlas, Variant::VAL_BASE, GraphId::TRANSFER_A);
   runtime_->launch(model_->atlas, Variant::VAL_BASE, GraphId::INF_MAIN_A);
@@ -600,8 +609,8 @@ double DeepLearningTask::time_steps(int steps) {
   const int64_t b = model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   std::vector<uint32_t> idx(static_cast<size_t>(b));
   std::iota(idx.begin(), idx.end(), 0u);
-  exec_->stage('A', train_, idx.data(), b);
-  exec_->stage('B', train_, idx.data(), b);
+  exec_->stage('A', train_, idx.data(), b, -1, Variant::TRAIN_BASE);
+  exec_->stage('B', train_, idx.data(), b, -1, Variant::TRAIN_BASE);
   runtime_->synchronize();
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) exec_->train_step(Variant::TRAIN_BASE, s % 2 ? 'B' : 'A');

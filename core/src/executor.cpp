@@ -25,11 +25,32 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
     copied_[x] = rt.create_event();
     consumed_[x] = rt.create_event();
   }
+  const Shape in = m.arch.input_sample;
+  bool resizes = false;
+  for (int v = 0; v < kVariantCount; ++v) {
+    const Shape& s = m.sample_of[v];
+    if (!at.present(static_cast<Variant>(v)) || s == in) continue;
+    resize_[v] = data::AreaResize(in.h, in.w, s.h, s.w);
+    resizes = true;
+  }
+  if (resizes)  // the augmented images at the data's size, before the resize
+    resize_scratch_.resize(
+        static_cast<size_t>(m.batch_of[static_cast<int>(Variant::TRAIN_BASE)] * in.per_sample()));
   for (int v = 0; v < kVariantCount; ++v) {
     const auto var = static_cast<Variant>(v);
     for (int x = 0; x < 2; ++x) {
       transfer_[v][x] = step_[v][x] = infer_[v][x] = -1;
       if (!at.present(var)) continue;
+      // A lowres variant at the base's size (no progressive resolution) runs the base's captures.
+      const int same = v == static_cast<int>(Variant::TRAIN_LOWRES) ? static_cast<int>(Variant::TRAIN_BASE)
+                       : v == static_cast<int>(Variant::TRAIN_LOWRES_LAST)
+                           ? static_cast<int>(Variant::TRAIN_LAST)
+                           : -1;
+      if (same >= 0 && m.sample_of[v] == m.sample_of[same] && m.batch_of[v] == m.batch_of[same]) {
+        transfer_[v][x] = transfer_[same][x];
+        step_[v][x] = step_[same][x];
+        continue;
+      }
       transfer_[v][x] = at.slot(var, x ? GraphId::TRANSFER_B : GraphId::TRANSFER_A).captured_idx;
       if (is_train(var)) {
         std::vector<GraphId> step = {x ? GraphId::FIRST_LAYER_FWD_B : GraphId::FIRST_LAYER_FWD_A,
@@ -49,13 +70,19 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
 }
 
 void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count,
-                     int64_t augment_epoch) {
+                     int64_t augment_epoch, Variant v) {
   rt_.host_wait(copied_[ab_index(ab)]);  // the previous transfer from this buffer has read it
   uint8_t* buf = rt_.staging(ab);
   const int64_t sb = d.sample_bytes();
-  FRESCO_CHECK(buf && data_offset_ + static_cast<uint64_t>(count * sb) <= rt_.staging_bytes(),
+  const data::AreaResize& rs = resize_[static_cast<int>(v)];
+  const bool resize = is_train(v) && !rs.identity();
+  const int64_t ob = resize ? rs.out_h() * rs.out_w() * d.c : sb;  // bytes per staged sample
+  FRESCO_CHECK(buf && data_offset_ + static_cast<uint64_t>(count * ob) <= rt_.staging_bytes(),
                ErrorCode::kInternal,
                "stage: batch of " + std::to_string(count) + " does not fit the staging buffer");
+  FRESCO_CHECK(!resize || (d.h == m_.arch.input_sample.h && d.w == m_.arch.input_sample.w &&
+                           count * sb <= static_cast<int64_t>(resize_scratch_.size())),
+               ErrorCode::kInternal, "stage: the resize was planned for another image or batch size");
   auto* labels = reinterpret_cast<int32_t*>(buf + labels_offset_);
   uint8_t* data = buf + data_offset_;
   const bool augment = augment_epoch >= 0 && aug_.active();
@@ -66,14 +93,27 @@ void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64
           const uint32_t s = idx[i];
           labels[i] = d.labels[s];
           const uint8_t* src = d.images.data() + static_cast<int64_t>(s) * sb;
+          uint8_t* dst = resize ? resize_scratch_.data() + i * sb : data + i * sb;
           if (augment)
-            data::augment_image(src, data + i * sb, d.h, d.w, d.c,
+            data::augment_image(src, dst, d.h, d.w, d.c,
                                 data::augment_draw(aug_, aug_seed_, static_cast<uint32_t>(augment_epoch), s));
-          else
-            std::memcpy(data + i * sb, src, static_cast<size_t>(sb));
+          else if (!resize)
+            std::memcpy(dst, src, static_cast<size_t>(sb));
+          if (resize) rs.apply(augment ? dst : src, data + i * ob, d.c);
         }
       },
       tbb::static_partitioner());
+}
+
+Variant Executor::train_variant(uint32_t epoch, int64_t count) const {
+  const ProgressiveResolution& pr = m_.options.progressive;
+  const bool end = pr.enabled() && epoch >= static_cast<uint32_t>(pr.begin_epochs);
+  const bool full = count == m_.batch_of[static_cast<int>(Variant::TRAIN_BASE)];
+  const Variant v = end ? (full ? Variant::TRAIN_LOWRES : Variant::TRAIN_LOWRES_LAST)
+                        : (full ? Variant::TRAIN_BASE : Variant::TRAIN_LAST);
+  FRESCO_CHECK(m_.batch_of[static_cast<int>(v)] == count, ErrorCode::kInternal,
+               "train_epoch: no compiled variant for a batch of " + std::to_string(count));
+  return v;
 }
 
 void Executor::train_step(Variant v, char ab) {
@@ -106,11 +146,9 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
   const int64_t steps = all;
   for (int64_t start = first_step * b; step < last; start += b, ++step) {
     const int64_t count = std::min(b, n - start);
-    const Variant v = count == b ? Variant::TRAIN_BASE : Variant::TRAIN_LAST;
-    FRESCO_CHECK(m_.batch_of[static_cast<int>(v)] == count, ErrorCode::kInternal,
-                 "train_epoch: no compiled variant for a batch of " + std::to_string(count));
+    const Variant v = train_variant(epoch, count);
     const char ab = step % 2 == 0 ? 'A' : 'B';
-    stage(ab, d, order.data() + start, count, epoch);
+    stage(ab, d, order.data() + start, count, epoch, v);
     train_step(v, ab);
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (t >= next_report && step + 1 < steps) {
@@ -134,7 +172,7 @@ void Executor::evaluate(const data::Dataset& d) {
     const Variant v = count == b ? Variant::VAL_BASE : Variant::VAL_LAST;
     for (int64_t i = 0; i < count; ++i) idx[static_cast<size_t>(i)] = static_cast<uint32_t>(start + i);
     const int x = static_cast<int>(step % 2), vi = static_cast<int>(v);
-    stage(x ? 'B' : 'A', d, idx.data(), count);
+    stage(x ? 'B' : 'A', d, idx.data(), count, -1, v);
     rt_.wait(StreamRole::TRANS, consumed_[x]);
     rt_.launch_unordered(transfer_[vi][x]);
     rt_.record(copied_[x], StreamRole::TRANS);

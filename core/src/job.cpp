@@ -31,7 +31,7 @@ const std::set<std::string>& top_level_keys() {
                                              "batch_size", "epochs",    "seed",
                                              "device",     "precision", "freeze_first_layer",
                                              "augment",    "loss",      "optimizer",
-                                             "scheduler",  "ema"};
+                                             "scheduler",  "ema",       "progressive_resolution"};
   return keys;
 }
 
@@ -207,6 +207,37 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
     FRESCO_CHECK(s.augment.crop_pad >= 0, ErrorCode::kBadConfig,
                  source + ".augment.crop_pad: must be >= 0, found " + std::to_string(s.augment.crop_pad));
     a.done();
+  }
+  if (r.has("progressive_resolution")) {  // {"begin": 24, "end": 32, "begin_epochs": 10}; [h, w] or one side
+    Reader p{r.at("progressive_resolution"), source + ".progressive_resolution", {}};
+    p.object();
+    auto size = [&](const char* k, int64_t& h, int64_t& w) {
+      if (!p.has(k)) return;  // the data's
+      const json& v = p.at(k);
+      const std::string where = p.where + "." + k;
+      auto side = [&](const json& x) {
+        FRESCO_CHECK(x.is_number_integer() && x.get<int64_t>() >= 1 && x.get<int64_t>() <= (int64_t{1} << 20),
+                     ErrorCode::kBadConfig,
+                     where + ": expected a side in pixels (1 or more) or [height, width], found " + v.dump());
+        return x.get<int64_t>();
+      };
+      if (v.is_array()) {
+        FRESCO_CHECK(v.size() == 2, ErrorCode::kBadConfig,
+                     where + ": expected [height, width], found " + v.dump());
+        h = side(v[0]);
+        w = side(v[1]);
+      } else {
+        h = w = side(v);
+      }
+    };
+    size("begin", s.progressive.begin_h, s.progressive.begin_w);
+    size("end", s.progressive.end_h, s.progressive.end_w);
+    FRESCO_CHECK(p.has("begin_epochs"), ErrorCode::kBadConfig, p.where + ": missing key \"begin_epochs\"");
+    s.progressive.begin_epochs = p.get<int32_t>("begin_epochs", 0);
+    FRESCO_CHECK(
+        s.progressive.begin_epochs >= 1, ErrorCode::kBadConfig,
+        p.where + ".begin_epochs: must be 1 or more, found " + std::to_string(s.progressive.begin_epochs));
+    p.done();
   }
   if (r.has("ema")) {  // an exponential moving average of the weights: {"decay": 0.999, "every": 1}
     Reader e{r.at("ema"), source + ".ema", {}};
@@ -423,7 +454,8 @@ void configure(DeepLearningTask& task, const JobSpec& job) {
       .optimizer(job.optimizer)
       .scheduler(job.scheduler)
       .freeze_first_layer(job.freeze_first_layer)
-      .ema(job.ema_decay, job.ema_every);
+      .ema(job.ema_decay, job.ema_every)
+      .progressive_resolution(job.progressive);
   if (job.normalize_set) task.normalize(job.normalize);
 }
 

@@ -278,4 +278,28 @@ void Normalization::validate(int64_t channels) const {
                  "normalize: std[" + std::to_string(i) + "] must be positive and mean finite");
 }
 
+void ProgressiveResolution::validate(int64_t data_h, int64_t data_w, int32_t epochs) const {
+  if (!enabled()) {
+    FRESCO_CHECK(begin_epochs == 0 && begin_h == 0 && begin_w == 0 && end_h == 0 && end_w == 0,
+                 ErrorCode::kBadConfig,
+                 "progressive_resolution: begin_epochs must be 1 or more when resolutions are given, found " +
+                     std::to_string(begin_epochs));
+    return;
+  }
+  auto side = [&](int64_t v, int64_t data, const char* what) {
+    FRESCO_CHECK(v >= 0 && v <= data, ErrorCode::kBadConfig,
+                 std::string("progressive_resolution: ") + what + " must be in [1, " + std::to_string(data) +
+                     "] (the data's; images are only made smaller) or 0 for the data's, found " +
+                     std::to_string(v));
+  };
+  side(begin_h, data_h, "begin height");
+  side(begin_w, data_w, "begin width");
+  side(end_h, data_h, "end height");
+  side(end_w, data_w, "end width");
+  FRESCO_CHECK(begin_epochs < epochs, ErrorCode::kBadConfig,
+               "progressive_resolution: begin_epochs " + std::to_string(begin_epochs) +
+                   " leaves no epoch of the job's " + std::to_string(epochs) +
+                   " at the end resolution (to train at one resolution, give begin and end the same)");
+}
+
 }  // namespace fresco

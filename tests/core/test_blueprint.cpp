@@ -250,6 +250,32 @@ std::string refusal(const std::string& sched) {
 // A relative data path in a job file is the file's; an absolute one and a parsed text's stay as written.
 // The per-epoch schedulers in a job file: each kind with its own keys, another kind's key named as such,
 // required keys asked for, and the settings checked with the file's name.
+TEST(Job, ProgressiveResolution) {
+  const std::string head = R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},)";
+  const JobSpec j =
+      parse_job(head + R"("progressive_resolution":{"begin":16,"end":[24,20],"begin_epochs":3}})", "j.json");
+  EXPECT_EQ(j.progressive.begin_h, 16);
+  EXPECT_EQ(j.progressive.begin_w, 16);
+  EXPECT_EQ(j.progressive.end_h, 24);
+  EXPECT_EQ(j.progressive.end_w, 20);
+  EXPECT_EQ(j.progressive.begin_epochs, 3);
+  const JobSpec only_begin =
+      parse_job(head + R"("progressive_resolution":{"begin":[12,14],"begin_epochs":1}})", "j.json");
+  EXPECT_EQ(only_begin.progressive.end_h, 0);  // the data's
+  EXPECT_EQ(only_begin.progressive.begin_w, 14);
+  auto err = [&](const std::string& p) {
+    return error_of([&] { parse_job(head + R"("progressive_resolution":)" + p + "}", "j.json"); });
+  };
+  EXPECT_NE(err(R"({"begin":16})").find("progressive_resolution: missing key \"begin_epochs\""),
+            std::string::npos);
+  EXPECT_NE(err(R"({"begin":0,"begin_epochs":1})").find("progressive_resolution.begin: expected a side"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"begin":[1,2,3],"begin_epochs":1})").find("expected [height, width]"), std::string::npos);
+  EXPECT_NE(err(R"({"begin":8,"begin_epochs":0})").find("begin_epochs: must be 1 or more"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"begin":8,"begin_epochs":1,"ramp":2})").find("unknown key \"ramp\""), std::string::npos);
+}
+
 TEST(Job, PerEpochSchedulers) {
   const Scheduler step = parse(R"({"type":"step","step_size":2,"gamma":0.5,"warmup_epochs":1})").scheduler;
   EXPECT_EQ(step.type, Scheduler::Type::STEP);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fresco/core/data/dataset.h"
+#include "fresco/core/data/resize.h"
 #include "fresco/core/plugin_loader.h"
 
 namespace fresco::e2e {
@@ -22,6 +23,18 @@ inline data::Dataset first_samples(const data::Dataset& d, int64_t n) {
   s.n = n;
   s.images.resize(static_cast<size_t>(n * d.sample_bytes()));
   s.labels.resize(static_cast<size_t>(n));
+  return s;
+}
+
+// d with every image resized to h x w as progressive resolution stages them (data/resize.h).
+inline data::Dataset resized(const data::Dataset& d, int64_t h, int64_t w) {
+  const data::AreaResize r(d.h, d.w, h, w);
+  data::Dataset s = d;
+  s.h = h;
+  s.w = w;
+  s.images.resize(static_cast<size_t>(d.n * h * w * d.c));
+  for (int64_t i = 0; i < d.n; ++i)
+    r.apply(d.images.data() + i * d.sample_bytes(), s.images.data() + i * s.sample_bytes(), d.c);
   return s;
 }
 

@@ -87,6 +87,10 @@ std::string DeepLearningTask::checkpoint_header() const {
   h["seed"] = seed_;
   h["freeze_first_layer"] = freeze_first_layer_;
   h["ema"] = {{"decay", ema_decay_}, {"every", ema_every_}};
+  if (progressive_.enabled())  // (a job without one keeps its header as before)
+    h["progressive_resolution"] = {{"begin", {progressive_.begin_h, progressive_.begin_w}},
+                                   {"end", {progressive_.end_h, progressive_.end_w}},
+                                   {"begin_epochs", progressive_.begin_epochs}};
   h["epochs_done"] = epochs_done_;
   h["epoch_steps_done"] = epoch_steps_done_;  // the data position within the next epoch (absent before: 0)
   h["device"] = device_;                      // where it was written; not compared
@@ -155,6 +159,15 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
   if (weights_only) {
     load_checkpoint_weights(path, c);
     return;
+  }
+  {  // a job without a progressive resolution has no such key (its headers stayed as they were)
+    const char* key = "progressive_resolution";
+    const json none = "absent";
+    const json& there = saved.contains(key) ? saved[key] : none;
+    const json& mine = here.contains(key) ? here[key] : none;
+    FRESCO_CHECK(there == mine, ErrorCode::kBadConfig,
+                 path + " was written by another job: " + key + " " + there.dump() + " there, " +
+                     mine.dump() + " here");
   }
   const auto done_at = saved.find("epochs_done");
   FRESCO_CHECK(done_at != saved.end() && done_at->is_number_integer(), ErrorCode::kBadData,

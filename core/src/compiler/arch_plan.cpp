@@ -547,6 +547,48 @@ void plan_fused_head(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
 
 }  // namespace
 
+ArchPlan Compiler::arch_at(const ArchPlan& a, const Shape& sample) {
+  if (sample == a.input_sample) return a;
+  ArchPlan r = a;
+  r.input_sample = sample;
+  const std::string at = " at the input size " + sample.str() + " (progressive resolution)";
+  auto sample_of = [&](int32_t j) { return j < 0 ? sample : r.layers[static_cast<size_t>(j)].out_sample; };
+  for (LayerDescriptor& l : r.layers) {
+    const LayerDescriptor& base = a.layers[static_cast<size_t>(l.index)];
+    const std::string where = "layer " + l.spec.path + " (" + l.spec.kind + ")";
+    l.in_sample = sample_of(l.input);
+    try {
+      l.out_sample = rule_for(l.kind).out_shape(l, l.in_sample);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string(e.what()) + at);
+    }
+    if (l.kind == LayerKind::CONCAT) {
+      const Shape s2 = sample_of(l.input2);
+      FRESCO_CHECK(s2.h == l.in_sample.h && s2.w == l.in_sample.w, ErrorCode::kBadConfig,
+                   where + ": the branches give " + l.in_sample.str() + " and " + s2.str() + at);
+      l.out_sample.c += s2.c;
+    }
+    if (l.kind == LayerKind::ADD)
+      FRESCO_CHECK(sample_of(l.input2) == l.in_sample, ErrorCode::kBadConfig,
+                   where + ": the main branch gives " + l.in_sample.str() + " per sample but the shortcut " +
+                       sample_of(l.input2).str() + at);
+    // What the plan allocates once for every variant: parameters (an fc's input size), views, channels (a
+    // flatten's change with the size; the fc reading them is refused).
+    FRESCO_CHECK(l.kind != LayerKind::FC || l.in_sample.per_sample() == base.in_sample.per_sample(),
+                 ErrorCode::kBadConfig,
+                 where + ": reads " + std::to_string(l.in_sample.per_sample()) + " values per sample" + at +
+                     " but " + std::to_string(base.in_sample.per_sample()) + " at " + a.input_sample.str() +
+                     ", so its weights would change; end the features with a global average pool");
+    FRESCO_CHECK(rule_for(l.kind).is_view(l, true) == rule_for(l.kind).is_view(base, true) &&
+                     rule_for(l.kind).is_view(l, false) == rule_for(l.kind).is_view(base, false) &&
+                     (l.kind == LayerKind::FLATTEN || l.out_sample.c == base.out_sample.c),
+                 ErrorCode::kBadConfig,
+                 where + ": computes another way" + at + " than at " + a.input_sample.str() +
+                     " (a flatten of a map that is 1x1 at one size only)");
+  }
+  return r;
+}
+
 // Stage 0: the layers in topological order, then each fusion the options pick, in an order where each reads
 // only what the ones before decided.
 ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o) {

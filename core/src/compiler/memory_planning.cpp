@@ -44,7 +44,9 @@ Shape read_sample(const ArchPlan& a, const LayerDescriptor& l) {
 
 static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p);
 
-void Compiler::create_memory_plans(CompiledModel& m) {
+// Every tensor of m's job at the largest batch (m.options.val_batch, compute_max_slot_bytes) and the
+// per-sample sizes of m.arch, finalized; assigns the arch's and m.t's tensor handles.
+static MemoryPlan plan_tensors(CompiledModel& m) {
   const int64_t mb = m.options.val_batch;
   MemoryPlan p;
   ArchPlan& a = m.arch;
@@ -213,13 +215,53 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   t.acc_val = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.val");
   fit_feature_lifetimes(m, p);
   p.finalize();
-  // One plan per present variant: same offsets, shapes at that variant's batch.
+  return p;
+}
+
+namespace {
+// The tensors of the same job at another input size (progressive resolution): the same tensors in the same
+// order, the batched ones smaller, the others (parameters, their shadows, statistics, step scalars) the
+// same; only the shapes are read from it.
+MemoryPlan plan_at(const CompiledModel& m, const ArchPlan& fresh, const Shape& sample, const MemoryPlan& p) {
+  CompiledModel sm;
+  sm.options = m.options;
+  sm.arch = Compiler::arch_at(fresh, sample);
+  sm.batch_of = m.batch_of;
+  MemoryPlan sp = plan_tensors(sm);
+  FRESCO_CHECK(sp.size() == p.size(), ErrorCode::kInternal,
+               "progressive resolution: the plan at " + sample.str() + " has " + std::to_string(sp.size()) +
+                   " tensors, at " + m.arch.input_sample.str() + " " + std::to_string(p.size()));
+  for (const DTensor& d : p.tensors()) {
+    const DTensor& e = sp.tensor(d.id);
+    FRESCO_CHECK(e.name == d.name && e.dtype == d.dtype && e.batched == d.batched &&
+                     (d.batched || e.shape == d.shape) && e.slot_bytes <= d.slot_bytes,
+                 ErrorCode::kInternal,
+                 "progressive resolution: tensor " + d.name + " " + d.shape.str() + " is " + e.name + " " +
+                     e.shape.str() + " at " + sample.str());
+  }
+  return sp;
+}
+}  // namespace
+
+void Compiler::create_memory_plans(CompiledModel& m) {
+  const ArchPlan fresh = m.arch;  // before plan_tensors assigns its handles: the other sizes start from it
+  const MemoryPlan p = plan_tensors(m);
+  std::vector<std::pair<Shape, MemoryPlan>> other_sizes;  // the progressive stages' tensors
+  // One plan per present variant: same offsets, shapes at that variant's batch and input size.
   for (int v = 0; v < kVariantCount; ++v) {
     const int64_t b = m.batch_of[v];
     if (b == 0) continue;
+    const Shape& sample = m.sample_of[v];
+    const MemoryPlan* shapes = &p;
+    if (!(sample == m.arch.input_sample)) {
+      auto it = std::find_if(other_sizes.begin(), other_sizes.end(),
+                             [&](const auto& o) { return o.first == sample; });
+      if (it == other_sizes.end()) it = other_sizes.insert(it, {sample, plan_at(m, fresh, sample, p)});
+      shapes = &it->second;
+    }
     MemoryPlan vp = p;
     for (const DTensor& d : p.tensors())
-      if (d.batched) vp.mutable_tensor(d.id).shape.n = b;
+      if (d.batched) vp.mutable_tensor(d.id).shape = shapes->tensor(d.id).shape.with_batch(b);
     m.plans[v] = std::make_unique<MemoryPlan>(std::move(vp));
   }
 }

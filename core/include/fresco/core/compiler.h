@@ -255,6 +255,11 @@ struct CompileOptions {
   // the conv weights (A) and low-precision conv weight gradients (G16); fc layers, the loss, the optimizer
   // and every master weight stay fp32, with casts inserted between.
   DType precision = DType::F32;
+  // Progressive resolution (train_config.h; DESIGN §4's variants): train_base and train_last run the begin
+  // stage at its resolution, train_lowres and train_lowres_last the end stage at its; the val variants and
+  // the memory plan's slots are at input_sample, which must be at least as large on each side. The
+  // compiler uses the resolutions only (begin_epochs is the executor's); off: every variant at input_sample.
+  ProgressiveResolution progressive;
 };
 
 // Handles of the job-level tensors the executor reads or writes.
@@ -277,6 +282,7 @@ struct CompiledModel {
   GraphAtlas atlas;
   JobTensors t;
   std::array<int64_t, kVariantCount> batch_of{};  // batch size per variant (0 = absent)
+  std::array<Shape, kVariantCount> sample_of{};   // the input's per-sample shape per variant (1,H,W,C)
   FrScheduleParams schedule{};                    // the lr schedule as the device evaluates it
   // Whether the training step runs WEIGHT_CAST (the whole W -> A cast): false when the casts follow the
   // early updates (CompileOptions::early_update_parts); WEIGHT_CAST then serves the host's writes only.
@@ -295,6 +301,11 @@ class Compiler {
   void create_memory_plans(CompiledModel& m);
   void build_computation_graph(CompiledModel& m);
   void share_or_clone(CompiledModel& m);
+  // The layers of `a` with their shapes for an input of `sample` per sample (progressive resolution): the
+  // same layers and fusions, each map's size propagated again. kBadConfig when a layer does not fit that
+  // size, a join's branches no longer match, or a parameter's shape would change (an fc reading a
+  // flattened spatial map), naming the layer.
+  static ArchPlan arch_at(const ArchPlan& a, const Shape& sample);
 
  private:
   MemoryPlan layout_;  // base plan being built

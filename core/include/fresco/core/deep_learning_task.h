@@ -139,6 +139,11 @@ class DeepLearningTask : public TaskBase {
   // augmented.
   DeepLearningTask& augment(data::Augmentation a);
   DeepLearningTask& shuffle(bool on);
+  // Progressive resolution (train_config.h, DESIGN §7): the first p.begin_epochs epochs at p's begin size,
+  // the rest at its end size, each image resized while staged; evaluation at the data's size. Off by
+  // default. run() and run_steps() pick the stage by epoch; train_step() and time_steps() run the begin
+  // stage.
+  DeepLearningTask& progressive_resolution(ProgressiveResolution p);
   DeepLearningTask& on_epoch(std::function<void(const EpochReport&)> cb);
 
   // PLANNING -> MEMORY_LOCKED: loads the data and runs the Compiler (memory plans, graphs, atlas); no device
@@ -276,6 +281,7 @@ class DeepLearningTask : public TaskBase {
   CompileOptions::JoinEpilogue join_epilogue_ = CompileOptions::JoinEpilogue::AUTO;
   data::Augmentation augment_;
   bool shuffle_ = true;
+  ProgressiveResolution progressive_;
   std::function<void(const EpochReport&)> on_epoch_;
   std::unique_ptr<CompiledModel> model_;
   std::unique_ptr<Runtime> runtime_;

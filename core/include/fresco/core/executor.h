@@ -1,16 +1,19 @@
 // Executor: the epoch loop over a compiled model. Per step it stages a batch into pinned buffer A or B
 // (oneTBB gather), then launches TRANSFER, FIRST_LAYER_FWD, DEEP_FWD_BWD, FIRST_LAYER_BWD, OPTIMIZER and
-// ACCUM_METRICS of the step's variant (train_last for the partial last batch). Every handle was resolved at
+// ACCUM_METRICS of the step's variant (train_last for the partial last batch; the lowres variants in the end
+// stage of a progressive resolution, each batch resized while staged). Every handle was resolved at
 // compile time; the loop does array reads and launches only. Metrics are read back once per pass. Tested by
 // tests/e2e.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "fresco/core/compiler.h"
 #include "fresco/core/data/augment.h"
 #include "fresco/core/data/dataset.h"
+#include "fresco/core/data/resize.h"
 #include "fresco/ops.h"
 
 namespace fresco {
@@ -21,9 +24,14 @@ class Executor {
  public:
   Executor(const CompiledModel& m, Runtime& rt);
   // Copies samples idx[0..count) of `d` into staging buffer `ab` (labels, then NHWC bytes); with
-  // `augment_epoch`
-  // >= 0 and an active augmentation, each image is augmented with that epoch's draws.
-  void stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count, int64_t augment_epoch = -1);
+  // `augment_epoch` >= 0 and an active augmentation, each image is augmented with that epoch's draws; for
+  // a train variant `v` at a smaller input size (progressive resolution) each image is then resized to it.
+  void stage(char ab, const data::Dataset& d, const uint32_t* idx, int64_t count, int64_t augment_epoch,
+             Variant v);
+  // The train variant of a step of `epoch` on a batch of `count` (the last of an epoch may be partial):
+  // train_base / train_last in the progressive resolution's begin stage (or without one), train_lowres /
+  // train_lowres_last in its end stage.
+  Variant train_variant(uint32_t epoch, int64_t count) const;
   // Training-time augmentation for train_epoch (off by default); draws come from `seed`.
   void set_augmentation(const data::Augmentation& a, uint64_t seed) {
     aug_ = a;
@@ -52,6 +60,10 @@ class Executor {
   uint64_t labels_offset_ = 0, data_offset_ = 0;  // inside a staging buffer
   data::Augmentation aug_;
   uint64_t aug_seed_ = 0;
+  // Progressive resolution: per variant, the resize from the data's size to its input (identity: none),
+  // and room for the augmented images of a batch before they are resized (allocated once).
+  std::array<data::AreaResize, kVariantCount> resize_;
+  std::vector<uint8_t> resize_scratch_;
   // Per variant and buffer: capture indices (-1 = none), resolved once.
   int transfer_[kVariantCount][2];
   int step_[kVariantCount][2];

@@ -28,6 +28,9 @@ struct JobSpec {
   bool freeze_first_layer = false;  // "freeze_first_layer": true (CompileOptions::freeze_first_layer)
   double ema_decay = 0.0;           // "ema": {"decay": d, "every": k} (DeepLearningTask::ema); 0: none
   int32_t ema_every = 1;
+  // "progressive_resolution": {"begin": side or [h, w], "end": ..., "begin_epochs": n} (either size absent:
+  // the data's); DeepLearningTask::progressive_resolution
+  ProgressiveResolution progressive;
   CrossEntropyLoss loss;
   Optimizer optimizer = AdamW();
   Scheduler scheduler;

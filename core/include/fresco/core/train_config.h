@@ -201,4 +201,18 @@ struct Normalization {
   void validate(int64_t channels) const;
 };
 
+// Progressive resolution (DESIGN §7, its two stages): the first `begin_epochs` epochs train on images
+// resized to begin_h x begin_w, the others at end_h x end_w (0: the data's height or width); evaluation is
+// always at the data's resolution. Images are only made smaller: each side at most the data's, resized by
+// area averaging (data/resize.h) after the augmentation, while the batch is staged. The model must not
+// depend on the resolution but through its maps' sizes (a global pool before the classifier, not a flatten
+// of a spatial map). begin_epochs 0: off, one stage at the data's resolution.
+struct ProgressiveResolution {
+  int64_t begin_h = 0, begin_w = 0, end_h = 0, end_w = 0;
+  int32_t begin_epochs = 0;
+  bool enabled() const noexcept { return begin_epochs > 0; }
+  // Against the data's sides and the job's epochs (the end stage must run): kBadConfig naming the field.
+  void validate(int64_t data_h, int64_t data_w, int32_t epochs) const;
+};
+
 }  // namespace fresco
