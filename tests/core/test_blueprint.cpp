@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/config_error.h"
 #include "core/temp_dir.h"
 #include "fresco/core/blueprint.h"
 #include "fresco/core/error.h"
@@ -14,14 +15,7 @@ using namespace fresco;
 
 namespace {
 std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kBadConfig) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return {};
+  return test::config_error_of(f);
 }
 const char* kJob = R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"fashion-mnist","path":"/x"}})";
 }  // namespace

@@ -197,6 +197,8 @@ std::string atlas_dot(const CompiledModel& m) {
     d += "  subgraph cluster_v" + std::to_string(v) + " {\n";
     d += "    label=" +
          lines({variant_name(var), "batch " + std::to_string(m.batch_of[static_cast<size_t>(v)]) + ", " +
+                                       std::to_string(m.sample_of[static_cast<size_t>(v)].w) + "x" +
+                                       std::to_string(m.sample_of[static_cast<size_t>(v)].h) + ", " +
                                        (train ? "train" : "inference") + " graph"}) +
          ";\n";
     d += std::string("    style=\"rounded,filled\"; fillcolor=\"") + (train ? "#eef4fb" : "#f3eefb") +

@@ -604,10 +604,14 @@ std::string memory_map_text(const CompiledModel& m) {
   s += strf("  %-29s %14s %10s\n", "total arena", with_commas(total).c_str(), human(total).c_str());
   s += "\nvariants: bytes the shapes use / slot bytes (all tensors; batched tensors only)\n";
   for (const VariantTotal& v : variant_totals(m))
-    s += strf("  %-18s batch %6lld  %14s / %14s %5.1f%%   %12s / %12s %5.1f%%\n", variant_name(v.v),
-              static_cast<long long>(v.batch), with_commas(v.shape).c_str(), with_commas(v.slots).c_str(),
-              percent(v.shape, v.slots), with_commas(v.batched_shape).c_str(),
-              with_commas(v.batched_slots).c_str(), percent(v.batched_shape, v.batched_slots));
+    s += strf("  %-18s batch %6lld %9s  %14s / %14s %5.1f%%   %12s / %12s %5.1f%%\n", variant_name(v.v),
+              static_cast<long long>(v.batch),
+              (std::to_string(m.sample_of[static_cast<int>(v.v)].w) + "x" +
+               std::to_string(m.sample_of[static_cast<int>(v.v)].h))
+                  .c_str(),
+              with_commas(v.shape).c_str(), with_commas(v.slots).c_str(), percent(v.shape, v.slots),
+              with_commas(v.batched_shape).c_str(), with_commas(v.batched_slots).c_str(),
+              percent(v.batched_shape, v.batched_slots));
   return s;
 }
 
