@@ -187,7 +187,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
       case RangeRef::Kind::TENSOR: {
         const DTensor& t = plan.tensor(r.tensor);
         f.data = arena_ + t.offset;
-        f.bytes = t.slot_bytes;
+        f.bytes = r.values_only ? static_cast<uint64_t>(t.shape.numel()) * dtype_size(t.dtype) : t.slot_bytes;
         break;
       }
       case RangeRef::Kind::STAGING:

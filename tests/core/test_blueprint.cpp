@@ -5,17 +5,19 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/config_error.h"
 #include "core/temp_dir.h"
 #include "fresco/core/blueprint.h"
 #include "fresco/core/error.h"
 #include "fresco/core/job.h"
+#include "support/error_of.h"
 
 using namespace fresco;
 
 namespace {
 std::string error_of(const std::function<void()>& f) {
-  return test::config_error_of(f);
+  const auto [code, what] = test::error_of(f);
+  EXPECT_EQ(code, ErrorCode::kBadConfig) << what;
+  return what;
 }
 const char* kJob = R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"fashion-mnist","path":"/x"}})";
 }  // namespace
@@ -241,9 +243,7 @@ std::string refusal(const std::string& sched) {
 }
 }  // namespace
 
-// A relative data path in a job file is the file's; an absolute one and a parsed text's stay as written.
-// The per-epoch schedulers in a job file: each kind with its own keys, another kind's key named as such,
-// required keys asked for, and the settings checked with the file's name.
+// progressive_resolution in a job file: one side or [height, width], the keys it needs and refuses.
 TEST(Job, ProgressiveResolution) {
   const std::string head = R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},)";
   const JobSpec j =
@@ -270,6 +270,9 @@ TEST(Job, ProgressiveResolution) {
   EXPECT_NE(err(R"({"begin":8,"begin_epochs":1,"ramp":2})").find("unknown key \"ramp\""), std::string::npos);
 }
 
+// A relative data path in a job file is the file's; an absolute one and a parsed text's stay as written.
+// The per-epoch schedulers in a job file: each kind with its own keys, another kind's key named as such,
+// required keys asked for, and the settings checked with the file's name.
 TEST(Job, PerEpochSchedulers) {
   const Scheduler step = parse(R"({"type":"step","step_size":2,"gamma":0.5,"warmup_epochs":1})").scheduler;
   EXPECT_EQ(step.type, Scheduler::Type::STEP);

@@ -8,14 +8,18 @@
 #include <functional>
 #include <string>
 
-#include "core/config_error.h"
 #include "fresco/core/compiler.h"
 #include "fresco/core/error.h"
 #include "small_compile_options.h"
+#include "support/error_of.h"
 
 using namespace fresco;
 
 namespace {
+std::string message_of(const std::function<void()>& f) {
+  return test::error_of(f).second;
+}
+
 CompileOptions options(int64_t begin, int64_t end) {
   CompileOptions o = test::rgb_compile_options(16, 4);
   o.train_samples = 10;  // batches of 4, 4 and 2: train_last and train_lowres_last exist
@@ -105,27 +109,25 @@ TEST(ProgressiveResolution, OffKeepsEveryTrainVariantAtTheInputSize) {
 TEST(ProgressiveResolution, RefusesWhatASizeWouldChange) {
   Compiler c;
   // an fc on a flattened map: its weights depend on the size
-  const std::string flat = test::config_error_of([&] {
+  const std::string flat = message_of([&] {
     c.compile(seq({conv(4, 3, 1, 1), relu(), flatten(), fc(10)}), options(8, 16));
   });
   EXPECT_NE(flat.find("so its weights would change; end the features with a global average pool"),
             std::string::npos)
       << flat;
   // a window larger than the begin stage's map, named with the size
-  const std::string small = test::config_error_of([&] {
+  const std::string small = message_of([&] {
     c.compile(seq({conv(4, 3, 1, 1), relu(), maxpool(4), conv(4, 3, 1, 0), gap(), fc(10)}), options(4, 16));
   });
   EXPECT_NE(small.find("does not fit"), std::string::npos) << small;
   EXPECT_NE(small.find("at the input size [1,4,4,3]"), std::string::npos) << small;
   // larger than the input
-  EXPECT_NE(test::config_error_of([&] {
-              c.compile(model(), options(20, 16));
-            }).find("each side in [1, the input's]"),
+  EXPECT_NE(message_of([&] { c.compile(model(), options(20, 16)); }).find("each side in [1, the input's]"),
             std::string::npos);
   // batchnorm with one value per channel at the begin size: a last batch of one sample on a 1x1 map
   CompileOptions one = options(1, 16);
   one.train_samples = 9;
-  EXPECT_NE(test::config_error_of([&] {
+  EXPECT_NE(message_of([&] {
               c.compile(seq({conv(4, 1, 1, 0), bn(), relu(), gap(), fc(10)}), one);
             }).find("(progressive resolution at [1,1,1,3])"),
             std::string::npos);

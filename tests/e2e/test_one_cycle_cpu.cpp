@@ -62,6 +62,22 @@ TEST(OneCycleCpu, TakesTheLrAndTheMomentumOfEveryStep) {
 
 // SGD's buffer exists for every step or none, so a cycle that reaches momentum 0 is refused for SGD (PyTorch
 // would skip the buffer's update at that step); Adam's beta1 may be 0.
+// A table scheduler shorter than the run holds its last lr and its last momentum past its end: the same
+// bits as the table written out to the run's length. (The momentum table was bound by its padded slot, so
+// a step past the end read the padding's 0 as its momentum.)
+TEST(OneCycleCpu, AShortTableHoldsItsLastMomentum) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  Scheduler short_table = TableLR({0.2f, 0.1f}), long_table = TableLR(std::vector<float>(12, 0.1f));
+  short_table.momenta = {0.9f, 0.5f};
+  long_table.table[0] = 0.2f;
+  long_table.momenta.assign(12, 0.5f);
+  long_table.momenta[0] = 0.9f;
+  for (const Optimizer& opt : {SGD(0.9f, true), Adam()}) {
+    SCOPED_TRACE(opt.name());
+    EXPECT_EQ(one_cycle_run(opt, short_table).second, one_cycle_run(opt, long_table).second);
+  }
+}
+
 TEST(OneCycleCpu, AnSgdMomentumCycleThroughZeroIsRefused) {
   PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
   Scheduler zero = OneCycleLR();

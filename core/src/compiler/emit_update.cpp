@@ -82,7 +82,7 @@ GraphNode update_node(const CompiledModel& m, const ParamGroup& gr, uint64_t ski
   };
   // a scheduler's per-step momentum (one-cycle's; ops.h, FR_KERNEL_STEP_MOMENTUM) as the third range input
   std::vector<RangeRef> rin = {rr(Family::G), scalars};
-  if (m.t.momentum_table != kNoTensor) rin.push_back(RangeRef::of(m.t.momentum_table, DType::F32));
+  if (m.t.momentum_table != kNoTensor) rin.push_back(RangeRef::values_of(m.t.momentum_table, DType::F32));
   GraphNode n;
   if (o.type == Optimizer::Type::LARS && gr.last == ParamKind::DEEP_CONV) {
     n = range_node(FR_OP_LARS_UPDATE, rin, {rr(Family::W), rr(Family::M)}, "lars");  // one tensor

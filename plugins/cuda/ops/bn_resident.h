@@ -6,6 +6,11 @@
 // fit are read again). The same bits as the three kernels, by construction: the partials, totals, finalize
 // and apply are the same device code (channel_sums.cuh, batchnorm_finalize.cuh). Context::bn_resident
 // (FRESCO_CUDA_BN_RESIDENT) says where it runs. Test: tests/plugins/cuda/test_cuda_bn_resident.cpp.
+// A grid is sized to fill the whole GPU: a non-cooperative kernel beside it (a side stream's weight
+// gradient) only delays some of its blocks, but two of these grids at once could each hold SMs the other
+// waits for. Without CompileOptions::fork_shortcuts every batchnorm runs on the main stream, one at a time;
+// with it, a projection's batchnorm runs beside the main branch's, so the resident modes are not for
+// forked shortcuts (untested; docs/decisions.md).
 #pragma once
 
 #include <utility>

@@ -34,7 +34,18 @@ inline bool have_gpu() {
     GTEST_SKIP() << "no CUDA device (or no CUDA plugin): skipped"; \
   }
 
-enum class Fill { RANDOM, ZERO, LABELS, BYTES, SCALARS, POSITIVE, RELU /* half zeros, as after a relu */ };
+// SCALARS: an FrStepScalars at step 3 with 3 updates; SCALARS_AHEAD: at step 5 with 3 updates (two steps
+// skipped by loss scaling), so a kernel reading one counter for the other is seen.
+enum class Fill {
+  RANDOM,
+  ZERO,
+  LABELS,
+  BYTES,
+  SCALARS,
+  SCALARS_AHEAD,
+  POSITIVE,
+  RELU /* half zeros, as after a relu */
+};
 
 struct TensorSpec {
   DType dtype;
@@ -69,11 +80,11 @@ inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
   } else if (t.fill == Fill::BYTES) {
     std::uniform_int_distribution<int> d(0, 255);
     for (auto& b : bytes) b = static_cast<uint8_t>(d(rng));
-  } else if (t.fill == Fill::SCALARS) {
+  } else if (t.fill == Fill::SCALARS || t.fill == Fill::SCALARS_AHEAD) {
     FrStepScalars s{};
     s.lr = 0.01f;
     s.loss_scale = 1.0f;
-    s.step = 3;
+    s.step = t.fill == Fill::SCALARS ? 3 : 5;
     s.updates = 3;
     s.seed_lo = 1234;
     s.seed_hi = 5;

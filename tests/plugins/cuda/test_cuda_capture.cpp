@@ -232,6 +232,10 @@ TEST(CudaCapture, ResidentBatchnormGivesTheSameBits) {
     const ScopedEnv fwd("FRESCO_CUDA_BN_RESIDENT", "2");
     expect_small_residual_same_bits("FRESCO_CUDA_BN_RESIDENT_BACKWARD", {"0", "2"});
   }
+  {  // and with the graph's memset kernels after programmatic edges, which may follow a cooperative node
+    const ScopedEnv fwd("FRESCO_CUDA_BN_RESIDENT", "2"), bwd("FRESCO_CUDA_BN_RESIDENT_BACKWARD", "2");
+    expect_small_residual_same_bits("FRESCO_CUDA_GRAPH_MEMSET_DEPENDENT", {"0", "1"});
+  }
   // and the kernels really ran: the captured step names them in every precision
   const std::string prefix = testing::TempDir() + "fresco_resident_graph_" + std::to_string(getpid()) + "_";
   const ScopedEnv fwd("FRESCO_CUDA_BN_RESIDENT", "2"), bwd("FRESCO_CUDA_BN_RESIDENT_BACKWARD", "2"),

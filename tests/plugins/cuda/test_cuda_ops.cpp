@@ -574,20 +574,29 @@ TEST(CudaOps, Optimizers) {
   sgd.node.with_params(FrSgdParams{0.9f, 5e-4f, 1, 0});
   sgd.outputs = {0, 1};
   expect_same(sgd, 1e-7, "sgd nesterov");
-  OpCase cycled = sgd;  // the momentum of the scalars' step (3) from a per-step table (ops.h)
-  cycled.tensors.push_back({DType::F32, {1, 1, 1, 7}, Fill::POSITIVE});
-  cycled.node.rin.push_back(f32(4));
-  expect_same(cycled, 1e-7, "sgd with a momentum table");
+  // The momentum of the scalars' step (5, not the update count 3) from a per-step table (ops.h), bound by
+  // its values as the compiler binds it; a table of 2 holds its last value past its end.
+  for (int64_t len : {7, 2}) {
+    OpCase cycled = sgd;
+    cycled.tensors[3].fill = Fill::SCALARS_AHEAD;
+    cycled.tensors.push_back({DType::F32, {1, 1, 1, len}, Fill::POSITIVE});
+    cycled.node.rin.push_back(RangeRef::values_of(4, DType::F32));
+    expect_same(cycled, 1e-7, "sgd with a momentum table of " + std::to_string(len));
+  }
   for (int64_t n : {int64_t{4096 + 17}, int64_t{3 * 8192 + 5}, int64_t{1024 * 8192 + 77}}) {
     // one tensor's trust ratio, its norms added in another order than the CPU's: one block's, several
-    // blocks', and the most blocks' with more than 8192 values each
+    // blocks', and the most blocks' with more than 8192 values each. The buffer starts at 0, so its output
+    // is q (g + wd w) and shows an error in the ratio itself (a block's partial lost or counted twice moves
+    // it by about 1 / (2 blocks)); a large decay makes its part of the norm count.
     OpCase lars = sgd;
     for (int i = 0; i < 3; ++i) lars.tensors[static_cast<size_t>(i)].shape = Shape{1, 1, 1, n};
+    lars.tensors[1].fill = Fill::ZERO;
     lars.node.op = FR_OP_LARS_UPDATE;
-    lars.node.with_params(FrLarsParams{0.9f, 5e-4f, 0.02f, 0});
+    lars.node.with_params(FrLarsParams{0.9f, 0.1f, 0.02f, 0});
     expect_same(lars, 1e-6, "lars n=" + std::to_string(n));
+    lars.tensors[3].fill = Fill::SCALARS_AHEAD;
     lars.tensors.push_back({DType::F32, {1, 1, 1, 7}, Fill::POSITIVE});
-    lars.node.rin.push_back(f32(4));
+    lars.node.rin.push_back(RangeRef::values_of(4, DType::F32));
     expect_same(lars, 1e-6, "lars with a momentum table n=" + std::to_string(n));
   }
   for (int decoupled : {0, 1}) {
@@ -601,9 +610,16 @@ TEST(CudaOps, Optimizers) {
     adam.node.with_params(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, decoupled, 0});
     adam.outputs = {0, 1, 2};
     expect_same(adam, 1e-6, decoupled ? "adamw" : "adam");
-    adam.tensors.push_back({DType::F32, {1, 1, 1, 2}, Fill::POSITIVE});  // beta1 per step: the last past it
-    adam.node.rin.push_back(f32(5));
-    expect_same(adam, 1e-6, decoupled ? "adamw with a beta1 table" : "adam with a beta1 table");
+    // beta1 per step, at step 5 with bias corrections for 3 updates; a table of 2: the last past its end
+    adam.tensors[4].fill = Fill::SCALARS_AHEAD;
+    for (int64_t len : {7, 2}) {
+      OpCase table = adam;
+      table.tensors.push_back({DType::F32, {1, 1, 1, len}, Fill::POSITIVE});
+      table.node.rin.push_back(RangeRef::values_of(5, DType::F32));
+      expect_same(
+          table, 1e-6,
+          std::string(decoupled ? "adamw" : "adam") + " with a beta1 table of " + std::to_string(len));
+    }
   }
 }
 

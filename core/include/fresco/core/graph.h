@@ -69,6 +69,7 @@ struct RangeRef {
   // Parallel families (W, G, M, V) have the same layout, so one part names the same tensors in each.
   uint64_t skip = 0;
   int64_t take = -1;
+  bool values_only = false;  // TENSOR: values_of
 
   static RangeRef regions(Region a, Region b, DType t = DType::F32) {
     return {Kind::REGIONS, a, b, kNoTensor, 'A', t};
@@ -79,8 +80,17 @@ struct RangeRef {
     r.take = take;
     return r;
   }
+  // A tensor's whole slot (TENSOR: FrRange::bytes is its slot_bytes, which may be padded past its values).
   static RangeRef of(TensorId id, DType t) {
     return {Kind::TENSOR, Region::T_TEMP, Region::T_TEMP, id, 'A', t};
+  }
+  // A tensor's values only (FrRange::bytes = its elements times their size): for a table whose length the
+  // kernel takes from the range (a scheduler's momenta: a step past its end takes the last value, not the
+  // slot's padding).
+  static RangeRef values_of(TensorId id, DType t) {
+    RangeRef r = of(id, t);
+    r.values_only = true;
+    return r;
   }
   static RangeRef staging_buffer(char ab) {
     return {Kind::STAGING, Region::T_TEMP, Region::T_TEMP, kNoTensor, ab, DType::U8};
