@@ -192,6 +192,12 @@ void Compiler::build_computation_graph(CompiledModel& m) {
                    &m.options};
     rule_for(first.kind).backward(bx, first, layer_input(m, fp), first.out, first.grad_out, kNoTensor);
   }
+  if (m.options.ranks > 1)  // every gradient, averaged over the ranks before the update (DESIGN §10)
+    tr.add(GraphId::DEEP_COMM,
+           range_node(FR_OP_ALLREDUCE_MEAN, {},
+                      {RangeRef::regions(param_region(Family::G, ParamKind::BN_BIAS),
+                                         param_region(Family::G, ParamKind::DEEP_CONV), DType::F32)},
+                      "gradient all-reduce"));
   compile_detail::emit_update(tr, m);
   // The step's metrics read only the loss's sums: with a side stream they run there, beside the backward
   // (the executor fuses ACCUM_METRICS between DEEP_FWD_BWD and the first layer's backward).
@@ -276,6 +282,13 @@ CompiledModel Compiler::compile(const BluePrint& bp, const CompileOptions& o) {
   o.scheduler.validate();
   check_schedule(o);
   o.normalize.validate(o.input_sample.c);
+  FRESCO_CHECK(o.ranks >= 1 && o.ranks <= 4096, ErrorCode::kBadConfig,
+               "ranks must be 1 to 4096, found " + std::to_string(o.ranks));
+  FRESCO_CHECK(o.ranks == 1 || o.precision != DType::F16, ErrorCode::kBadConfig,
+               "fp16 with several ranks is not built: its loss-scale check would see one rank's gradients "
+               "(use bf16 or fp32)");
+  FRESCO_CHECK(o.ranks == 1 || o.early_update != CompileOptions::EarlyUpdate::ON, ErrorCode::kBadConfig,
+               "early_update with several ranks: an update must wait for the gradients' all-reduce");
   CompiledModel m;
   m.options = o;
   m.arch = derive_arch_plan(bp, o);

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "data_parallel.h"
 #include "fresco/core/error.h"
 #include "fresco/core/executor.h"
 #include "fresco/core/log.h"
@@ -74,6 +75,7 @@ FRESCO_SETTER(augment(data::Augmentation a), augment_ = a)
 FRESCO_SETTER(seed(uint64_t s), seed_ = s)
 FRESCO_SETTER(shuffle(bool on), shuffle_ = on)
 FRESCO_SETTER(progressive_resolution(ProgressiveResolution p), progressive_ = p)
+FRESCO_SETTER(ranks(int32_t n), ranks_ = n)
 FRESCO_SETTER(on_epoch(std::function<void(const EpochReport&)> cb), on_epoch_ = std::move(cb))
 #undef FRESCO_SETTER
 
@@ -129,15 +131,20 @@ void DeepLearningTask::plan() {
     log().warn("batch size {} is larger than the {} training samples: each epoch is one batch of {}", batch_,
                train_.n, train_.n);
 
+  FRESCO_CHECK(ranks_ >= 1 && ranks_ <= 4096 && batch_ % ranks_ == 0, ErrorCode::kBadConfig,
+               "ranks " + std::to_string(ranks_) + ": must be 1 to 4096 and divide batch_size " +
+                   std::to_string(batch_) + " (each rank trains batch_size / ranks samples a step)");
   CompileOptions o;
   o.input_sample = Shape{1, train_.h, train_.w, train_.c};
   o.num_classes = train_.num_classes;
-  o.batch = batch_;
-  o.train_samples = train_.n;
-  o.val_batch = val_batch_ > 0 ? val_batch_ : batch_;
+  // Each rank's share: batch_size / ranks a step over its part of the epoch (rank_order).
+  o.batch = batch_ / ranks_;
+  o.train_samples = (train_.n + ranks_ - 1) / ranks_;
+  o.val_batch = val_batch_ > 0 ? val_batch_ : o.batch;
   o.val_samples = test_.n;
-  o.steps_per_epoch = (train_.n + batch_ - 1) / batch_;
+  o.steps_per_epoch = (o.train_samples + o.batch - 1) / o.batch;
   o.total_steps = o.steps_per_epoch * epochs_;
+  o.ranks = ranks_;
   o.normalize = norm_;
   o.loss = loss_;
   opt_.validate();  // as configured, before a one-cycle schedule sets its momentum (as PyTorch's SGD checks)
@@ -192,9 +199,31 @@ void DeepLearningTask::compile() {
       precision_ == DType::F32 || device_ != "cpu", ErrorCode::kBadConfig,
       std::string("precision ") + dtype_name(precision_) +
           " runs on a GPU only: the cpu backend computes in fp32 (use device cuda or precision fp32)");
-  runtime_ = std::make_unique<Runtime>(device_);
+  if (ranks_ > 1 && rank_ == 0) {
+    compile_ranks();  // every rank's compile_this_rank, each on its thread
+  } else if (rank_ == 0) {
+    compile_this_rank();
+  } else {
+    throw Error(ErrorCode::kInternal, "compile() on a replica: its rank 0 compiles it");
+  }
+  log().info(
+      "compiled {} on {}{}: {} parameters, device memory {:.2f} MiB (arena {:.2f} + kernel workspaces "
+      "{:.2f}), "
+      "{} tensors; slots {} / unique {} / reused {}; {:.2f} s",
+      bp_.describe(), device_, ranks_ > 1 ? " x " + std::to_string(ranks_) + " ranks" : std::string(),
+      model_->arch.parameter_count, runtime_->device_bytes() / 1048576.0,
+      (runtime_->device_bytes() - runtime_->workspace_bytes()) / 1048576.0,
+      runtime_->workspace_bytes() / 1048576.0, model_->base_plan().size(), model_->atlas.stats().slots,
+      model_->atlas.stats().unique, model_->atlas.stats().reused, seconds_since(t0));
+}
+
+void DeepLearningTask::compile_this_rank() {
+  // cuda: device r for rank r; a cpu context each
+  const int32_t device_index = device_ == "cpu" ? 0 : rank_;
+  runtime_ = std::make_unique<Runtime>(device_, device_index);
   const MemoryPlan& plan = model_->base_plan();
   runtime_->allocate(plan, plan.region_range(Region::I_A_LABELS, Region::I_A_DATA).bytes);
+  if (group_) runtime_->attach_comm(group_->api, group_->group, rank_, device_index);
   const CaptureStats cs = runtime_->pre_capture(model_->atlas);
   exec_ = std::make_unique<Executor>(*model_, *runtime_);
   exec_->set_augmentation(augment_, seed_);
@@ -219,13 +248,7 @@ void DeepLearningTask::compile() {
     runtime_->upload(plan, model_->t.momentum_table, sched_run_.momenta.data(),
                      sched_run_.momenta.size() * sizeof(float));
   advance(Phase::COMPILED);
-  log().info(
-      "compiled {} on {}: {} parameters, device memory {:.2f} MiB (arena {:.2f} + kernel workspaces {:.2f}), "
-      "{} tensors; slots {} / unique {} / reused {}; {:.2f} s",
-      bp_.describe(), device_, model_->arch.parameter_count, runtime_->device_bytes() / 1048576.0,
-      (runtime_->device_bytes() - runtime_->workspace_bytes()) / 1048576.0,
-      runtime_->workspace_bytes() / 1048576.0, plan.size(), cs.slots, cs.unique, cs.reused,
-      seconds_since(t0));
+  log().debug("rank {}: {} kernel calls prepared", rank_, cs.calls);
 }
 
 // PyTorch's default Linear init (kaiming_uniform with a = sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for
@@ -280,7 +303,13 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
       epochs >= 0, ErrorCode::kUsage,
       "DeepLearningTask::run: epochs must be 0 (all that are left) or more, found " + std::to_string(epochs));
   const int32_t end = epochs == 0 || epochs >= epochs_ - epochs_done_ ? epochs_ : epochs_done_ + epochs;
-  return train_until(end, -1);
+  if (replicas_.empty()) return train_until(end, -1);
+  TrainingResult result;
+  on_every_rank([&](DeepLearningTask& t) {
+    TrainingResult r = t.train_until(end, -1);
+    if (&t == this) result = std::move(r);
+  });
+  return result;
 }
 
 TrainingResult DeepLearningTask::run_steps(int64_t steps) {
@@ -291,7 +320,13 @@ TrainingResult DeepLearningTask::run_steps(int64_t steps) {
   FRESCO_CHECK(steps >= 0, ErrorCode::kUsage,
                "DeepLearningTask::run_steps: steps must be 0 (all that are left) or more, found " +
                    std::to_string(steps));
-  return train_until(epochs_, steps == 0 ? -1 : steps);
+  if (replicas_.empty()) return train_until(epochs_, steps == 0 ? -1 : steps);
+  TrainingResult result;
+  on_every_rank([&](DeepLearningTask& t) {
+    TrainingResult r = t.train_until(t.epochs_, steps == 0 ? -1 : steps);
+    if (&t == this) result = std::move(r);
+  });
+  return result;
 }
 
 TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
@@ -301,13 +336,16 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
   std::vector<uint32_t> order(static_cast<size_t>(train_.n));
   for (int32_t e = epochs_done_; e < end && budget != 0; ++e) {
     const auto t0 = Clock::now();
-    if (shuffle_)
+    if (shuffle_) {
       order = data::shuffled_indices(static_cast<uint32_t>(train_.n), seed_, static_cast<uint32_t>(e));
-    else
+    } else {
+      order.resize(static_cast<size_t>(train_.n));
       std::iota(order.begin(), order.end(), 0u);
+    }
     const int64_t first = epoch_steps_done_;
     const int64_t last = budget < 0 || budget >= spe - first ? spe : first + budget;  // no overflow
-    if (progressive_.enabled() && first == 0 && (e == 0 || e == progressive_.begin_epochs)) {
+    if (ranks_ > 1) order = rank_order(order);                                        // this rank's part
+    if (progressive_.enabled() && rank_ == 0 && first == 0 && (e == 0 || e == progressive_.begin_epochs)) {
       const Shape s = model_->sample_of[static_cast<int>(exec_->train_variant(
           static_cast<uint32_t>(e), model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)]))];
       log().info("epoch {}: training at {}x{} (progressive resolution, {} stage; evaluation at {}x{})", e + 1,
@@ -323,6 +361,10 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
       break;
     }
     epoch_steps_done_ = 0;
+    if (rank_ != 0) {  // rank 0 reports and evaluates
+      epochs_done_ = e + 1;
+      continue;
+    }
     EpochReport r;
     r.epoch = e + 1;
     r.train_seconds = seconds_since(t0);
@@ -359,6 +401,7 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
 
 void DeepLearningTask::stage_batch(const uint32_t* idx, int64_t count) {
   require(Phase::COMPILED, "DeepLearningTask::stage_batch");
+  require_one_rank("stage_batch");
   FRESCO_CHECK(idx, ErrorCode::kUsage, "stage_batch: no index array");
   FRESCO_CHECK(count == model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)], ErrorCode::kUsage,
                "stage_batch: a batch of " + std::to_string(count) + " is not train_base's");
@@ -371,6 +414,7 @@ void DeepLearningTask::stage_batch(const uint32_t* idx, int64_t count) {
 
 float DeepLearningTask::train_step(const uint32_t* idx, int64_t count) {
   require(Phase::COMPILED, "DeepLearningTask::train_step");
+  require_one_rank("train_step");
   steps_outside_run_ = true;
   FRESCO_CHECK(count >= 1 && idx, ErrorCode::kUsage,
                "train_step: needs at least one sample index, found " + std::to_string(count) +
@@ -446,6 +490,7 @@ EvalResult DeepLearningTask::evaluate(bool ema) {
 
 std::vector<float> DeepLearningTask::test_logits(int64_t count) {
   require(Phase::COMPILED, "DeepLearningTask::test_logits");
+  require_one_rank("test_logits");
   const int64_t vb = model_->batch_of[static_cast<int>(Variant::VAL_BASE)];
   FRESCO_CHECK(count > 0 && count <= vb && count <= test_.n, ErrorCode::kUsage,
                "test_logits: count " + std::to_string(count) + " must be in [1, val batch " +
@@ -544,6 +589,7 @@ void DeepLearningTask::write_param(int32_t layer, const std::string& which,
     for (const auto& [e, w] : ema_pairs())
       if (w == id) runtime_->upload(model_->base_plan(), e, stored.data(), stored.size() * sizeof(float));
   cast_weights();
+  for (auto& r : replicas_) r->write_param(layer, which, values);  // every rank holds the same weights
 }
 
 void DeepLearningTask::cast_weights() {
@@ -592,6 +638,7 @@ void DeepLearningTask::restore(const std::vector<std::pair<std::string, std::vec
     runtime_->upload(model_->base_plan(), targets[i]->id, state[i].second.data(),
                      state[i].second.size() * sizeof(float));
   cast_weights();
+  for (auto& r : replicas_) r->restore(state);  // every rank holds the same state
 }
 
 float DeepLearningTask::current_lr() {
@@ -606,6 +653,7 @@ uint64_t DeepLearningTask::device_memory_bytes() const {
 
 double DeepLearningTask::time_steps(int steps) {
   require(Phase::COMPILED, "DeepLearningTask::time_steps");
+  require_one_rank("time_steps");
   const int64_t b = model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)];
   std::vector<uint32_t> idx(static_cast<size_t>(b));
   std::iota(idx.begin(), idx.end(), 0u);

@@ -58,6 +58,7 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
                                      GraphId::ACCUM_METRICS,
                                      x ? GraphId::FIRST_LAYER_BWD_B : GraphId::FIRST_LAYER_BWD_A,
                                      GraphId::GRAD_CAST,
+                                     GraphId::DEEP_COMM,
                                      GraphId::NAN_CHECK_AND_GRAD_SCALING,
                                      GraphId::OPTIMIZER};
         if (m.weight_cast_in_step) step.push_back(GraphId::WEIGHT_CAST);

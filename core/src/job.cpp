@@ -31,7 +31,8 @@ const std::set<std::string>& top_level_keys() {
                                              "batch_size", "epochs",    "seed",
                                              "device",     "precision", "freeze_first_layer",
                                              "augment",    "loss",      "optimizer",
-                                             "scheduler",  "ema",       "progressive_resolution"};
+                                             "scheduler",  "ema",       "progressive_resolution",
+                                             "ranks"};
   return keys;
 }
 
@@ -196,6 +197,9 @@ JobSpec parse_job(const std::string& text, const std::string& source) {
   s.device = r.get<std::string>("device", "auto");
   s.precision = parse_precision(r.get<std::string>("precision", "fp32"), source + ".precision");
   s.freeze_first_layer = r.get<bool>("freeze_first_layer", false);
+  s.ranks = r.get<int32_t>("ranks", 1);
+  FRESCO_CHECK(s.ranks >= 1, ErrorCode::kBadConfig,
+               source + ".ranks: must be 1 or more, found " + std::to_string(s.ranks));
   if (r.has("augment")) {  // training-time augmentation: {"crop_pad": 4, "flip": true}
     Reader a{r.at("augment"), source + ".augment", {}};
     a.object();
@@ -455,7 +459,8 @@ void configure(DeepLearningTask& task, const JobSpec& job) {
       .scheduler(job.scheduler)
       .freeze_first_layer(job.freeze_first_layer)
       .ema(job.ema_decay, job.ema_every)
-      .progressive_resolution(job.progressive);
+      .progressive_resolution(job.progressive)
+      .ranks(job.ranks);
   if (job.normalize_set) task.normalize(job.normalize);
 }
 

@@ -225,6 +225,13 @@ std::string open_plugin(const std::string& path, std::unique_ptr<boost::dll::sha
            "' lacks a required function (context_create, context_destroy, arena_alloc, arena_free, "
            "host_alloc, "
            "host_free and memcpy_async must be set)";
+  // ABI 1.1's collective backend (1.0 plugins left the field reserved: NULL)
+  const auto* comm = info.abi_minor >= 1 ? static_cast<const FrCommApi*>(plugin.comm) : nullptr;
+  if (comm && (comm->struct_size < sizeof(FrCommApi) || !comm->name || !comm->device || !comm->group_create ||
+               !comm->group_destroy || !comm->comm_create || !comm->comm_destroy || !comm->group_abort))
+    return "FrCommApi is malformed (struct_size " + std::to_string(comm->struct_size) + " of " +
+           std::to_string(sizeof(FrCommApi)) + "; name, device and every function must be set)";
+  if (info.abi_minor < 1) plugin.comm = nullptr;
   if (plugin.n_kernels && !plugin.kernels)
     return "n_kernels is " + std::to_string(plugin.n_kernels) + " but no table";
   if (plugin.n_schemas && !plugin.schemas)
@@ -281,6 +288,10 @@ bool PluginRegistry::load_file(const std::string& path_in) {
   const FrDeviceApi* dev = plugin.device;
   if (dev && devices_.count(dev->name))
     return refuse(path, std::string("device '") + dev->name + "' already provided");
+  const auto* comm = static_cast<const FrCommApi*>(plugin.comm);
+  if (comm && comms_.count(comm->device))
+    return refuse(path, std::string("a collective backend for device '") + comm->device +
+                            "' is already provided by " + comms_.at(comm->device).second);
   // Check the whole kernel table before registering anything.
   for (uint32_t i = 0; i < plugin.n_kernels; ++i) {
     const FrKernelDef& k = plugin.kernels[i];
@@ -316,6 +327,7 @@ bool PluginRegistry::load_file(const std::string& path_in) {
     kernels_[static_cast<size_t>(it->second)].push_back({&k, k.device, path});
   }
   if (dev) devices_[dev->name] = dev;
+  if (comm) comms_[comm->device] = {comm, path};
   loaded_.push_back({path, name, info.version ? info.version : "", dev ? dev->name : "", info.abi_major,
                      info.abi_minor, plugin.n_kernels, plugin.n_schemas});
   libraries().push_back(std::move(lib));
@@ -339,6 +351,12 @@ std::vector<std::string> PluginRegistry::devices() const {
   std::vector<std::string> d;
   for (const auto& [n, api] : devices_) d.push_back(n);
   return d;
+}
+
+const FrCommApi* PluginRegistry::comm(const std::string& device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = comms_.find(device);
+  return it == comms_.end() ? nullptr : it->second.first;
 }
 
 const FrDeviceApi* PluginRegistry::device(const std::string& name) const {

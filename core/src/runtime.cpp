@@ -141,6 +141,8 @@ void Runtime::release() noexcept {
   if (staging_b_) api_->host_free(ctx_, staging_b_);
   for (auto* e : events_)
     if (e && api_->event_destroy) api_->event_destroy(ctx_, e);
+  if (comm_) comm_api_->comm_destroy(comm_);
+  comm_ = nullptr;
   for (auto* s : streams_)
     if (s && api_->stream_destroy) api_->stream_destroy(ctx_, s);
   if (ctx_) api_->context_destroy(ctx_);
@@ -166,6 +168,18 @@ void Runtime::allocate(const MemoryPlan& plan, uint64_t staging_bytes) {
     std::memset(staging_a_, 0, staging_bytes);
     std::memset(staging_b_, 0, staging_bytes);
   }
+}
+
+void Runtime::attach_comm(const FrCommApi* comm_api, void* group, int32_t rank, int32_t device_index) {
+  FRESCO_CHECK(comm_api && group && !comm_ && captures_.empty(), ErrorCode::kUsage,
+               "Runtime::attach_comm: once, with a collective backend and its group, before pre_capture");
+  FRESCO_CHECK(device_ == comm_api->device, ErrorCode::kInternal,
+               std::string("Runtime::attach_comm: the collective backend '") + comm_api->name +
+                   "' runs on '" + comm_api->device + "', this runtime on '" + device_ + "'");
+  throw_if_error(
+      comm_api->comm_create(group, rank, ctx_, device_index, &comm_),
+      std::string("creating rank ") + std::to_string(rank) + "'s communicator (" + comm_api->name + ")");
+  comm_api_ = comm_api;
 }
 
 ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
@@ -252,6 +266,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
                "(DeepLearningTask::join_epilogue)");
   FrCall& c = rc.call;
   c.struct_size = sizeof(FrCall);
+  c.comm = comm_;
   c.op = static_cast<uint32_t>(op);
   return rc;
 }

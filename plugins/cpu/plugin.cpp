@@ -6,6 +6,7 @@
 namespace fresco::cpu {
 
 extern const FrDeviceApi kCpuDevice;
+extern const FrCommApi kThreadsComm;
 
 #define FR_DECLARE_RUN(name) FR_CPU_KERNEL_RUN(name);
 #define FR_DECLARE_PREPARE(name) FR_CPU_KERNEL_PREPARE(name);
@@ -71,6 +72,7 @@ FR_DECLARE_RUN(ema_update)
 FR_DECLARE_RUN(adam_update)
 FR_DECLARE_PREPARE(lars_update)
 FR_DECLARE_RUN(lars_update)
+FR_DECLARE_RUN(allreduce_mean)
 
 namespace {
 constexpr uint32_t kF32 = FR_DTYPE_BIT(FR_F32);
@@ -137,6 +139,9 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_EMA_UPDATE, kF32, nullptr, ema_update_run),
     FR_KF(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, kStepMomentum, nullptr, adam_update_run),
     FR_KF(FR_RANGE, FR_OP_LARS_UPDATE, kF32, kStepMomentum, lars_update_prepare, lars_update_run),
+    // waits for the other ranks: outside the thread arena (ops/allreduce_mean.cpp)
+    {sizeof(FrKernelDef), FR_RANGE, FR_OP_ALLREDUCE_MEAN, "cpu", kF32, 0, nullptr, allreduce_mean_run,
+     nullptr},
 };
 #undef FR_K
 #undef FR_KF
@@ -158,7 +163,7 @@ extern "C" FR_EXPORT FrError* fresco_plugin_init(const FrHostApi* host, FrPlugin
     FR_PLUGIN_CHECK(out->struct_size >= sizeof(FrPlugin), FR_ERR_INVALID_ARGUMENT,
                     "cpu plugin: FrPlugin too small");
     out->device = &fresco::cpu::kCpuDevice;
-    out->comm = nullptr;
+    out->comm = &fresco::cpu::kThreadsComm;
     out->kernels = fresco::cpu::kKernels;
     out->n_kernels = sizeof(fresco::cpu::kKernels) / sizeof(fresco::cpu::kKernels[0]);
     out->schemas = nullptr;

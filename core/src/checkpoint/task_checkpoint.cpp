@@ -87,7 +87,8 @@ std::string DeepLearningTask::checkpoint_header() const {
   h["seed"] = seed_;
   h["freeze_first_layer"] = freeze_first_layer_;
   h["ema"] = {{"decay", ema_decay_}, {"every", ema_every_}};
-  if (progressive_.enabled())  // (a job without one keeps its header as before)
+  if (ranks_ > 1) h["ranks"] = ranks_;  // each rank's part of an epoch depends on it (one rank: no key)
+  if (progressive_.enabled())           // (a job without one keeps its header as before)
     h["progressive_resolution"] = {{"begin", {progressive_.begin_h, progressive_.begin_w}},
                                    {"end", {progressive_.end_h, progressive_.end_w}},
                                    {"begin_epochs", progressive_.begin_epochs}};
@@ -158,10 +159,11 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
   }
   if (weights_only) {
     load_checkpoint_weights(path, c);
+    for (auto& r : replicas_) r->load_checkpoint(path, true);
     return;
   }
-  {  // a job without a progressive resolution has no such key (its headers stayed as they were)
-    const char* key = "progressive_resolution";
+  // keys a job has only with the setting (its headers stayed as they were without it)
+  for (const char* key : {"progressive_resolution", "ranks"}) {
     const json none = "absent";
     const json& there = saved.contains(key) ? saved[key] : none;
     const json& mine = here.contains(key) ? here[key] : none;
@@ -216,6 +218,7 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
   epochs_done_ = static_cast<int32_t>(done);
   epoch_steps_done_ = within;
   steps_outside_run_ = false;
+  for (auto& r : replicas_) r->load_checkpoint(path, false);  // every rank from the same file
 }
 
 // The weights-only form: the B and W tensors found by name (the optimizer's state and the counters stay

@@ -43,8 +43,9 @@ bool early_grads_on(const CompiledModel& m) {
 }
 bool early_update_on(const CompiledModel& m) {
   // LARS updates tensor by tensor (its trust ratios), not in the byte parts the early update cuts
+  // nor with several ranks: an update must wait for the gradients' all-reduce (CompileOptions::ranks)
   return early_grads_on(m) && m.options.precision != DType::F16 &&
-         m.options.optimizer.type != Optimizer::Type::LARS;
+         m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1;
 }
 
 // Bytes of `span` up to the end of the last of `ids` (the first layer's tensors) stored in it; 0: none is.

@@ -1,4 +1,4 @@
-/* fresco plugin ABI, version 1: the only meeting point of the core and a backend or op library.
+/* fresco plugin ABI, version 1.1: the only meeting point of the core and a backend or op library.
  * Invariants: plain C99, fixed-width integers, no bitfields, alignment <= 8; every struct starts with
  * struct_size and only grows at the end; a NULL function pointer means "not provided".
  * Ownership is stated on every pointer. Tested by tests/core/test_plugin_loader.cpp and fresco-plugin-check.
@@ -20,7 +20,8 @@ extern "C" {
 #endif
 
 #define FR_ABI_MAJOR 1
-#define FR_ABI_MINOR 0
+/* 1.1: collective backends (FrCommApi, FrPlugin.comm) and FrCall.comm. */
+#define FR_ABI_MINOR 1
 /* The oldest minor a host of this major accepts from a plugin (and vice versa). */
 #define FR_ABI_MINOR_MIN 0
 
@@ -100,6 +101,9 @@ typedef struct FrCall {
   void* workspace;          /* workspace_bytes bytes owned by the host; NULL during prepare() */
   uint64_t workspace_bytes; /* as asked by prepare() */
   void* state;              /* from prepare(); NULL during prepare() */
+  /* ABI 1.1 (present when struct_size covers it): this rank's communicator (FrCommApi.comm_create) for the
+   * collective ops of ops.h; NULL when the job runs on one device. */
+  void* comm;
 } FrCall;
 
 /* ---- kernel table
@@ -176,6 +180,29 @@ typedef struct FrDeviceApi {
   void* ext; /* reserved, NULL */
 } FrDeviceApi;
 
+/* ---- collective backends (ABI 1.1; DESIGN §10) -----------------------------------------------------------
+ * Data parallelism: the ranks of one job are host threads of one process, each with its own device context
+ * and arena. A collective backend groups them; its kernels (collective ops of ops.h, in the kernel table
+ * under its device's name) read the rank's communicator from FrCall.comm. */
+typedef struct FrCommApi {
+  uint32_t struct_size;
+  uint32_t pad_;
+  const char* name;   /* "threads", "nccl" (static string) */
+  const char* device; /* FrDeviceApi.name of the device whose memory and streams its collectives use */
+  /* A group of `world` ranks; *group owned by the plugin until group_destroy, which comes after every
+   * rank's comm_destroy. */
+  FrError* (*group_create)(int32_t world, void** group);
+  void (*group_destroy)(void* group);
+  /* Rank `rank`'s communicator on its device context (device_ctx from FrDeviceApi.context_create for
+   * device_index), called on that rank's thread; it may wait until every rank has called it. */
+  FrError* (*comm_create)(void* group, int32_t rank, void* device_ctx, int32_t device_index, void** comm);
+  void (*comm_destroy)(void* comm);
+  /* Any thread: every collective of the group waiting now or called later fails (FR_ERR_COMM) instead of
+   * waiting for a rank that stopped. */
+  void (*group_abort)(void* group);
+  void* ext; /* reserved, NULL */
+} FrCommApi;
+
 /* ---- op schemas: custom ops an op library adds (usable in a BluePrint by name)
  * ----------------------------- */
 /* An op with n_in inputs and n_out outputs, optionally with POD params. For a layer op (1 in, 1 out) the
@@ -197,7 +224,7 @@ typedef struct FrPlugin {
   uint32_t struct_size;
   uint32_t n_kernels;
   const FrDeviceApi* device; /* NULL for op-only libraries */
-  const void* comm;          /* FrCommApi, reserved for ABI 1.x collective backends; NULL for now */
+  const void* comm;          /* ABI 1.1: a const FrCommApi* (static), or NULL; 1.0 plugins pass NULL */
   const FrKernelDef* kernels;
   const FrOpSchema* schemas; /* op libraries: the ops they add (static, owned by the plugin); else NULL */
   uint32_t n_schemas;

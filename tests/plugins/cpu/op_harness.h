@@ -138,6 +138,11 @@ class OpCall {
   OpCall& params(const P& p) {
     return raw_params(&p, sizeof(P));
   }
+  // The communicator a collective op reads (FrCall::comm; comm_threads.h).
+  OpCall& comm(void* c) {
+    comm_ = c;
+    return *this;
+  }
   // Any bytes as params (bad-size tests); size 0 passes a NULL pointer.
   OpCall& raw_params(const void* p, size_t size) {
     params_.assign(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + size);
@@ -163,6 +168,7 @@ class OpCall {
     c.params = params_.empty() ? nullptr : params_.data();
     c.params_size = static_cast<uint32_t>(params_.size());
     c.stream = nullptr;
+    c.comm = comm_;
     // 1. prepare, with data pointers hidden, as Runtime::pre_capture does.
     std::vector<FrTensor> pin = in_, pout = out_;
     std::vector<FrRange> prin = rin_, prout = rout_;
@@ -223,6 +229,7 @@ class OpCall {
   std::vector<FrRange> rin_, rout_;
   std::vector<uint8_t> params_;
   uint64_t workspace_bytes_ = 0;
+  void* comm_ = nullptr;
 };
 
 // True when `haystack` contains `needle` (for error-message checks without gmock).

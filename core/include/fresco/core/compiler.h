@@ -260,6 +260,11 @@ struct CompileOptions {
   // the memory plan's slots are at input_sample, which must be at least as large on each side. The
   // compiler uses the resolutions only (begin_epochs is the executor's); off: every variant at input_sample.
   ProgressiveResolution progressive;
+  // Data parallelism (DESIGN §10): the job is one of `ranks` replicas, each training `batch` samples a step
+  // (its share of the global batch) on its own device; DEEP_COMM averages every fp32 gradient over the
+  // ranks (allreduce_mean) after GRAD_CAST, before the loss-scale check and the update, and the early
+  // update is off. fp16 is refused with several ranks (its check would see one rank's gradients).
+  int32_t ranks = 1;
 };
 
 // Handles of the job-level tensors the executor reads or writes.

@@ -22,6 +22,7 @@ namespace fresco {
 
 class Runtime;
 class Executor;
+struct CommGroup;  // core/src/data_parallel.h
 namespace checkpoint {
 struct Contents;
 }
@@ -144,6 +145,18 @@ class DeepLearningTask : public TaskBase {
   // default. run() and run_steps() pick the stage by epoch; train_step() and time_steps() run the begin
   // stage.
   DeepLearningTask& progressive_resolution(ProgressiveResolution p);
+  // Data parallelism (DESIGN §10; default 1): n ranks, host threads of this process, each with its own
+  // device (cpu: a context each; cuda: device r for rank r) and arena, training batch_size / n samples a
+  // step, with every gradient averaged over the ranks before the update (allreduce_mean through the device's
+  // collective backend: the cpu plugin's "threads"; NCCL is not built). An epoch's order is split as
+  // PyTorch's DistributedSampler splits it (padded to a multiple of n by repeating its start, rank r taking
+  // every n-th sample from r). This task is rank 0: it reports, evaluates (its own batchnorm statistics, as
+  // DDP's broadcast buffers make rank 0's everyone's) and saves checkpoints; the others are made and
+  // compiled by compile() with this task's settings. An error on any rank stops every rank and is thrown
+  // here. batch_size must be a multiple of n; fp16 and early_update(true) are refused; train_step,
+  // stage_batch, test_logits and time_steps are single-rank calls.
+  DeepLearningTask& ranks(int32_t n);
+  int32_t rank_count() const noexcept { return ranks_; }
   DeepLearningTask& on_epoch(std::function<void(const EpochReport&)> cb);
 
   // PLANNING -> MEMORY_LOCKED: loads the data and runs the Compiler (memory plans, graphs, atlas); no device
@@ -204,6 +217,8 @@ class DeepLearningTask : public TaskBase {
   void write_param(int32_t layer, const std::string& which, const std::vector<float>& values);
   // Every trainable tensor, W then G/M/V (for determinism checks and parity).
   std::vector<std::pair<std::string, std::vector<float>>> snapshot();
+  // The same of rank r's replica (ranks(n); r = 0 is this task), to check that the ranks stay in step.
+  std::vector<std::pair<std::string, std::vector<float>>> snapshot_of_rank(int32_t r);
   // Writes back what snapshot() returned (of this job or of the same job compiled on another device, at the
   // same step): every tensor by name, then the compute copies of the weights are cast again. The next step
   // then starts from that state (parity's --resync). Not part of it: the step counter, the loss scale and the
@@ -240,6 +255,16 @@ class DeepLearningTask : public TaskBase {
   TrainingResult train_until(int32_t end, int64_t budget);
   // Mixed precision: refreshes the low-precision compute weights (A) from the masters (W).
   void cast_weights();
+  // Data parallelism (core/src/data_parallel.cpp): the settings a replica takes from this task; the
+  // replicas of ranks 1..n-1, made and compiled with this one; f on every rank at once (this one on the
+  // calling thread), an error on any stopping all (the group aborted) and the first one thrown here; the
+  // part of an epoch's order this rank trains; a kUsage error for the single-rank calls.
+  void copy_settings_to(DeepLearningTask& t) const;
+  void compile_ranks();
+  void on_every_rank(const std::function<void(DeepLearningTask&)>& f);
+  std::vector<uint32_t> rank_order(const std::vector<uint32_t>& order) const;
+  void require_one_rank(const char* call) const;
+  void compile_this_rank();
   void init_parameters();
 
   BluePrint bp_;
@@ -282,10 +307,15 @@ class DeepLearningTask : public TaskBase {
   data::Augmentation augment_;
   bool shuffle_ = true;
   ProgressiveResolution progressive_;
+  int32_t ranks_ = 1, rank_ = 0;
   std::function<void(const EpochReport&)> on_epoch_;
+  // The ranks' collective group, shared by every rank's task: declared before the runtimes, so it goes
+  // after every communicator on it.
+  std::shared_ptr<CommGroup> group_;
   std::unique_ptr<CompiledModel> model_;
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<Executor> exec_;
+  std::vector<std::unique_ptr<DeepLearningTask>> replicas_;  // ranks 1..n-1 (rank 0 only)
 };
 
 }  // namespace fresco

@@ -31,6 +31,7 @@ struct JobSpec {
   // "progressive_resolution": {"begin": side or [h, w], "end": ..., "begin_epochs": n} (either size absent:
   // the data's); DeepLearningTask::progressive_resolution
   ProgressiveResolution progressive;
+  int32_t ranks = 1;  // "ranks": n, data parallelism over n devices (DeepLearningTask::ranks)
   CrossEntropyLoss loss;
   Optimizer optimizer = AdamW();
   Scheduler scheduler;

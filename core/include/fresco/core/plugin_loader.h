@@ -55,6 +55,8 @@ class PluginRegistry {
   std::vector<std::string> devices() const;
 
   const FrDeviceApi* device(const std::string& name) const;
+  // The collective backend (ABI 1.1) whose collectives run on `device`, or nullptr.
+  const FrCommApi* comm(const std::string& device) const;
   int32_t op_id(const std::string& op) const;  // -1 when no plugin provides the op
   // The kernel of op on device accepting dtype (an FrDType), or nullptr.
   const FrKernelDef* kernel(int32_t op_id, const std::string& device, uint32_t dtype) const;
@@ -78,6 +80,7 @@ class PluginRegistry {
   std::vector<RefusedPlugin> refused_;
   std::vector<std::string> seen_paths_;
   std::map<std::string, const FrDeviceApi*> devices_;
+  std::map<std::string, std::pair<const FrCommApi*, std::string>> comms_;  // device -> (api, plugin path)
   std::map<std::string, int32_t> op_ids_;
   std::vector<std::vector<KernelEntry>> kernels_;  // [op id] -> kernels for devices
   std::map<std::string, std::pair<const FrOpSchema*, std::string>> schemas_;  // op -> (schema, plugin path)

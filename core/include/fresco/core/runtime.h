@@ -63,6 +63,10 @@ class Runtime {
   uint64_t device_bytes() const noexcept { return arena_bytes_ + workspace_total_; }
   uint64_t workspace_bytes() const noexcept { return workspace_total_; }  // kernel workspaces, all streams
 
+  // Data parallelism (DESIGN §10): this runtime as rank `rank` of `group` (created by comm_api's
+  // group_create), called on the rank's thread before pre_capture, so that every call carries the
+  // communicator (FrCall::comm) the collective ops read. The group outlives this runtime.
+  void attach_comm(const FrCommApi* comm_api, void* group, int32_t rank, int32_t device_index);
   // Resolves, prepares and captures every unique slot of the atlas.
   CaptureStats pre_capture(const GraphAtlas& atlas);
   // One more capture holding the nodes of several GraphIds of one variant, in order, on one stream: a whole
@@ -109,6 +113,8 @@ class Runtime {
   std::string device_;
   const FrDeviceApi* api_ = nullptr;
   void* ctx_ = nullptr;
+  const FrCommApi* comm_api_ = nullptr;
+  void* comm_ = nullptr;  // this rank's communicator (attach_comm)
   uint8_t* arena_ = nullptr;
   uint64_t arena_bytes_ = 0;
   uint8_t *staging_a_ = nullptr, *staging_b_ = nullptr;

@@ -1,0 +1,137 @@
+// Data parallelism (DESIGN §10; DeepLearningTask::ranks): the ranks' group, their tasks (made and compiled
+// by rank 0's), each rank's part of an epoch, and running every rank at once. Tests:
+// tests/e2e/test_data_parallel_cpu.cpp, tests/plugins/cpu/test_comm_threads.cpp.
+#include "data_parallel.h"
+
+#include <exception>
+#include <thread>
+
+#include "fresco/core/deep_learning_task.h"
+#include "fresco/core/error.h"
+#include "fresco/core/plugin_loader.h"
+#include "fresco/core/runtime.h"
+
+namespace fresco {
+
+CommGroup::CommGroup(const FrCommApi* a, int32_t world) : api(a) {
+  throw_if_error(api->group_create(world, &group),
+                 std::string("creating a group of ") + std::to_string(world) + " ranks (" + api->name + ")");
+}
+CommGroup::~CommGroup() {
+  if (group) api->group_destroy(group);
+}
+void CommGroup::abort() noexcept {
+  aborted = true;
+  api->group_abort(group);
+}
+
+void DeepLearningTask::copy_settings_to(DeepLearningTask& t) const {
+  // every setting of the builder but on_epoch (rank 0 reports); the data as loaded, so no rank reads it again
+  t.bp_ = bp_;
+  t.data_spec_ = data_spec_;
+  t.have_data_ = have_data_;
+  t.train_ = train_;
+  t.test_ = test_;
+  t.norm_ = norm_;
+  t.norm_set_ = norm_set_;
+  t.batch_ = batch_;
+  t.val_batch_ = val_batch_;
+  t.epochs_ = epochs_;
+  t.loss_ = loss_;
+  t.opt_ = opt_;
+  t.sched_ = sched_;
+  t.device_ = device_;
+  t.seed_ = seed_;
+  t.precision_ = precision_;
+  t.early_update_ = early_update_;
+  t.early_update_parts_ = early_update_parts_;
+  t.defer_fc_weight_gradients_ = defer_fc_weight_gradients_;
+  t.fuse_head_ = fuse_head_;
+  t.defer_fc_min_macs_ = defer_fc_min_macs_;
+  t.conv_join_lag_max_ = conv_join_lag_max_;
+  t.fork_shortcuts_ = fork_shortcuts_;
+  t.freeze_first_layer_ = freeze_first_layer_;
+  t.ema_decay_ = ema_decay_;
+  t.ema_every_ = ema_every_;
+  t.fuse_joins_ = fuse_joins_;
+  t.conv_stats_ = conv_stats_;
+  t.grad_sums_ = grad_sums_;
+  t.conv_prologue_ = conv_prologue_;
+  t.join_epilogue_ = join_epilogue_;
+  t.augment_ = augment_;
+  t.shuffle_ = shuffle_;
+  t.progressive_ = progressive_;
+  t.ranks_ = ranks_;
+}
+
+void DeepLearningTask::compile_ranks() {
+  const FrCommApi* api = PluginRegistry::instance().comm(device_);
+  FRESCO_CHECK(api, ErrorCode::kBadConfig,
+               "ranks " + std::to_string(ranks_) + " on device '" + device_ +
+                   "': no loaded plugin has a collective backend for it (the cpu plugin's 'threads' serves "
+                   "cpu; an NCCL backend for cuda is not built)");
+  group_ = std::make_shared<CommGroup>(api, ranks_);
+  for (int32_t r = 1; r < ranks_; ++r) {
+    auto t = std::make_unique<DeepLearningTask>();
+    copy_settings_to(*t);
+    t->rank_ = r;
+    t->group_ = group_;
+    t->plan();
+    replicas_.push_back(std::move(t));
+  }
+  on_every_rank([](DeepLearningTask& t) { t.compile_this_rank(); });
+}
+
+void DeepLearningTask::on_every_rank(const std::function<void(DeepLearningTask&)>& f) {
+  std::vector<std::exception_ptr> errors(replicas_.size() + 1);
+  std::atomic<int> first_failed{-1};
+  auto run = [&](DeepLearningTask& t, size_t i) {
+    try {
+      f(t);
+    } catch (...) {
+      errors[i] = std::current_exception();
+      int none = -1;
+      first_failed.compare_exchange_strong(none, static_cast<int>(i));
+      group_->abort();  // the others fail at their next collective instead of waiting for this rank
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(replicas_.size());
+  for (size_t i = 0; i < replicas_.size(); ++i) threads.emplace_back(run, std::ref(*replicas_[i]), i + 1);
+  run(*this, 0);
+  for (auto& t : threads) t.join();
+  // the first rank to fail holds the cause; the others failed because the group was aborted
+  const int i = first_failed.load();
+  if (i >= 0) {
+    try {
+      std::rethrow_exception(errors[static_cast<size_t>(i)]);
+    } catch (const Error& e) {
+      throw Error(e.code(), "rank " + std::to_string(i) + ": " + e.what() +
+                                " (every rank stopped; the ranks' group cannot be used again)");
+    }
+  }
+}
+
+std::vector<uint32_t> DeepLearningTask::rank_order(const std::vector<uint32_t>& order) const {
+  // PyTorch's DistributedSampler: padded to a multiple of the ranks by repeating the order's start, then
+  // every ranks-th sample from this rank's
+  const size_t n = order.size(), per = (n + static_cast<size_t>(ranks_) - 1) / static_cast<size_t>(ranks_);
+  std::vector<uint32_t> mine(per);
+  for (size_t k = 0; k < per; ++k)
+    mine[k] = order[(static_cast<size_t>(rank_) + k * static_cast<size_t>(ranks_)) % n];
+  return mine;
+}
+
+void DeepLearningTask::require_one_rank(const char* call) const {
+  FRESCO_CHECK(ranks_ == 1, ErrorCode::kUsage,
+               std::string("DeepLearningTask::") + call + " runs one rank's step; this job has " +
+                   std::to_string(ranks_) + " ranks (use run() or run_steps())");
+}
+
+std::vector<std::pair<std::string, std::vector<float>>> DeepLearningTask::snapshot_of_rank(int32_t r) {
+  FRESCO_CHECK(r >= 0 && r < ranks_, ErrorCode::kUsage,
+               "snapshot_of_rank: rank " + std::to_string(r) + " of " + std::to_string(ranks_));
+  return r == 0 ? snapshot() : replicas_.at(static_cast<size_t>(r - 1))->snapshot();
+}
+
+}  // namespace fresco
