@@ -55,6 +55,8 @@ int cmd_plugins(const std::vector<std::string>& paths_in) {
     std::string present;
     if (const FrDeviceApi* api = p.device.empty() ? nullptr : reg.device(p.device); api && api->device_count)
       present = " (" + std::to_string(api->device_count()) + " present)";
+    if (const FrCommApi* comm = p.device.empty() ? nullptr : reg.comm(p.device))  // its collective backend
+      present += std::string(", collectives: ") + comm->name;
     std::printf("  %-8s %-8s ABI %u.%u  device %-5s %3zu kernels  %s%s\n", p.name.c_str(), p.version.c_str(),
                 p.abi_major, p.abi_minor, p.device.empty() ? "-" : p.device.c_str(), p.n_kernels,
                 p.path.c_str(), present.c_str());

@@ -84,7 +84,8 @@ int cmd_train(const TrainArgs& a) {
               job.optimizer.name(), static_cast<long long>(job.batch_size), job.epochs,
               job.epochs == 1 ? "" : "s", dtype_name(job.precision));
   task.compile();
-  std::printf("device %s, %lld training / %lld test samples\n", task.device_name().c_str(),
+  std::printf("device %s%s, %lld training / %lld test samples\n", task.device_name().c_str(),
+              task.rank_count() > 1 ? (" x " + std::to_string(task.rank_count()) + " ranks").c_str() : "",
               static_cast<long long>(task.train_set().n), static_cast<long long>(task.test_set().n));
   if (!a.resume.empty()) {
     task.load_checkpoint(a.resume);

@@ -345,11 +345,13 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
     const int64_t first = epoch_steps_done_;
     const int64_t last = budget < 0 || budget >= spe - first ? spe : first + budget;  // no overflow
     if (ranks_ > 1) order = rank_order(order);                                        // this rank's part
-    if (progressive_.enabled() && rank_ == 0 && first == 0 && (e == 0 || e == progressive_.begin_epochs)) {
+    if (progressive_.enabled() && rank_ == 0 &&
+        (e == epochs_done_ ||
+         (first == 0 && e == progressive_.begin_epochs))) {  // each stage's start, and where a call starts
       const Shape s = model_->sample_of[static_cast<int>(exec_->train_variant(
           static_cast<uint32_t>(e), model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)]))];
       log().info("epoch {}: training at {}x{} (progressive resolution, {} stage; evaluation at {}x{})", e + 1,
-                 s.w, s.h, e == 0 ? "begin" : "end", train_.w, train_.h);
+                 s.w, s.h, e < progressive_.begin_epochs ? "begin" : "end", train_.w, train_.h);
     }
     if (first == 0) exec_->clear_metrics();  // else the epoch's metrics so far (a checkpoint restores them)
     exec_->train_epoch(train_, order, static_cast<uint32_t>(e), first, last);
@@ -419,13 +421,14 @@ float DeepLearningTask::train_step(const uint32_t* idx, int64_t count) {
   FRESCO_CHECK(count >= 1 && idx, ErrorCode::kUsage,
                "train_step: needs at least one sample index, found " + std::to_string(count) +
                    (idx ? "" : " and no index array"));
-  Variant v = Variant::COUNT;
-  for (Variant cand : {Variant::TRAIN_BASE, Variant::TRAIN_LAST})
-    if (model_->batch_of[static_cast<int>(cand)] == count) v = cand;
-  FRESCO_CHECK(v != Variant::COUNT, ErrorCode::kUsage,
+  FRESCO_CHECK(count == model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)] ||
+                   count == model_->batch_of[static_cast<int>(Variant::TRAIN_LAST)],
+               ErrorCode::kUsage,
                "train_step: a batch of " + std::to_string(count) + " matches neither train_base (" +
                    std::to_string(model_->batch_of[0]) + ") nor train_last (" +
                    std::to_string(model_->batch_of[1]) + ")");
+  // the stage of the next epoch (progressive resolution), as run() would train it
+  const Variant v = exec_->train_variant(static_cast<uint32_t>(epochs_done_), count);
   for (int64_t i = 0; i < count; ++i)
     FRESCO_CHECK(idx[i] < train_.n, ErrorCode::kUsage, "train_step: sample index out of range");
   exec_->stage('A', train_, idx, count, -1, v);

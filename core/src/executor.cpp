@@ -33,9 +33,7 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
     resize_[v] = data::AreaResize(in.h, in.w, s.h, s.w);
     resizes = true;
   }
-  if (resizes)  // the augmented images at the data's size, before the resize
-    resize_scratch_.resize(
-        static_cast<size_t>(m.batch_of[static_cast<int>(Variant::TRAIN_BASE)] * in.per_sample()));
+  resizes_ = resizes;
   for (int v = 0; v < kVariantCount; ++v) {
     const auto var = static_cast<Variant>(v);
     for (int x = 0; x < 2; ++x) {
@@ -81,12 +79,12 @@ void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64
   FRESCO_CHECK(buf && data_offset_ + static_cast<uint64_t>(count * ob) <= rt_.staging_bytes(),
                ErrorCode::kInternal,
                "stage: batch of " + std::to_string(count) + " does not fit the staging buffer");
-  FRESCO_CHECK(!resize || (d.h == m_.arch.input_sample.h && d.w == m_.arch.input_sample.w &&
-                           count * sb <= static_cast<int64_t>(resize_scratch_.size())),
-               ErrorCode::kInternal, "stage: the resize was planned for another image or batch size");
   auto* labels = reinterpret_cast<int32_t*>(buf + labels_offset_);
   uint8_t* data = buf + data_offset_;
   const bool augment = augment_epoch >= 0 && aug_.active();
+  FRESCO_CHECK(!resize || (d.h == m_.arch.input_sample.h && d.w == m_.arch.input_sample.w &&
+                           (!augment || count * sb <= static_cast<int64_t>(resize_scratch_.size()))),
+               ErrorCode::kInternal, "stage: the resize was planned for another image or batch size");
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, count, 32),
       [&](const tbb::blocked_range<int64_t>& r) {
@@ -94,7 +92,8 @@ void Executor::stage(char ab, const data::Dataset& d, const uint32_t* idx, int64
           const uint32_t s = idx[i];
           labels[i] = d.labels[s];
           const uint8_t* src = d.images.data() + static_cast<int64_t>(s) * sb;
-          uint8_t* dst = resize ? resize_scratch_.data() + i * sb : data + i * sb;
+          // augmented at the data's size: into the scratch when it is resized after
+          uint8_t* dst = resize && augment ? resize_scratch_.data() + i * sb : data + i * sb;
           if (augment)
             data::augment_image(src, dst, d.h, d.w, d.c,
                                 data::augment_draw(aug_, aug_seed_, static_cast<uint32_t>(augment_epoch), s));
@@ -113,7 +112,7 @@ Variant Executor::train_variant(uint32_t epoch, int64_t count) const {
   const Variant v = end ? (full ? Variant::TRAIN_LOWRES : Variant::TRAIN_LOWRES_LAST)
                         : (full ? Variant::TRAIN_BASE : Variant::TRAIN_LAST);
   FRESCO_CHECK(m_.batch_of[static_cast<int>(v)] == count, ErrorCode::kInternal,
-               "train_epoch: no compiled variant for a batch of " + std::to_string(count));
+               "train_variant: no compiled variant for a batch of " + std::to_string(count));
   return v;
 }
 

@@ -243,6 +243,17 @@ std::string refusal(const std::string& sched) {
 }
 }  // namespace
 
+// "ranks" in a job file: data parallelism over that many ranks (DeepLearningTask::ranks).
+TEST(Job, Ranks) {
+  const std::string head = R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"})";
+  EXPECT_EQ(parse_job(head + "}", "j.json").ranks, 1);
+  EXPECT_EQ(parse_job(head + R"(,"ranks":4})", "j.json").ranks, 4);
+  EXPECT_NE(error_of([&] { parse_job(head + R"(,"ranks":0})", "j.json"); }).find("ranks: must be 1 or more"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_job(head + R"(,"ranks":"two"})", "j.json"); }).find("ranks: wrong type"),
+            std::string::npos);
+}
+
 // progressive_resolution in a job file: one side or [height, width], the keys it needs and refuses.
 TEST(Job, ProgressiveResolution) {
   const std::string head = R"({"model":[{"layer":"fc","out":10}],"data":{"dataset":"mnist"},)";

@@ -65,6 +65,22 @@ TEST(PluginLoader, RefusesADeviceWithoutItsRequiredFunctions) {
   EXPECT_EQ(PluginRegistry::instance().device("incomplete"), nullptr);
 }
 
+// ABI 1.1's collective backends: the cpu plugin's "threads" serves the cpu device; one without its functions
+// is refused; an ABI 1.0 library's reserved field is ignored, whatever it holds.
+TEST(PluginLoader, CollectiveBackends) {
+  auto& reg = PluginRegistry::instance();
+  reg.load_default({FRESCO_LIB_DIR});
+  const FrCommApi* threads = reg.comm("cpu");
+  ASSERT_NE(threads, nullptr);
+  EXPECT_STREQ(threads->name, "threads");
+  EXPECT_EQ(reg.comm("tpu"), nullptr);
+  EXPECT_FALSE(reg.load_file(kBad + "/libfresco-test-incomplete_comm.so"));
+  const std::string r = reason_for("libfresco-test-incomplete_comm.so");
+  EXPECT_NE(r.find("FrCommApi is malformed"), std::string::npos) << r;
+  EXPECT_TRUE(reg.load_file(kBad + "/libfresco-test-abi10_reserved.so"));
+  EXPECT_EQ(reg.comm("cpu"), threads);
+}
+
 TEST(PluginLoader, RefusesAnInitThatThrows) {
   EXPECT_FALSE(PluginRegistry::instance().load_file(kBad + "/libfresco-test-throwing_init.so"));
   EXPECT_EQ(reason_for("libfresco-test-throwing_init.so"), "fresco_plugin_init threw: boom in init");

@@ -135,7 +135,19 @@ TEST(ProgressiveResolution, ACheckpointResumesTheSchedule) {
   DeepLearningTask none;  // no progressive resolution at all
   configure(none, train_set(), test_set());
   none.compile();
-  EXPECT_THROW(none.load_checkpoint(path), Error);
+  try {
+    none.load_checkpoint(path);
+    ADD_FAILURE() << "a checkpoint with stages was loaded into a job without";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("progressive_resolution"), std::string::npos) << e.what();
+  }
+  DeepLearningTask same;  // the data's size written out (28 x 28) is the same job as 0, "the data's"
+  configure(same, train_set(), test_set());
+  same.progressive_resolution(stages(14, 28, 28));
+  same.compile();
+  same.load_checkpoint(path);
+  same.run();
+  expect_same_bits(whole.snapshot(), same.snapshot(), "resumed with the end size written out");
 }
 
 TEST(ProgressiveResolution, RefusesSchedulesItCannotRun) {

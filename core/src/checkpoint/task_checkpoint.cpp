@@ -88,10 +88,13 @@ std::string DeepLearningTask::checkpoint_header() const {
   h["freeze_first_layer"] = freeze_first_layer_;
   h["ema"] = {{"decay", ema_decay_}, {"every", ema_every_}};
   if (ranks_ > 1) h["ranks"] = ranks_;  // each rank's part of an epoch depends on it (one rank: no key)
-  if (progressive_.enabled())           // (a job without one keeps its header as before)
-    h["progressive_resolution"] = {{"begin", {progressive_.begin_h, progressive_.begin_w}},
-                                   {"end", {progressive_.end_h, progressive_.end_w}},
-                                   {"begin_epochs", progressive_.begin_epochs}};
+  // the stages' sizes as resolved (0: the data's), and only when one differs from the data's: equal jobs
+  // have equal headers (a job without stages keeps its header as before)
+  const Shape begin = model_->sample_of[static_cast<int>(Variant::TRAIN_BASE)],
+              end = model_->sample_of[static_cast<int>(Variant::TRAIN_LOWRES)];
+  if (begin.h != train_.h || begin.w != train_.w || end.h != train_.h || end.w != train_.w)
+    h["progressive_resolution"] = {
+        {"begin", {begin.h, begin.w}}, {"end", {end.h, end.w}}, {"begin_epochs", progressive_.begin_epochs}};
   h["epochs_done"] = epochs_done_;
   h["epoch_steps_done"] = epoch_steps_done_;  // the data position within the next epoch (absent before: 0)
   h["device"] = device_;                      // where it was written; not compared

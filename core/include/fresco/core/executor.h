@@ -36,6 +36,9 @@ class Executor {
   void set_augmentation(const data::Augmentation& a, uint64_t seed) {
     aug_ = a;
     aug_seed_ = seed;
+    if (resizes_ && a.active())  // the augmented images at the data's size, before the resize
+      resize_scratch_.resize(static_cast<size_t>(m_.batch_of[static_cast<int>(Variant::TRAIN_BASE)] *
+                                                 m_.arch.input_sample.per_sample()));
   }
   // One training step on the batch staged in `ab` at variant v.
   void train_step(Variant v, char ab);
@@ -63,7 +66,8 @@ class Executor {
   // Progressive resolution: per variant, the resize from the data's size to its input (identity: none),
   // and room for the augmented images of a batch before they are resized (allocated once).
   std::array<data::AreaResize, kVariantCount> resize_;
-  std::vector<uint8_t> resize_scratch_;
+  std::vector<uint8_t> resize_scratch_;  // with an augmentation only
+  bool resizes_ = false;
   // Per variant and buffer: capture indices (-1 = none), resolved once.
   int transfer_[kVariantCount][2];
   int step_[kVariantCount][2];
