@@ -69,7 +69,7 @@ void DeepLearningTask::compile_ranks() {
   FRESCO_CHECK(api, ErrorCode::kBadConfig,
                "ranks " + std::to_string(ranks_) + " on device '" + device_ +
                    "': no loaded plugin has a collective backend for it (the cpu plugin's 'threads' serves "
-                   "cpu; an NCCL backend for cuda is not built)");
+                   "cpu, libfresco-nccl cuda)");
   group_ = std::make_shared<CommGroup>(api, ranks_);
   for (int32_t r = 1; r < ranks_; ++r) {
     auto t = std::make_unique<DeepLearningTask>();

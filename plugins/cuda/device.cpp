@@ -55,6 +55,14 @@ bool env_switch(const char* name, bool fallback) {
   return env_int(name, fallback ? 1 : 0, 0, 1) != 0;
 }
 
+// The context's device made this thread's current one: the ranks of a data-parallel job (DeepLearningTask::
+// ranks) drive their devices from threads of their own, and each run() from new ones; a thread's current
+// device is what kernel launches, graph launches and copies without an explicit device go to. (One
+// cudaSetDevice per call: a thread-local write when it is the current device already.)
+void bind_device(void* p) {
+  if (p) FR_CUDA_CHECK(cudaSetDevice(ctx_of(p)->device));
+}
+
 FrError* context_create(int32_t index, void** out) noexcept {
   return sdk::guard([&] {
     const int n = device_count();
@@ -173,13 +181,17 @@ void stream_destroy(void*, void* stream) noexcept {
   cudaStreamDestroy(static_cast<cudaStream_t>(stream));
 }
 
-FrError* stream_sync(void*, void* stream) noexcept {
-  return sdk::guard([&] { FR_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); });
+FrError* stream_sync(void* p, void* stream) noexcept {
+  return sdk::guard([&] {
+    bind_device(p);
+    FR_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  });
 }
 
-FrError* memcpy_async(void*, void* dst, const void* src, uint64_t bytes, int32_t kind,
+FrError* memcpy_async(void* p, void* dst, const void* src, uint64_t bytes, int32_t kind,
                       void* stream) noexcept {
   return sdk::guard([&] {
+    bind_device(p);
     const cudaMemcpyKind k = kind == 0   ? cudaMemcpyHostToDevice
                              : kind == 1 ? cudaMemcpyDeviceToHost
                                          : cudaMemcpyDeviceToDevice;
@@ -227,8 +239,9 @@ FrError* capture_end(void* p, void* stream, void** graph) noexcept {
   });
 }
 
-FrError* graph_launch(void*, void* graph, void* stream) noexcept {
+FrError* graph_launch(void* p, void* graph, void* stream) noexcept {
   return sdk::guard([&] {
+    bind_device(p);
     FR_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)));
   });
 }
@@ -250,20 +263,25 @@ void event_destroy(void*, void* event) noexcept {
   cudaEventDestroy(static_cast<cudaEvent_t>(event));
 }
 
-FrError* event_record(void*, void* event, void* stream) noexcept {
+FrError* event_record(void* p, void* event, void* stream) noexcept {
   return sdk::guard([&] {
+    bind_device(p);
     FR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
   });
 }
 
-FrError* stream_wait_event(void*, void* stream, void* event) noexcept {
+FrError* stream_wait_event(void* p, void* stream, void* event) noexcept {
   return sdk::guard([&] {
+    bind_device(p);
     FR_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
   });
 }
 
-FrError* event_sync(void*, void* event) noexcept {
-  return sdk::guard([&] { FR_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); });
+FrError* event_sync(void* p, void* event) noexcept {
+  return sdk::guard([&] {
+    bind_device(p);
+    FR_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+  });
 }
 
 uint64_t memory_in_use(void* p) noexcept {

@@ -386,9 +386,10 @@ typedef struct FrAdamParams {
 #define FR_OP_EMA_UPDATE "ema_update"
 #define FR_OP_LARS_UPDATE "lars_update"
 /* allreduce_mean (range, collective; ABI 1.1): rout {x (f32)}, no params; needs FrCall.comm. Every rank of
- * the group calls it with a range of the same bytes, and each gets the mean over ranks in place: the ranks'
- * values added in rank order (rank 0's first), times 1 / world (a float, rounded once), so every rank holds
- * the same bits whatever the timing. The gradient all-reduce of data parallelism (DESIGN §10). */
+ * the group calls it with a range of the same bytes, and each gets the mean over ranks in place, the same
+ * bits on every rank whatever the timing: the cpu plugin's "threads" adds the ranks' values in rank order
+ * (rank 0's first) and multiplies by 1 / world (a float, rounded once); "nccl" is ncclAllReduce with
+ * ncclAvg. The gradient all-reduce of data parallelism (DESIGN §10). */
 #define FR_OP_ALLREDUCE_MEAN "allreduce_mean"
 
 /* Philox streams ("purpose" of a draw), so different uses of one seed never correlate. */
