@@ -8,21 +8,42 @@
 
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
+#include "fresco/core/executor.h"
 #include "fresco/core/plugin_loader.h"
 #include "fresco/core/runtime.h"
 
 namespace fresco {
 
-CommGroup::CommGroup(const FrCommApi* a, int32_t world) : api(a) {
+CommGroup::CommGroup(const FrCommApi* a, int32_t w)
+    : api(a), world(w), epoch_metrics(static_cast<size_t>(w)) {
   throw_if_error(api->group_create(world, &group),
                  std::string("creating a group of ") + std::to_string(world) + " ranks (" + api->name + ")");
 }
 CommGroup::~CommGroup() {
   if (group) api->group_destroy(group);
 }
-void CommGroup::abort() noexcept {
-  aborted = true;
+void CommGroup::abort(const std::string& why) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted) return;
+    abort_reason = why;
+    aborted = true;
+  }
+  cv_.notify_all();
   api->group_abort(group);
+}
+void CommGroup::meet() {
+  std::unique_lock<std::mutex> lock(mu_);
+  FRESCO_CHECK(!aborted, ErrorCode::kInternal, "the ranks stopped: " + abort_reason);
+  const uint64_t gen = generation_;
+  if (++arrived_ == world) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen || aborted; });
+  FRESCO_CHECK(generation_ != gen, ErrorCode::kInternal, "the ranks stopped: " + abort_reason);
 }
 
 void DeepLearningTask::copy_settings_to(DeepLearningTask& t) const {
@@ -70,19 +91,31 @@ void DeepLearningTask::compile_ranks() {
                "ranks " + std::to_string(ranks_) + " on device '" + device_ +
                    "': no loaded plugin has a collective backend for it (the cpu plugin's 'threads' serves "
                    "cpu, libfresco-nccl cuda)");
-  group_ = std::make_shared<CommGroup>(api, ranks_);
-  for (int32_t r = 1; r < ranks_; ++r) {
-    auto t = std::make_unique<DeepLearningTask>();
-    copy_settings_to(*t);
-    t->rank_ = r;
-    t->group_ = group_;
-    t->plan();
-    replicas_.push_back(std::move(t));
+  try {
+    group_ = std::make_shared<CommGroup>(api, ranks_);
+    for (int32_t r = 1; r < ranks_; ++r) {
+      auto t = std::make_unique<DeepLearningTask>();
+      copy_settings_to(*t);
+      t->rank_ = r;
+      t->group_ = group_;
+      t->plan();
+      replicas_.push_back(std::move(t));
+    }
+    on_every_rank([](DeepLearningTask& t) { t.compile_this_rank(); });
+  } catch (...) {  // back to MEMORY_LOCKED with no rank made: compile() may be called again
+    replicas_.clear();
+    exec_.reset();
+    runtime_.reset();
+    group_.reset();
+    phase_ = Phase::MEMORY_LOCKED;
+    throw;
   }
-  on_every_rank([](DeepLearningTask& t) { t.compile_this_rank(); });
 }
 
 void DeepLearningTask::on_every_rank(const std::function<void(DeepLearningTask&)>& f) {
+  FRESCO_CHECK(
+      !group_->aborted, ErrorCode::kUsage,
+      "the ranks stopped after an error and cannot train on (compile a new task): " + group_->abort_reason);
   std::vector<std::exception_ptr> errors(replicas_.size() + 1);
   std::atomic<int> first_failed{-1};
   auto run = [&](DeepLearningTask& t, size_t i) {
@@ -91,13 +124,27 @@ void DeepLearningTask::on_every_rank(const std::function<void(DeepLearningTask&)
     } catch (...) {
       errors[i] = std::current_exception();
       int none = -1;
-      first_failed.compare_exchange_strong(none, static_cast<int>(i));
-      group_->abort();  // the others fail at their next collective instead of waiting for this rank
+      if (first_failed.compare_exchange_strong(none, static_cast<int>(i))) {
+        std::string why = "rank " + std::to_string(i) + " failed";
+        try {
+          throw;
+        } catch (const std::exception& e) {
+          why = "rank " + std::to_string(i) + ": " + e.what();
+        } catch (...) {
+        }
+        group_->abort(why);  // the others fail at their next collective or meeting instead of waiting
+      }
     }
   };
   std::vector<std::thread> threads;
   threads.reserve(replicas_.size());
-  for (size_t i = 0; i < replicas_.size(); ++i) threads.emplace_back(run, std::ref(*replicas_[i]), i + 1);
+  try {
+    for (size_t i = 0; i < replicas_.size(); ++i) threads.emplace_back(run, std::ref(*replicas_[i]), i + 1);
+  } catch (...) {  // no thread for a rank: stop those started
+    group_->abort("a rank's thread could not be started");
+    for (auto& t : threads) t.join();
+    throw;
+  }
   run(*this, 0);
   for (auto& t : threads) t.join();
   // the first rank to fail holds the cause; the others failed because the group was aborted
@@ -107,7 +154,7 @@ void DeepLearningTask::on_every_rank(const std::function<void(DeepLearningTask&)
       std::rethrow_exception(errors[static_cast<size_t>(i)]);
     } catch (const Error& e) {
       throw Error(e.code(), "rank " + std::to_string(i) + ": " + e.what() +
-                                " (every rank stopped; the ranks' group cannot be used again)");
+                                " (every rank stopped; the ranks cannot train on)");
     }
   }
 }

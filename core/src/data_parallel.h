@@ -1,9 +1,16 @@
 // The collective group of a data-parallel job's ranks (DeepLearningTask::ranks): made by the device's
-// collective backend (plugin.h FrCommApi), shared by every rank's task, destroyed after their runtimes.
+// collective backend (plugin.h FrCommApi), shared by every rank's task, destroyed after their runtimes; and
+// the host's own meeting point of the ranks at each epoch's end (their train metrics added up, then rank 0's
+// report, evaluation and callback before any rank starts the next epoch).
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
 
+#include "fresco/ops.h"
 #include "fresco/plugin.h"
 
 namespace fresco {
@@ -13,11 +20,24 @@ struct CommGroup {
   ~CommGroup();
   CommGroup(const CommGroup&) = delete;
   CommGroup& operator=(const CommGroup&) = delete;
-  // Every rank's collectives fail from now on instead of waiting (an error on one rank stops the others).
-  void abort() noexcept;
+  // Every rank's collectives and host meetings fail from now on instead of waiting (an error on one rank
+  // stops the others); `why` (the first rank's error) is kept for the calls refused after.
+  void abort(const std::string& why) noexcept;
+  // Waits until every rank has arrived; throws kInternal naming the first error when the group was
+  // aborted, now or before.
+  void meet();
   const FrCommApi* api;
   void* group = nullptr;
+  const int32_t world;
   std::atomic<bool> aborted{false};
+  std::string abort_reason;                         // set once, before `aborted`
+  std::vector<FrMetricAccumulators> epoch_metrics;  // each rank's train metrics of the epoch ending
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int32_t arrived_ = 0;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace fresco

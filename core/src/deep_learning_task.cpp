@@ -227,6 +227,7 @@ void DeepLearningTask::compile_this_rank() {
   const CaptureStats cs = runtime_->pre_capture(model_->atlas);
   exec_ = std::make_unique<Executor>(*model_, *runtime_);
   exec_->set_augmentation(augment_, seed_);
+  exec_->set_quiet(rank_ != 0);
   init_parameters();
   for (const auto& [e, w] : ema_pairs()) {  // the average starts as the initial weights
     const uint64_t bytes = static_cast<uint64_t>(plan.tensor(w).shape.numel()) * sizeof(float);
@@ -363,14 +364,22 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
       break;
     }
     epoch_steps_done_ = 0;
-    if (rank_ != 0) {  // rank 0 reports and evaluates
-      epochs_done_ = e + 1;
-      continue;
+    FrMetricAccumulators tr = exec_->read_metrics(true);
+    if (group_) {  // several ranks: every rank's metrics in, then rank 0 reports before any rank goes on
+      group_->epoch_metrics[static_cast<size_t>(rank_)] = tr;
+      group_->meet();
+      if (rank_ != 0) {
+        group_->meet();  // rank 0's report, evaluation and callback are done
+        epochs_done_ = e + 1;
+        continue;
+      }
+      tr = FrMetricAccumulators{};
+      for (const FrMetricAccumulators& m : group_->epoch_metrics)
+        tr.loss_sum += m.loss_sum, tr.correct += m.correct, tr.samples += m.samples, tr.batches += m.batches;
     }
     EpochReport r;
     r.epoch = e + 1;
     r.train_seconds = seconds_since(t0);
-    const FrMetricAccumulators tr = exec_->read_metrics(true);
     r.train_loss = tr.samples > 0 ? tr.loss_sum / tr.samples : 0.0;
     r.train_acc = tr.samples > 0 ? tr.correct / tr.samples : 0.0;
     // the samples of this call's steps (all of the epoch's, unless it was started before)
@@ -395,6 +404,7 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
     epochs_done_ = e + 1;
     result.epochs.push_back(r);
     if (on_epoch_) on_epoch_(r);
+    if (group_) group_->meet();  // the other ranks go on
   }
   result.final_test_acc = result.epochs.empty() ? NAN : result.epochs.back().test_acc;
   result.seconds = seconds_since(t_all);

@@ -151,7 +151,7 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
     stage(ab, d, order.data() + start, count, epoch, v);
     train_step(v, ab);
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (t >= next_report && step + 1 < steps) {
+    if (!quiet_ && t >= next_report && step + 1 < steps) {
       const double done = static_cast<double>(step + 1 - first_step);  // in this call
       log().info("epoch {}: step {}/{} ({:.0f}%), {:.0f} s, about {:.0f} s to the epoch's end", epoch + 1,
                  step + 1, steps, 100.0 * static_cast<double>(step + 1) / static_cast<double>(steps), t,

@@ -18,6 +18,7 @@
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
 #include "support/error_of.h"
+#include "support/relative_difference.h"
 
 using namespace fresco;
 
@@ -46,15 +47,6 @@ std::unique_ptr<DeepLearningTask> mlp(int32_t ranks, int64_t n = 512) {
   return t;
 }
 
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    n += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(d) / std::max(std::sqrt(n), 1e-30);
-}
-
 void expect_same_bits(const State& a, const State& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -78,7 +70,7 @@ TEST(DataParallelCpu, TwoRanksTrainAsOneWithTheWholeBatch) {
   ASSERT_EQ(s1.size(), s2.size());
   for (size_t i = 0; i < s1.size(); ++i) {
     if (s1[i].first.rfind("G(", 0) == 0) continue;  // the last step's: in the weights below
-    EXPECT_LT(relative_difference(s2[i].second, s1[i].second), 1e-5) << s1[i].first;
+    EXPECT_LT(test::relative_difference(s2[i].second, s1[i].second), 1e-5) << s1[i].first;
   }
   EXPECT_NEAR(r2.epochs[1].test_acc, r1.epochs[1].test_acc, 0.011);  // within a sample or so of 100
   expect_same_bits(two->snapshot_of_rank(1), s2, "rank 1 against rank 0");
@@ -134,6 +126,39 @@ TEST(DataParallelCpu, ACheckpointResumesEveryRank) {
   const auto [code, what] = test::error_of([&] { single->load_checkpoint(path); });
   EXPECT_EQ(code, ErrorCode::kBadConfig);
   EXPECT_NE(what.find("ranks 2 there"), std::string::npos) << what;
+}
+
+// The epoch's end is a meeting of the ranks: the report adds up every rank's train metrics, and the
+// callback runs before any rank starts the next epoch, so what it writes reaches every rank before its next
+// step; an error in it stops every rank, which then refuse to train or save.
+TEST(DataParallelCpu, TheEpochsEndIsAMeetingOfTheRanks) {
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  e2e::load_plugins();
+  auto t = mlp(2);
+  t->epochs(4);
+  std::vector<EpochReport> reports;
+  bool fail = false;
+  t->on_epoch([&](const EpochReport& r) {
+    reports.push_back(r);
+    if (r.epoch == 1) t->write_param(t->layer_index("1"), "bias", std::vector<float>(64, 0.25f));
+    if (fail) throw Error(ErrorCode::kIo, "the callback failed");
+  });
+  t->compile();
+  t->run(2);
+  ASSERT_EQ(reports.size(), 2u);
+  expect_same_bits(t->snapshot_of_rank(1), t->snapshot(), "after a write in the callback");
+  auto one = mlp(1);  // the whole epoch's loss: both ranks' samples (not rank 0's half)
+  one->compile();
+  const TrainingResult r1 = one->run(1);
+  EXPECT_NEAR(reports[0].train_loss, r1.epochs[0].train_loss, 1e-4 * r1.epochs[0].train_loss);
+  fail = true;
+  const auto [code, what] = test::error_of([&] { t->run(); });
+  EXPECT_EQ(code, ErrorCode::kIo);
+  EXPECT_NE(what.find("rank 0: the callback failed"), std::string::npos) << what;
+  const auto again = test::error_of([&] { t->run(); });
+  EXPECT_EQ(again.first, ErrorCode::kUsage);
+  EXPECT_NE(again.second.find("the ranks stopped after an error"), std::string::npos) << again.second;
+  EXPECT_EQ(test::error_of([&] { t->save_checkpoint("/nonexistent/x.ckpt"); }).first, ErrorCode::kUsage);
 }
 
 TEST(DataParallelCpu, RefusesWhatItCannotHonour) {

@@ -3,7 +3,10 @@
 // itself is checkpoint_file.h's. Tests: tests/e2e/test_checkpoint_cpu.cpp.
 #include <nlohmann/json.hpp>
 
+#include <cstring>
+
 #include "checkpoint/checkpoint_file.h"
+#include "data_parallel.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
 #include "fresco/core/executor.h"
@@ -103,6 +106,9 @@ std::string DeepLearningTask::checkpoint_header() const {
 
 void DeepLearningTask::save_checkpoint(const std::string& path) {
   require(Phase::COMPILED, "DeepLearningTask::save_checkpoint");
+  FRESCO_CHECK(
+      !group_ || !group_->aborted, ErrorCode::kUsage,
+      "save_checkpoint: the ranks stopped after an error, their states may differ: " + group_->abort_reason);
   FRESCO_CHECK(!steps_outside_run_, ErrorCode::kUsage,
                "save_checkpoint: training steps were taken with train_step() since the last run() or "
                "run_steps(); a checkpoint holds the state at a step of those");
@@ -116,11 +122,17 @@ void DeepLearningTask::save_checkpoint(const std::string& path) {
     runtime_->download(model_->base_plan(), t->id, r.bytes.data(), r.bytes.size());
     c.records.push_back(std::move(r));
   }
-  if (epoch_steps_done_ > 0) {  // within an epoch: its train metrics so far, for its report
+  if (epoch_steps_done_ > 0) {  // within an epoch: its train metrics so far (every rank's), for its report
+    FrMetricAccumulators sum = exec_->read_metrics(true);
+    for (auto& rep : replicas_) {
+      const FrMetricAccumulators m = rep->exec_->read_metrics(true);
+      sum.loss_sum += m.loss_sum, sum.correct += m.correct, sum.samples += m.samples,
+          sum.batches += m.batches;
+    }
     checkpoint::Record r;
     r.name = kEpochMetricsRecord;
     r.bytes.resize(sizeof(FrMetricAccumulators));
-    runtime_->download(model_->base_plan(), model_->t.acc_train, r.bytes.data(), r.bytes.size());
+    std::memcpy(r.bytes.data(), &sum, sizeof(sum));
     c.records.push_back(std::move(r));
   }
   checkpoint::write_file(path, c);
@@ -128,7 +140,17 @@ void DeepLearningTask::save_checkpoint(const std::string& path) {
 
 void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_only) {
   require(Phase::COMPILED, "DeepLearningTask::load_checkpoint");
+  FRESCO_CHECK(
+      !group_ || !group_->aborted, ErrorCode::kUsage,
+      "load_checkpoint: the ranks stopped after an error (compile a new task): " + group_->abort_reason);
   const checkpoint::Contents c = checkpoint::read_file(path);
+  load_checkpoint_contents(path, c, weights_only);
+  // every rank from the same contents: rank 0 checked them, and the ranks' plans are the same
+  for (auto& r : replicas_) r->load_checkpoint_contents(path, c, weights_only);
+}
+
+void DeepLearningTask::load_checkpoint_contents(const std::string& path, const checkpoint::Contents& c,
+                                                bool weights_only) {
   json saved;
   try {
     saved = json::parse(c.header);
@@ -162,7 +184,6 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
   }
   if (weights_only) {
     load_checkpoint_weights(path, c);
-    for (auto& r : replicas_) r->load_checkpoint(path, true);
     return;
   }
   // keys a job has only with the setting (its headers stayed as they were without it)
@@ -214,14 +235,15 @@ void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_onl
   for (size_t i = 0; i < targets.size(); ++i)
     runtime_->upload(model_->base_plan(), targets[i]->id, c.records[i].bytes.data(),
                      c.records[i].bytes.size());
-  if (within > 0)
-    runtime_->upload(model_->base_plan(), model_->t.acc_train, c.records.back().bytes.data(),
-                     c.records.back().bytes.size());
+  if (within > 0) {  // the epoch's train metrics so far, all ranks' (save_checkpoint): on rank 0
+    FrMetricAccumulators m{};
+    if (rank_ == 0) std::memcpy(&m, c.records.back().bytes.data(), sizeof(m));
+    runtime_->upload(model_->base_plan(), model_->t.acc_train, &m, sizeof(m));
+  }
   cast_weights();
   epochs_done_ = static_cast<int32_t>(done);
   epoch_steps_done_ = within;
   steps_outside_run_ = false;
-  for (auto& r : replicas_) r->load_checkpoint(path, false);  // every rank from the same file
 }
 
 // The weights-only form: the B and W tensors found by name (the optimizer's state and the counters stay

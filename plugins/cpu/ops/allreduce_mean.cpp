@@ -13,24 +13,28 @@ namespace fresco::cpu {
 
 FR_CPU_KERNEL_RUN(allreduce_mean) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 0, 0, 0, 1, "allreduce_mean");
-    FR_PLUGIN_CHECK(call->struct_size >= offsetof(FrCall, comm) + sizeof(void*) && call->comm,
-                    FR_ERR_INVALID_ARGUMENT, "allreduce_mean: no communicator (the job runs on one device)");
-    const FrRange& x = call->rout[0];
-    FR_PLUGIN_CHECK(x.dtype == FR_F32 && x.bytes % sizeof(float) == 0, FR_ERR_INVALID_ARGUMENT,
-                    "allreduce_mean: needs an f32 range");
-    const auto* c = static_cast<const ThreadComm*>(call->comm);
+    const auto [x, comm] = sdk::collective_f32_range(call, "allreduce_mean");
+    const auto* c = static_cast<const ThreadComm*>(comm);
     ThreadGroup& g = *c->group;
     const int32_t world = g.world, rank = c->rank;
     const auto r = static_cast<size_t>(rank);
     g.data[r] = static_cast<float*>(x.data);
     g.bytes[r] = x.bytes;
     FR_PLUGIN_CHECK(g.barrier(), FR_ERR_COMM, "allreduce_mean: the group was aborted (another rank failed)");
-    for (int32_t q = 0; q < world; ++q)  // every rank sees the same sizes, so all fail alike
-      FR_PLUGIN_CHECK(g.bytes[static_cast<size_t>(q)] == x.bytes, FR_ERR_INVALID_ARGUMENT,
-                      "allreduce_mean: rank " + std::to_string(q) + " reduces " +
-                          std::to_string(g.bytes[static_cast<size_t>(q)]) + " bytes, rank " +
-                          std::to_string(rank) + " " + std::to_string(x.bytes));
+    // Every rank sees the same sizes, so all refuse alike, after a barrier: none may publish its next
+    // collective's range while another still reads this one's.
+    int32_t differs = -1;
+    for (int32_t q = 0; q < world && differs < 0; ++q)
+      if (g.bytes[static_cast<size_t>(q)] != x.bytes) differs = q;
+    if (differs >= 0) {
+      const uint64_t theirs = g.bytes[static_cast<size_t>(differs)];
+      FR_PLUGIN_CHECK(g.barrier(), FR_ERR_COMM,
+                      "allreduce_mean: the group was aborted (another rank failed)");
+      FR_PLUGIN_CHECK(false, FR_ERR_INVALID_ARGUMENT,
+                      "allreduce_mean: rank " + std::to_string(differs) + " reduces " +
+                          std::to_string(theirs) + " bytes, rank " + std::to_string(rank) + " " +
+                          std::to_string(x.bytes));
+    }
     const int64_t n = static_cast<int64_t>(x.bytes / sizeof(float));
     auto chunk_begin = [&](int32_t q) { return n * q / world; };
     const float inv = 1.0f / static_cast<float>(world);

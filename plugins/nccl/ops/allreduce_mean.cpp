@@ -13,13 +13,8 @@ namespace fresco::nccl {
 
 FrError* allreduce_mean_run(void*, const FrCall* call) noexcept {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 0, 0, 0, 1, "allreduce_mean");
-    FR_PLUGIN_CHECK(call->struct_size >= offsetof(FrCall, comm) + sizeof(void*) && call->comm,
-                    FR_ERR_INVALID_ARGUMENT, "allreduce_mean: no communicator (the job runs on one device)");
-    const FrRange& x = call->rout[0];
-    FR_PLUGIN_CHECK(x.dtype == FR_F32 && x.bytes % sizeof(float) == 0, FR_ERR_INVALID_ARGUMENT,
-                    "allreduce_mean: needs an f32 range");
-    const auto* r = static_cast<const NcclRank*>(call->comm);
+    const auto [x, comm] = sdk::collective_f32_range(call, "allreduce_mean");
+    const auto* r = static_cast<const NcclRank*>(comm);
     FR_PLUGIN_CHECK(!r->group->aborted, FR_ERR_COMM,
                     "allreduce_mean: the group was aborted (another rank failed)");
     const ncclResult_t q = ncclAllReduce(x.data, x.data, x.bytes / sizeof(float), ncclFloat32, ncclAvg,

@@ -198,7 +198,7 @@ typedef struct FrCommApi {
   FrError* (*comm_create)(void* group, int32_t rank, void* device_ctx, int32_t device_index, void** comm);
   void (*comm_destroy)(void* comm);
   /* Any thread: every collective of the group waiting now or called later fails (FR_ERR_COMM) instead of
-   * waiting for a rank that stopped. */
+   * waiting for a rank that stopped, and so does a comm_create waiting for the others. */
   void (*group_abort)(void* group);
   void* ext; /* reserved, NULL */
 } FrCommApi;

@@ -4,6 +4,7 @@
 #ifndef FRESCO_PLUGIN_HPP_
 #define FRESCO_PLUGIN_HPP_
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -115,6 +116,23 @@ inline void expect_arity(const FrCall* c, uint32_t n_in, uint32_t n_out, uint32_
                       std::to_string(n_rout) + " range-out, got " + std::to_string(c->n_in) + "/" +
                       std::to_string(c->n_out) + "/" + std::to_string(c->n_rin) + "/" +
                       std::to_string(c->n_rout));
+}
+
+// A collective op's operands (ops.h allreduce_mean): its one f32 range (rout[0]) and this rank's
+// communicator (FrCall::comm, ABI 1.1), checked.
+struct CollectiveRange {
+  const FrRange& x;
+  void* comm;
+};
+inline CollectiveRange collective_f32_range(const FrCall* c, const char* op) {
+  expect_arity(c, 0, 0, 0, 1, op);
+  FR_PLUGIN_CHECK(c->struct_size >= offsetof(FrCall, comm) + sizeof(void*) && c->comm,
+                  FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": no communicator (the job runs on one device)");
+  const FrRange& x = c->rout[0];
+  FR_PLUGIN_CHECK(x.dtype == FR_F32 && x.bytes % sizeof(float) == 0, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": needs an f32 range");
+  return {x, c->comm};
 }
 
 // A map [.., C] seen as [rows, C] (channels last), checked: 1 to 4 dims and C >= 1; `op` names the op.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <future>
 #include <random>
@@ -56,29 +57,46 @@ std::vector<std::string> allreduce(Group& g, std::vector<std::vector<float>>& da
 }  // namespace
 
 TEST(CommThreads, EveryRankGetsTheMeanInRankOrder) {
+  constexpr int kRounds = 20;  // one collective after another on each rank's thread, no join between
   for (int world : {1, 2, 3, 5}) {
     SCOPED_TRACE(world);
     Group g(world);
-    std::mt19937 rng(static_cast<uint32_t>(world));
-    std::uniform_real_distribution<float> d(-3.0f, 3.0f);
     const int64_t n = 1000 + world;  // chunks of unequal length
-    std::vector<std::vector<float>> data(static_cast<size_t>(world),
-                                         std::vector<float>(static_cast<size_t>(n)));
-    for (auto& v : data)
-      for (float& x : v) x = d(rng);
-    std::vector<float> want(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      float s = data[0][static_cast<size_t>(i)];
-      for (int r = 1; r < world; ++r) s += data[static_cast<size_t>(r)][static_cast<size_t>(i)];
-      want[static_cast<size_t>(i)] = s * (1.0f / static_cast<float>(world));
-    }
-    for (int round = 0; round < 3; ++round) {  // the group serves one collective after another
-      auto copy = data;
-      for (const std::string& e : allreduce(g, copy)) ASSERT_EQ(e, "");
+    // rank r's values in round k: a pure function, so the expected means can be computed here
+    auto value = [](int r, int k, int64_t i) {
+      return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.3 * r + 0.71 * k)) * 3.0f;
+    };
+    std::vector<std::vector<std::vector<float>>> got(static_cast<size_t>(world));
+    std::vector<std::string> errors(static_cast<size_t>(world));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r)
+      threads.emplace_back([&, r] {
+        for (int k = 0; k < kRounds; ++k) {
+          std::vector<float> x(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = value(r, k, i);
+          if ((r + k) % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));  // out of order
+          const std::string e = OpCall(FR_OP_ALLREDUCE_MEAN)
+                                    .rout(test::range(x))
+                                    .comm(g.comms[static_cast<size_t>(r)])
+                                    .run_error();
+          if (!e.empty() && errors[static_cast<size_t>(r)].empty()) errors[static_cast<size_t>(r)] = e;
+          got[static_cast<size_t>(r)].push_back(std::move(x));
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (const std::string& e : errors) ASSERT_EQ(e, "");
+    for (int k = 0; k < kRounds; ++k) {
+      std::vector<float> want(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        float s = value(0, k, i);
+        for (int r = 1; r < world; ++r) s += value(r, k, i);
+        want[static_cast<size_t>(i)] = s * (1.0f / static_cast<float>(world));
+      }
       for (int r = 0; r < world; ++r)
-        ASSERT_EQ(std::memcmp(copy[static_cast<size_t>(r)].data(), want.data(), want.size() * sizeof(float)),
+        ASSERT_EQ(std::memcmp(got[static_cast<size_t>(r)][static_cast<size_t>(k)].data(), want.data(),
+                              want.size() * sizeof(float)),
                   0)
-            << "rank " << r << " round " << round;
+            << "rank " << r << " round " << k;
     }
   }
 }
@@ -100,10 +118,16 @@ TEST(CommThreads, AnAbortedGroupFailsInsteadOfWaiting) {
 }
 
 TEST(CommThreads, RefusesWhatItCannotReduce) {
-  Group g(2);
-  std::vector<std::vector<float>> unequal = {std::vector<float>(8, 1.0f), std::vector<float>(9, 1.0f)};
+  Group g(3);
+  // every rank refuses sizes that differ, and the group serves the next collective as before
+  std::vector<std::vector<float>> unequal = {std::vector<float>(8, 1.0f), std::vector<float>(8, 2.0f),
+                                             std::vector<float>(9, 1.0f)};
   for (const std::string& e : allreduce(g, unequal))
     EXPECT_NE(e.find(" bytes, rank "), std::string::npos) << e;  // "rank q reduces N bytes, rank r M"
+  std::vector<std::vector<float>> equal = {std::vector<float>(8, 1.0f), std::vector<float>(8, 2.0f),
+                                           std::vector<float>(8, 6.0f)};
+  for (const std::string& e : allreduce(g, equal)) EXPECT_EQ(e, "");
+  for (const auto& v : equal) EXPECT_EQ(v, std::vector<float>(8, 3.0f));
   std::vector<float> x(8, 1.0f);
   EXPECT_NE(OpCall(FR_OP_ALLREDUCE_MEAN).rout(test::range(x)).run_error().find("no communicator"),
             std::string::npos);

@@ -13,6 +13,7 @@
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/models.h"
 #include "plugins/cuda/gpu_fixture.h"
+#include "support/relative_difference.h"
 
 using namespace fresco;
 
@@ -42,14 +43,6 @@ std::unique_ptr<DeepLearningTask> job(BluePrint model, DType precision, int32_t 
   return t;
 }
 
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    n += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(d) / std::max(std::sqrt(n), 1e-30);
-}
 }  // namespace
 
 TEST(CudaDataParallel, TwoGpusTrainAsOneWithTheWholeBatch) {
@@ -64,7 +57,7 @@ TEST(CudaDataParallel, TwoGpusTrainAsOneWithTheWholeBatch) {
   for (size_t i = 0; i < s1.size(); ++i) {
     EXPECT_EQ(r1[i].second, s2[i].second) << "rank 1 against rank 0: " << s2[i].first;
     if (s1[i].first.rfind("G(", 0) == 0) continue;
-    EXPECT_LT(relative_difference(s2[i].second, s1[i].second), 1e-5) << s1[i].first;
+    EXPECT_LT(test::relative_difference(s2[i].second, s1[i].second), 1e-5) << s1[i].first;
   }
 }
 

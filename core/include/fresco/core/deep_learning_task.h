@@ -150,10 +150,13 @@ class DeepLearningTask : public TaskBase {
   // step, with every gradient averaged over the ranks before the update (allreduce_mean through the device's
   // collective backend: the cpu plugin's "threads"; NCCL is not built). An epoch's order is split as
   // PyTorch's DistributedSampler splits it (padded to a multiple of n by repeating its start, rank r taking
-  // every n-th sample from r). This task is rank 0: it reports, evaluates (its own batchnorm statistics, as
-  // DDP's broadcast buffers make rank 0's everyone's) and saves checkpoints; the others are made and
-  // compiled by compile() with this task's settings. An error on any rank stops every rank and is thrown
-  // here. batch_size must be a multiple of n; fp16 and early_update(true) are refused; train_step,
+  // every n-th sample from r). This task is rank 0: it reports (every rank's train metrics added up at the
+  // epoch's end, where the ranks meet: the other ranks wait for its evaluation and on_epoch callback),
+  // evaluates (its own batchnorm statistics, as DDP's broadcast buffers make rank 0's everyone's; the val
+  // batch defaults to a rank's batch) and saves checkpoints; writes and loads reach every rank. The others
+  // are made and compiled by compile() with this task's settings (and a copy of the data). An error on any
+  // rank stops every rank, is thrown here, and leaves the ranks unable to train or save (compile a new
+  // task). batch_size must be a multiple of n; fp16 and early_update(true) are refused; train_step,
   // stage_batch, test_logits and time_steps are single-rank calls.
   DeepLearningTask& ranks(int32_t n);
   int32_t rank_count() const noexcept { return ranks_; }
@@ -250,6 +253,8 @@ class DeepLearningTask : public TaskBase {
   // A tensor's name in a checkpoint: the layer's BluePrint path in place of its generated name.
   std::string checkpoint_name(const DTensor& t) const;
   void load_checkpoint_weights(const std::string& path, const checkpoint::Contents& c);
+  // load_checkpoint's checks and writes on this rank, from contents read once for every rank.
+  void load_checkpoint_contents(const std::string& path, const checkpoint::Contents& c, bool weights_only);
   // run() / run_steps(): from the current position until epoch `end` starts or `budget` steps have run
   // (-1: no limit).
   TrainingResult train_until(int32_t end, int64_t budget);

@@ -40,6 +40,8 @@ class Executor {
       resize_scratch_.resize(static_cast<size_t>(m_.batch_of[static_cast<int>(Variant::TRAIN_BASE)] *
                                                  m_.arch.input_sample.per_sample()));
   }
+  // No progress lines from train_epoch (the ranks but 0 of a data-parallel job).
+  void set_quiet(bool quiet) { quiet_ = quiet; }
   // One training step on the batch staged in `ab` at variant v.
   void train_step(Variant v, char ab);
   // A pass over `d` in `order` (batch after batch, the last one partial), augmented as set for `epoch`: its
@@ -68,6 +70,7 @@ class Executor {
   std::array<data::AreaResize, kVariantCount> resize_;
   std::vector<uint8_t> resize_scratch_;  // with an augmentation only
   bool resizes_ = false;
+  bool quiet_ = false;
   // Per variant and buffer: capture indices (-1 = none), resolved once.
   int transfer_[kVariantCount][2];
   int step_[kVariantCount][2];
