@@ -346,9 +346,9 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
     const int64_t first = epoch_steps_done_;
     const int64_t last = budget < 0 || budget >= spe - first ? spe : first + budget;  // no overflow
     if (ranks_ > 1) order = rank_order(order);                                        // this rank's part
-    if (progressive_.enabled() && rank_ == 0 &&
-        (e == epochs_done_ ||
-         (first == 0 && e == progressive_.begin_epochs))) {  // each stage's start, and where a call starts
+    const int32_t stage = e < progressive_.begin_epochs ? 0 : 1;
+    if (progressive_.enabled() && rank_ == 0 && logged_stage_ != stage) {  // once a stage (and after a load)
+      logged_stage_ = stage;
       const Shape s = model_->sample_of[static_cast<int>(exec_->train_variant(
           static_cast<uint32_t>(e), model_->batch_of[static_cast<int>(Variant::TRAIN_BASE)]))];
       log().info("epoch {}: training at {}x{} (progressive resolution, {} stage; evaluation at {}x{})", e + 1,

@@ -474,6 +474,16 @@ TEST(Job, TheResNet18JobsParse) {
   }
 }
 
+// The example of several ranks with a progressive resolution (docs/job-files.md).
+TEST(Job, TheRanksAndProgressiveResolutionJobParses) {
+  const JobSpec j =
+      load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/cnn_fashion_mnist_ranks_progressive.json");
+  EXPECT_EQ(j.ranks, 2);
+  EXPECT_EQ(j.progressive.begin_h, 20);
+  EXPECT_EQ(j.progressive.begin_epochs, 2);
+  EXPECT_EQ(j.batch_size % j.ranks, 0);
+}
+
 TEST(BluePrint, PointwiseActivations) {
   const BluePrint bp = BluePrint::from_json(
       R"([{"layer":"fc","out":8},{"layer":"silu"},{"layer":"sigmoid"},{"layer":"tanh"},{"layer":"fc","out":10}])",

@@ -244,6 +244,7 @@ void DeepLearningTask::load_checkpoint_contents(const std::string& path, const c
   epochs_done_ = static_cast<int32_t>(done);
   epoch_steps_done_ = within;
   steps_outside_run_ = false;
+  logged_stage_ = -1;  // the resumed run names its stage
 }
 
 // The weights-only form: the B and W tensors found by name (the optimizer's state and the counters stay

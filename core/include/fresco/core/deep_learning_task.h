@@ -313,6 +313,7 @@ class DeepLearningTask : public TaskBase {
   bool shuffle_ = true;
   ProgressiveResolution progressive_;
   int32_t ranks_ = 1, rank_ = 0;
+  int32_t logged_stage_ = -1;  // the progressive stage last named in the log (0 begin, 1 end; -1 none)
   std::function<void(const EpochReport&)> on_epoch_;
   // The ranks' collective group, shared by every rank's task: declared before the runtimes, so it goes
   // after every communicator on it.
