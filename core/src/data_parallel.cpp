@@ -26,7 +26,10 @@ void CommGroup::abort(const std::string& why) noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted) return;
-    abort_reason = why;
+    try {
+      abort_reason = why;
+    } catch (...) {  // no memory for the reason: the abort matters more
+    }
     aborted = true;
   }
   cv_.notify_all();
@@ -98,7 +101,11 @@ void DeepLearningTask::compile_ranks() {
       copy_settings_to(*t);
       t->rank_ = r;
       t->group_ = group_;
-      t->plan();
+      try {
+        t->plan();
+      } catch (const Error& e) {
+        throw Error(e.code(), "rank " + std::to_string(r) + ": " + e.what());
+      }
       replicas_.push_back(std::move(t));
     }
     on_every_rank([](DeepLearningTask& t) { t.compile_this_rank(); });
@@ -112,10 +119,45 @@ void DeepLearningTask::compile_ranks() {
   }
 }
 
-void DeepLearningTask::on_every_rank(const std::function<void(DeepLearningTask&)>& f) {
+void DeepLearningTask::require_ranks_usable(const char* call, bool moves_position) const {
+  if (!group_) return;
+  FRESCO_CHECK(!group_->aborted, ErrorCode::kUsage,
+               std::string("DeepLearningTask::") + call +
+                   ": the ranks stopped after an error, their states may differ (compile a new task): " +
+                   group_->abort_reason);
+  if (!moves_position) return;
   FRESCO_CHECK(
-      !group_->aborted, ErrorCode::kUsage,
-      "the ranks stopped after an error and cannot train on (compile a new task): " + group_->abort_reason);
+      !in_ranks_, ErrorCode::kUsage,
+      std::string("DeepLearningTask::") + call +
+          " from inside a run of the ranks (an on_epoch callback): the other ranks are waiting in it");
+  for (const auto& r : replicas_)
+    FRESCO_CHECK(r->epochs_done_ == epochs_done_ && r->epoch_steps_done_ == epoch_steps_done_,
+                 ErrorCode::kInternal,
+                 std::string("DeepLearningTask::") + call + ": rank " + std::to_string(r->rank_) +
+                     " is at epoch " + std::to_string(r->epochs_done_) + " step " +
+                     std::to_string(r->epoch_steps_done_) + ", rank 0 at epoch " +
+                     std::to_string(epochs_done_) + " step " + std::to_string(epoch_steps_done_));
+}
+
+void DeepLearningTask::on_all_ranks_or_stop(const char* what,
+                                            const std::function<void(DeepLearningTask&)>& f) {
+  try {
+    f(*this);
+    for (auto& r : replicas_) f(*r);
+  } catch (const std::exception& e) {
+    // some ranks may hold the new state and others not: none may train on
+    if (group_) group_->abort(std::string(what) + " failed part way: " + e.what());
+    throw;
+  }
+}
+
+void DeepLearningTask::on_every_rank(const std::function<void(DeepLearningTask&)>& f) {
+  require_ranks_usable("run");
+  struct InRanks {  // a callback on rank 0 may not start another run of the ranks
+    bool& flag;
+    explicit InRanks(bool& f) : flag(f) { flag = true; }
+    ~InRanks() { flag = false; }
+  } in_ranks(in_ranks_);
   std::vector<std::exception_ptr> errors(replicas_.size() + 1);
   std::atomic<int> first_failed{-1};
   auto run = [&](DeepLearningTask& t, size_t i) {
@@ -125,14 +167,18 @@ void DeepLearningTask::on_every_rank(const std::function<void(DeepLearningTask&)
       errors[i] = std::current_exception();
       int none = -1;
       if (first_failed.compare_exchange_strong(none, static_cast<int>(i))) {
-        std::string why = "rank " + std::to_string(i) + " failed";
-        try {
-          throw;
-        } catch (const std::exception& e) {
-          why = "rank " + std::to_string(i) + ": " + e.what();
+        try {  // the reason, when it can be told (a failure to build it still aborts)
+          std::string why = "rank " + std::to_string(i) + " failed";
+          try {
+            throw;
+          } catch (const std::exception& e) {
+            why = "rank " + std::to_string(i) + ": " + e.what();
+          } catch (...) {
+          }
+          group_->abort(why);  // the others fail at their next collective or meeting instead of waiting
         } catch (...) {
+          group_->abort("a rank failed");
         }
-        group_->abort(why);  // the others fail at their next collective or meeting instead of waiting
       }
     }
   };
@@ -153,8 +199,7 @@ void DeepLearningTask::on_every_rank(const std::function<void(DeepLearningTask&)
     try {
       std::rethrow_exception(errors[static_cast<size_t>(i)]);
     } catch (const Error& e) {
-      throw Error(e.code(), "rank " + std::to_string(i) + ": " + e.what() +
-                                " (every rank stopped; the ranks cannot train on)");
+      throw Error(e.code(), "rank " + std::to_string(i) + ": " + e.what() + " (every rank stopped)");
     }
   }
 }

@@ -295,6 +295,7 @@ int64_t DeepLearningTask::steps_per_epoch() const {
 
 TrainingResult DeepLearningTask::run(int32_t epochs) {
   require(Phase::COMPILED, "DeepLearningTask::run");
+  require_ranks_usable("run");
   // The compiled job's schedule covers its epochs once: another epoch would train at the schedule's last lr
   // and repeat epoch 0's shuffle.
   FRESCO_CHECK(epochs_done_ < epochs_, ErrorCode::kUsage,
@@ -315,6 +316,7 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
 
 TrainingResult DeepLearningTask::run_steps(int64_t steps) {
   require(Phase::COMPILED, "DeepLearningTask::run_steps");
+  require_ranks_usable("run_steps");
   FRESCO_CHECK(epochs_done_ < epochs_, ErrorCode::kUsage,
                "DeepLearningTask::run_steps: all " + std::to_string(epochs_) +
                    " epochs of this job have been run; compile a new task to train again");
@@ -476,6 +478,9 @@ void DeepLearningTask::swap_ema_weights() {
 
 EvalResult DeepLearningTask::evaluate(bool ema) {
   require(Phase::COMPILED, "DeepLearningTask::evaluate");
+  FRESCO_CHECK(!group_ || !group_->aborted, ErrorCode::kUsage,
+               "evaluate: the ranks stopped after an error, possibly within a step (compile a new task): " +
+                   group_->abort_reason);
   FRESCO_CHECK(test_.n > 0, ErrorCode::kUsage, "evaluate: no test set");
   if (ema) {  // the averaged weights in place of the trained ones for this evaluation
     FRESCO_CHECK(ema_decay_ > 0.0, ErrorCode::kUsage, "evaluate(ema): the job has no EMA (ema(decay))");
@@ -588,6 +593,12 @@ std::vector<float> DeepLearningTask::read_ema_param(int32_t layer, const std::st
 void DeepLearningTask::write_param(int32_t layer, const std::string& which,
                                    const std::vector<float>& values) {
   require(Phase::COMPILED, "DeepLearningTask::write_param");
+  require_ranks_usable("write_param", false);  // also from an on_epoch callback: the others are waiting
+  on_all_ranks_or_stop("write_param", [&](DeepLearningTask& t) { t.write_param_here(layer, which, values); });
+}
+
+void DeepLearningTask::write_param_here(int32_t layer, const std::string& which,
+                                        const std::vector<float>& values) {
   const TensorId id = param_tensor(layer, which);
   const int64_t n = model_->base_plan().tensor(id).shape.numel();
   FRESCO_CHECK(static_cast<int64_t>(values.size()) == n, ErrorCode::kBadData,
@@ -602,7 +613,6 @@ void DeepLearningTask::write_param(int32_t layer, const std::string& which,
     for (const auto& [e, w] : ema_pairs())
       if (w == id) runtime_->upload(model_->base_plan(), e, stored.data(), stored.size() * sizeof(float));
   cast_weights();
-  for (auto& r : replicas_) r->write_param(layer, which, values);  // every rank holds the same weights
 }
 
 void DeepLearningTask::cast_weights() {
@@ -633,6 +643,11 @@ std::vector<std::pair<std::string, std::vector<float>>> DeepLearningTask::snapsh
 
 void DeepLearningTask::restore(const std::vector<std::pair<std::string, std::vector<float>>>& state) {
   require(Phase::COMPILED, "DeepLearningTask::restore");
+  require_ranks_usable("restore", false);
+  on_all_ranks_or_stop("restore", [&](DeepLearningTask& t) { t.restore_here(state); });
+}
+
+void DeepLearningTask::restore_here(const std::vector<std::pair<std::string, std::vector<float>>>& state) {
   const std::vector<const DTensor*> targets = state_tensors();
   // Every name and size is checked before anything is written: a refused state leaves the job as it was.
   FRESCO_CHECK(state.size() == targets.size(), ErrorCode::kBadData,
@@ -651,7 +666,6 @@ void DeepLearningTask::restore(const std::vector<std::pair<std::string, std::vec
     runtime_->upload(model_->base_plan(), targets[i]->id, state[i].second.data(),
                      state[i].second.size() * sizeof(float));
   cast_weights();
-  for (auto& r : replicas_) r->restore(state);  // every rank holds the same state
 }
 
 float DeepLearningTask::current_lr() {

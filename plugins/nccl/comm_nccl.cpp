@@ -63,9 +63,15 @@ FrError* comm_create(void* group, int32_t rank, void*, int32_t device_index, voi
     FR_PLUGIN_CHECK(
         q == ncclSuccess || q == ncclInProgress, FR_ERR_COMM,
         "nccl: ncclCommInitRankConfig (rank " + std::to_string(rank) + "): " + ncclGetErrorString(q));
+    bool aborted = false;
     {
       std::lock_guard<std::mutex> lock(g->mu);
       g->comms.push_back(r->comm);
+      aborted = g->aborted;  // the abort ran its loop before this push: abort this one here
+    }
+    if (aborted) {
+      ncclCommAbort(r->comm);
+      FR_PLUGIN_CHECK(false, FR_ERR_COMM, "nccl: the group was aborted (another rank failed)");
     }
     wait_ready(*r, "nccl: making the communicator");
     *comm = r.release();
@@ -87,10 +93,15 @@ void comm_destroy(void* comm) noexcept {
   delete r;
 }
 
+// Known limit (not run on GPUs yet): ncclCommAbort frees a communicator that another rank's thread may be
+// inside (an enqueue, a poll) at that moment; NCCL documents the abort from another thread as the way to
+// release a hung collective, and every use here checks `aborted` first, which narrows the window but does
+// not close it.
 void group_abort(void* group) noexcept {
   auto* g = static_cast<NcclGroup*>(group);
-  if (!g || g->aborted.exchange(true)) return;
+  if (!g) return;
   std::lock_guard<std::mutex> lock(g->mu);
+  if (g->aborted.exchange(true)) return;
   for (ncclComm_t c : g->comms) ncclCommAbort(c);
 }
 }  // namespace

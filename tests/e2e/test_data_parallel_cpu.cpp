@@ -138,15 +138,19 @@ TEST(DataParallelCpu, TheEpochsEndIsAMeetingOfTheRanks) {
   t->epochs(4);
   std::vector<EpochReport> reports;
   bool fail = false;
+  std::string nested;
   t->on_epoch([&](const EpochReport& r) {
     reports.push_back(r);
     if (r.epoch == 1) t->write_param(t->layer_index("1"), "bias", std::vector<float>(64, 0.25f));
+    if (r.epoch == 2)
+      nested = test::error_of([&] { t->run_steps(1); }).second;  // the others wait in this run
     if (fail) throw Error(ErrorCode::kIo, "the callback failed");
   });
   t->compile();
   t->run(2);
   ASSERT_EQ(reports.size(), 2u);
   expect_same_bits(t->snapshot_of_rank(1), t->snapshot(), "after a write in the callback");
+  EXPECT_NE(nested.find("from inside a run of the ranks"), std::string::npos) << nested;
   auto one = mlp(1);  // the whole epoch's loss: both ranks' samples (not rank 0's half)
   one->compile();
   const TrainingResult r1 = one->run(1);

@@ -108,7 +108,8 @@ void DeepLearningTask::save_checkpoint(const std::string& path) {
   require(Phase::COMPILED, "DeepLearningTask::save_checkpoint");
   FRESCO_CHECK(
       !group_ || !group_->aborted, ErrorCode::kUsage,
-      "save_checkpoint: the ranks stopped after an error, their states may differ: " + group_->abort_reason);
+      "save_checkpoint: the ranks stopped after an error, their states may differ (compile a new task): " +
+          group_->abort_reason);
   FRESCO_CHECK(!steps_outside_run_, ErrorCode::kUsage,
                "save_checkpoint: training steps were taken with train_step() since the last run() or "
                "run_steps(); a checkpoint holds the state at a step of those");
@@ -140,13 +141,11 @@ void DeepLearningTask::save_checkpoint(const std::string& path) {
 
 void DeepLearningTask::load_checkpoint(const std::string& path, bool weights_only) {
   require(Phase::COMPILED, "DeepLearningTask::load_checkpoint");
-  FRESCO_CHECK(
-      !group_ || !group_->aborted, ErrorCode::kUsage,
-      "load_checkpoint: the ranks stopped after an error (compile a new task): " + group_->abort_reason);
+  require_ranks_usable("load_checkpoint");
   const checkpoint::Contents c = checkpoint::read_file(path);
-  load_checkpoint_contents(path, c, weights_only);
-  // every rank from the same contents: rank 0 checked them, and the ranks' plans are the same
-  for (auto& r : replicas_) r->load_checkpoint_contents(path, c, weights_only);
+  // every rank from the same contents: rank 0 checks them first, and the ranks' plans are the same
+  on_all_ranks_or_stop("load_checkpoint",
+                       [&](DeepLearningTask& t) { t.load_checkpoint_contents(path, c, weights_only); });
 }
 
 void DeepLearningTask::load_checkpoint_contents(const std::string& path, const checkpoint::Contents& c,

@@ -269,6 +269,15 @@ class DeepLearningTask : public TaskBase {
   void on_every_rank(const std::function<void(DeepLearningTask&)>& f);
   std::vector<uint32_t> rank_order(const std::vector<uint32_t>& order) const;
   void require_one_rank(const char* call) const;
+  // With several ranks: kUsage after an abort; for a call that trains or sets the ranks' position
+  // (moves_position), also from inside a run of the ranks (an on_epoch callback), and kInternal when a rank's
+  // position differs from rank 0's (they would wait on each other).
+  void require_ranks_usable(const char* call, bool moves_position = true) const;
+  // f on this rank, then on every other one; an error part way aborts the group (the ranks may differ).
+  void on_all_ranks_or_stop(const char* what, const std::function<void(DeepLearningTask&)>& f);
+  // write_param and restore on this rank alone.
+  void write_param_here(int32_t layer, const std::string& which, const std::vector<float>& values);
+  void restore_here(const std::vector<std::pair<std::string, std::vector<float>>>& state);
   void compile_this_rank();
   void init_parameters();
 
@@ -313,6 +322,7 @@ class DeepLearningTask : public TaskBase {
   bool shuffle_ = true;
   ProgressiveResolution progressive_;
   int32_t ranks_ = 1, rank_ = 0;
+  bool in_ranks_ = false;      // rank 0 inside on_every_rank
   int32_t logged_stage_ = -1;  // the progressive stage last named in the log (0 begin, 1 end; -1 none)
   std::function<void(const EpochReport&)> on_epoch_;
   // The ranks' collective group, shared by every rank's task: declared before the runtimes, so it goes
