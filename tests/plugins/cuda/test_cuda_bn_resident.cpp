@@ -236,7 +236,7 @@ TEST(CudaBnResident, BackwardGivesTheBitsOfTheThreeKernels) {
   FRESCO_REQUIRE_GPU();
   const std::vector<MapCase> maps = {
       {Shape{16, 4, 4, 256}, true},    // 4 chunks of 64 rows: dy and x kept, 64 KB a chunk in bf16
-      {Shape{2, 4, 4, 512}, true},     // one chunk of 32 rows, fewer than a chunk's 64
+      {Shape{2, 4, 4, 256}, true},     // one chunk of 32 rows (sized as 64: 128 KB in f32)
       {Shape{37, 5, 6, 64}, true},     // 18 chunks, the last of 22 rows
       {Shape{512, 8, 8, 64}, true},    // 512 chunks of 16 KB (dy and x) in bf16: two kept per block
       {Shape{512, 8, 8, 256}, false},  // 512 chunks of 64 KB (dy and x) in bf16, 128 KB in f32: kept in part
