@@ -581,7 +581,8 @@ TEST(CudaOps, Optimizers) {
     cycled.tensors[3].fill = Fill::SCALARS_AHEAD;
     cycled.tensors.push_back({DType::F32, {1, 1, 1, len}, Fill::POSITIVE});
     cycled.node.rin.push_back(RangeRef::values_of(4, DType::F32));
-    expect_same(cycled, 1e-7, "sgd with a momentum table of " + std::to_string(len));
+    // (an H100 measured 1.1e-7 once: the device's fused multiply-adds against the CPU's separate ones)
+    expect_same(cycled, 2e-7, "sgd with a momentum table of " + std::to_string(len));
   }
   for (int64_t n : {int64_t{4096 + 17}, int64_t{3 * 8192 + 5}, int64_t{1024 * 8192 + 77}}) {
     // one tensor's trust ratio, its norms added in another order than the CPU's: one block's, several
