@@ -152,7 +152,7 @@ void DeepLearningTask::on_all_ranks_or_stop(const char* what,
 }
 
 void DeepLearningTask::on_every_rank(const std::function<void(DeepLearningTask&)>& f) {
-  require_ranks_usable("run");
+  // (the callers checked the group: run and run_steps with require_ranks_usable, compile_ranks made it)
   struct InRanks {  // a callback on rank 0 may not start another run of the ranks
     bool& flag;
     explicit InRanks(bool& f) : flag(f) { flag = true; }

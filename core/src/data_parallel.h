@@ -15,6 +15,14 @@
 
 namespace fresco {
 
+// sum += m, field by field: the ranks' train metrics of one epoch added up.
+inline void add_metrics(FrMetricAccumulators& sum, const FrMetricAccumulators& m) {
+  sum.loss_sum += m.loss_sum;
+  sum.correct += m.correct;
+  sum.samples += m.samples;
+  sum.batches += m.batches;
+}
+
 struct CommGroup {
   CommGroup(const FrCommApi* a, int32_t world);
   ~CommGroup();

@@ -305,13 +305,7 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
       epochs >= 0, ErrorCode::kUsage,
       "DeepLearningTask::run: epochs must be 0 (all that are left) or more, found " + std::to_string(epochs));
   const int32_t end = epochs == 0 || epochs >= epochs_ - epochs_done_ ? epochs_ : epochs_done_ + epochs;
-  if (replicas_.empty()) return train_until(end, -1);
-  TrainingResult result;
-  on_every_rank([&](DeepLearningTask& t) {
-    TrainingResult r = t.train_until(end, -1);
-    if (&t == this) result = std::move(r);
-  });
-  return result;
+  return train_every_rank(end, -1);
 }
 
 TrainingResult DeepLearningTask::run_steps(int64_t steps) {
@@ -323,10 +317,14 @@ TrainingResult DeepLearningTask::run_steps(int64_t steps) {
   FRESCO_CHECK(steps >= 0, ErrorCode::kUsage,
                "DeepLearningTask::run_steps: steps must be 0 (all that are left) or more, found " +
                    std::to_string(steps));
-  if (replicas_.empty()) return train_until(epochs_, steps == 0 ? -1 : steps);
-  TrainingResult result;
+  return train_every_rank(epochs_, steps == 0 ? -1 : steps);
+}
+
+TrainingResult DeepLearningTask::train_every_rank(int32_t end, int64_t budget) {
+  if (replicas_.empty()) return train_until(end, budget);
+  TrainingResult result;  // rank 0's: the others report nothing
   on_every_rank([&](DeepLearningTask& t) {
-    TrainingResult r = t.train_until(t.epochs_, steps == 0 ? -1 : steps);
+    TrainingResult r = t.train_until(end, budget);
     if (&t == this) result = std::move(r);
   });
   return result;
@@ -376,8 +374,7 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
         continue;
       }
       tr = FrMetricAccumulators{};
-      for (const FrMetricAccumulators& m : group_->epoch_metrics)
-        tr.loss_sum += m.loss_sum, tr.correct += m.correct, tr.samples += m.samples, tr.batches += m.batches;
+      for (const FrMetricAccumulators& m : group_->epoch_metrics) add_metrics(tr, m);
     }
     EpochReport r;
     r.epoch = e + 1;

@@ -26,14 +26,11 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
     consumed_[x] = rt.create_event();
   }
   const Shape in = m.arch.input_sample;
-  bool resizes = false;
-  for (int v = 0; v < kVariantCount; ++v) {
+  for (int v = 0; v < kVariantCount; ++v) {  // progressive resolution: the stages' resizes
     const Shape& s = m.sample_of[v];
-    if (!at.present(static_cast<Variant>(v)) || s == in) continue;
-    resize_[v] = data::AreaResize(in.h, in.w, s.h, s.w);
-    resizes = true;
+    if (at.present(static_cast<Variant>(v)) && !(s == in))
+      resize_[v] = data::AreaResize(in.h, in.w, s.h, s.w);
   }
-  resizes_ = resizes;
   for (int v = 0; v < kVariantCount; ++v) {
     const auto var = static_cast<Variant>(v);
     for (int x = 0; x < 2; ++x) {

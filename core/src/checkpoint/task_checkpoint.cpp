@@ -125,11 +125,7 @@ void DeepLearningTask::save_checkpoint(const std::string& path) {
   }
   if (epoch_steps_done_ > 0) {  // within an epoch: its train metrics so far (every rank's), for its report
     FrMetricAccumulators sum = exec_->read_metrics(true);
-    for (auto& rep : replicas_) {
-      const FrMetricAccumulators m = rep->exec_->read_metrics(true);
-      sum.loss_sum += m.loss_sum, sum.correct += m.correct, sum.samples += m.samples,
-          sum.batches += m.batches;
-    }
+    for (auto& rep : replicas_) add_metrics(sum, rep->exec_->read_metrics(true));
     checkpoint::Record r;
     r.name = kEpochMetricsRecord;
     r.bytes.resize(sizeof(FrMetricAccumulators));

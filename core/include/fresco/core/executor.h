@@ -6,6 +6,7 @@
 // tests/e2e.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -36,7 +37,9 @@ class Executor {
   void set_augmentation(const data::Augmentation& a, uint64_t seed) {
     aug_ = a;
     aug_seed_ = seed;
-    if (resizes_ && a.active())  // the augmented images at the data's size, before the resize
+    const bool resizes =
+        std::any_of(resize_.begin(), resize_.end(), [](const data::AreaResize& r) { return !r.identity(); });
+    if (resizes && a.active())  // the augmented images at the data's size, before the resize
       resize_scratch_.resize(static_cast<size_t>(m_.batch_of[static_cast<int>(Variant::TRAIN_BASE)] *
                                                  m_.arch.input_sample.per_sample()));
   }
@@ -69,7 +72,6 @@ class Executor {
   // and room for the augmented images of a batch before they are resized (allocated once).
   std::array<data::AreaResize, kVariantCount> resize_;
   std::vector<uint8_t> resize_scratch_;  // with an augmentation only
-  bool resizes_ = false;
   bool quiet_ = false;
   // Per variant and buffer: capture indices (-1 = none), resolved once.
   int transfer_[kVariantCount][2];
