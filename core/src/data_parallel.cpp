@@ -15,7 +15,7 @@
 namespace fresco {
 
 CommGroup::CommGroup(const FrCommApi* a, int32_t w)
-    : api(a), world(w), epoch_metrics(static_cast<size_t>(w)) {
+    : api(a), world(w), epoch_metrics(static_cast<size_t>(w)), ranks_(w) {
   throw_if_error(api->group_create(world, &group),
                  std::string("creating a group of ") + std::to_string(world) + " ranks (" + api->name + ")");
 }
@@ -24,7 +24,7 @@ CommGroup::~CommGroup() {
 }
 void CommGroup::abort(const std::string& why) noexcept {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(reason_mu_);
     if (aborted) return;
     try {
       abort_reason = why;
@@ -32,21 +32,11 @@ void CommGroup::abort(const std::string& why) noexcept {
     }
     aborted = true;
   }
-  cv_.notify_all();
+  ranks_.abort();
   api->group_abort(group);
 }
 void CommGroup::meet() {
-  std::unique_lock<std::mutex> lock(mu_);
-  FRESCO_CHECK(!aborted, ErrorCode::kInternal, "the ranks stopped: " + abort_reason);
-  const uint64_t gen = generation_;
-  if (++arrived_ == world) {
-    arrived_ = 0;
-    ++generation_;
-    cv_.notify_all();
-    return;
-  }
-  cv_.wait(lock, [&] { return generation_ != gen || aborted; });
-  FRESCO_CHECK(generation_ != gen, ErrorCode::kInternal, "the ranks stopped: " + abort_reason);
+  FRESCO_CHECK(ranks_.wait(), ErrorCode::kInternal, "the ranks stopped: " + abort_reason);
 }
 
 void DeepLearningTask::copy_settings_to(DeepLearningTask& t) const {

@@ -5,13 +5,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "fresco/ops.h"
 #include "fresco/plugin.h"
+#include "fresco/rank_barrier.hpp"
 
 namespace fresco {
 
@@ -42,10 +42,8 @@ struct CommGroup {
   std::vector<FrMetricAccumulators> epoch_metrics;  // each rank's train metrics of the epoch ending
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int32_t arrived_ = 0;
-  uint64_t generation_ = 0;
+  std::mutex reason_mu_;
+  sdk::RankBarrier ranks_;
 };
 
 }  // namespace fresco

@@ -5,28 +5,6 @@
 
 namespace fresco::cpu {
 
-bool ThreadGroup::barrier() {
-  std::unique_lock<std::mutex> lock(mu);
-  if (aborted) return false;
-  const uint64_t gen = generation;
-  if (++arrived == world) {
-    arrived = 0;
-    ++generation;
-    cv.notify_all();
-    return true;
-  }
-  cv.wait(lock, [&] { return generation != gen || aborted; });
-  return generation != gen;  // released by the last rank, or aborted first
-}
-
-void ThreadGroup::abort() {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    aborted = true;
-  }
-  cv.notify_all();
-}
-
 namespace {
 FrError* group_create(int32_t world, void** group) noexcept {
   return sdk::guard([&] {
@@ -50,7 +28,7 @@ void comm_destroy(void* comm) noexcept {
   delete static_cast<ThreadComm*>(comm);
 }
 void group_abort(void* group) noexcept {
-  if (group) static_cast<ThreadGroup*>(group)->abort();
+  if (group) static_cast<ThreadGroup*>(group)->ranks.abort();
 }
 }  // namespace
 

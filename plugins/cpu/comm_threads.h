@@ -6,29 +6,24 @@
 // tests/plugins/cpu/test_comm_threads.cpp, tests/e2e/test_data_parallel_cpu.cpp.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
 #include "fresco/plugin.h"
+#include "fresco/rank_barrier.hpp"
 
 namespace fresco::cpu {
 
 struct ThreadGroup {
-  explicit ThreadGroup(int32_t n) : world(n), data(static_cast<size_t>(n)), bytes(static_cast<size_t>(n)) {}
+  explicit ThreadGroup(int32_t n)
+      : world(n), data(static_cast<size_t>(n)), bytes(static_cast<size_t>(n)), ranks(n) {}
   const int32_t world;
-  std::mutex mu;
-  std::condition_variable cv;
-  int32_t arrived = 0;
-  uint64_t generation = 0;
-  bool aborted = false;
   // what each rank published for the collective under way
   std::vector<float*> data;
   std::vector<uint64_t> bytes;
+  sdk::RankBarrier ranks;
   // Waits until every rank has arrived (false: the group was aborted, now or before).
-  bool barrier();
-  void abort();
+  bool barrier() { return ranks.wait(); }
 };
 
 struct ThreadComm {
