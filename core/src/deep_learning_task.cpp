@@ -293,14 +293,19 @@ int64_t DeepLearningTask::steps_per_epoch() const {
   return model_->options.steps_per_epoch;
 }
 
-TrainingResult DeepLearningTask::run(int32_t epochs) {
-  require(Phase::COMPILED, "DeepLearningTask::run");
-  require_ranks_usable("run");
+void DeepLearningTask::require_epochs_left(const char* call) const {
+  const std::string api = std::string("DeepLearningTask::") + call;
+  require(Phase::COMPILED, api.c_str());
+  require_ranks_usable(call);
   // The compiled job's schedule covers its epochs once: another epoch would train at the schedule's last lr
   // and repeat epoch 0's shuffle.
   FRESCO_CHECK(epochs_done_ < epochs_, ErrorCode::kUsage,
-               "DeepLearningTask::run: all " + std::to_string(epochs_) +
+               api + ": all " + std::to_string(epochs_) +
                    " epochs of this job have been run; compile a new task to train again");
+}
+
+TrainingResult DeepLearningTask::run(int32_t epochs) {
+  require_epochs_left("run");
   FRESCO_CHECK(
       epochs >= 0, ErrorCode::kUsage,
       "DeepLearningTask::run: epochs must be 0 (all that are left) or more, found " + std::to_string(epochs));
@@ -309,11 +314,7 @@ TrainingResult DeepLearningTask::run(int32_t epochs) {
 }
 
 TrainingResult DeepLearningTask::run_steps(int64_t steps) {
-  require(Phase::COMPILED, "DeepLearningTask::run_steps");
-  require_ranks_usable("run_steps");
-  FRESCO_CHECK(epochs_done_ < epochs_, ErrorCode::kUsage,
-               "DeepLearningTask::run_steps: all " + std::to_string(epochs_) +
-                   " epochs of this job have been run; compile a new task to train again");
+  require_epochs_left("run_steps");
   FRESCO_CHECK(steps >= 0, ErrorCode::kUsage,
                "DeepLearningTask::run_steps: steps must be 0 (all that are left) or more, found " +
                    std::to_string(steps));

@@ -258,6 +258,8 @@ class DeepLearningTask : public TaskBase {
   // run() / run_steps(): from the current position until epoch `end` starts or `budget` steps have run
   // (-1: no limit).
   TrainingResult train_until(int32_t end, int64_t budget);
+  // run() / run_steps(): COMPILED, the ranks usable, an epoch left (kUsage naming `call` otherwise).
+  void require_epochs_left(const char* call) const;
   // train_until on every rank at once (on_every_rank), or on this one alone; rank 0's result.
   TrainingResult train_every_rank(int32_t end, int64_t budget);
   // Mixed precision: refreshes the low-precision compute weights (A) from the masters (W).
