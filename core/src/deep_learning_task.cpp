@@ -64,6 +64,7 @@ FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_wei
               defer_fc_min_macs_ = min_macs)
 FRESCO_SETTER(conv_join_lag(int64_t max_values), conv_join_lag_max_ = max_values)
 FRESCO_SETTER(fork_shortcuts(bool on), fork_shortcuts_ = on)
+FRESCO_SETTER(fused_weight_cast(bool on), fused_weight_cast_ = on)
 FRESCO_SETTER(freeze_first_layer(bool on), freeze_first_layer_ = on)
 FRESCO_SETTER(ema(double decay, int32_t every), (ema_decay_ = decay, ema_every_ = every))
 FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
@@ -175,6 +176,7 @@ void DeepLearningTask::plan() {
   o.defer_fc_min_macs = defer_fc_min_macs_;
   o.conv_join_lag_max = conv_join_lag_max_;
   o.fork_shortcuts = fork_shortcuts_;
+  o.fused_weight_cast = fused_weight_cast_;
   o.freeze_first_layer = freeze_first_layer_;
   o.ema_decay = ema_decay_;
   o.ema_every = ema_every_;

@@ -92,6 +92,13 @@ bool uses_join_epilogue(const GraphNode& n) {
   return n.op == FR_OP_CONV2D_BACKWARD && n.in.size() == 6 && writes_input_gradient(n);
 }
 
+// Whether an optimizer update writes the weight copy of ops.h (CompileOptions::fused_weight_cast: its last
+// range output 16-bit), which its kernel must declare (FR_KERNEL_WEIGHT_COPY).
+bool uses_weight_copy(const GraphNode& n) {
+  return (n.op == FR_OP_SGD_UPDATE || n.op == FR_OP_ADAM_UPDATE) && n.rout.size() > 1 &&
+         (n.rout.back().dtype == DType::F16 || n.rout.back().dtype == DType::BF16);
+}
+
 // Whether a node uses the per-channel sums operands of ops.h (CompileOptions::conv_stats, grad_sums), which
 // its kernel must declare (FR_KERNEL_SUMS_OPERANDS).
 bool uses_sums_operands(const GraphNode& n) {
@@ -250,6 +257,8 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
           node.rin.size() > 2,
       FR_KERNEL_STEP_MOMENTUM, "per-step momentum table",
       "(FR_KERNEL_STEP_MOMENTUM) set the scheduler's cycle_momentum to false");
+  require_form(uses_weight_copy(node), FR_KERNEL_WEIGHT_COPY, "weight copy",
+               "(FR_KERNEL_WEIGHT_COPY) compile with CompileOptions::fused_weight_cast = false");
   require_form(uses_sums_operands(node), FR_KERNEL_SUMS_OPERANDS, "per-channel sums operands",
                "(FR_KERNEL_SUMS_OPERANDS) compile with CompileOptions::conv_stats and grad_sums = OFF "
                "(DeepLearningTask::conv_stats, grad_sums)");

@@ -18,13 +18,15 @@ using namespace fresco;
 
 namespace {
 
-// early_parts 0 by default: the tests of the early parts set them (EarlyPartsUpdate...).
+// early_parts 0 by default: the tests of the early parts set them (EarlyPartsUpdate...). The W -> A casts
+// as nodes of their own unless `fused` (CompileOptions::fused_weight_cast, the default: FusedWeightCast...).
 CompiledModel compile(DType precision, CompileOptions::EarlyUpdate early = CompileOptions::EarlyUpdate::AUTO,
-                      int early_parts = 0) {
+                      int early_parts = 0, bool fused = false) {
   CompileOptions o = test::small_compile_options(8);
   o.precision = precision;
   o.early_update = early;
   o.early_update_parts = early_parts;
+  o.fused_weight_cast = fused;
   return Compiler().compile(test::small_residual_blueprint(), o);
 }
 
@@ -284,6 +286,7 @@ TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients)
     o.precision = DType::BF16;
     o.early_update_parts = 2;
     o.conv_join_lag_max = lag;
+    o.fused_weight_cast = false;  // the casts as nodes (fused: FusedWeightCast... below)
     const CompiledModel m = Compiler().compile(plain, o);
     const MemoryPlan& p = m.base_plan();
     const auto& deep = m.train->nodes(GraphId::DEEP_FWD_BWD);
@@ -357,4 +360,68 @@ TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients)
     EXPECT_EQ(rest.rin[0].skip + static_cast<uint64_t>(rest.rin[0].take), hi);
     EXPECT_EQ(rest.rin[0].take, slot);
   }
+}
+
+// CompileOptions::fused_weight_cast (the default): in mixed precision every update of conv weights writes
+// their A copy (ops.h, the weight copy: a last range output of the precision's dtype), so no W -> A
+// cast_range runs in the step and the step runs no WEIGHT_CAST (which stays whole for the host's writes).
+// Over the step's graphs the copies tile the A span of the conv kinds exactly once, each in lock-step with
+// the W bytes its update covers; the parameters stored before the first conv are updated by nodes without
+// a copy. bf16 with and without the early update and its parts, fp16; fp32 and LARS keep no copies.
+TEST(MixedPrecisionPlan, FusedWeightCastWritesEveryConvWeightCopyOnceFromItsUpdate) {
+  EXPECT_TRUE(CompileOptions{}.fused_weight_cast);  // the default
+  struct Case {
+    DType precision;
+    CompileOptions::EarlyUpdate early;
+    int parts;
+  };
+  for (const Case& c : {Case{DType::BF16, CompileOptions::EarlyUpdate::AUTO, 0},
+                        Case{DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2},
+                        Case{DType::BF16, CompileOptions::EarlyUpdate::OFF, 0},
+                        Case{DType::F16, CompileOptions::EarlyUpdate::AUTO, 0}}) {
+    const std::string name = std::string(dtype_name(c.precision)) + " parts " + std::to_string(c.parts) +
+                             (c.early == CompileOptions::EarlyUpdate::OFF ? " early off" : "");
+    const CompiledModel m = compile(c.precision, c.early, c.parts, /*fused=*/true);
+    const MemoryPlan& p = m.base_plan();
+    EXPECT_FALSE(m.weight_cast_in_step) << name;
+    ASSERT_EQ(m.train->nodes(GraphId::WEIGHT_CAST).size(), 1u) << name;
+    EXPECT_EQ(m.train->nodes(GraphId::WEIGHT_CAST)[0].rin[0].take, -1) << name;
+    const RegionSpan group = p.region_range(Region::W_BN_BIAS, Region::W_DEEP_CONV);
+    const RegionSpan conv = p.region_range(Region::W_FIRST_CONV, Region::W_DEEP_CONV);
+    const uint64_t conv_lo = conv.offset - group.offset;
+    std::vector<std::pair<uint64_t, uint64_t>> copies;  // [lo, hi) in W bytes of the conv span
+    for (int g = 0; g < kGraphIdCount; ++g)             // but WEIGHT_CAST, outside the step
+      for (const GraphNode& n : m.train->nodes(static_cast<GraphId>(g)))
+        if (static_cast<GraphId>(g) != GraphId::WEIGHT_CAST && n.op == "cast_range") {
+          EXPECT_NE(n.rout[0].first, Region::A_FIRST_CONV) << name << ": a W -> A cast in " << n.label;
+        }
+    for (const GraphNode* n : nodes_of(m, "sgd_update")) {
+      const RangeRef& w = n->rout[0];
+      const uint64_t end = w.take < 0 ? group.bytes : w.skip + static_cast<uint64_t>(w.take);
+      if (n->rout.back().dtype == DType::F32) {  // no copy: stored before the first conv
+        EXPECT_LE(end, conv_lo) << name << ": " << n->label;
+        continue;
+      }
+      EXPECT_EQ(n->rout.size(), m.options.optimizer.uses_m() ? 3u : 2u) << name;  // w[, buffer], copy
+      const RangeRef& a = n->rout.back();
+      EXPECT_EQ(a.dtype, c.precision);
+      EXPECT_EQ(a.first, Region::A_FIRST_CONV);
+      EXPECT_EQ(a.last, Region::A_DEEP_CONV);
+      ASSERT_GE(w.skip, conv_lo) << name << ": " << n->label;
+      EXPECT_EQ(a.skip, (w.skip - conv_lo) / 2) << name << ": " << n->label;
+      EXPECT_EQ(a.take, w.take < 0 ? -1 : w.take / 2) << name << ": " << n->label;
+      copies.emplace_back(w.skip - conv_lo, end - conv_lo);
+    }
+    std::sort(copies.begin(), copies.end());
+    ASSERT_FALSE(copies.empty()) << name;
+    uint64_t at = 0;
+    for (const auto& [lo, hi] : copies) {
+      EXPECT_EQ(lo, at) << name << ": the copies leave a gap or overlap";
+      at = hi;
+    }
+    EXPECT_EQ(at, conv.bytes) << name;
+  }
+  // fp32 has no A (LARS keeps its casts: test_lars_plan.cpp)
+  const CompiledModel f32 = compile(DType::F32, CompileOptions::EarlyUpdate::AUTO, 0, true);
+  for (const GraphNode* n : nodes_of(f32, "sgd_update")) EXPECT_EQ(n->rout.back().dtype, DType::F32);
 }

@@ -4,6 +4,7 @@
 // tests/core/test_mixed_precision_plan.cpp, test_early_update*.cpp, test_freeze_first_layer_plan.cpp.
 #include <algorithm>
 #include <initializer_list>
+#include <type_traits>
 
 #include "compiler/compile_internal.h"
 #include "fresco/core/error.h"
@@ -46,6 +47,12 @@ bool early_update_on(const CompiledModel& m) {
   // nor with several ranks: an update must wait for the gradients' all-reduce (CompileOptions::ranks)
   return early_grads_on(m) && m.options.precision != DType::F16 &&
          m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1;
+}
+
+// CompileOptions::fused_weight_cast: whether the updates of conv weights write their A copy themselves.
+bool fused_cast_on(const CompiledModel& m) {
+  return m.options.precision != DType::F32 && m.options.fused_weight_cast &&
+         m.options.optimizer.type != Optimizer::Type::LARS;
 }
 
 // Bytes of `span` up to the end of the last of `ids` (the first layer's tensors) stored in it; 0: none is.
@@ -99,6 +106,33 @@ GraphNode update_node(const CompiledModel& m, const ParamGroup& gr, uint64_t ski
     n.with_params(FrAdamParams{o.beta1, o.beta2, o.eps, gr.wd, o.type == Optimizer::Type::ADAMW ? 1 : 0, 0});
   }
   return n;
+}
+
+// The update of bytes [skip, skip + take) of group gr's W span (take -1: to the end) as update_node's, with
+// fused_weight_cast the part in the conv kinds' span (FIRST_CONV..DEEP_CONV, the end of the group that ends
+// with DEEP_CONV) as a node of its own that also writes that part of A (ops.h, the weight copy).
+std::vector<GraphNode> update_nodes(const CompiledModel& m, const ParamGroup& gr, uint64_t skip,
+                                    int64_t take) {
+  const MemoryPlan& p = m.base_plan();
+  const RegionSpan group =
+      p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
+  const RegionSpan conv = p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
+                                         param_region(Family::W, ParamKind::DEEP_CONV));
+  const uint64_t end = take < 0 ? group.bytes : skip + static_cast<uint64_t>(take);
+  const uint64_t conv_lo = conv.offset - group.offset;
+  if (!fused_cast_on(m) || gr.last != ParamKind::DEEP_CONV || conv.bytes == 0 || end <= conv_lo)
+    return {update_node(m, gr, skip, take)};
+  std::vector<GraphNode> out;
+  const uint64_t lo = std::max(skip, conv_lo);
+  if (skip < lo) out.push_back(update_node(m, gr, skip, static_cast<int64_t>(lo - skip)));
+  const int64_t rest = take < 0 ? -1 : static_cast<int64_t>(end - lo);
+  GraphNode n = update_node(m, gr, lo, rest);
+  n.rout.push_back(RangeRef::part(param_region(Family::A, ParamKind::FIRST_CONV),
+                                  param_region(Family::A, ParamKind::DEEP_CONV), (lo - conv_lo) / 2,
+                                  rest < 0 ? -1 : rest / 2, m.options.precision));
+  n.label += " and weight copy";
+  out.push_back(std::move(n));
+  return out;
 }
 
 // A cast over bytes [skip, skip + take) of the conv kinds' span (FIRST_CONV..DEEP_CONV) in W-family bytes:
@@ -176,8 +210,8 @@ ConvSplit conv_split(const CompiledModel& m, const std::vector<EarlyPart>& parts
 }
 
 // Bytes [0, cut) of a span of `bytes` go to graph `late` (also when the span is empty), [cut, end) to
-// DEEP_FWD_BWD on the side stream (the early update); make(skip, take, early) builds each node, take -1
-// meaning to the span's end.
+// DEEP_FWD_BWD on the side stream (the early update); make(skip, take, early) builds each part's nodes (a
+// GraphNode or a vector of them), take -1 meaning to the span's end.
 // A hole [hole_lo, hole_hi) inside [0, cut) is left out (a frozen first layer's weight).
 template <class Make>
 void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint64_t cut, uint64_t end,
@@ -185,21 +219,29 @@ void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint6
   auto take = [&](uint64_t from, uint64_t to) {
     return to >= bytes ? int64_t{-1} : static_cast<int64_t>(to - from);
   };
+  auto add = [&](GraphId id, uint64_t skip, int64_t tk, bool early) {
+    std::vector<GraphNode> nodes;
+    if constexpr (std::is_same_v<decltype(make(skip, tk, early)), GraphNode>)
+      nodes.push_back(make(skip, tk, early));
+    else
+      nodes = make(skip, tk, early);
+    for (GraphNode& n : nodes) {
+      n.side_stream = early;
+      g.add(id, std::move(n));
+    }
+  };
   FRESCO_CHECK(hole_hi <= cut, ErrorCode::kInternal, "a range's hole lies past its late part");
   if (hole_hi > hole_lo) {
-    if (hole_lo > 0) g.add(late, make(0, take(0, hole_lo), false));
-    if (cut > hole_hi) g.add(late, make(hole_hi, take(hole_hi, cut), false));
+    if (hole_lo > 0) add(late, 0, take(0, hole_lo), false);
+    if (cut > hole_hi) add(late, hole_hi, take(hole_hi, cut), false);
   } else if (cut > 0 || bytes == 0) {
-    g.add(late, make(0, take(0, cut), false));
+    add(late, 0, take(0, cut), false);
   }
-  if (cut < end) {
-    GraphNode n = make(cut, take(cut, end), true);
-    n.side_stream = true;
-    g.add(GraphId::DEEP_FWD_BWD, std::move(n));
-  }
+  if (cut < end) add(GraphId::DEEP_FWD_BWD, cut, take(cut, end), true);
 }
 
-// Each early part's nodes (bf16: grad cast, update, weight cast; fp32: the update) go into DEEP_FWD_BWD,
+// Each early part's nodes (bf16: grad cast, update, weight cast or the update with its weight copy; fp32: the
+// update) go into DEEP_FWD_BWD,
 // detached, after the first join that follows the weight gradient of the part's first layer.
 void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts) {
   const MemoryPlan& p = m.base_plan();
@@ -235,9 +277,12 @@ void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::v
     const std::string tag = " (early part " + std::to_string(k + 1) + ")";
     std::vector<GraphNode> add;
     if (mixed) add.push_back(conv_cast_node(m, true, part.lo - conv.offset, take, "grad cast" + tag));
-    add.push_back(update_node(m, gr, part.lo - group.offset, take));
-    add.back().label += tag;
-    if (mixed) add.push_back(conv_cast_node(m, false, part.lo - conv.offset, take, "weight cast" + tag));
+    for (GraphNode& n : update_nodes(m, gr, part.lo - group.offset, take)) {
+      n.label += tag;
+      add.push_back(std::move(n));
+    }
+    if (mixed && !fused_cast_on(m))
+      add.push_back(conv_cast_node(m, false, part.lo - conv.offset, take, "weight cast" + tag));
     for (GraphNode& n : add) n.side_stream = true, n.detached = detach;
     nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(at), add.begin(), add.end());
   }
@@ -290,14 +335,15 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
     add_late_and_early(
         g, GraphId::OPTIMIZER, span.bytes, cut, end,
         [&](uint64_t skip, int64_t take, bool e) {
-          GraphNode n = update_node(m, gr, skip, take);
-          if (e) n.label += " (early)";
-          return n;
+          std::vector<GraphNode> nodes = update_nodes(m, gr, skip, take);
+          if (e)
+            for (GraphNode& n : nodes) n.label += " (early)";
+          return nodes;
         },
         hole_lo, hole_hi);
   }
   const ConvSplit conv = conv_split(m, parts, early);
-  if (early && m.options.precision != DType::F32 &&
+  if (early && m.options.precision != DType::F32 && !fused_cast_on(m) &&
       conv.span.bytes > 0)  // the W -> A casts after the updates
     add_late_and_early(
         g, GraphId::OPTIMIZER, conv.span.bytes, conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
@@ -339,7 +385,7 @@ void emit_update(ComputationGraph& g, CompiledModel& m) {
     // The whole cast, for the host's writes (DeepLearningTask::cast_weights) and the step without an early
     // update; with one, each update's cast follows it (emit_optimizer, place_early_parts).
     g.add(GraphId::WEIGHT_CAST, conv_cast_node(m, false, 0, -1, "weight cast"));
-    m.weight_cast_in_step = !early_update_on(m);
+    m.weight_cast_in_step = !early_update_on(m) && !fused_cast_on(m);
   }
   if (m.options.precision == DType::F16) {  // the fp32 gradients (batchnorm, fc) back to true scale too
     const RangeRef fp32_grads = RangeRef::regions(param_region(Family::G, ParamKind::BN_BIAS),

@@ -1,8 +1,11 @@
 // CPU range op adam_update over a whole region range: PyTorch Adam (L2 decay into g) or AdamW (decoupled
 // decay), bias correction with t = updates + 1: w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps); beta1 the step's
-// entry of a per-step table when the node has one (ops.h). Test: test_optimizers.cpp.
+// entry of a per-step table when the node has one (ops.h). With the weight copy (ops.h,
+// FR_KERNEL_WEIGHT_COPY) also writes w rounded to the copy's 16-bit type, skipped step or not. Test:
+// test_optimizers.cpp.
 #include "cpu_common.h"
 #include "fresco/update_rules.h"
+#include "ops/float_convert.h"
 #include "ops/step_momentum.h"
 
 namespace fresco::cpu {
@@ -18,9 +21,13 @@ FR_CPU_KERNEL_RUN(adam_update) {
     FR_PLUGIN_CHECK(sdk::count<float>(call->rin[0]) == n && sdk::count<float>(call->rout[1]) == n &&
                         sdk::count<float>(call->rout[2]) == n,
                     FR_ERR_INVALID_ARGUMENT, "adam_update: w/g/m/v ranges differ in size");
-    if (s->skip_step) return;
-    if (call->n_rin >= 3) p.beta1 = step_momentum(call->rin[2], s->step, "adam_update");
+    const FrRange* copy = sdk::weight_copy(call, 3, n, "adam_update");
     float* w = sdk::data<float>(call->rout[0]);
+    if (s->skip_step) {
+      if (copy) write_weight_copy(w, *copy, static_cast<int64_t>(n));
+      return;
+    }
+    if (call->n_rin >= 3) p.beta1 = step_momentum(call->rin[2], s->step, "adam_update");
     float* m = sdk::data<float>(call->rout[1]);
     float* v = sdk::data<float>(call->rout[2]);
     const float* g = sdk::data<float>(call->rin[0]);
@@ -36,6 +43,8 @@ FR_CPU_KERNEL_RUN(adam_update) {
         fr_adam_step(&wi, &mi, &vi, gr[i], &pp, k);
         wr[i] = wi, mr[i] = mi, vr[i] = vi;
       }
+      if (copy)
+        for (int64_t i = a; i < b; ++i) store_float(copy->data, copy->dtype, i, wr[i]);
     });
   });
 }

@@ -50,4 +50,10 @@ inline void store_float(void* data, uint32_t dtype, int64_t i, float f) {
   std::memcpy(p + 2 * i, &h, 2);
 }
 
+// An optimizer's weight copy (ops.h, FR_KERNEL_WEIGHT_COPY) of n weights w as they stand: on a skipped
+// step, where the update writes nothing else.
+inline void write_weight_copy(const float* w, const FrRange& copy, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store_float(copy.data, copy.dtype, i, w[i]);
+}
+
 }  // namespace fresco::cpu

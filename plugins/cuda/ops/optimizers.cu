@@ -2,11 +2,15 @@
 // using the shared rules of fresco/update_rules.h, so CPU and GPU compute the same numbers; 16-byte loads
 // and stores where the ranges allow. lr, step and
 // skip_step are read from S-region memory inside the kernel, and so is the step's momentum (Adam: beta1) from
-// the optional per-step table (ops.h). Test: tests/plugins/cuda (vs the CPU kernels).
+// the optional per-step table (ops.h). With the weight copy (ops.h, FR_KERNEL_WEIGHT_COPY) each kernel also
+// stores the updated weights rounded to 16 bits (the W -> A cast_range's bits) from the same registers, on a
+// skipped step the weights as they are. Test: tests/plugins/cuda (vs the CPU kernels).
 #include <initializer_list>
+#include <type_traits>
 
 #include "fresco/update_rules.h"
 #include "ops/dependent_launch.cuh"
+#include "ops/dtype.cuh"
 #include "ops/step_momentum.cuh"
 
 namespace fresco::cuda {
@@ -26,13 +30,43 @@ __device__ __forceinline__ void for_each_element(int64_t n, Step step) {
   for (int64_t i = done + t; i < n; i += stride) step.one(i);
 }
 
+// The weight copy's stores: C the copy's 16-bit type, or void for none (every store a no-op).
+template <class C>
+struct CopyOut {
+  using Type = C;
+  C* c;
+  __device__ __forceinline__ void one(int64_t i, float w) const {
+    if constexpr (!std::is_void_v<C>) c[i] = from_f<C>(w);
+  }
+  __device__ __forceinline__ void group(int64_t i, const float4& w) const {  // elements 4i..4i+3, 8 bytes
+    if constexpr (!std::is_void_v<C>) {
+      C v[4] = {from_f<C>(w.x), from_f<C>(w.y), from_f<C>(w.z), from_f<C>(w.w)};
+      uint2 u;
+      memcpy(&u, v, sizeof u);
+      reinterpret_cast<uint2*>(c)[i] = u;
+    }
+  }
+};
+
+// A skipped step: the weights as they are into the copy.
+template <class C>
+struct CopyStep {
+  const float* w;
+  CopyOut<C> out;
+  __device__ void one(int64_t i) const { out.one(i, w[i]); }
+  __device__ void group(int64_t i) const { out.group(i, reinterpret_cast<const float4*>(w)[i]); }
+};
+
+template <class C>
 struct SgdStep {
   float *w, *buf;
   const float* g;
   float lr;
   FrSgdParams p;
+  CopyOut<C> out;
   __device__ void one(int64_t i) const {
     fr_sgd_step(w + i, buf ? buf + i : nullptr, g[i], lr, p.weight_decay, p.momentum, p.nesterov);
+    out.one(i, w[i]);
   }
   __device__ void group(int64_t i) const {
     float4 wv = reinterpret_cast<float4*>(w)[i], bv = buf ? reinterpret_cast<float4*>(buf)[i] : float4{};
@@ -44,15 +78,21 @@ struct SgdStep {
       fr_sgd_step(wp + j, buf ? bp + j : nullptr, gp[j], lr, p.weight_decay, p.momentum, p.nesterov);
     reinterpret_cast<float4*>(w)[i] = wv;
     if (buf) reinterpret_cast<float4*>(buf)[i] = bv;
+    out.group(i, wv);
   }
 };
 
+template <class C>
 struct AdamStep {
   float *w, *m, *v;
   const float* g;
   FrAdamParams p;
   FrAdamStepConsts k;
-  __device__ void one(int64_t i) const { fr_adam_step(w + i, m + i, v + i, g[i], &p, k); }
+  CopyOut<C> out;
+  __device__ void one(int64_t i) const {
+    fr_adam_step(w + i, m + i, v + i, g[i], &p, k);
+    out.one(i, w[i]);
+  }
   __device__ void group(int64_t i) const {
     float4 wv = reinterpret_cast<float4*>(w)[i], mv = reinterpret_cast<float4*>(m)[i],
            vv = reinterpret_cast<float4*>(v)[i];
@@ -63,26 +103,44 @@ struct AdamStep {
     reinterpret_cast<float4*>(w)[i] = wv;
     reinterpret_cast<float4*>(m)[i] = mv;
     reinterpret_cast<float4*>(v)[i] = vv;
+    out.group(i, wv);
   }
 };
 
-template <bool VEC>
+template <bool VEC, class C>
 __global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const float* __restrict__ g,
-                           int64_t n, FrSgdParams p, const FrStepScalars* __restrict__ s, MomentumTable t) {
+                           int64_t n, FrSgdParams p, const FrStepScalars* __restrict__ s, MomentumTable t,
+                           CopyOut<C> out) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
-  if (s->skip_step) return;
+  if (s->skip_step) {
+    if constexpr (!std::is_void_v<C>) for_each_element<VEC>(n, CopyStep<C>{w, out});
+    return;
+  }
   p.momentum = t.at(s->step, p.momentum);
-  for_each_element<VEC>(n, SgdStep{w, buf, g, s->lr, p});
+  for_each_element<VEC>(n, SgdStep<C>{w, buf, g, s->lr, p, out});
 }
 
-template <bool VEC>
+template <bool VEC, class C>
 __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float* __restrict__ v,
                             const float* __restrict__ g, int64_t n, FrAdamParams p,
-                            const FrStepScalars* __restrict__ s, MomentumTable t) {
+                            const FrStepScalars* __restrict__ s, MomentumTable t, CopyOut<C> out) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
-  if (s->skip_step) return;
+  if (s->skip_step) {
+    if constexpr (!std::is_void_v<C>) for_each_element<VEC>(n, CopyStep<C>{w, out});
+    return;
+  }
   p.beta1 = t.at(s->step, p.beta1);
-  for_each_element<VEC>(n, AdamStep{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->updates)});
+  for_each_element<VEC>(n, AdamStep<C>{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->updates), out});
+}
+
+// Runs launch(CopyOut<C>) with C the copy's 16-bit type, or void without a copy.
+template <class F>
+void with_copy(const FrRange* copy, const char* op, F&& launch) {
+  if (!copy) return launch(CopyOut<void>{nullptr});
+  with_half_type(copy->dtype, op, [&](auto t) {
+    using C = decltype(t);
+    launch(CopyOut<C>{static_cast<C*>(copy->data)});
+  });
 }
 
 }  // namespace
@@ -106,10 +164,15 @@ FR_CUDA_KERNEL_RUN(sgd_update) {
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
     const MomentumTable t = momentum_table(call, "sgd_update");
-    if (aligned16({w, buf, g}))
-      sgd_kernel<true><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t);
-    else
-      sgd_kernel<false><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t);
+    const FrRange* copy = sdk::weight_copy(call, has_buf ? 2 : 1, static_cast<uint64_t>(n), "sgd_update");
+    const bool vec = aligned16({w, buf, g, copy ? copy->data : nullptr});
+    with_copy(copy, "sgd_update", [&](auto out) {
+      using C = typename decltype(out)::Type;
+      if (vec)
+        sgd_kernel<true, C><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out);
+      else
+        sgd_kernel<false, C><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out);
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }
@@ -131,10 +194,15 @@ FR_CUDA_KERNEL_RUN(adam_update) {
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
     const MomentumTable t = momentum_table(call, "adam_update");
-    if (aligned16({w, m, v, g}))
-      adam_kernel<true><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t);
-    else
-      adam_kernel<false><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t);
+    const FrRange* copy = sdk::weight_copy(call, 3, static_cast<uint64_t>(n), "adam_update");
+    const bool vec = aligned16({w, m, v, g, copy ? copy->data : nullptr});
+    with_copy(copy, "adam_update", [&](auto out) {
+      using C = typename decltype(out)::Type;
+      if (vec)
+        adam_kernel<true, C><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out);
+      else
+        adam_kernel<false, C><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out);
+    });
     FR_CUDA_LAUNCH_CHECK();
   });
 }

@@ -291,10 +291,15 @@ typedef struct FrScheduleParams {
  * none. step += 1, then (with params) lr = the schedule's lr for the new step, so one node ends OPTIMIZER and
  * the next step needs no lr_schedule node (the host writes the lr of step 0 at compile time). */
 
-/* sgd_update: rout {w, momentum buffer}; rin {g, FrStepScalars[, momentum table]}. PyTorch SGD (dampening 0).
+/* sgd_update: rout {w, momentum buffer[, weight copy]}; rin {g, FrStepScalars[, momentum table]}. PyTorch SGD
+ * (dampening 0); without momentum (params.momentum 0) there is no buffer: rout {w[, weight copy]}.
  * The optional third range input (FR_KERNEL_STEP_MOMENTUM) is a table of f32 momenta, one per step: the step
  * being taken uses fr_step_value(table, its length, step) instead of params.momentum (which is then only
- * non-zero, so the buffer exists). */
+ * non-zero, so the buffer exists).
+ * The optional weight copy (FR_KERNEL_WEIGHT_COPY; CompileOptions::fused_weight_cast): a last range output of
+ * f16 or bf16 with as many elements as w, mixed precision's compute copy (the A region): every element of w
+ * as it stands after the step (updated, or as it was on a skipped step) rounded as cast_range rounds it, the
+ * bits the W -> A cast_range after the update would write. adam_update takes it the same way. */
 typedef struct FrSgdParams {
   float momentum;
   float weight_decay;
@@ -315,7 +320,7 @@ typedef struct FrLarsParams {
   int32_t pad_;
 } FrLarsParams;
 
-/* adam_update: rout {w, m, v}; rin {g, FrStepScalars[, beta1 table]}. PyTorch Adam (decoupled=0) or AdamW
+/* adam_update: rout {w, m, v[, weight copy]}; rin {g, FrStepScalars[, beta1 table]}. PyTorch Adam (decoupled=0) or AdamW
  * (decoupled=1), bias correction with t = updates + 1. The optional third range input
  * (FR_KERNEL_STEP_MOMENTUM) gives beta1 per step, as sgd_update's momentum table: the step's beta1 then
  * serves both the first moment and its bias correction, as PyTorch's Adam reads betas[0] every step. */

@@ -124,6 +124,9 @@ typedef struct FrCall {
 /* The per-step momentum of ops.h: sgd_update's, lars_update's and adam_update's third range input, a table
  * of the momentum (Adam: beta1) of every step, as a schedule that cycles it (one-cycle) gives. */
 #define FR_KERNEL_STEP_MOMENTUM (1u << 4)
+/* The weight copy of ops.h: sgd_update's and adam_update's last range output, the 16-bit compute copy of the
+ * weights they update (mixed precision's A region), written in the same pass. */
+#define FR_KERNEL_WEIGHT_COPY (1u << 5)
 
 typedef struct FrKernelDef {
   uint32_t struct_size;

@@ -190,6 +190,67 @@ TEST(CpuSgd, BadInputsReturnErrors) {
   }
 }
 
+// The weight copy (ops.h, FR_KERNEL_WEIGHT_COPY): sgd_update (with and without momentum) and adam_update
+// given a last f16 / bf16 range write the bits cast_range gives for the weights after the step, a skipped
+// step included, and leave the update itself as it is without the copy; a copy of another dtype or size is
+// refused.
+TEST(CpuOptimizers, WeightCopyIsTheCastOfTheWeightsAfterTheStep) {
+  const size_t n = 3 * 16384 + 5;  // several chunks
+  for (uint32_t dt : {uint32_t{FR_F16}, uint32_t{FR_BF16}})
+    for (int which = 0; which < 3; ++which) {  // sgd nesterov, plain sgd, adamw
+      const std::string name = std::string(which == 2   ? "adamw"
+                                           : which == 1 ? "sgd"
+                                                        : "sgd nesterov") +
+                               (dt == FR_F16 ? " f16" : " bf16");
+      std::mt19937 rng(11);
+      std::vector<float> w = fresco::test::random_floats(rng, n, -1.0f, 1.0f), m(n, 0.0f), v(n, 0.0f);
+      std::vector<float> w2 = w, m2 = m, v2 = v;  // the run without the copy
+      std::vector<uint16_t> copy(n, 0), cast(n, 0);
+      FrStepScalars s{};
+      for (int step = 0; step < 3; ++step) {
+        std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+        s.lr = kLrs[step];
+        s.skip_step = step == 1 ? 1 : 0;
+        for (bool with_copy : {true, false}) {
+          OpCall c(which == 2 ? FR_OP_ADAM_UPDATE : FR_OP_SGD_UPDATE);
+          c.rout(range(with_copy ? w : w2));
+          if (which != 1) c.rout(range(with_copy ? m : m2));
+          if (which == 2) c.rout(range(with_copy ? v : v2));
+          if (with_copy) c.rout(range(copy.data(), 2 * n, dt));
+          c.rin(range(g)).rin(pod_range(s));
+          if (which == 2)
+            c.params(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, 1, 0});
+          else
+            c.params(FrSgdParams{which == 0 ? 0.9f : 0.0f, 5e-4f, which == 0 ? 1 : 0, 0});
+          ASSERT_TRUE(c.run()) << name;
+        }
+        OpCall c(FR_OP_CAST_RANGE);
+        c.rin(range(w)).rout(range(cast.data(), 2 * n, dt));
+        ASSERT_TRUE(c.run());
+        EXPECT_TRUE(copy == cast) << name << ": the copy is not the cast after step " << step;
+        EXPECT_TRUE(fresco::test::bitwise_equal(w, w2)) << name << " step " << step;
+        EXPECT_TRUE(fresco::test::bitwise_equal(m, m2)) << name << " step " << step;
+        EXPECT_TRUE(fresco::test::bitwise_equal(v, v2)) << name << " step " << step;
+      }
+    }
+  std::vector<float> w(16), g(16), buf(16), wrong_type(16);
+  std::vector<uint16_t> short_copy(15);
+  FrStepScalars s{};
+  {
+    OpCall c(FR_OP_SGD_UPDATE);
+    c.rout(range(w)).rout(range(buf)).rout(range(wrong_type)).rin(range(g)).rin(pod_range(s));
+    c.params(FrSgdParams{0.9f, 0, 0, 0});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "must be f16 or bf16")) << c.run_error();
+  }
+  {
+    OpCall c(FR_OP_ADAM_UPDATE);
+    std::vector<float> m(16), v(16);
+    c.rout(range(w)).rout(range(m)).rout(range(v)).rout(range(short_copy.data(), 30, FR_BF16));
+    c.rin(range(g)).rin(pod_range(s)).params(FrAdamParams{0.9f, 0.999f, 1e-8f, 0.0f, 0, 0});
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "one 16-bit value per weight")) << c.run_error();
+  }
+}
+
 // LARS (ops.h, lars_update) against the double reference over several steps, on one tensor of each size
 // (the norms add over chunks of 2^14 on several threads), with a momentum table, with all-zero weights (a
 // ratio of 1), and skip_step leaving everything unchanged.

@@ -35,7 +35,8 @@ inline bool have_gpu() {
   }
 
 // SCALARS: an FrStepScalars at step 3 with 3 updates; SCALARS_AHEAD: at step 5 with 3 updates (two steps
-// skipped by loss scaling), so a kernel reading one counter for the other is seen.
+// skipped by loss scaling), so a kernel reading one counter for the other is seen; SCALARS_SKIP: SCALARS with
+// skip_step set (a step loss scaling skips).
 enum class Fill {
   RANDOM,
   ZERO,
@@ -43,6 +44,7 @@ enum class Fill {
   BYTES,
   SCALARS,
   SCALARS_AHEAD,
+  SCALARS_SKIP,
   POSITIVE,
   RELU /* half zeros, as after a relu */
 };
@@ -80,12 +82,13 @@ inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
   } else if (t.fill == Fill::BYTES) {
     std::uniform_int_distribution<int> d(0, 255);
     for (auto& b : bytes) b = static_cast<uint8_t>(d(rng));
-  } else if (t.fill == Fill::SCALARS || t.fill == Fill::SCALARS_AHEAD) {
+  } else if (t.fill == Fill::SCALARS || t.fill == Fill::SCALARS_AHEAD || t.fill == Fill::SCALARS_SKIP) {
     FrStepScalars s{};
     s.lr = 0.01f;
     s.loss_scale = 1.0f;
     s.step = t.fill == Fill::SCALARS ? 3 : 5;
     s.updates = 3;
+    s.skip_step = t.fill == Fill::SCALARS_SKIP ? 1 : 0;
     s.seed_lo = 1234;
     s.seed_hi = 5;
     std::memcpy(bytes.data(), &s, std::min(bytes.size(), sizeof s));

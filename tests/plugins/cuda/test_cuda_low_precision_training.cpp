@@ -229,7 +229,8 @@ TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
 // stream (and with early_update_parts the last layers' on the detached stream during the backward, also with
 // lagged joins), in fp16
 // their cast and unscale there (the update waits for every gradient's check), give the same bits as doing it
-// all after the first layer's backward.
+// all after the first layer's backward; and so do the updates that write the weights' 16-bit copies
+// themselves (CompileOptions::fused_weight_cast, the default) against the casts after them, early or late.
 TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
   // Both compiles take the same algorithms: the GEMMs' from one tuning file, cuDNN's heuristic first choices.
@@ -240,14 +241,19 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
     int parts;
     const char* range_ops;  // DEEP_FWD_BWD's range ops, in order
     int64_t join_lag = 0;   // CompileOptions::conv_join_lag_max: the parts then wait for a later join
+    bool fused = true;      // CompileOptions::fused_weight_cast
   };
   for (DType precision : {DType::BF16, DType::F16}) {
     const bool bf16 = precision == DType::BF16;
-    std::vector<Mode> modes = {{false, 0, ""},
-                               {true, 0, bf16 ? "cast_range sgd_update cast_range " : "unscale_grads "}};
+    std::vector<Mode> modes = {
+        {false, 0, "", 0, false},
+        {false, 0, ""},
+        {true, 0, bf16 ? "cast_range sgd_update " : "unscale_grads "},
+        {true, 0, bf16 ? "cast_range sgd_update cast_range " : "unscale_grads ", 0, false}};
     if (bf16) {  // parts: checked by their detached nodes
       modes.push_back({true, 2, nullptr});
       modes.push_back({true, 2, nullptr, int64_t{1} << 20});
+      modes.push_back({true, 2, nullptr, 0, false});
     }
     std::vector<float> want_losses;
     test::Snapshot want;
@@ -255,7 +261,7 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
       DeepLearningTask t;
       test::configure_small_residual(t);
       t.device("cuda").precision(precision).early_update(mode.early).early_update_parts(mode.parts);
-      t.conv_join_lag(mode.join_lag);
+      t.conv_join_lag(mode.join_lag).fused_weight_cast(mode.fused);
       t.compile();
       const std::vector<float> losses = test::train_small_residual(t, 6);
       std::string ops;
@@ -266,13 +272,15 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
       }
       const std::string what = std::string(dtype_name(precision)) + (mode.early ? " early" : " late") +
                                " parts " + std::to_string(mode.parts) + " lag " +
-                               std::to_string(mode.join_lag);
+                               std::to_string(mode.join_lag) + (mode.fused ? " fused" : " casts");
+      const int per_part = mode.fused ? 2 : 3;  // grad cast, update[, weight cast]
       if (mode.range_ops)
         EXPECT_EQ(ops, mode.range_ops) << what;
       else
-        EXPECT_TRUE(detached >= 3 && detached % 3 == 0) << what << ": " << detached << " detached nodes";
+        EXPECT_TRUE(detached >= per_part && detached % per_part == 0)
+            << what << ": " << detached << " detached nodes";
       const test::Snapshot state = t.snapshot();
-      if (keep_reference(!mode.early, what, losses, state, want_losses, want)) continue;
+      if (keep_reference(&mode == &modes.front(), what, losses, state, want_losses, want)) continue;
       EXPECT_EQ(losses, want_losses) << what;
       ASSERT_EQ(state.size(), want.size());
       for (size_t i = 0; i < state.size(); ++i) {

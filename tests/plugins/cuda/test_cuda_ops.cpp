@@ -517,6 +517,51 @@ TEST(CudaOps, FcSoftmaxXentHeadSameBitsAsTheSeparateNodes) {
     }
 }
 
+// The weight copy (ops.h, FR_KERNEL_WEIGHT_COPY): sgd_update (Nesterov, plain) and adam_update with a last
+// f16 / bf16 range give the bits of the same update followed by cast_range W -> copy, on a step taken and a
+// skipped one, on two sizes with a tail past the 4-wide groups (one of a single block, one of many).
+TEST(CudaOps, WeightCopyIsTheCastOfTheUpdatedWeights) {
+  FRESCO_REQUIRE_GPU();
+  for (DType low : {DType::F16, DType::BF16})
+    for (int which = 0; which < 3; ++which)  // sgd nesterov, plain sgd, adamw
+      for (Fill scalars : {Fill::SCALARS, Fill::SCALARS_SKIP})
+        for (int64_t n : {int64_t{4096 + 17}, int64_t{8192 * 33 + 3}}) {
+          const Shape s{1, 1, 1, n};
+          // w, m, v, g, scalars, the copy
+          OpCase fused;
+          fused.tensors = {{DType::F32, s, Fill::RANDOM},
+                           {DType::F32, s, Fill::RANDOM},
+                           {DType::F32, s, Fill::POSITIVE},
+                           {DType::F32, s, Fill::RANDOM},
+                           {DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, scalars},
+                           {low, s, Fill::ZERO}};
+          std::vector<RangeRef> rout = {f32(0)};
+          if (which != 1) rout.push_back(f32(1));
+          if (which == 2) rout.push_back(f32(2));
+          fused.node =
+              range_node(which == 2 ? FR_OP_ADAM_UPDATE : FR_OP_SGD_UPDATE, {f32(3), bytes(4)}, rout);
+          if (which == 2)
+            fused.node.with_params(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, 1, 0});
+          else
+            fused.node.with_params(FrSgdParams{which == 0 ? 0.9f : 0.0f, 5e-4f, which == 0 ? 1 : 0, 0});
+          OpCase apart = fused;
+          apart.before = {apart.node};
+          apart.node = range_node(FR_OP_CAST_RANGE, {f32(0)}, {RangeRef::of(5, low)});
+          fused.node.rout.push_back(RangeRef::of(5, low));
+          fused.outputs = apart.outputs = {0, 1, 2, 5};
+          const std::string what = std::string(which == 2   ? "adamw"
+                                               : which == 1 ? "sgd"
+                                                            : "sgd nesterov") +
+                                   " " + dtype_name(low) + " n=" + std::to_string(n) +
+                                   (scalars == Fill::SCALARS_SKIP ? " skipped" : "");
+          const auto a = run_case("cuda", fused, 3), b = run_case("cuda", apart, 3);
+          ASSERT_EQ(a.size(), b.size());
+          const char* names[] = {"w", "m", "v", "copy"};
+          for (size_t i = 0; i < a.size(); ++i)
+            EXPECT_TRUE(a[i] == b[i]) << what << ": " << names[i] << " differs";
+        }
+}
+
 TEST(CudaOps, RangeOps) {
   FRESCO_REQUIRE_GPU();
   OpCase clear;

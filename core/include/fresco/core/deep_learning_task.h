@@ -104,6 +104,9 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::fork_shortcuts (default off): a projection shortcut's layers run on the side stream
   // beside the residual block's main branch.
   DeepLearningTask& fork_shortcuts(bool on);
+  // CompileOptions::fused_weight_cast (default on): in mixed precision the optimizer's updates write the
+  // 16-bit weight copies themselves (a plugin without FR_KERNEL_WEIGHT_COPY needs it off).
+  DeepLearningTask& fused_weight_cast(bool on);
   // CompileOptions::freeze_first_layer (default off): the first layer (a bias-free conv) keeps its initial
   // weights (or those written by write_param) and gets no weight gradient.
   DeepLearningTask& freeze_first_layer(bool on);
@@ -307,6 +310,7 @@ class DeepLearningTask : public TaskBase {
   int64_t defer_fc_min_macs_ = 100'000'000;
   int64_t conv_join_lag_max_ = 65536;
   bool fork_shortcuts_ = CompileOptions{}.fork_shortcuts;
+  bool fused_weight_cast_ = CompileOptions{}.fused_weight_cast;
   bool freeze_first_layer_ = false;
   double ema_decay_ = 0.0;  // a double, as PyTorch's decay: the lerp weight is 1 - decay rounded once
   int32_t ema_every_ = 1;
