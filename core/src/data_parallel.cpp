@@ -64,6 +64,7 @@ void DeepLearningTask::copy_settings_to(DeepLearningTask& t) const {
   t.defer_fc_min_macs_ = defer_fc_min_macs_;
   t.conv_join_lag_max_ = conv_join_lag_max_;
   t.fork_shortcuts_ = fork_shortcuts_;
+  t.fused_weight_cast_ = fused_weight_cast_;
   t.freeze_first_layer_ = freeze_first_layer_;
   t.ema_decay_ = ema_decay_;
   t.ema_every_ = ema_every_;

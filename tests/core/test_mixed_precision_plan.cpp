@@ -365,56 +365,77 @@ TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients)
 // CompileOptions::fused_weight_cast (the default): in mixed precision every update of conv weights writes
 // their A copy (ops.h, the weight copy: a last range output of the precision's dtype), so no W -> A
 // cast_range runs in the step and the step runs no WEIGHT_CAST (which stays whole for the host's writes).
-// Over the step's graphs the copies tile the A span of the conv kinds exactly once, each in lock-step with
-// the W bytes its update covers; the parameters stored before the first conv are updated by nodes without
-// a copy. bf16 with and without the early update and its parts, fp16; fp32 and LARS keep no copies.
+// Over the step's graphs the copies tile the A span of the conv kinds exactly once (a frozen first conv's
+// left out: its A is written by the host's cast only), each in lock-step with the W bytes its update
+// covers; the parameters stored before the first conv are updated by nodes without a copy. bf16 with and
+// without the early update and its parts, fp16 with and without parts, SGD with one parameter group or two
+// (no_decay_1d), AdamW, a frozen first layer; fp32 has no copies.
 TEST(MixedPrecisionPlan, FusedWeightCastWritesEveryConvWeightCopyOnceFromItsUpdate) {
   EXPECT_TRUE(CompileOptions{}.fused_weight_cast);  // the default
   struct Case {
     DType precision;
     CompileOptions::EarlyUpdate early;
     int parts;
+    int optimizer = 0;  // 0 SGD, 1 SGD with no_decay_1d, 2 AdamW (no_decay_1d)
+    bool freeze = false;
   };
-  for (const Case& c : {Case{DType::BF16, CompileOptions::EarlyUpdate::AUTO, 0},
-                        Case{DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2},
-                        Case{DType::BF16, CompileOptions::EarlyUpdate::OFF, 0},
-                        Case{DType::F16, CompileOptions::EarlyUpdate::AUTO, 0}}) {
+  const std::vector<Case> cases = {{DType::BF16, CompileOptions::EarlyUpdate::AUTO, 0},
+                                   {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2},
+                                   {DType::BF16, CompileOptions::EarlyUpdate::OFF, 0},
+                                   {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2, 1},
+                                   {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 0, 2},
+                                   {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2, 0, true},
+                                   {DType::F16, CompileOptions::EarlyUpdate::AUTO, 0},
+                                   {DType::F16, CompileOptions::EarlyUpdate::AUTO, 2, 2},
+                                   {DType::F16, CompileOptions::EarlyUpdate::OFF, 0, 1, true}};
+  for (const Case& c : cases) {
     const std::string name = std::string(dtype_name(c.precision)) + " parts " + std::to_string(c.parts) +
-                             (c.early == CompileOptions::EarlyUpdate::OFF ? " early off" : "");
-    const CompiledModel m = compile(c.precision, c.early, c.parts, /*fused=*/true);
+                             (c.early == CompileOptions::EarlyUpdate::OFF ? " early off" : "") +
+                             " optimizer " + std::to_string(c.optimizer) + (c.freeze ? " frozen" : "");
+    CompileOptions o = test::small_compile_options(8);
+    o.precision = c.precision;
+    o.early_update = c.early;
+    o.early_update_parts = c.parts;
+    if (c.optimizer == 1) o.optimizer.no_decay_1d = true;
+    if (c.optimizer == 2) o.optimizer = AdamW().with_weight_decay(0.01f).with_no_decay_1d();
+    o.freeze_first_layer = c.freeze;
+    const CompiledModel m = Compiler().compile(test::small_residual_blueprint(), o);
     const MemoryPlan& p = m.base_plan();
     EXPECT_FALSE(m.weight_cast_in_step) << name;
     ASSERT_EQ(m.train->nodes(GraphId::WEIGHT_CAST).size(), 1u) << name;
     EXPECT_EQ(m.train->nodes(GraphId::WEIGHT_CAST)[0].rin[0].take, -1) << name;
-    const RegionSpan group = p.region_range(Region::W_BN_BIAS, Region::W_DEEP_CONV);
     const RegionSpan conv = p.region_range(Region::W_FIRST_CONV, Region::W_DEEP_CONV);
-    const uint64_t conv_lo = conv.offset - group.offset;
     std::vector<std::pair<uint64_t, uint64_t>> copies;  // [lo, hi) in W bytes of the conv span
-    for (int g = 0; g < kGraphIdCount; ++g)             // but WEIGHT_CAST, outside the step
-      for (const GraphNode& n : m.train->nodes(static_cast<GraphId>(g)))
-        if (static_cast<GraphId>(g) != GraphId::WEIGHT_CAST && n.op == "cast_range") {
+    for (int g = 0; g < kGraphIdCount; ++g) {
+      if (static_cast<GraphId>(g) == GraphId::WEIGHT_CAST) continue;  // outside the step
+      for (const GraphNode& n : m.train->nodes(static_cast<GraphId>(g))) {
+        if (n.op == "cast_range") {
           EXPECT_NE(n.rout[0].first, Region::A_FIRST_CONV) << name << ": a W -> A cast in " << n.label;
         }
-    for (const GraphNode* n : nodes_of(m, "sgd_update")) {
-      const RangeRef& w = n->rout[0];
-      const uint64_t end = w.take < 0 ? group.bytes : w.skip + static_cast<uint64_t>(w.take);
-      if (n->rout.back().dtype == DType::F32) {  // no copy: stored before the first conv
-        EXPECT_LE(end, conv_lo) << name << ": " << n->label;
-        continue;
+        if (n.op != "sgd_update" && n.op != "adam_update") continue;
+        const RangeRef& w = n.rout[0];
+        const RegionSpan group = p.region_range(w.first, w.last);
+        const uint64_t lo = group.offset + w.skip;  // arena offsets
+        const uint64_t hi = w.take < 0 ? group.offset + group.bytes : lo + static_cast<uint64_t>(w.take);
+        if (n.rout.back().dtype == DType::F32) {  // no copy: stored before the first conv
+          EXPECT_LE(hi, conv.offset) << name << ": " << n.label;
+          continue;
+        }
+        EXPECT_EQ(n.rout.size(), n.op == "adam_update" ? 4u : m.options.optimizer.uses_m() ? 3u : 2u) << name;
+        const RangeRef& a = n.rout.back();
+        EXPECT_EQ(a.dtype, c.precision);
+        EXPECT_EQ(a.first, Region::A_FIRST_CONV);
+        EXPECT_EQ(a.last, Region::A_DEEP_CONV);
+        ASSERT_GE(lo, conv.offset) << name << ": " << n.label;
+        EXPECT_EQ(a.skip, (lo - conv.offset) / 2) << name << ": " << n.label;
+        EXPECT_EQ(a.take, w.take < 0 ? -1 : w.take / 2) << name << ": " << n.label;
+        copies.emplace_back(lo - conv.offset, hi - conv.offset);
       }
-      EXPECT_EQ(n->rout.size(), m.options.optimizer.uses_m() ? 3u : 2u) << name;  // w[, buffer], copy
-      const RangeRef& a = n->rout.back();
-      EXPECT_EQ(a.dtype, c.precision);
-      EXPECT_EQ(a.first, Region::A_FIRST_CONV);
-      EXPECT_EQ(a.last, Region::A_DEEP_CONV);
-      ASSERT_GE(w.skip, conv_lo) << name << ": " << n->label;
-      EXPECT_EQ(a.skip, (w.skip - conv_lo) / 2) << name << ": " << n->label;
-      EXPECT_EQ(a.take, w.take < 0 ? -1 : w.take / 2) << name << ": " << n->label;
-      copies.emplace_back(w.skip - conv_lo, end - conv_lo);
     }
     std::sort(copies.begin(), copies.end());
     ASSERT_FALSE(copies.empty()) << name;
-    uint64_t at = 0;
+    // a frozen first conv (stored first) is no update's: the copies start past it
+    uint64_t at = c.freeze ? p.tensor(m.arch.layers[0].weight).slot_bytes : 0;
     for (const auto& [lo, hi] : copies) {
       EXPECT_EQ(lo, at) << name << ": the copies leave a gap or overlap";
       at = hi;

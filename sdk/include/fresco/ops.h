@@ -292,12 +292,13 @@ typedef struct FrScheduleParams {
  * the next step needs no lr_schedule node (the host writes the lr of step 0 at compile time). */
 
 /* sgd_update: rout {w, momentum buffer[, weight copy]}; rin {g, FrStepScalars[, momentum table]}. PyTorch SGD
- * (dampening 0); without momentum (params.momentum 0) there is no buffer: rout {w[, weight copy]}.
+ * (dampening 0); without momentum (params.momentum 0) the buffer may be left out (rout {w[, weight copy]}),
+ * and one passed is left alone.
  * The optional third range input (FR_KERNEL_STEP_MOMENTUM) is a table of f32 momenta, one per step: the step
  * being taken uses fr_step_value(table, its length, step) instead of params.momentum (which is then only
  * non-zero, so the buffer exists).
- * The optional weight copy (FR_KERNEL_WEIGHT_COPY; CompileOptions::fused_weight_cast): a last range output of
- * f16 or bf16 with as many elements as w, mixed precision's compute copy (the A region): every element of w
+ * The optional weight copy (FR_KERNEL_WEIGHT_COPY; CompileOptions::fused_weight_cast): the last range output
+ * when it is f16 or bf16, with as many elements as w, mixed precision's compute copy (the A region): every element of w
  * as it stands after the step (updated, or as it was on a skipped step) rounded as cast_range rounds it, the
  * bits the W -> A cast_range after the update would write. adam_update takes it the same way. */
 typedef struct FrSgdParams {

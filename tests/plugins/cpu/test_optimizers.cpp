@@ -192,8 +192,9 @@ TEST(CpuSgd, BadInputsReturnErrors) {
 
 // The weight copy (ops.h, FR_KERNEL_WEIGHT_COPY): sgd_update (with and without momentum) and adam_update
 // given a last f16 / bf16 range write the bits cast_range gives for the weights after the step, a skipped
-// step included, and leave the update itself as it is without the copy; a copy of another dtype or size is
-// refused.
+// step included, and leave the update itself as it is without the copy; a copy of another size is refused,
+// and an f32 range past the fixed ones is no copy (a buffer given to an update without momentum, as the
+// compiler gives LARS's 1-d parameters).
 TEST(CpuOptimizers, WeightCopyIsTheCastOfTheWeightsAfterTheStep) {
   const size_t n = 3 * 16384 + 5;  // several chunks
   for (uint32_t dt : {uint32_t{FR_F16}, uint32_t{FR_BF16}})
@@ -211,6 +212,7 @@ TEST(CpuOptimizers, WeightCopyIsTheCastOfTheWeightsAfterTheStep) {
         std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
         s.lr = kLrs[step];
         s.skip_step = step == 1 ? 1 : 0;
+        std::fill(copy.begin(), copy.end(), uint16_t{0x7e00});  // NaN in f16: each step must write it
         for (bool with_copy : {true, false}) {
           OpCall c(which == 2 ? FR_OP_ADAM_UPDATE : FR_OP_SGD_UPDATE);
           c.rout(range(with_copy ? w : w2));
@@ -233,14 +235,26 @@ TEST(CpuOptimizers, WeightCopyIsTheCastOfTheWeightsAfterTheStep) {
         EXPECT_TRUE(fresco::test::bitwise_equal(v, v2)) << name << " step " << step;
       }
     }
-  std::vector<float> w(16), g(16), buf(16), wrong_type(16);
+  std::vector<float> w(16, 1.0f), g(16, 1.0f), buf(16, 5.0f);
   std::vector<uint16_t> short_copy(15);
   FrStepScalars s{};
+  s.lr = 0.5f;
+  {
+    OpCall c(FR_OP_SGD_UPDATE);  // no momentum, a buffer given: updated, the buffer untouched
+    c.rout(range(w)).rout(range(buf)).rin(range(g)).rin(pod_range(s)).params(FrSgdParams{0.0f, 0, 0, 0});
+    ASSERT_TRUE(c.run());
+    for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w[i], 0.5f) << i;
+    for (float b : buf) EXPECT_EQ(b, 5.0f);
+  }
   {
     OpCall c(FR_OP_SGD_UPDATE);
-    c.rout(range(w)).rout(range(buf)).rout(range(wrong_type)).rin(range(g)).rin(pod_range(s));
+    c.rout(range(w))
+        .rout(range(buf))
+        .rout(range(short_copy.data(), 30, FR_F16))
+        .rin(range(g))
+        .rin(pod_range(s));
     c.params(FrSgdParams{0.9f, 0, 0, 0});
-    EXPECT_TRUE(fresco::test::contains(c.run_error(), "must be f16 or bf16")) << c.run_error();
+    EXPECT_TRUE(fresco::test::contains(c.run_error(), "one 16-bit value per weight")) << c.run_error();
   }
   {
     OpCall c(FR_OP_ADAM_UPDATE);

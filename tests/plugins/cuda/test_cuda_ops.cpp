@@ -519,7 +519,8 @@ TEST(CudaOps, FcSoftmaxXentHeadSameBitsAsTheSeparateNodes) {
 
 // The weight copy (ops.h, FR_KERNEL_WEIGHT_COPY): sgd_update (Nesterov, plain) and adam_update with a last
 // f16 / bf16 range give the bits of the same update followed by cast_range W -> copy, on a step taken and a
-// skipped one, on two sizes with a tail past the 4-wide groups (one of a single block, one of many).
+// skipped one, on two sizes with a tail past the 4-wide groups (one of a single block, one of many); the
+// tensors' slots are aligned, so this is the vector path with its one-by-one tail.
 TEST(CudaOps, WeightCopyIsTheCastOfTheUpdatedWeights) {
   FRESCO_REQUIRE_GPU();
   for (DType low : {DType::F16, DType::BF16})
@@ -535,19 +536,22 @@ TEST(CudaOps, WeightCopyIsTheCastOfTheUpdatedWeights) {
                            {DType::F32, s, Fill::RANDOM},
                            {DType::U8, {1, 1, 1, sizeof(FrStepScalars)}, scalars},
                            {low, s, Fill::ZERO}};
-          std::vector<RangeRef> rout = {f32(0)};
-          if (which != 1) rout.push_back(f32(1));
-          if (which == 2) rout.push_back(f32(2));
+          // the ranges hold the tensors' values, not their slots' padding: n elements, a tail past the
+          // 4-wide groups
+          auto vals = [](TensorId id, DType t = DType::F32) { return RangeRef::values_of(id, t); };
+          std::vector<RangeRef> rout = {vals(0)};
+          if (which != 1) rout.push_back(vals(1));
+          if (which == 2) rout.push_back(vals(2));
           fused.node =
-              range_node(which == 2 ? FR_OP_ADAM_UPDATE : FR_OP_SGD_UPDATE, {f32(3), bytes(4)}, rout);
+              range_node(which == 2 ? FR_OP_ADAM_UPDATE : FR_OP_SGD_UPDATE, {vals(3), bytes(4)}, rout);
           if (which == 2)
             fused.node.with_params(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, 1, 0});
           else
             fused.node.with_params(FrSgdParams{which == 0 ? 0.9f : 0.0f, 5e-4f, which == 0 ? 1 : 0, 0});
           OpCase apart = fused;
           apart.before = {apart.node};
-          apart.node = range_node(FR_OP_CAST_RANGE, {f32(0)}, {RangeRef::of(5, low)});
-          fused.node.rout.push_back(RangeRef::of(5, low));
+          apart.node = range_node(FR_OP_CAST_RANGE, {vals(0)}, {vals(5, low)});
+          fused.node.rout.push_back(vals(5, low));
           fused.outputs = apart.outputs = {0, 1, 2, 5};
           const std::string what = std::string(which == 2   ? "adamw"
                                                : which == 1 ? "sgd"
