@@ -368,8 +368,8 @@ TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients)
 // Over the step's graphs the copies tile the A span of the conv kinds exactly once (a frozen first conv's
 // left out: its A is written by the host's cast only), each in lock-step with the W bytes its update
 // covers; the parameters stored before the first conv are updated by nodes without a copy. bf16 with and
-// without the early update and its parts, fp16 with and without parts, SGD with one parameter group or two
-// (no_decay_1d), AdamW, a frozen first layer; fp32 has no copies.
+// without the early update and its parts, fp16 (whose update has no parts), SGD with one parameter group or
+// two (no_decay_1d), AdamW, a frozen first layer; fp32 has no copies.
 TEST(MixedPrecisionPlan, FusedWeightCastWritesEveryConvWeightCopyOnceFromItsUpdate) {
   EXPECT_TRUE(CompileOptions{}.fused_weight_cast);  // the default
   struct Case {
@@ -445,58 +445,4 @@ TEST(MixedPrecisionPlan, FusedWeightCastWritesEveryConvWeightCopyOnceFromItsUpda
   // fp32 has no A (LARS keeps its casts: test_lars_plan.cpp)
   const CompiledModel f32 = compile(DType::F32, CompileOptions::EarlyUpdate::AUTO, 0, true);
   for (const GraphNode* n : nodes_of(f32, "sgd_update")) EXPECT_EQ(n->rout.back().dtype, DType::F32);
-}
-
-// fp16 with CompileOptions::early_update_parts: the parts' gradients are cast and unscaled (unscale_grads
-// with a G16 source) during the backward on the detached stream, the last layers' first, and the end of
-// DEEP_FWD_BWD unscales only the rest; no update runs before OPTIMIZER (every gradient's check first), which
-// updates every parameter. The unscaled ranges tile the conv gradients once: the first conv's in
-// NAN_CHECK_AND_GRAD_SCALING, then the end of the backward's, then the parts'.
-TEST(MixedPrecisionPlan, Fp16EarlyPartsUnscaleTheLastLayersGradientsDuringTheBackward) {
-  std::vector<LayerSpec> layers;
-  for (int i = 0; i < 6; ++i)
-    for (const LayerSpec& l : cbr(8, 3, 1, 1)) layers.push_back(l);
-  layers.push_back(gap());
-  layers.push_back(fc(10));
-  CompileOptions o = test::small_compile_options(8);
-  o.precision = DType::F16;
-  o.early_update_parts = 2;
-  const CompiledModel m = Compiler().compile(BluePrint(layers), o);
-  const MemoryPlan& p = m.base_plan();
-  const RegionSpan conv16 = p.region_range(Region::G16_FIRST_CONV, Region::G16_DEEP_CONV);
-  std::vector<std::pair<uint64_t, uint64_t>> unscaled;  // [lo, hi) in G16 bytes of the conv span
-  int parts = 0;
-  for (int g = 0; g < kGraphIdCount; ++g)
-    for (const GraphNode& n : m.train->nodes(static_cast<GraphId>(g))) {
-      EXPECT_FALSE(static_cast<GraphId>(g) != GraphId::OPTIMIZER && n.op == "sgd_update") << n.label;
-      if (n.op != "unscale_grads" || n.rin.empty()) continue;
-      const RangeRef& r = n.rin[0];
-      EXPECT_EQ(r.first, Region::G16_FIRST_CONV);
-      const uint64_t hi = r.take < 0 ? conv16.bytes : r.skip + static_cast<uint64_t>(r.take);
-      unscaled.emplace_back(r.skip, hi);
-      const bool part = n.label.find("(early part ") != std::string::npos;
-      if (part) {
-        ++parts;
-        EXPECT_EQ(static_cast<GraphId>(g), GraphId::DEEP_FWD_BWD);
-        EXPECT_TRUE(n.side_stream) << n.label;  // detached unless no join waits for it (lagged joins)
-      }
-    }
-  EXPECT_EQ(parts, 2);
-  std::sort(unscaled.begin(), unscaled.end());
-  ASSERT_EQ(unscaled.size(), 4u);  // the first conv's, the end of the backward's, two parts
-  uint64_t at = 0;
-  for (const auto& [lo, hi] : unscaled) {
-    EXPECT_EQ(lo, at) << "the unscaled ranges leave a gap or overlap";
-    at = hi;
-  }
-  EXPECT_EQ(at, conv16.bytes);
-  // the update: in OPTIMIZER, the conv weights from the first one to the end
-  const uint64_t conv_at = p.region_range(Region::W_FIRST_CONV, Region::W_DEEP_CONV).offset;
-  bool whole = false;
-  for (const GraphNode& n : m.train->nodes(GraphId::OPTIMIZER)) {
-    const RangeRef& w = n.rout.empty() ? RangeRef{} : n.rout[0];
-    if (n.op == "sgd_update" && w.last == Region::W_DEEP_CONV && w.take < 0)
-      whole = p.region_range(w.first, w.last).offset + w.skip <= conv_at;
-  }
-  EXPECT_TRUE(whole);
 }

@@ -154,18 +154,15 @@ GraphNode conv_cast_node(const CompiledModel& m, bool grads, uint64_t skip, int6
 }
 
 // CompileOptions::early_update_parts: byte ranges [lo, hi) (arena offsets) of W_DEEP_CONV, the last layers'
-// first, each final once the weight gradient of `layer` (its first) is: updated there (fp32, bf16) or, in
-// fp16, its gradients cast and unscaled there (the update waits for every check). None unless the deep conv
-// weights are stored in layer order (the backward's order reversed), nor with LARS or several ranks.
+// first, each final once the weight gradient of `layer` (its first) is. None unless the deep conv weights
+// are stored in layer order (the backward's order reversed).
 struct EarlyPart {
   uint64_t lo, hi;
   int layer;
 };
 std::vector<EarlyPart> early_parts(const CompiledModel& m) {
   const int parts = m.options.early_update_parts;
-  const bool fp16_grads = early_grads_on(m) && m.options.precision == DType::F16 &&
-                          m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1;
-  if (!(early_update_on(m) || fp16_grads) || parts <= 0) return {};
+  if (!early_update_on(m) || parts <= 0) return {};
   const MemoryPlan& p = m.base_plan();
   const Region deep_region = param_region(Family::W, ParamKind::DEEP_CONV);
   const std::vector<TensorId> deep = p.tensors_in(deep_region);
@@ -244,7 +241,7 @@ void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint6
 }
 
 // Each early part's nodes (bf16: grad cast, update, weight cast or the update with its weight copy; fp32: the
-// update; fp16: the gradients' cast and unscale only) go into DEEP_FWD_BWD,
+// update) go into DEEP_FWD_BWD,
 // detached, after the first join that follows the weight gradient of the part's first layer.
 void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts) {
   const MemoryPlan& p = m.base_plan();
@@ -279,16 +276,12 @@ void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::v
     const auto take = static_cast<int64_t>(part.hi - part.lo);
     const std::string tag = " (early part " + std::to_string(k + 1) + ")";
     std::vector<GraphNode> add;
-    if (mixed)
-      add.push_back(
-          conv_cast_node(m, true, part.lo - conv.offset, take,
-                         (m.options.precision == DType::F16 ? "grad cast and unscale" : "grad cast") + tag));
-    if (early_update_on(m))
-      for (GraphNode& n : update_nodes(m, gr, part.lo - group.offset, take)) {
-        n.label += tag;
-        add.push_back(std::move(n));
-      }
-    if (mixed && early_update_on(m) && !fused_cast_on(m))
+    if (mixed) add.push_back(conv_cast_node(m, true, part.lo - conv.offset, take, "grad cast" + tag));
+    for (GraphNode& n : update_nodes(m, gr, part.lo - group.offset, take)) {
+      n.label += tag;
+      add.push_back(std::move(n));
+    }
+    if (mixed && !fused_cast_on(m))
       add.push_back(conv_cast_node(m, false, part.lo - conv.offset, take, "weight cast" + tag));
     for (GraphNode& n : add) n.side_stream = true, n.detached = detach;
     nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(at), add.begin(), add.end());

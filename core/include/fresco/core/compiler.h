@@ -210,12 +210,11 @@ struct CompileOptions {
   // bits, 4 bytes a conv weight less traffic and one node fewer per updated part. A plugin whose update
   // kernels do not declare FR_KERNEL_WEIGHT_COPY needs false (the runtime says so).
   bool fused_weight_cast = true;
-  // With an early update: up to this many parts of the deep conv weights, the last layers' first,
+  // With an early update (not fp16): up to this many parts of the deep conv weights, the last layers' first,
   // each whole tensors of at least 1 / (parts + 1) of their bytes (the first deep conv always stays with
   // the rest), are cast, updated and (bf16) cast back while the backward
   // still runs, on a stream that the backward's joins do not wait for (GraphNode::detached), as soon as
-  // their weight gradients are final. In fp16 (whose update waits for every gradient's check) the parts'
-  // gradients are cast and unscaled there, so the end of the backward unscales only the last ones. ResNet-18 bf16 b512 on the H200, three rounds in one call: 0 parts
+  // their weight gradients are final. ResNet-18 bf16 b512 on the H200, three rounds in one call: 0 parts
   // 4.702-4.705 ms, 1: 4.688-4.697, 2: 4.678-4.690, 3: 4.679-4.688; later (the twentieth session), 3 parts
   // left stages 1-3 (2.8M parameters) to the end of the backward: 5 parts 4.623-4.629 against 4.640-4.654,
   // ResNet-50 34.88 against 35.08 ms (docs/performance.md).

@@ -92,9 +92,8 @@ class DeepLearningTask : public TaskBase {
   // beside the first layer's backward (fp16: only casts and unscales their gradients there, the update
   // waits for every gradient's check). The same numbers either way. true / false force it on / off.
   DeepLearningTask& early_update(bool on);
-  // CompileOptions::early_update_parts (default 5): with the early update, up to n parts of the deep conv
-  // weights updated while the backward still runs (fp16: their gradients only cast and unscaled). The same
-  // numbers either way.
+  // CompileOptions::early_update_parts (default 5): with the early update (not fp16), up to n parts of the
+  // deep conv weights updated while the backward still runs. The same numbers either way.
   DeepLearningTask& early_update_parts(int n);
   // CompileOptions::defer_fc_weight_gradients / defer_fc_min_macs (default on, for fc input gradients of
   // 1e8 multiply-adds or more): the same numbers either way.
