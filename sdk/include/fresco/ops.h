@@ -298,9 +298,10 @@ typedef struct FrScheduleParams {
  * being taken uses fr_step_value(table, its length, step) instead of params.momentum (which is then only
  * non-zero, so the buffer exists).
  * The optional weight copy (FR_KERNEL_WEIGHT_COPY; CompileOptions::fused_weight_cast): the last range output
- * when it is f16 or bf16, with as many elements as w, mixed precision's compute copy (the A region): every element of w
- * as it stands after the step (updated, or as it was on a skipped step) rounded as cast_range rounds it, the
- * bits the W -> A cast_range after the update would write. adam_update takes it the same way. */
+ * when it is f16 or bf16, with as many elements as w, mixed precision's compute copy (the A region): every
+ * element of w as it stands after the step (updated, or as it was on a skipped step) rounded as cast_range
+ * rounds it, the bits the W -> A cast_range after the update would write. adam_update takes it the same way.
+ */
 typedef struct FrSgdParams {
   float momentum;
   float weight_decay;
@@ -321,8 +322,8 @@ typedef struct FrLarsParams {
   int32_t pad_;
 } FrLarsParams;
 
-/* adam_update: rout {w, m, v[, weight copy]}; rin {g, FrStepScalars[, beta1 table]}. PyTorch Adam (decoupled=0) or AdamW
- * (decoupled=1), bias correction with t = updates + 1. The optional third range input
+/* adam_update: rout {w, m, v[, weight copy]}; rin {g, FrStepScalars[, beta1 table]}. PyTorch Adam
+ * (decoupled=0) or AdamW (decoupled=1), bias correction with t = updates + 1. The optional third range input
  * (FR_KERNEL_STEP_MOMENTUM) gives beta1 per step, as sgd_update's momentum table: the step's beta1 then
  * serves both the first moment and its bias correction, as PyTorch's Adam reads betas[0] every step. */
 typedef struct FrAdamParams {
