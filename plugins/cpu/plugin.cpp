@@ -155,20 +155,8 @@ extern "C" FR_EXPORT FrAbiInfo fresco_plugin_abi(void) {
 }
 
 extern "C" FR_EXPORT FrError* fresco_plugin_init(const FrHostApi* host, FrPlugin* out) {
-  if (!host || host->struct_size < sizeof(FrHostApi) || !out)
-    return nullptr == host ? nullptr : host->error_new(FR_ERR_INVALID_ARGUMENT, "cpu: bad host table");
-  fresco::sdk::host() = host;
-  return fresco::sdk::guard([&] {
-    FR_PLUGIN_CHECK(host->abi_major == FR_ABI_MAJOR, FR_ERR_UNSUPPORTED,
-                    "cpu plugin: host ABI major differs");
-    FR_PLUGIN_CHECK(out->struct_size >= sizeof(FrPlugin), FR_ERR_INVALID_ARGUMENT,
-                    "cpu plugin: FrPlugin too small");
-    out->device = &fresco::cpu::kCpuDevice;
-    out->comm = &fresco::cpu::kThreadsComm;
-    out->kernels = fresco::cpu::kKernels;
-    out->n_kernels = sizeof(fresco::cpu::kKernels) / sizeof(fresco::cpu::kKernels[0]);
-    out->schemas = nullptr;
-    out->n_schemas = 0;
-    out->ext = nullptr;
-  });
+  using namespace fresco::cpu;
+  return fresco::sdk::init_plugin(
+      host, out, "cpu",
+      {&kCpuDevice, &kThreadsComm, kKernels, static_cast<uint32_t>(sizeof(kKernels) / sizeof(kKernels[0]))});
 }

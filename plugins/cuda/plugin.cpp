@@ -153,17 +153,8 @@ extern "C" FR_EXPORT FrAbiInfo fresco_plugin_abi(void) {
 }
 
 extern "C" FR_EXPORT FrError* fresco_plugin_init(const FrHostApi* host, FrPlugin* out) {
-  if (!host || host->struct_size < sizeof(FrHostApi) || !host->error_new) return nullptr;
-  fresco::sdk::host() = host;
-  return fresco::sdk::guard([&] {
-    FR_PLUGIN_CHECK(out && out->struct_size >= sizeof(FrPlugin), FR_ERR_INVALID_ARGUMENT,
-                    "cuda plugin: FrPlugin too small");
-    out->device = &fresco::cuda::kCudaDevice;
-    out->comm = nullptr;
-    out->kernels = fresco::cuda::kKernels;
-    out->n_kernels = sizeof(fresco::cuda::kKernels) / sizeof(fresco::cuda::kKernels[0]);
-    out->schemas = nullptr;
-    out->n_schemas = 0;
-    out->ext = nullptr;
-  });
+  using namespace fresco::cuda;
+  return fresco::sdk::init_plugin(
+      host, out, "cuda",
+      {&kCudaDevice, nullptr, kKernels, static_cast<uint32_t>(sizeof(kKernels) / sizeof(kKernels[0]))});
 }

@@ -18,20 +18,7 @@ extern "C" FR_EXPORT FrAbiInfo fresco_plugin_abi(void) {
 }
 
 extern "C" FR_EXPORT FrError* fresco_plugin_init(const FrHostApi* host, FrPlugin* out) {
-  if (!host || host->struct_size < sizeof(FrHostApi) || !out)
-    return nullptr == host ? nullptr : host->error_new(FR_ERR_INVALID_ARGUMENT, "nccl: bad host table");
-  fresco::sdk::host() = host;
-  return fresco::sdk::guard([&] {
-    FR_PLUGIN_CHECK(host->abi_major == FR_ABI_MAJOR && host->abi_minor >= 1, FR_ERR_UNSUPPORTED,
-                    "nccl plugin: needs a host of ABI 1.1 or later (collective backends)");
-    FR_PLUGIN_CHECK(out->struct_size >= sizeof(FrPlugin), FR_ERR_INVALID_ARGUMENT,
-                    "nccl plugin: FrPlugin too small");
-    out->device = nullptr;
-    out->comm = &fresco::nccl::kNcclComm;
-    out->kernels = fresco::nccl::kKernels;
-    out->n_kernels = 1;
-    out->schemas = nullptr;
-    out->n_schemas = 0;
-    out->ext = nullptr;
-  });
+  // no device API (the cuda plugin's); a collective backend needs a host of ABI 1.1 or later
+  return fresco::sdk::init_plugin(host, out, "nccl",
+                                  {nullptr, &fresco::nccl::kNcclComm, fresco::nccl::kKernels, 1}, 1);
 }

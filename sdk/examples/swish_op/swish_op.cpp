@@ -66,12 +66,8 @@ extern "C" FR_EXPORT FrAbiInfo fresco_plugin_abi(void) {
 }
 
 extern "C" FR_EXPORT FrError* fresco_plugin_init(const FrHostApi* host, FrPlugin* out) {
-  if (!host || !out) return nullptr;
-  fresco::sdk::host() = host;
-  return fresco::sdk::guard([&] {
-    out->kernels = kKernels;
-    out->n_kernels = sizeof(kKernels) / sizeof(kKernels[0]);
-    out->schemas = kSchemas;
-    out->n_schemas = 1;
-  });
+  // an op library: kernels and the schema of the op it adds, no device API
+  return fresco::sdk::init_plugin(
+      host, out, "swish_op",
+      {nullptr, nullptr, kKernels, sizeof(kKernels) / sizeof(kKernels[0]), kSchemas, 1});
 }

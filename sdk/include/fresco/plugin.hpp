@@ -146,6 +146,44 @@ inline ChannelRows channel_rows(const FrTensor& x, const char* op) {
   return {numel(x) / c, c};
 }
 
+// What a plugin hands the host through FrPlugin (every field past its size; absent ones NULL / 0).
+struct PluginContents {
+  const FrDeviceApi* device = nullptr;  // NULL for op-only libraries and collective backends
+  const FrCommApi* comm = nullptr;      // ABI 1.1: a collective backend
+  const FrKernelDef* kernels = nullptr;
+  uint32_t n_kernels = 0;
+  const FrOpSchema* schemas = nullptr;  // op libraries: the ops they add
+  uint32_t n_schemas = 0;
+};
+
+// The body of fresco_plugin_init: keeps the host table for make_error, checks that the host speaks this
+// header's ABI major (and at least minor `min_minor`) and that `out` is large enough, then fills it.
+// `name` starts the error messages.
+inline FrError* init_plugin(const FrHostApi* host, FrPlugin* out, const char* name, const PluginContents& c,
+                            uint32_t min_minor = 0) {
+  if (!host) return nullptr;  // nothing to report to (the loader always passes its table)
+  if (host->struct_size < sizeof(FrHostApi) || !out)
+    return host->error_new
+               ? host->error_new(FR_ERR_INVALID_ARGUMENT, (std::string(name) + ": bad host table").c_str())
+               : nullptr;
+  sdk::host() = host;
+  return guard([&] {
+    FR_PLUGIN_CHECK(host->abi_major == FR_ABI_MAJOR && host->abi_minor >= min_minor, FR_ERR_UNSUPPORTED,
+                    std::string(name) + " plugin: needs a host of ABI " + std::to_string(FR_ABI_MAJOR) + "." +
+                        std::to_string(min_minor) + " or a later minor, found " +
+                        std::to_string(host->abi_major) + "." + std::to_string(host->abi_minor));
+    FR_PLUGIN_CHECK(out->struct_size >= sizeof(FrPlugin), FR_ERR_INVALID_ARGUMENT,
+                    std::string(name) + " plugin: FrPlugin too small");
+    out->device = c.device;
+    out->comm = c.comm;
+    out->kernels = c.kernels;
+    out->n_kernels = c.n_kernels;
+    out->schemas = c.schemas;
+    out->n_schemas = c.n_schemas;
+    out->ext = nullptr;
+  });
+}
+
 // Bytes per element of a float dtype (f32 4, f16 and bf16 2); an error naming `op` for any other dtype.
 inline uint64_t float_bytes(uint32_t dtype, const char* op) {
   FR_PLUGIN_CHECK(dtype == FR_F32 || dtype == FR_F16 || dtype == FR_BF16, FR_ERR_UNSUPPORTED,
