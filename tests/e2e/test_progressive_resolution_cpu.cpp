@@ -122,25 +122,21 @@ TEST(ProgressiveResolution, ACheckpointResumesTheSchedule) {
   resumed.run();
   expect_same_bits(whole.snapshot(), resumed.snapshot(), "resumed");
 
+  auto expect_refused = [&](DeepLearningTask& t, const char* what) {
+    configure(t, train_set(), test_set());
+    t.compile();
+    try {
+      t.load_checkpoint(path);
+      ADD_FAILURE() << what << " was loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("progressive_resolution"), std::string::npos) << e.what();
+    }
+  };
   DeepLearningTask other;  // another begin size: another job
-  configure(other, train_set(), test_set());
   other.progressive_resolution(stages(16, 0, 0));
-  other.compile();
-  try {
-    other.load_checkpoint(path);
-    ADD_FAILURE() << "a checkpoint of another schedule was loaded";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("progressive_resolution"), std::string::npos) << e.what();
-  }
+  expect_refused(other, "a checkpoint of another schedule");
   DeepLearningTask none;  // no progressive resolution at all
-  configure(none, train_set(), test_set());
-  none.compile();
-  try {
-    none.load_checkpoint(path);
-    ADD_FAILURE() << "a checkpoint with stages was loaded into a job without";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("progressive_resolution"), std::string::npos) << e.what();
-  }
+  expect_refused(none, "a checkpoint with stages, into a job without,");
   DeepLearningTask same;  // the data's size written out (28 x 28) is the same job as 0, "the data's"
   configure(same, train_set(), test_set());
   same.progressive_resolution(stages(14, 28, 28));
