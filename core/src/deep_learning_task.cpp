@@ -55,23 +55,23 @@ FRESCO_SETTER(loss(CrossEntropyLoss l), loss_ = l)
 FRESCO_SETTER(optimizer(Optimizer o), opt_ = o)
 FRESCO_SETTER(scheduler(Scheduler s), sched_ = std::move(s))
 FRESCO_SETTER(device(std::string d), device_ = std::move(d))
-FRESCO_SETTER(precision(DType p), precision_ = p)
+FRESCO_SETTER(precision(DType p), options_.precision = p)
 FRESCO_SETTER(early_update(bool on),
-              early_update_ = on ? CompileOptions::EarlyUpdate::ON : CompileOptions::EarlyUpdate::OFF)
-FRESCO_SETTER(early_update_parts(int n), early_update_parts_ = n)
-FRESCO_SETTER(fuse_head(bool on), fuse_head_ = on)
-FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), defer_fc_weight_gradients_ = on;
-              defer_fc_min_macs_ = min_macs)
-FRESCO_SETTER(conv_join_lag(int64_t max_values), conv_join_lag_max_ = max_values)
-FRESCO_SETTER(fork_shortcuts(bool on), fork_shortcuts_ = on)
-FRESCO_SETTER(fused_weight_cast(bool on), fused_weight_cast_ = on)
-FRESCO_SETTER(freeze_first_layer(bool on), freeze_first_layer_ = on)
-FRESCO_SETTER(ema(double decay, int32_t every), (ema_decay_ = decay, ema_every_ = every))
-FRESCO_SETTER(fuse_joins(bool on), fuse_joins_ = on)
-FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), conv_stats_ = mode)
-FRESCO_SETTER(grad_sums(CompileOptions::GradSums mode), grad_sums_ = mode)
-FRESCO_SETTER(conv_prologue(CompileOptions::ConvPrologue mode), conv_prologue_ = mode)
-FRESCO_SETTER(join_epilogue(CompileOptions::JoinEpilogue mode), join_epilogue_ = mode)
+              options_.early_update = on ? CompileOptions::EarlyUpdate::ON : CompileOptions::EarlyUpdate::OFF)
+FRESCO_SETTER(early_update_parts(int n), options_.early_update_parts = n)
+FRESCO_SETTER(fuse_head(bool on), options_.fuse_head = on)
+FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), options_.defer_fc_weight_gradients = on;
+              options_.defer_fc_min_macs = min_macs)
+FRESCO_SETTER(conv_join_lag(int64_t max_values), options_.conv_join_lag_max = max_values)
+FRESCO_SETTER(fork_shortcuts(bool on), options_.fork_shortcuts = on)
+FRESCO_SETTER(fused_weight_cast(bool on), options_.fused_weight_cast = on)
+FRESCO_SETTER(freeze_first_layer(bool on), options_.freeze_first_layer = on)
+FRESCO_SETTER(ema(double decay, int32_t every), (options_.ema_decay = decay, options_.ema_every = every))
+FRESCO_SETTER(fuse_joins(bool on), options_.fuse_joins = on)
+FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), options_.conv_stats = mode)
+FRESCO_SETTER(grad_sums(CompileOptions::GradSums mode), options_.grad_sums = mode)
+FRESCO_SETTER(conv_prologue(CompileOptions::ConvPrologue mode), options_.conv_prologue = mode)
+FRESCO_SETTER(join_epilogue(CompileOptions::JoinEpilogue mode), options_.join_epilogue = mode)
 FRESCO_SETTER(augment(data::Augmentation a), augment_ = a)
 FRESCO_SETTER(seed(uint64_t s), seed_ = s)
 FRESCO_SETTER(shuffle(bool on), shuffle_ = on)
@@ -112,9 +112,10 @@ void DeepLearningTask::plan() {
     norm_.std.assign(static_cast<size_t>(train_.c), 1.0f);
   }
   device_ = resolve_device(device_);
-  FRESCO_CHECK(precision_ == DType::F32 || precision_ == DType::BF16 || precision_ == DType::F16,
+  FRESCO_CHECK(options_.precision == DType::F32 || options_.precision == DType::BF16 ||
+                   options_.precision == DType::F16,
                ErrorCode::kBadConfig,
-               std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(precision_));
+               std::string("precision must be fp32, bf16 or fp16, found ") + dtype_name(options_.precision));
 
   FRESCO_CHECK(augment_.crop_pad >= 0 && augment_.crop_pad < std::min(train_.h, train_.w),
                ErrorCode::kBadConfig,
@@ -135,7 +136,7 @@ void DeepLearningTask::plan() {
   FRESCO_CHECK(ranks_ >= 1 && ranks_ <= 4096 && batch_ % ranks_ == 0, ErrorCode::kBadConfig,
                "ranks " + std::to_string(ranks_) + ": must be 1 to 4096 and divide batch_size " +
                    std::to_string(batch_) + " (each rank trains batch_size / ranks samples a step)");
-  CompileOptions o;
+  CompileOptions o = options_;  // the builder's compile settings; the rest from the data and the job
   o.input_sample = Shape{1, train_.h, train_.w, train_.c};
   o.num_classes = train_.num_classes;
   // Each rank's share: batch_size / ranks a step over its part of the epoch (rank_order).
@@ -168,23 +169,6 @@ void DeepLearningTask::plan() {
   }
   o.scheduler = sched_run_;
   o.seed = seed_;
-  o.precision = precision_;
-  o.early_update = early_update_;
-  o.early_update_parts = early_update_parts_;
-  o.defer_fc_weight_gradients = defer_fc_weight_gradients_;
-  o.fuse_head = fuse_head_;
-  o.defer_fc_min_macs = defer_fc_min_macs_;
-  o.conv_join_lag_max = conv_join_lag_max_;
-  o.fork_shortcuts = fork_shortcuts_;
-  o.fused_weight_cast = fused_weight_cast_;
-  o.freeze_first_layer = freeze_first_layer_;
-  o.ema_decay = ema_decay_;
-  o.ema_every = ema_every_;
-  o.fuse_joins = fuse_joins_;
-  o.conv_stats = conv_stats_;
-  o.grad_sums = grad_sums_;
-  o.conv_prologue = conv_prologue_;
-  o.join_epilogue = join_epilogue_;
   progressive_.validate(train_.h, train_.w, epochs_);
   o.progressive = progressive_;
   Compiler compiler;
@@ -198,8 +182,8 @@ void DeepLearningTask::compile() {
   require(Phase::MEMORY_LOCKED, "DeepLearningTask::compile");
   // Checked here, not in plan(): a low-precision job can still be planned and inspected on any machine.
   FRESCO_CHECK(
-      precision_ == DType::F32 || device_ != "cpu", ErrorCode::kBadConfig,
-      std::string("precision ") + dtype_name(precision_) +
+      options_.precision == DType::F32 || device_ != "cpu", ErrorCode::kBadConfig,
+      std::string("precision ") + dtype_name(options_.precision) +
           " runs on a GPU only: the cpu backend computes in fp32 (use device cuda or precision fp32)");
   if (ranks_ > 1 && rank_ == 0) {
     compile_ranks();  // every rank's compile_this_rank, each on its thread
@@ -240,7 +224,7 @@ void DeepLearningTask::compile_this_rank() {
   cast_weights();
   FrStepScalars s{};
   s.lr = fr_schedule_lr(&model_->schedule, 0, sched_run_.table.empty() ? nullptr : sched_run_.table.data());
-  s.loss_scale = precision_ == DType::F16 ? 65536.0f : 1.0f;  // GradScaler's initial scale for fp16
+  s.loss_scale = options_.precision == DType::F16 ? 65536.0f : 1.0f;  // GradScaler's initial scale for fp16
   s.seed_lo = static_cast<uint32_t>(seed_);
   s.seed_hi = static_cast<uint32_t>(seed_ >> 32);
   exec_->write_scalars(s);
@@ -396,7 +380,7 @@ TrainingResult DeepLearningTask::train_until(int32_t end, int64_t budget) {
       const EvalResult ev = evaluate();
       r.test_loss = ev.loss;
       r.test_acc = ev.accuracy;
-      if (ema_decay_ > 0.0) {
+      if (options_.ema_decay > 0.0) {
         const EvalResult ea = evaluate(true);
         r.ema_test_loss = ea.loss;
         r.ema_test_acc = ea.accuracy;
@@ -483,7 +467,8 @@ EvalResult DeepLearningTask::evaluate(bool ema) {
                    group_->abort_reason);
   FRESCO_CHECK(test_.n > 0, ErrorCode::kUsage, "evaluate: no test set");
   if (ema) {  // the averaged weights in place of the trained ones for this evaluation
-    FRESCO_CHECK(ema_decay_ > 0.0, ErrorCode::kUsage, "evaluate(ema): the job has no EMA (ema(decay))");
+    FRESCO_CHECK(options_.ema_decay > 0.0, ErrorCode::kUsage,
+                 "evaluate(ema): the job has no EMA (ema(decay))");
     swap_ema_weights();
     EvalResult r;
     try {
@@ -583,7 +568,8 @@ std::vector<float> DeepLearningTask::read_param(int32_t layer, const std::string
 
 std::vector<float> DeepLearningTask::read_ema_param(int32_t layer, const std::string& which) {
   require(Phase::COMPILED, "DeepLearningTask::read_ema_param");
-  FRESCO_CHECK(ema_decay_ > 0.0, ErrorCode::kUsage, "read_ema_param: the job has no EMA (ema(decay))");
+  FRESCO_CHECK(options_.ema_decay > 0.0, ErrorCode::kUsage,
+               "read_ema_param: the job has no EMA (ema(decay))");
   const TensorId w = param_tensor(layer, which);
   for (const auto& [e, of] : ema_pairs())
     if (of == w) return read_param_values(layer, which, e);
@@ -609,7 +595,7 @@ void DeepLearningTask::write_param_here(int32_t layer, const std::string& which,
     stored = permute_conv_weight(values, model_->base_plan().tensor(id).shape, true);
   runtime_->upload(model_->base_plan(), id, stored.data(), stored.size() * sizeof(float));
   // before the first step the EMA's average is the weights themselves: it follows what is written
-  if (ema_decay_ > 0.0 && exec_->read_scalars().step == 0)
+  if (options_.ema_decay > 0.0 && exec_->read_scalars().step == 0)
     for (const auto& [e, w] : ema_pairs())
       if (w == id) runtime_->upload(model_->base_plan(), e, stored.data(), stored.size() * sizeof(float));
   cast_weights();

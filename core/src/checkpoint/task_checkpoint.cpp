@@ -49,7 +49,7 @@ std::string DeepLearningTask::checkpoint_header() const {
   h["fresco"] = FRESCO_VERSION;
   h["model"] = bp_.describe();
   h["parameters"] = model_->arch.parameter_count;
-  h["precision"] = dtype_name(precision_);
+  h["precision"] = dtype_name(options_.precision);
   // everything else the next epochs' numbers depend on
   h["optimizer"] = {{"type", opt_.name()},
                     {"lr", opt_.lr},
@@ -88,8 +88,8 @@ std::string DeepLearningTask::checkpoint_header() const {
   h["batch"] = batch_;
   h["epochs"] = epochs_;
   h["seed"] = seed_;
-  h["freeze_first_layer"] = freeze_first_layer_;
-  h["ema"] = {{"decay", ema_decay_}, {"every", ema_every_}};
+  h["freeze_first_layer"] = options_.freeze_first_layer;
+  h["ema"] = {{"decay", options_.ema_decay}, {"every", options_.ema_every}};
   if (ranks_ > 1) h["ranks"] = ranks_;  // each rank's part of an epoch depends on it (one rank: no key)
   // the stages' sizes as resolved (0: the data's), and only when one differs from the data's: equal jobs
   // have equal headers (a job without stages keeps its header as before)

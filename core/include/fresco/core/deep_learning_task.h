@@ -302,18 +302,9 @@ class DeepLearningTask : public TaskBase {
   Scheduler sched_run_;  // what the device runs: sched_, or the table of a per-epoch kind (compile)
   std::string device_ = "auto";
   uint64_t seed_ = 0;
-  DType precision_ = DType::F32;
-  CompileOptions::EarlyUpdate early_update_ = CompileOptions::EarlyUpdate::AUTO;
-  int early_update_parts_ = CompileOptions{}.early_update_parts;
-  bool defer_fc_weight_gradients_ = true;
-  bool fuse_head_ = true;
-  int64_t defer_fc_min_macs_ = 100'000'000;
-  int64_t conv_join_lag_max_ = 65536;
-  bool fork_shortcuts_ = CompileOptions{}.fork_shortcuts;
-  bool fused_weight_cast_ = CompileOptions{}.fused_weight_cast;
-  bool freeze_first_layer_ = false;
-  double ema_decay_ = 0.0;  // a double, as PyTorch's decay: the lerp weight is 1 - decay rounded once
-  int32_t ema_every_ = 1;
+  // The builder's compile settings (precision, the fusions, the early update, the EMA, ...): compile()
+  // starts from them and adds what the data and the other settings give; replicas take them whole.
+  CompileOptions options_;
   // The E tensors with their W tensors (the EMA's), and a swap of the two families' values (evaluate(true)).
   std::vector<std::pair<TensorId, TensorId>> ema_pairs() const;
   void swap_ema_weights();
@@ -321,11 +312,6 @@ class DeepLearningTask : public TaskBase {
   int32_t epochs_done_ = 0;         // run() trains epochs_done_ .. epochs_ - 1
   int64_t epoch_steps_done_ = 0;    // of epoch epochs_done_: its first steps are trained already
   bool steps_outside_run_ = false;  // train_step() since the last epoch boundary: no checkpoint
-  bool fuse_joins_ = true;
-  CompileOptions::ConvStats conv_stats_ = CompileOptions::ConvStats::AUTO;
-  CompileOptions::GradSums grad_sums_ = CompileOptions::GradSums::AUTO;
-  CompileOptions::ConvPrologue conv_prologue_ = CompileOptions::ConvPrologue::AUTO;
-  CompileOptions::JoinEpilogue join_epilogue_ = CompileOptions::JoinEpilogue::AUTO;
   data::Augmentation augment_;
   bool shuffle_ = true;
   ProgressiveResolution progressive_;
