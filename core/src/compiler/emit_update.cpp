@@ -4,7 +4,6 @@
 // tests/core/test_mixed_precision_plan.cpp, test_early_update*.cpp, test_freeze_first_layer_plan.cpp.
 #include <algorithm>
 #include <initializer_list>
-#include <type_traits>
 
 #include "compiler/compile_internal.h"
 #include "fresco/core/error.h"
@@ -108,16 +107,25 @@ GraphNode update_node(const CompiledModel& m, const ParamGroup& gr, uint64_t ski
   return n;
 }
 
+// A parameter group's W span, in whose bytes update_node counts.
+RegionSpan group_span(const MemoryPlan& p, const ParamGroup& gr) {
+  return p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
+}
+
+// The conv kinds' W span (FIRST_CONV..DEEP_CONV), in whose bytes conv_cast_node counts.
+RegionSpan conv_span(const MemoryPlan& p) {
+  return p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
+                        param_region(Family::W, ParamKind::DEEP_CONV));
+}
+
 // The update of bytes [skip, skip + take) of group gr's W span (take -1: to the end) as update_node's, with
 // fused_weight_cast the part in the conv kinds' span (FIRST_CONV..DEEP_CONV, the end of the group that ends
 // with DEEP_CONV) as a node of its own that also writes that part of A (ops.h, the weight copy).
 std::vector<GraphNode> update_nodes(const CompiledModel& m, const ParamGroup& gr, uint64_t skip,
                                     int64_t take) {
   const MemoryPlan& p = m.base_plan();
-  const RegionSpan group =
-      p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
-  const RegionSpan conv = p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
-                                         param_region(Family::W, ParamKind::DEEP_CONV));
+  const RegionSpan group = group_span(p, gr);
+  const RegionSpan conv = conv_span(p);
   const uint64_t end = take < 0 ? group.bytes : skip + static_cast<uint64_t>(take);
   const uint64_t conv_lo = conv.offset - group.offset;
   if (!fused_cast_on(m) || gr.last != ParamKind::DEEP_CONV || conv.bytes == 0 || end <= conv_lo)
@@ -189,12 +197,6 @@ uint64_t early_parts_begin(const CompiledModel& m, const std::vector<EarlyPart>&
   return parts.empty() ? deep.offset + deep.bytes : parts.back().lo;
 }
 
-// The conv kinds' W span (FIRST_CONV..DEEP_CONV), in whose bytes conv_cast_node counts.
-RegionSpan conv_span(const MemoryPlan& p) {
-  return p.region_range(param_region(Family::W, ParamKind::FIRST_CONV),
-                        param_region(Family::W, ParamKind::DEEP_CONV));
-}
-
 // The conv span split by the early update: [0, cut) the first layer's (late), [cut, end) at the end of
 // DEEP_FWD_BWD, [end, bytes) the early parts. Without it (`early` false) all late.
 struct ConvSplit {
@@ -210,8 +212,8 @@ ConvSplit conv_split(const CompiledModel& m, const std::vector<EarlyPart>& parts
 }
 
 // Bytes [0, cut) of a span of `bytes` go to graph `late` (also when the span is empty), [cut, end) to
-// DEEP_FWD_BWD on the side stream (the early update); make(skip, take, early) builds each part's nodes (a
-// GraphNode or a vector of them), take -1 meaning to the span's end.
+// DEEP_FWD_BWD on the side stream (the early update); make(skip, take, early) builds each part's nodes,
+// take -1 meaning to the span's end.
 // A hole [hole_lo, hole_hi) inside [0, cut) is left out (a frozen first layer's weight).
 template <class Make>
 void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint64_t cut, uint64_t end,
@@ -220,12 +222,7 @@ void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint6
     return to >= bytes ? int64_t{-1} : static_cast<int64_t>(to - from);
   };
   auto add = [&](GraphId id, uint64_t skip, int64_t tk, bool early) {
-    std::vector<GraphNode> nodes;
-    if constexpr (std::is_same_v<decltype(make(skip, tk, early)), GraphNode>)
-      nodes.push_back(make(skip, tk, early));
-    else
-      nodes = make(skip, tk, early);
-    for (GraphNode& n : nodes) {
+    for (GraphNode& n : make(skip, tk, early)) {
       n.side_stream = early;
       g.add(id, std::move(n));
     }
@@ -248,8 +245,7 @@ void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::v
   const bool mixed = m.options.precision != DType::F32;
   const RegionSpan conv = conv_span(p);
   const ParamGroup gr = param_groups(m.options.optimizer).back();  // the group that ends with DEEP_CONV
-  const RegionSpan group =
-      p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
+  const RegionSpan group = group_span(p, gr);
   std::vector<GraphNode>& nodes = g.mutable_nodes(GraphId::DEEP_FWD_BWD);
   for (size_t k = 0; k < parts.size(); ++k) {
     const EarlyPart& part = parts[k];
@@ -299,8 +295,7 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
   const bool early = early_update_on(m);
   const uint64_t parts_begin = early_parts_begin(m, parts);
   for (const ParamGroup& gr : param_groups(m.options.optimizer)) {
-    const RegionSpan span =
-        p.region_range(param_region(Family::W, gr.first), param_region(Family::W, gr.last));
+    const RegionSpan span = group_span(p, gr);
     if (span.bytes == 0) continue;
     // Bytes of the group up to the end of the first layer's last parameter in it: the rest has its gradient
     // at the end of DEEP_FWD_BWD and is updated there (CompileOptions::early_update). The gamma of the
@@ -345,10 +340,11 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
   const ConvSplit conv = conv_split(m, parts, early);
   if (early && m.options.precision != DType::F32 && !fused_cast_on(m) &&
       conv.span.bytes > 0)  // the W -> A casts after the updates
-    add_late_and_early(
-        g, GraphId::OPTIMIZER, conv.span.bytes, conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
-          return conv_cast_node(m, false, skip, take, e ? "weight cast (early)" : "weight cast");
-        });
+    add_late_and_early(g, GraphId::OPTIMIZER, conv.span.bytes, conv.cut, conv.end,
+                       [&](uint64_t skip, int64_t take, bool e) {
+                         return std::vector<GraphNode>{
+                             conv_cast_node(m, false, skip, take, e ? "weight cast (early)" : "weight cast")};
+                       });
   if (m.options.ema_decay > 0.0f) {  // the weights' average after every update of the step (ops.h)
     auto all = [](Family f) {
       return RangeRef::regions(param_region(f, ParamKind::BN_BIAS), param_region(f, ParamKind::DEEP_CONV),
@@ -378,10 +374,11 @@ void emit_update(ComputationGraph& g, CompiledModel& m) {
     // (NAN_CHECK_AND_GRAD_SCALING).
     const ConvSplit conv = conv_split(m, parts, early_grads_on(m));
     const std::string label = scaled ? "grad cast and unscale" : "grad cast";
-    add_late_and_early(g, scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST, conv.span.bytes,
-                       conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
-                         return conv_cast_node(m, true, skip, take, e ? label + " (early)" : label);
-                       });
+    add_late_and_early(
+        g, scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST, conv.span.bytes, conv.cut,
+        conv.end, [&](uint64_t skip, int64_t take, bool e) {
+          return std::vector<GraphNode>{conv_cast_node(m, true, skip, take, e ? label + " (early)" : label)};
+        });
     // The whole cast, for the host's writes (DeepLearningTask::cast_weights) and the step without an early
     // update; with one, each update's cast follows it (emit_optimizer, place_early_parts).
     g.add(GraphId::WEIGHT_CAST, conv_cast_node(m, false, 0, -1, "weight cast"));
