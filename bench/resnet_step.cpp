@@ -14,6 +14,7 @@
 //                          [--conv-stats auto|on|off] [--grad-sums auto|on|off] [--join-lag N]
 //                          [--early-update auto|on|off] [--early-parts N] [--conv-prologue auto|on|off]
 //                          [--fork-shortcuts 0|1] [--join-epilogue auto|on|off] [--fused-weight-cast 1|0]
+//                          [--deferred-update auto|on|off]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
 // --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
 // --grad-sums sets CompileOptions::grad_sums (batchnorm gradient sums from the masking pass before it).
@@ -23,6 +24,8 @@
 // --join-epilogue sets CompileOptions::join_epilogue (a join's masking pass in a conv's input gradient).
 // --fused-weight-cast 0 casts W -> A after the updates instead of in them
 // (CompileOptions::fused_weight_cast).
+// --deferred-update sets CompileOptions::deferred_update (a step's update at the start of the next step,
+// beside its forward; auto: in fp16). The timed steps end with the last step's update.
 // --join-lag N sets CompileOptions::conv_join_lag_max: conv input gradients over at most N values per sample
 // let the latest weight gradient run beside them (default: the library's, 65536; 0: never).
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each);
@@ -81,19 +84,30 @@ double forward_flops_per_sample(const fresco::ArchPlan& arch) {
 int main(int argc, char** argv) {
   using namespace fresco;
   const std::string fork_default = CompileOptions{}.fork_shortcuts ? "1" : "0";
-  const bench::Args args(
-      argc, argv,
-      {{"device", "cuda"},        {"model", "resnet18"},
-       {"batch", "512"},          {"image", "32"},
-       {"stem", "cifar"},         {"classes", "10"},
-       {"steps", "60"},           {"warm", "10"},
-       {"peak-tflops", "auto"},   {"profile", "0"},
-       {"fuse-head", "1"},        {"precision", "fp32"},
-       {"fuse-joins", "1"},       {"conv-stats", "auto"},
-       {"grad-sums", "auto"},     {"join-lag", std::to_string(CompileOptions{}.conv_join_lag_max)},
-       {"early-update", "auto"},  {"conv-prologue", "auto"},
-       {"early-parts", "-1"},     {"fork-shortcuts", fork_default},
-       {"join-epilogue", "auto"}, {"fused-weight-cast", "1"}});
+  const bench::Args args(argc, argv,
+                         {{"device", "cuda"},
+                          {"model", "resnet18"},
+                          {"batch", "512"},
+                          {"image", "32"},
+                          {"stem", "cifar"},
+                          {"classes", "10"},
+                          {"steps", "60"},
+                          {"warm", "10"},
+                          {"peak-tflops", "auto"},
+                          {"profile", "0"},
+                          {"fuse-head", "1"},
+                          {"precision", "fp32"},
+                          {"fuse-joins", "1"},
+                          {"conv-stats", "auto"},
+                          {"grad-sums", "auto"},
+                          {"join-lag", std::to_string(CompileOptions{}.conv_join_lag_max)},
+                          {"early-update", "auto"},
+                          {"conv-prologue", "auto"},
+                          {"early-parts", "-1"},
+                          {"fork-shortcuts", fork_default},
+                          {"join-epilogue", "auto"},
+                          {"fused-weight-cast", "1"},
+                          {"deferred-update", "auto"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
@@ -133,6 +147,8 @@ int main(int argc, char** argv) {
         .conv_join_lag(args.integer("join-lag"))
         .fork_shortcuts(args.integer("fork-shortcuts") != 0)
         .fused_weight_cast(args.integer("fused-weight-cast") != 0)
+        .deferred_update(
+            parse_mode<CompileOptions::DeferredUpdate>(args.str("deferred-update"), "deferred-update"))
         .join_epilogue(parse_mode<CompileOptions::JoinEpilogue>(args.str("join-epilogue"), "join-epilogue"));
     const auto early = parse_mode<CompileOptions::EarlyUpdate>(args.str("early-update"), "early-update");
     if (early != CompileOptions::EarlyUpdate::AUTO)
@@ -154,7 +170,7 @@ int main(int argc, char** argv) {
         "\"gflop_step\":%.1f,\"floor_ms\":%.4f,\"peak_tflops\":%.1f,\"conv_stats\":\"%s\",\"grad_sums\":\"%"
         "s\","
         "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d,\"conv_prologue\":\"%s\","
-        "\"fork_shortcuts\":%d,\"join_epilogue\":\"%s\",\"fused_weight_cast\":%d}"
+        "\"fork_shortcuts\":%d,\"join_epilogue\":\"%s\",\"fused_weight_cast\":%d,\"deferred_update\":%d}"
         "\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
@@ -164,7 +180,8 @@ int main(int argc, char** argv) {
         args.str("grad-sums").c_str(), static_cast<long long>(args.integer("join-lag")),
         args.str("early-update").c_str(), task.compiled().options.early_update_parts,
         args.str("conv-prologue").c_str(), task.compiled().options.fork_shortcuts ? 1 : 0,
-        args.str("join-epilogue").c_str(), task.compiled().options.fused_weight_cast ? 1 : 0);
+        args.str("join-epilogue").c_str(), task.compiled().options.fused_weight_cast ? 1 : 0,
+        task.compiled().update_deferred ? 1 : 0);
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

@@ -289,8 +289,20 @@ CompiledModel Compiler::compile(const BluePrint& bp, const CompileOptions& o) {
                "(use bf16 or fp32)");
   FRESCO_CHECK(o.ranks == 1 || o.early_update != CompileOptions::EarlyUpdate::ON, ErrorCode::kBadConfig,
                "early_update with several ranks: an update must wait for the gradients' all-reduce");
+  using DU = CompileOptions::DeferredUpdate;
+  const bool lars = o.optimizer.type == Optimizer::Type::LARS;
+  const bool copies = o.precision == DType::F32 || o.fused_weight_cast;
+  FRESCO_CHECK(o.deferred_update != DU::ON || (!lars && o.ranks == 1 && copies), ErrorCode::kBadConfig,
+               std::string("deferred_update on: ") +
+                   (lars ? "LARS updates tensor by tensor after its norms, not in the deferred ranges"
+                    : o.ranks > 1 ? "with several ranks the update waits for the gradients' all-reduce"
+                                  : "in mixed precision it needs the updates to write the weight copies "
+                                    "(fused_weight_cast)"));
   CompiledModel m;
   m.options = o;
+  m.update_deferred =
+      !lars && o.ranks == 1 && copies &&
+      (o.deferred_update == DU::ON || (o.deferred_update == DU::AUTO && o.precision == DType::F16));
   m.arch = derive_arch_plan(bp, o);
   derive_all_shapes(m);
   compute_max_slot_bytes(m);

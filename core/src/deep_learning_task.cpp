@@ -65,6 +65,7 @@ FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), options_.def
 FRESCO_SETTER(conv_join_lag(int64_t max_values), options_.conv_join_lag_max = max_values)
 FRESCO_SETTER(fork_shortcuts(bool on), options_.fork_shortcuts = on)
 FRESCO_SETTER(fused_weight_cast(bool on), options_.fused_weight_cast = on)
+FRESCO_SETTER(deferred_update(CompileOptions::DeferredUpdate mode), options_.deferred_update = mode)
 FRESCO_SETTER(freeze_first_layer(bool on), options_.freeze_first_layer = on)
 FRESCO_SETTER(ema(double decay, int32_t every), (options_.ema_decay = decay, options_.ema_every = every))
 FRESCO_SETTER(fuse_joins(bool on), options_.fuse_joins = on)
@@ -429,6 +430,7 @@ float DeepLearningTask::train_step(const uint32_t* idx, int64_t count) {
     FRESCO_CHECK(idx[i] < train_.n, ErrorCode::kUsage, "train_step: sample index out of range");
   exec_->stage('A', train_, idx, count, -1, v);
   exec_->train_step(v, 'A');
+  exec_->finish_updates();  // the caller may read the weights next
   FrBatchResults b{};
   runtime_->download(model_->base_plan(), model_->t.batch_train, &b, sizeof(b));
   return b.loss;
@@ -675,6 +677,7 @@ double DeepLearningTask::time_steps(int steps) {
   runtime_->synchronize();
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) exec_->train_step(Variant::TRAIN_BASE, s % 2 ? 'B' : 'A');
+  exec_->finish_updates();  // the last step's update (deferred_update), timed with the steps
   runtime_->synchronize();
   return seconds_since(t0);
 }

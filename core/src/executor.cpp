@@ -25,6 +25,7 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
     copied_[x] = rt.create_event();
     consumed_[x] = rt.create_event();
   }
+  updated_ = rt.create_event();
   const Shape in = m.arch.input_sample;
   for (int v = 0; v < kVariantCount; ++v) {  // progressive resolution: the stages' resizes
     const Shape& s = m.sample_of[v];
@@ -34,7 +35,7 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
   for (int v = 0; v < kVariantCount; ++v) {
     const auto var = static_cast<Variant>(v);
     for (int x = 0; x < 2; ++x) {
-      transfer_[v][x] = step_[v][x] = infer_[v][x] = -1;
+      transfer_[v][x] = step_[v][x] = step_after_update_[v][x] = infer_[v][x] = -1;
       if (!at.present(var)) continue;
       // A lowres variant at the base's size (no progressive resolution) runs the base's captures.
       const int same = v == static_cast<int>(Variant::TRAIN_LOWRES) ? static_cast<int>(Variant::TRAIN_BASE)
@@ -44,6 +45,7 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
       if (same >= 0 && m.sample_of[v] == m.sample_of[same] && m.batch_of[v] == m.batch_of[same]) {
         transfer_[v][x] = transfer_[same][x];
         step_[v][x] = step_[same][x];
+        step_after_update_[v][x] = step_after_update_[same][x];
         continue;
       }
       transfer_[v][x] = at.slot(var, x ? GraphId::TRANSFER_B : GraphId::TRANSFER_A).captured_idx;
@@ -54,8 +56,15 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
                                      x ? GraphId::FIRST_LAYER_BWD_B : GraphId::FIRST_LAYER_BWD_A,
                                      GraphId::GRAD_CAST,
                                      GraphId::DEEP_COMM,
-                                     GraphId::NAN_CHECK_AND_GRAD_SCALING,
-                                     GraphId::OPTIMIZER};
+                                     GraphId::NAN_CHECK_AND_GRAD_SCALING};
+        if (m.update_deferred) {  // the update begins the next step (or runs alone: finish_updates)
+          step.push_back(GraphId::STEP_END);
+          std::vector<GraphId> after = step;
+          after.insert(after.begin(), GraphId::OPTIMIZER);
+          step_after_update_[v][x] = rt.fuse(at, var, after, StreamRole::COMP_1);
+        } else {
+          step.push_back(GraphId::OPTIMIZER);
+        }
         if (m.weight_cast_in_step) step.push_back(GraphId::WEIGHT_CAST);
         step_[v][x] = rt.fuse(at, var, step, StreamRole::COMP_1);
       } else {
@@ -121,8 +130,23 @@ void Executor::train_step(Variant v, char ab) {
   rt_.launch_unordered(transfer_[vi][x]);
   rt_.record(copied_[x], StreamRole::TRANS);
   rt_.wait(StreamRole::COMP_1, copied_[x]);
-  rt_.launch_unordered(step_[vi][x]);
+  rt_.launch_unordered(update_pending_ ? step_after_update_[vi][x] : step_[vi][x]);
   rt_.record(consumed_[x], StreamRole::COMP_1);
+  update_pending_ = m_.update_deferred;
+}
+
+void Executor::finish_updates() {
+  if (!update_pending_) return;
+  const int idx = m_.atlas.slot(Variant::TRAIN_BASE, GraphId::OPTIMIZER).captured_idx;
+  FRESCO_CHECK(idx >= 0, ErrorCode::kInternal, "finish_updates: the deferred update has no capture");
+  rt_.launch(m_.atlas, Variant::TRAIN_BASE, GraphId::OPTIMIZER);  // after the last step (an event)
+  // what comes next on the computing stream (a step, an evaluation: launch_unordered) after the update
+  const StreamRole s = rt_.capture(idx).stream;
+  if (s != StreamRole::COMP_1) {
+    rt_.record(updated_, s);
+    rt_.wait(StreamRole::COMP_1, updated_);
+  }
+  update_pending_ = false;
 }
 
 void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order, uint32_t epoch,
@@ -156,12 +180,14 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
       next_report = t + kProgressSeconds;
     }
   }
+  finish_updates();
 }
 
 void Executor::evaluate(const data::Dataset& d) {
   const int64_t b = m_.batch_of[static_cast<int>(Variant::VAL_BASE)];
   FRESCO_CHECK(b > 0, ErrorCode::kUsage, "evaluate: the job was compiled without a test set");
   std::vector<uint32_t> idx(static_cast<size_t>(b));
+  finish_updates();  // (train_epoch and the task's train_step have run it already)
   prepare_inference();
   int64_t step = 0;
   for (int64_t start = 0; start < d.n; start += b, ++step) {

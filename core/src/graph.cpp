@@ -36,7 +36,8 @@ const char* graph_id_name(GraphId g) noexcept {
                                                 "ACCUM_METRICS_VAL_LAST",
                                                 "CLEAR_METRICS",
                                                 "VAL_RESULT_COMM",
-                                                "UPDATE_BN_INF_PARAMS"};
+                                                "UPDATE_BN_INF_PARAMS",
+                                                "STEP_END"};
   int i = static_cast<int>(g);
   return i >= 0 && i < kGraphIdCount ? names[i] : "?";
 }
@@ -62,6 +63,7 @@ StreamRole default_stream(GraphId g) noexcept {
     case GraphId::ZERO_GRAD:
     case GraphId::GRAD_CAST:
     case GraphId::NAN_CHECK_AND_GRAD_SCALING:
+    case GraphId::STEP_END:
       return StreamRole::UPDATE;
     default:
       return StreamRole::COMP_1;
@@ -87,6 +89,7 @@ bool shape_invariant(GraphId g) noexcept {
     case GraphId::CLEAR_METRICS:
     case GraphId::VAL_RESULT_COMM:
     case GraphId::UPDATE_BN_INF_PARAMS:
+    case GraphId::STEP_END:
       return true;
     default:
       return false;

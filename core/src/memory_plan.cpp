@@ -110,8 +110,8 @@ TensorId MemoryPlan::alloc_input_data(char buffer, const Shape& batch_shape) {
                std::string("input_") + buffer + ".data");
 }
 
-TensorId MemoryPlan::alloc_step_scalars() {
-  return alloc(Region::S_SCALARS, DType::U8, Shape{1, 1, 1, sizeof(FrStepScalars)}, "step_scalars");
+TensorId MemoryPlan::alloc_step_scalars(const char* name) {
+  return alloc(Region::S_SCALARS, DType::U8, Shape{1, 1, 1, sizeof(FrStepScalars)}, name);
 }
 
 TensorId MemoryPlan::alloc_lr_table(int64_t steps, const char* name) {

@@ -58,7 +58,8 @@ NodeParityReport run_parity_nodes(const JobSpec& job, const std::string& device_
   for (auto& t : tasks) t->stage_batch(order.data(), batch);
   NodeParityReport rep;
   for (GraphId g :
-       {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD, GraphId::FIRST_LAYER_BWD_A, GraphId::OPTIMIZER}) {
+       {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD, GraphId::FIRST_LAYER_BWD_A, GraphId::STEP_END,
+        GraphId::OPTIMIZER}) {  // STEP_END (a deferred update's) keeps the scalars the update then reads
     const int ia = tasks[0]->compiled().atlas.slot(Variant::TRAIN_BASE, g).captured_idx;
     const int ib = tasks[1]->compiled().atlas.slot(Variant::TRAIN_BASE, g).captured_idx;
     if (ia < 0 || ib < 0) continue;

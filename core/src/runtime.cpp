@@ -226,6 +226,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   rc.detached = node.side_stream && node.detached;
   rc.join_before = node.join_side;
   rc.join_lag = node.join_side && node.join_lag;
+  rc.join_update = node.join_update;
   uint32_t dtype = static_cast<uint32_t>(FR_F32);
   if (node.kind == NodeKind::COMPUTE && !rc.out.empty())
     dtype = rc.out[0].dtype;
@@ -405,6 +406,11 @@ void Runtime::finish_capture(Capture& cap) {
       mark = -1;
     };
     for (const auto& rc : cap.calls) {
+      if (rc.join_update && forked[static_cast<size_t>(detached)]) {  // the previous step's deferred update
+        record(join_event_, detached);
+        wait(cap.stream, join_event_);
+        forked[static_cast<size_t>(detached)] = false;
+      }
       if (rc.join_before && rc.join_lag)
         join_lagged();
       else if (rc.join_before && any_forked())

@@ -44,8 +44,9 @@ bool early_grads_on(const CompiledModel& m) {
 bool early_update_on(const CompiledModel& m) {
   // LARS updates tensor by tensor (its trust ratios), not in the byte parts the early update cuts
   // nor with several ranks: an update must wait for the gradients' all-reduce (CompileOptions::ranks)
+  // (CompileOptions::deferred_update: the updates wait for the next step instead)
   return early_grads_on(m) && m.options.precision != DType::F16 &&
-         m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1;
+         m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1 && !m.update_deferred;
 }
 
 // CompileOptions::fused_weight_cast: whether the updates of conv weights write their A copy themselves.
@@ -67,6 +68,12 @@ uint64_t first_layer_cut(const MemoryPlan& p, const RegionSpan& span, std::initi
   return cut;
 }
 
+// The step scalars the updates read: the step's own, or with a deferred update (CompileOptions::
+// deferred_update) the copy STEP_END keeps of them for the update at the start of the next step.
+RangeRef update_scalars(const CompiledModel& m) {
+  return RangeRef::of(m.update_deferred ? m.t.update_scalars : m.t.step_scalars, DType::U8);
+}
+
 // Parameter groups as region ranges: the no-decay kinds come first in every family, DEEP_CONV last.
 struct ParamGroup {
   ParamKind first, last;
@@ -83,7 +90,7 @@ std::vector<ParamGroup> param_groups(const Optimizer& o) {
 // same part of G, M, V).
 GraphNode update_node(const CompiledModel& m, const ParamGroup& gr, uint64_t skip, int64_t take) {
   const Optimizer& o = m.options.optimizer;
-  const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
+  const RangeRef scalars = update_scalars(m);
   auto rr = [&](Family f) {
     return RangeRef::part(param_region(f, gr.first), param_region(f, gr.last), skip, take);
   };
@@ -161,6 +168,24 @@ GraphNode conv_cast_node(const CompiledModel& m, bool grads, uint64_t skip, int6
   return range_node(FR_OP_CAST_RANGE, {narrow}, {wide}, label);
 }
 
+// CompileOptions::deferred_update: the arena offset in W_DEEP_CONV from which the deferred update runs on
+// the update stream beside the next step's forward: the first deep conv weight that ends past 1/64 of the
+// conv weights' bytes (ResNet-18: from stage 2 on, so the stem's and stage 1's, 1.3% of the bytes, run on
+// the main stream before the forward, and the forward reaches stage 2 long after the rest is done). The
+// region's end when it holds no conv weight.
+uint64_t deferred_cut(const CompiledModel& m) {
+  const MemoryPlan& p = m.base_plan();
+  const RegionSpan conv = conv_span(p);
+  const RegionSpan deep = p.region(param_region(Family::W, ParamKind::DEEP_CONV));
+  uint64_t cut = deep.offset + deep.bytes;
+  for (TensorId id : p.tensors_in(param_region(Family::W, ParamKind::DEEP_CONV))) {
+    const DTensor& t = p.tensor(id);
+    const auto at = static_cast<uint64_t>(t.offset);
+    if ((at + t.slot_bytes - conv.offset) * 64 > conv.bytes) cut = std::min(cut, at);
+  }
+  return cut;
+}
+
 // CompileOptions::early_update_parts: byte ranges [lo, hi) (arena offsets) of W_DEEP_CONV, the last layers'
 // first, each final once the weight gradient of `layer` (its first) is. None unless the deep conv weights
 // are stored in layer order (the backward's order reversed).
@@ -212,12 +237,13 @@ ConvSplit conv_split(const CompiledModel& m, const std::vector<EarlyPart>& parts
 }
 
 // Bytes [0, cut) of a span of `bytes` go to graph `late` (also when the span is empty), [cut, end) to
-// DEEP_FWD_BWD on the side stream (the early update); make(skip, take, early) builds each part's nodes,
-// take -1 meaning to the span's end.
-// A hole [hole_lo, hole_hi) inside [0, cut) is left out (a frozen first layer's weight).
+// graph `early_graph` (DEEP_FWD_BWD: the early update; OPTIMIZER: a deferred update's part beside the
+// forward) on the side stream; make(skip, take, early) builds each part's nodes, take -1 meaning to the
+// span's end. A hole [hole_lo, hole_hi) inside [0, cut) is left out (a frozen first layer's weight).
 template <class Make>
 void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint64_t cut, uint64_t end,
-                        Make make, uint64_t hole_lo = 0, uint64_t hole_hi = 0) {
+                        Make make, uint64_t hole_lo = 0, uint64_t hole_hi = 0,
+                        GraphId early_graph = GraphId::DEEP_FWD_BWD) {
   auto take = [&](uint64_t from, uint64_t to) {
     return to >= bytes ? int64_t{-1} : static_cast<int64_t>(to - from);
   };
@@ -234,7 +260,7 @@ void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint6
   } else if (cut > 0 || bytes == 0) {
     add(late, 0, take(0, cut), false);
   }
-  if (cut < end) add(GraphId::DEEP_FWD_BWD, cut, take(cut, end), true);
+  if (cut < end) add(early_graph, cut, take(cut, end), true);
 }
 
 // Each early part's nodes (bf16: grad cast, update, weight cast or the update with its weight copy; fp32: the
@@ -304,8 +330,10 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
     const TensorId read_late = first.wgrad_prologue_bn >= 0
                                    ? m.arch.layers[static_cast<size_t>(first.wgrad_prologue_bn)].weight
                                    : kNoTensor;
-    const uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias, read_late}) : span.bytes;
-    const uint64_t end = gr.last == ParamKind::DEEP_CONV ? parts_begin - span.offset : span.bytes;
+    uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias, read_late}) : span.bytes;
+    uint64_t end = gr.last == ParamKind::DEEP_CONV ? parts_begin - span.offset : span.bytes;
+    if (m.update_deferred)  // the part past the cut beside the next step's forward (no early update then)
+      cut = gr.last == ParamKind::DEEP_CONV ? deferred_cut(m) - span.offset : span.bytes, end = span.bytes;
     // A frozen first layer's weight (all of W_FIRST_CONV) is left out of the ranges.
     uint64_t hole_lo = 0, hole_hi = 0;
     if (m.options.freeze_first_layer) {
@@ -332,10 +360,13 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
         [&](uint64_t skip, int64_t take, bool e) {
           std::vector<GraphNode> nodes = update_nodes(m, gr, skip, take);
           if (e)
-            for (GraphNode& n : nodes) n.label += " (early)";
+            for (GraphNode& n : nodes) {
+              n.label += m.update_deferred ? " (beside the forward)" : " (early)";
+              n.detached = m.update_deferred;
+            }
           return nodes;
         },
-        hole_lo, hole_hi);
+        hole_lo, hole_hi, m.update_deferred ? GraphId::OPTIMIZER : GraphId::DEEP_FWD_BWD);
   }
   const ConvSplit conv = conv_split(m, parts, early);
   if (early && m.options.precision != DType::F32 && !fused_cast_on(m) &&
@@ -350,16 +381,71 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
       return RangeRef::regions(param_region(f, ParamKind::BN_BIAS), param_region(f, ParamKind::DEEP_CONV),
                                DType::F32);
     };
-    g.add(GraphId::OPTIMIZER,
-          range_node(FR_OP_EMA_UPDATE, {all(Family::W), scalars}, {all(Family::E)}, "ema"))
-        .with_params(FrEmaParams{static_cast<float>(1.0 - m.options.ema_decay), m.options.ema_every});
+    // with a deferred update on the update stream, after its part there (which it reads)
+    GraphNode& ema =
+        g.add(GraphId::OPTIMIZER,
+              range_node(FR_OP_EMA_UPDATE, {all(Family::W), update_scalars(m)}, {all(Family::E)}, "ema"))
+            .with_params(FrEmaParams{static_cast<float>(1.0 - m.options.ema_decay), m.options.ema_every});
+    ema.side_stream = ema.detached = m.update_deferred;
   }
+  // The step's end: with a deferred update in STEP_END, after a copy of the step's scalars for the update
+  const GraphId end = m.update_deferred ? GraphId::STEP_END : GraphId::OPTIMIZER;
+  if (m.update_deferred)
+    g.add(end, range_node(FR_OP_COPY, {scalars}, {update_scalars(m)}, "step scalars for the update"));
   if (m.options.precision == DType::F16)  // GradScaler.update: back off after a skipped step, grow after 2000
-    g.add(GraphId::OPTIMIZER, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))
+    g.add(end, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))
         .with_params(FrLossScaleParams{2.0f, 0.5f, 2000, 0});
-  g.add(GraphId::OPTIMIZER,
+  g.add(end,
         range_node(FR_OP_STEP_DONE, {RangeRef::of(m.t.lr_table, DType::F32)}, {scalars}, "step and next lr"))
       .with_params(m.schedule);
+}
+// The arena bytes [first, second) of a node's operands in plan p: its tensors' slots and range operands.
+std::vector<std::pair<uint64_t, uint64_t>> operand_bytes(const GraphNode& n, const MemoryPlan& p) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  auto tensor = [&](TensorId id) {
+    if (id == kNoTensor) return;
+    const DTensor& t = p.tensor(id);
+    out.emplace_back(static_cast<uint64_t>(t.offset), static_cast<uint64_t>(t.offset) + t.slot_bytes);
+  };
+  for (const auto* ids : {&n.in, &n.out})
+    for (TensorId id : *ids) tensor(id);
+  for (const auto* ranges : {&n.rin, &n.rout})
+    for (const RangeRef& r : *ranges) {
+      if (r.kind == RangeRef::Kind::TENSOR) tensor(r.tensor);
+      if (r.kind != RangeRef::Kind::REGIONS) continue;
+      const RegionSpan b = range_bytes(r, p, n.label);
+      out.emplace_back(b.offset, b.offset + b.bytes);
+    }
+  return out;
+}
+
+// CompileOptions::deferred_update: the first node of the step (FIRST_LAYER_FWD_A and _B, then the pieces
+// after them in the executor's order) whose operands overlap the bytes of the update's part on the update
+// stream (weights, their copies, buffers, gradients) waits for that part (GraphNode::join_update). A step
+// without a pending update has nothing on that stream to wait for.
+void mark_update_joins(ComputationGraph& g, const CompiledModel& m) {
+  const MemoryPlan& p = m.base_plan();
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const GraphNode& n : g.nodes(GraphId::OPTIMIZER))
+    if (n.detached)
+      for (const auto& b : operand_bytes(n, p)) spans.push_back(b);
+  if (spans.empty()) return;
+  auto touches = [&](const GraphNode& n) {
+    for (const auto& [lo, hi] : operand_bytes(n, p))
+      for (const auto& [a, b] : spans)
+        if (lo < b && a < hi) return true;
+    return false;
+  };
+  for (bool b : {false, true})
+    for (GraphId gid : {b ? GraphId::FIRST_LAYER_FWD_B : GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD,
+                        b ? GraphId::FIRST_LAYER_BWD_B : GraphId::FIRST_LAYER_BWD_A, GraphId::GRAD_CAST,
+                        GraphId::NAN_CHECK_AND_GRAD_SCALING, GraphId::STEP_END}) {
+      std::vector<GraphNode>& nodes = g.mutable_nodes(gid);
+      const auto it = std::find_if(nodes.begin(), nodes.end(), touches);
+      if (it == nodes.end()) continue;
+      it->join_update = true;
+      break;
+    }
 }
 }  // namespace
 
@@ -394,6 +480,7 @@ void emit_update(ComputationGraph& g, CompiledModel& m) {
   }
   emit_optimizer(g, m, parts);
   place_early_parts(g, m, parts);
+  if (m.update_deferred) mark_update_joins(g, m);
 }
 
 }  // namespace fresco::compile_detail

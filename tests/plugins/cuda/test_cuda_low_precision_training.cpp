@@ -1,6 +1,6 @@
 // Low-precision training on CUDA: the fused batchnorm prologue and join epilogue train like the separate
-// passes, fp16's loss scaling skips an inf step and halves the scale, and the early update gives the same
-// bits as the late one. Skipped without a GPU.
+// passes, fp16's loss scaling skips an inf step and halves the scale, and the early and the deferred update
+// give the same bits as the update at the step's end. Skipped without a GPU.
 #include <unistd.h>
 
 #include <cmath>
@@ -281,6 +281,43 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
             << what << ": " << detached << " detached nodes";
       const test::Snapshot state = t.snapshot();
       if (keep_reference(&mode == &modes.front(), what, losses, state, want_losses, want)) continue;
+      EXPECT_EQ(losses, want_losses) << what;
+      ASSERT_EQ(state.size(), want.size());
+      for (size_t i = 0; i < state.size(); ++i) {
+        EXPECT_EQ(state[i].first, want[i].first);
+        EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
+      }
+    }
+  }
+}
+
+// CompileOptions::deferred_update (AUTO: on in fp16): each step's update runs at the start of the next step,
+// the conv weights past the first layers' on the update stream beside the forward, which waits for them at
+// the first conv that reads them; the last one after the epoch. Trained through run() (three epochs of two
+// steps, an lr that changes every step), deferred and not, in fp16 and bf16: the same losses, the same
+// weights, buffers and step scalars, bit for bit. The CPU form of the test (where nothing overlaps):
+// tests/e2e/test_deferred_update_cpu.cpp.
+TEST(CudaLowPrecision, DeferredUpdateGivesTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  const TempPath tuning("fresco_deferred_update_");
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
+  using DU = CompileOptions::DeferredUpdate;
+  for (DType precision : {DType::F16, DType::BF16}) {
+    std::vector<float> want_losses;
+    test::Snapshot want;
+    for (DU mode : {DU::OFF, DU::ON}) {
+      DeepLearningTask t;
+      test::configure_small_residual(t);
+      t.device("cuda").precision(precision).epochs(3).scheduler(CosineAnnealingLR().warmup(1));
+      t.deferred_update(mode);
+      t.compile();
+      EXPECT_EQ(t.compiled().update_deferred, mode == DU::ON);
+      std::vector<float> losses;
+      for (const EpochReport& e : t.run().epochs) losses.push_back(static_cast<float>(e.train_loss));
+      const test::Snapshot state = t.snapshot();
+      const std::string what =
+          std::string(dtype_name(precision)) + (mode == DU::ON ? " deferred" : " at the end");
+      if (keep_reference(mode == DU::OFF, what, losses, state, want_losses, want)) continue;
       EXPECT_EQ(losses, want_losses) << what;
       ASSERT_EQ(state.size(), want.size());
       for (size_t i = 0; i < state.size(); ++i) {

@@ -219,6 +219,20 @@ struct CompileOptions {
   // left stages 1-3 (2.8M parameters) to the end of the backward: 5 parts 4.623-4.629 against 4.640-4.654,
   // ResNet-50 34.88 against 35.08 ms (docs/performance.md).
   int early_update_parts = 5;
+  // The optimizer's update of a step runs at the start of the next step instead of at its end: the step
+  // ends once its gradients are checked (fp16) and cast, keeps its step scalars (lr, counters, the skip
+  // flag) for the update and runs the loss scale's update and step_done (GraphId::STEP_END); the next step
+  // begins with the update (OPTIMIZER) reading the kept scalars, the weights of the first layers on the main
+  // stream and the rest of the conv weights (the update writing their 16-bit copies) on the update stream,
+  // beside the forward, which waits for them at the first node that reads them (GraphNode::join_update).
+  // The executor runs the last pending update alone after the last step of every training call
+  // (Executor::finish_updates), so no caller sees weights without their update. The same arithmetic on the
+  // same values: the same bits. fp16 gains most: its whole update waits for the last gradient's check
+  // (GradScaler's skip), at the end of the backward, where bf16's runs early beside the backward. AUTO: in
+  // fp16; ON: in any precision. Needs sgd or adam(w) (not LARS), one rank, and in mixed precision the fused
+  // weight copies (fused_weight_cast); replaces early_update's updates (the early gradient casts stay).
+  enum class DeferredUpdate { AUTO, ON, OFF };
+  DeferredUpdate deferred_update = DeferredUpdate::AUTO;
   // With overlap_weight_gradients: an fc layer's weight gradient forks onto the side stream after the next
   // fc input gradient on the main stream instead of after its own, when that input gradient has at least
   // defer_fc_min_macs multiply-adds (batch x in x out): one that large fills a big GPU alone, and sharing it
@@ -276,6 +290,9 @@ struct CompileOptions {
 // Handles of the job-level tensors the executor reads or writes.
 struct JobTensors {
   TensorId step_scalars = kNoTensor, lr_table = kNoTensor;
+  // CompileOptions::deferred_update: the step scalars of the step whose update is pending (copied from
+  // step_scalars at STEP_END, read by the update at the start of the next step)
+  TensorId update_scalars = kNoTensor;
   TensorId momentum_table = kNoTensor;  // a table scheduler's momenta (Scheduler::momenta), when it has them
   TensorId labels_a = kNoTensor, data_a = kNoTensor, labels_b = kNoTensor, data_b = kNoTensor;
   TensorId input_f32 = kNoTensor;  // normalised input (in ArchPlan::input_dtype; f32 unless mixed precision)
@@ -299,6 +316,9 @@ struct CompiledModel {
   // copies (CompileOptions::fused_weight_cast) or the casts follow the early updates (early_update_parts);
   // WEIGHT_CAST then serves the host's writes only.
   bool weight_cast_in_step = true;
+  // CompileOptions::deferred_update as resolved (AUTO decided): OPTIMIZER holds the update that runs at the
+  // start of the next step (the executor's pending step captures) and STEP_END the step's end.
+  bool update_deferred = false;
   const MemoryPlan& base_plan() const { return *plans[static_cast<int>(Variant::TRAIN_BASE)]; }
 };
 

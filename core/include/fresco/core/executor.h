@@ -45,10 +45,16 @@ class Executor {
   }
   // No progress lines from train_epoch (the ranks but 0 of a data-parallel job).
   void set_quiet(bool quiet) { quiet_ = quiet; }
-  // One training step on the batch staged in `ab` at variant v.
+  // One training step on the batch staged in `ab` at variant v. With a deferred update
+  // (CompiledModel::update_deferred) the step begins with the previous step's update, if one is pending,
+  // and leaves its own pending: finish_updates() runs it.
   void train_step(Variant v, char ab);
+  // The pending update of the last step, alone (nothing without a deferred update or after it has run).
+  // train_epoch ends with it; a caller of train_step calls it before anything reads the weights.
+  void finish_updates();
   // A pass over `d` in `order` (batch after batch, the last one partial), augmented as set for `epoch`: its
   // steps [first_step, end_step) (end_step -1: to the epoch's end), so an epoch may be trained in parts.
+  // Ends with finish_updates().
   void train_epoch(const data::Dataset& d, const std::vector<uint32_t>& order, uint32_t epoch = 0,
                    int64_t first_step = 0, int64_t end_step = -1);
   // Forward + loss + metrics over the whole of `d`, in order.
@@ -76,9 +82,12 @@ class Executor {
   // Per variant and buffer: capture indices (-1 = none), resolved once.
   int transfer_[kVariantCount][2];
   int step_[kVariantCount][2];
+  int step_after_update_[kVariantCount][2];  // deferred update: the step that begins with the pending one
+  bool update_pending_ = false;
   int infer_[kVariantCount][2];
-  int copied_[2];    // event: TRANSFER from staging X finished (staging X may be rewritten)
-  int consumed_[2];  // event: the step that read I_X finished (I_X may be overwritten)
+  int copied_[2];     // event: TRANSFER from staging X finished (staging X may be rewritten)
+  int consumed_[2];   // event: the step that read I_X finished (I_X may be overwritten)
+  int updated_ = -1;  // event: finish_updates' update finished (the computing stream waits for it)
 };
 
 }  // namespace fresco

@@ -44,6 +44,9 @@ enum class GraphId : uint8_t {
   CLEAR_METRICS,
   VAL_RESULT_COMM,
   UPDATE_BN_INF_PARAMS,
+  // CompileOptions::deferred_update: the end of a step whose update runs at the start of the next one (the
+  // step scalars kept for it, the loss scale's update, step_done); empty otherwise (OPTIMIZER holds them).
+  STEP_END,
   COUNT
 };
 constexpr int kGraphIdCount = static_cast<int>(GraphId::COUNT);
@@ -117,6 +120,9 @@ struct GraphNode {
   // it and joined only where a graph outside the backward pieces starts (and at the end of a capture), so
   // the backward's joins never wait for it (CompileOptions::early_update_parts). Range ops only.
   bool detached = false;
+  // The main stream waits here for the update stream's work issued so far (the previous step's deferred
+  // update, CompileOptions::deferred_update): set on the first node of the step that touches its bytes.
+  bool join_update = false;
 
   template <class P>
   GraphNode& with_params(const P& p) {

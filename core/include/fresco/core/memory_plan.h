@@ -62,7 +62,7 @@ class MemoryPlan {
                          int32_t live_end, DType dtype = DType::F32);
   TensorId alloc_input_labels(char buffer, int64_t batch);
   TensorId alloc_input_data(char buffer, const Shape& batch_shape);
-  TensorId alloc_step_scalars();
+  TensorId alloc_step_scalars(const char* name = "step_scalars");         // also the deferred update's copy
   TensorId alloc_lr_table(int64_t steps, const char* name = "lr_table");  // also the momentum table
   TensorId alloc_temp(DType dtype, const Shape& shape, std::string name);
   TensorId alloc_result(uint64_t bytes, std::string name);

@@ -28,6 +28,7 @@ struct ResolvedCall {
   bool join_before = false;  // the main stream waits for all side-stream work before this call
   bool join_all = false;     // with join_before: the detached work too (a piece past the backward starts)
   bool join_lag = false;     // with join_before: only for the side work issued before the previous join
+  bool join_update = false;  // GraphNode::join_update: the main stream waits for the update stream first
   FrCall call{};
   std::vector<FrTensor> in, out;
   std::vector<FrRange> rin, rout;
