@@ -189,7 +189,8 @@ int main(int argc, char** argv) {
       for (const LayerDescriptor& d : task.compiled().arch.layers) layers[d.name] = &d;
       const GraphAtlas& at = task.compiled().atlas;
       for (GraphId g : {GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD, GraphId::FIRST_LAYER_BWD_A,
-                        GraphId::GRAD_CAST, GraphId::OPTIMIZER, GraphId::WEIGHT_CAST}) {
+                        GraphId::GRAD_CAST, GraphId::NAN_CHECK_AND_GRAD_SCALING, GraphId::OPTIMIZER,
+                        GraphId::STEP_END, GraphId::WEIGHT_CAST}) {
         const int idx = at.slot(Variant::TRAIN_BASE, g).captured_idx;
         if (idx < 0) continue;
         for (const bench::CallTime& c : bench::time_calls(task.runtime(), idx, 5)) {

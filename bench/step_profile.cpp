@@ -32,8 +32,9 @@ int main(int argc, char** argv) {
     task.time_steps(warm);  // training steps before profiling (late-training values can be slower on a CPU)
     Runtime& rt = task.runtime();
     const GraphAtlas& at = task.compiled().atlas;
-    for (GraphId g : {GraphId::TRANSFER_A, GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD,
-                      GraphId::FIRST_LAYER_BWD_A, GraphId::OPTIMIZER, GraphId::ACCUM_METRICS}) {
+    for (GraphId g :
+         {GraphId::TRANSFER_A, GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD, GraphId::FIRST_LAYER_BWD_A,
+          GraphId::OPTIMIZER, GraphId::STEP_END, GraphId::ACCUM_METRICS}) {
       const int idx = at.slot(Variant::TRAIN_BASE, g).captured_idx;
       if (idx < 0) continue;
       for (int w = 0; w < 5; ++w) rt.launch_unordered(idx);

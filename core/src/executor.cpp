@@ -165,6 +165,18 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
   const auto t0 = std::chrono::steady_clock::now();
   double next_report = kProgressSeconds;
   const int64_t steps = all;
+  // A step that throws leaves the update of the step before it pending: run it before the error leaves, so
+  // the weights are those of the last step that ran (its own error, if it fails too, gives way to the first).
+  struct FinishOnThrow {
+    Executor* e;
+    ~FinishOnThrow() {
+      if (!e) return;
+      try {
+        e->finish_updates();
+      } catch (...) {  // the step's error is the one that leaves
+      }
+    }
+  } guard{this};
   for (int64_t start = first_step * b; step < last; start += b, ++step) {
     const int64_t count = std::min(b, n - start);
     const Variant v = train_variant(epoch, count);
@@ -180,6 +192,7 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
       next_report = t + kProgressSeconds;
     }
   }
+  guard.e = nullptr;
   finish_updates();
 }
 

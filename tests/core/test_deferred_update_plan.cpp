@@ -21,10 +21,11 @@ namespace {
 
 using DU = CompileOptions::DeferredUpdate;
 
-CompiledModel compile(DType precision, DU mode = DU::AUTO) {
+CompiledModel compile(DType precision, DU mode = DU::AUTO, double ema = 0.0) {
   CompileOptions o = test::rgb_compile_options(16, 4);
   o.precision = precision;
   o.deferred_update = mode;
+  o.ema_decay = ema;
   return Compiler().compile(models::resnet18(10), o);
 }
 
@@ -78,13 +79,21 @@ TEST(DeferredUpdatePlan, TheUpdateReadsTheKeptScalarsAndTheStepEndsWithoutIt) {
     EXPECT_NE(n.op, FR_OP_SGD_UPDATE) << n.label;
 }
 
-TEST(DeferredUpdatePlan, TheForwardWaitsWhereItFirstReadsTheDetachedWeights) {
-  const CompiledModel m = compile(DType::F16);
+// With an EMA too: it reads every weight after the update, on the update stream, which is no conflict with
+// the forward's reads of the weights the main stream updated (the join stays at stage 2).
+class DeferredUpdateJoin : public ::testing::TestWithParam<double> {};
+INSTANTIATE_TEST_SUITE_P(Ema, DeferredUpdateJoin, ::testing::Values(0.0, 0.999));
+
+TEST_P(DeferredUpdateJoin, TheForwardWaitsWhereItFirstReadsTheDetachedWeights) {
+  const CompiledModel m = compile(DType::F16, DU::AUTO, GetParam());
   const MemoryPlan& p = m.base_plan();
   // the A bytes the detached updates write (their last range output, the weight copy)
   std::vector<std::pair<uint64_t, uint64_t>> copies;
   uint64_t detached_w = 0, main_w = 0;
   for (const GraphNode& n : m.train->nodes(GraphId::OPTIMIZER)) {
+    if (n.op == FR_OP_EMA_UPDATE) {
+      EXPECT_TRUE(n.detached);  // after the update's part on that stream
+    }
     if (n.op != FR_OP_SGD_UPDATE) continue;
     const auto w = bytes_of(m, n.rout[0]);
     if (n.detached) {

@@ -10,10 +10,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/temp_dir.h"
 #include "e2e/small_residual_task.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
@@ -28,8 +31,14 @@ using DU = CompileOptions::DeferredUpdate;
 struct Trained {
   std::vector<double> losses, lrs;  // per epoch
   test::Snapshot state;
+  std::string checkpoint;  // its bytes: weights, buffers, the EMA, batchnorm's statistics, the step scalars
   bool deferred = false;
 };
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
 
 // Three epochs of the small residual network (two steps each, so an update is pending between the steps of
 // an epoch and runs alone after its last) through run(), with an lr that changes every step (cosine with a
@@ -46,6 +55,9 @@ Trained train_epochs(DU mode) {
     r.lrs.push_back(e.lr);
   }
   r.state = t.snapshot();
+  const test::TempDir dir;
+  t.save_checkpoint(dir.file("c.ckpt"));
+  r.checkpoint = file_bytes(dir.file("c.ckpt"));
   return r;
 }
 
@@ -69,7 +81,9 @@ TEST(DeferredUpdateCpu, EpochsTrainBitForBitLikeTheUpdateAtTheStepsEnd) {
   EXPECT_TRUE(next.deferred);
   EXPECT_EQ(next.losses, end.losses);
   EXPECT_EQ(next.lrs, end.lrs);
-  expect_same_state(next.state, end.state);          // weights, buffers, the EMA and the step scalars
+  expect_same_state(next.state, end.state);  // weights, gradients and buffers
+  EXPECT_FALSE(end.checkpoint.empty());
+  EXPECT_TRUE(next.checkpoint == end.checkpoint);    // and the EMA, statistics and step scalars
   EXPECT_NE(end.losses.front(), end.losses.back());  // it really trained
 }
 

@@ -399,42 +399,50 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
         range_node(FR_OP_STEP_DONE, {RangeRef::of(m.t.lr_table, DType::F32)}, {scalars}, "step and next lr"))
       .with_params(m.schedule);
 }
-// The arena bytes [first, second) of a node's operands in plan p: its tensors' slots and range operands.
-std::vector<std::pair<uint64_t, uint64_t>> operand_bytes(const GraphNode& n, const MemoryPlan& p) {
-  std::vector<std::pair<uint64_t, uint64_t>> out;
+// The arena bytes [first, second) of a node's inputs (`written` false: tensors and ranges in) or outputs
+// (true: out, rout) in plan p.
+using ByteSpans = std::vector<std::pair<uint64_t, uint64_t>>;
+ByteSpans operand_bytes(const GraphNode& n, const MemoryPlan& p, bool written) {
+  ByteSpans out;
   auto tensor = [&](TensorId id) {
     if (id == kNoTensor) return;
     const DTensor& t = p.tensor(id);
     out.emplace_back(static_cast<uint64_t>(t.offset), static_cast<uint64_t>(t.offset) + t.slot_bytes);
   };
-  for (const auto* ids : {&n.in, &n.out})
-    for (TensorId id : *ids) tensor(id);
-  for (const auto* ranges : {&n.rin, &n.rout})
-    for (const RangeRef& r : *ranges) {
-      if (r.kind == RangeRef::Kind::TENSOR) tensor(r.tensor);
-      if (r.kind != RangeRef::Kind::REGIONS) continue;
-      const RegionSpan b = range_bytes(r, p, n.label);
-      out.emplace_back(b.offset, b.offset + b.bytes);
-    }
+  for (TensorId id : written ? n.out : n.in) tensor(id);
+  for (const RangeRef& r : written ? n.rout : n.rin) {
+    if (r.kind == RangeRef::Kind::TENSOR) tensor(r.tensor);
+    if (r.kind != RangeRef::Kind::REGIONS) continue;
+    const RegionSpan b = range_bytes(r, p, n.label);
+    out.emplace_back(b.offset, b.offset + b.bytes);
+  }
   return out;
 }
 
+bool overlap(const ByteSpans& a, const ByteSpans& b) {
+  for (const auto& [lo, hi] : a)
+    for (const auto& [x, y] : b)
+      if (lo < y && x < hi) return true;
+  return false;
+}
+
 // CompileOptions::deferred_update: the first node of the step (FIRST_LAYER_FWD_A and _B, then the pieces
-// after them in the executor's order) whose operands overlap the bytes of the update's part on the update
-// stream (weights, their copies, buffers, gradients) waits for that part (GraphNode::join_update). A step
-// without a pending update has nothing on that stream to wait for.
+// after them in the executor's order) that reads or writes what the update's part on the update stream
+// writes (weights, their 16-bit copies, buffers, the EMA), or writes what it reads (the gradients, the kept
+// scalars), waits for that part (GraphNode::join_update); reading what it only reads (the EMA's every
+// weight) is no conflict. A step without a pending update has nothing on that stream to wait for.
 void mark_update_joins(ComputationGraph& g, const CompiledModel& m) {
   const MemoryPlan& p = m.base_plan();
-  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  ByteSpans reads, writes;
   for (const GraphNode& n : g.nodes(GraphId::OPTIMIZER))
-    if (n.detached)
-      for (const auto& b : operand_bytes(n, p)) spans.push_back(b);
-  if (spans.empty()) return;
+    if (n.detached) {
+      for (const auto& b : operand_bytes(n, p, false)) reads.push_back(b);
+      for (const auto& b : operand_bytes(n, p, true)) writes.push_back(b);
+    }
+  if (writes.empty()) return;
   auto touches = [&](const GraphNode& n) {
-    for (const auto& [lo, hi] : operand_bytes(n, p))
-      for (const auto& [a, b] : spans)
-        if (lo < b && a < hi) return true;
-    return false;
+    const ByteSpans out = operand_bytes(n, p, true);
+    return overlap(operand_bytes(n, p, false), writes) || overlap(out, writes) || overlap(out, reads);
   };
   for (bool b : {false, true})
     for (GraphId gid : {b ? GraphId::FIRST_LAYER_FWD_B : GraphId::FIRST_LAYER_FWD_A, GraphId::DEEP_FWD_BWD,

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 
@@ -305,6 +307,7 @@ TEST(CudaLowPrecision, DeferredUpdateGivesTheSameBits) {
   for (DType precision : {DType::F16, DType::BF16}) {
     std::vector<float> want_losses;
     test::Snapshot want;
+    std::string want_checkpoint;  // its bytes: also batchnorm's statistics and the step scalars
     for (DU mode : {DU::OFF, DU::ON}) {
       DeepLearningTask t;
       test::configure_small_residual(t);
@@ -315,10 +318,17 @@ TEST(CudaLowPrecision, DeferredUpdateGivesTheSameBits) {
       std::vector<float> losses;
       for (const EpochReport& e : t.run().epochs) losses.push_back(static_cast<float>(e.train_loss));
       const test::Snapshot state = t.snapshot();
+      const TempPath ckpt("fresco_deferred_ckpt_");
+      t.save_checkpoint(ckpt.path);
+      std::ifstream f(ckpt.path, std::ios::binary);
+      const std::string checkpoint{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
       const std::string what =
           std::string(dtype_name(precision)) + (mode == DU::ON ? " deferred" : " at the end");
+      if (mode == DU::OFF) want_checkpoint = checkpoint;
       if (keep_reference(mode == DU::OFF, what, losses, state, want_losses, want)) continue;
       EXPECT_EQ(losses, want_losses) << what;
+      EXPECT_FALSE(checkpoint.empty());
+      EXPECT_TRUE(checkpoint == want_checkpoint) << what << ": the checkpoints differ";
       ASSERT_EQ(state.size(), want.size());
       for (size_t i = 0; i < state.size(); ++i) {
         EXPECT_EQ(state[i].first, want[i].first);
