@@ -177,7 +177,8 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       T* y = stats ? sdk::data<T>(call->out[0]) : nullptr;
       const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x, coef});
       // The finalize and the apply pass as programmatic dependents of the kernel before each (the forward
-      // has no side stream whose blocks their early residency would keep out; dependent_launch.cuh).
+      // has no side stream whose blocks their early residency would keep out, but for a deferred update's
+      // part on the update stream at its start: CompileOptions::deferred_update; dependent_launch.cuh).
       const Context* pdl = ctx_of(ctx)->bn_dependent_launch ? ctx_of(ctx) : nullptr;
       auto launch = [&](auto kernel, dim3 grid, dim3 block, auto... args) {
         launch_after_prior(pdl, kernel, grid, block, st, args...);
