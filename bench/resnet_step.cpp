@@ -25,7 +25,7 @@
 // --fused-weight-cast 0 casts W -> A after the updates instead of in them
 // (CompileOptions::fused_weight_cast).
 // --deferred-update sets CompileOptions::deferred_update (a step's update at the start of the next step,
-// beside its forward; auto: in fp16). The timed steps end with the last step's update.
+// beside its forward; auto: off). The timed steps end with the last step's update.
 // --join-lag N sets CompileOptions::conv_join_lag_max: conv input gradients over at most N values per sample
 // let the latest weight gradient run beside them (default: the library's, 65536; 0: never).
 // --profile 1 also times every call of the training graphs alone and prints the total per op (one line each);

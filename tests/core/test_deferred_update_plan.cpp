@@ -1,8 +1,8 @@
-// CompileOptions::deferred_update in the Compiler: when it is on (AUTO: fp16), OPTIMIZER holds the update
-// alone, reading the step scalars STEP_END keeps for it, the conv weights past the first 1/64 of their bytes
-// on the update stream (detached); STEP_END copies the scalars, updates the loss scale and ends the step;
-// the forward's first node that touches the detached update's bytes waits for it (join_update), and none
-// before it does. The bits: tests/e2e/test_deferred_update_cpu.cpp, on the GPU
+// CompileOptions::deferred_update in the Compiler: when it is on (ON; AUTO is off), OPTIMIZER holds the
+// update alone, reading the step scalars STEP_END keeps for it, the conv weights past the first 1/64 of their
+// bytes on the update stream (detached); STEP_END copies the scalars, updates the loss scale and ends the
+// step; the forward's first node that touches the detached update's bytes waits for it (join_update), and
+// none before it does. The bits: tests/e2e/test_deferred_update_cpu.cpp, on the GPU
 // test_cuda_low_precision_training.cpp.
 #include <gtest/gtest.h>
 
@@ -43,10 +43,9 @@ std::pair<uint64_t, uint64_t> bytes_of(const CompiledModel& m, const RangeRef& r
 
 }  // namespace
 
-TEST(DeferredUpdatePlan, AutoIsFp16Only) {
-  EXPECT_TRUE(compile(DType::F16).update_deferred);
-  EXPECT_FALSE(compile(DType::BF16).update_deferred);
-  EXPECT_FALSE(compile(DType::F32).update_deferred);
+TEST(DeferredUpdatePlan, OnlyOnTurnsItOn) {
+  for (DType p : {DType::F16, DType::BF16, DType::F32}) EXPECT_FALSE(compile(p).update_deferred);  // AUTO
+  EXPECT_TRUE(compile(DType::F16, DU::ON).update_deferred);
   EXPECT_TRUE(compile(DType::BF16, DU::ON).update_deferred);
   EXPECT_TRUE(compile(DType::F32, DU::ON).update_deferred);
   EXPECT_FALSE(compile(DType::F16, DU::OFF).update_deferred);
@@ -54,7 +53,7 @@ TEST(DeferredUpdatePlan, AutoIsFp16Only) {
 }
 
 TEST(DeferredUpdatePlan, TheUpdateReadsTheKeptScalarsAndTheStepEndsWithoutIt) {
-  const CompiledModel m = compile(DType::F16);
+  const CompiledModel m = compile(DType::F16, DU::ON);
   ASSERT_TRUE(m.update_deferred);
   ASSERT_NE(m.t.update_scalars, kNoTensor);
   const auto& end = m.train->nodes(GraphId::STEP_END);
@@ -85,7 +84,7 @@ class DeferredUpdateJoin : public ::testing::TestWithParam<double> {};
 INSTANTIATE_TEST_SUITE_P(Ema, DeferredUpdateJoin, ::testing::Values(0.0, 0.999));
 
 TEST_P(DeferredUpdateJoin, TheForwardWaitsWhereItFirstReadsTheDetachedWeights) {
-  const CompiledModel m = compile(DType::F16, DU::AUTO, GetParam());
+  const CompiledModel m = compile(DType::F16, DU::ON, GetParam());
   const MemoryPlan& p = m.base_plan();
   // the A bytes the detached updates write (their last range output, the weight copy)
   std::vector<std::pair<uint64_t, uint64_t>> copies;

@@ -109,7 +109,7 @@ TEST(DeferredUpdateCpu, RefusedWhereTheUpdateCannotWait) {
     EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
     EXPECT_NE(std::string(e.what()).find("LARS"), std::string::npos) << e.what();
   }
-  // AUTO leaves it off where it cannot run (fp32 here: AUTO is fp16's), without an error
+  // AUTO (off) leaves it off, without an error
   DeepLearningTask t;
   test::configure_small_residual(t);
   t.optimizer(LARS(0.9f).base_lr(0.1f));

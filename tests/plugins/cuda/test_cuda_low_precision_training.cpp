@@ -293,7 +293,7 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
   }
 }
 
-// CompileOptions::deferred_update (AUTO: on in fp16): each step's update runs at the start of the next step,
+// CompileOptions::deferred_update (ON; AUTO is off): each step's update runs at the start of the next step,
 // the conv weights past the first layers' on the update stream beside the forward, which waits for them at
 // the first conv that reads them; the last one after the epoch. Trained through run() (three epochs of two
 // steps, an lr that changes every step), deferred and not, in fp16 and bf16: the same losses, the same

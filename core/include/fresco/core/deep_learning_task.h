@@ -107,8 +107,9 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::fused_weight_cast (default on): in mixed precision the optimizer's updates write the
   // 16-bit weight copies themselves (a plugin without FR_KERNEL_WEIGHT_COPY needs it off).
   DeepLearningTask& fused_weight_cast(bool on);
-  // CompileOptions::deferred_update (default AUTO: in fp16): a step's optimizer update runs at the start of
-  // the next step, beside its forward. The same numbers; every training call ends with the last update.
+  // CompileOptions::deferred_update (default AUTO, which is off; ON): a step's optimizer update runs at the
+  // start of the next step, beside its forward. The same numbers; every training call ends with the last
+  // update.
   DeepLearningTask& deferred_update(CompileOptions::DeferredUpdate mode);
   // CompileOptions::freeze_first_layer (default off): the first layer (a bias-free conv) keeps its initial
   // weights (or those written by write_param) and gets no weight gradient.
