@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
         args.str("early-update").c_str(), task.compiled().options.early_update_parts,
         args.str("conv-prologue").c_str(), task.compiled().options.fork_shortcuts ? 1 : 0,
         args.str("join-epilogue").c_str(), task.compiled().options.fused_weight_cast ? 1 : 0,
-        task.compiled().update_deferred ? 1 : 0);
+        task.compiled().update_deferred() ? 1 : 0);
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

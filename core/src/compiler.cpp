@@ -300,9 +300,6 @@ CompiledModel Compiler::compile(const BluePrint& bp, const CompileOptions& o) {
                                     "(fused_weight_cast)"));
   CompiledModel m;
   m.options = o;
-  // AUTO is off: measured no faster on ResNet-18 (docs/decisions.md, "The update at the start of the next
-  // step")
-  m.update_deferred = !lars && o.ranks == 1 && copies && o.deferred_update == DU::ON;
   m.arch = derive_arch_plan(bp, o);
   derive_all_shapes(m);
   compute_max_slot_bytes(m);

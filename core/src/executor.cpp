@@ -25,7 +25,6 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
     copied_[x] = rt.create_event();
     consumed_[x] = rt.create_event();
   }
-  updated_ = rt.create_event();
   const Shape in = m.arch.input_sample;
   for (int v = 0; v < kVariantCount; ++v) {  // progressive resolution: the stages' resizes
     const Shape& s = m.sample_of[v];
@@ -57,7 +56,7 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
                                      GraphId::GRAD_CAST,
                                      GraphId::DEEP_COMM,
                                      GraphId::NAN_CHECK_AND_GRAD_SCALING};
-        if (m.update_deferred) {  // the update begins the next step (or runs alone: finish_updates)
+        if (m.update_deferred()) {  // the update begins the next step (or runs alone: update_alone_)
           step.push_back(GraphId::STEP_END);
           std::vector<GraphId> after = step;
           after.insert(after.begin(), GraphId::OPTIMIZER);
@@ -71,6 +70,10 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
         infer_[v][x] = at.slot(var, x ? GraphId::INF_MAIN_B : GraphId::INF_MAIN_A).captured_idx;
       }
     }
+  }
+  if (m.update_deferred()) {  // the last pending update alone, ordered with the steps on their stream
+    update_alone_ = rt.fuse(at, Variant::TRAIN_BASE, {GraphId::OPTIMIZER}, StreamRole::COMP_1);
+    FRESCO_CHECK(update_alone_ >= 0, ErrorCode::kInternal, "the deferred update has no nodes to capture");
   }
 }
 
@@ -132,20 +135,12 @@ void Executor::train_step(Variant v, char ab) {
   rt_.wait(StreamRole::COMP_1, copied_[x]);
   rt_.launch_unordered(update_pending_ ? step_after_update_[vi][x] : step_[vi][x]);
   rt_.record(consumed_[x], StreamRole::COMP_1);
-  update_pending_ = m_.update_deferred;
+  update_pending_ = m_.update_deferred();
 }
 
 void Executor::finish_updates() {
   if (!update_pending_) return;
-  const int idx = m_.atlas.slot(Variant::TRAIN_BASE, GraphId::OPTIMIZER).captured_idx;
-  FRESCO_CHECK(idx >= 0, ErrorCode::kInternal, "finish_updates: the deferred update has no capture");
-  rt_.launch(m_.atlas, Variant::TRAIN_BASE, GraphId::OPTIMIZER);  // after the last step (an event)
-  // what comes next on the computing stream (a step, an evaluation: launch_unordered) after the update
-  const StreamRole s = rt_.capture(idx).stream;
-  if (s != StreamRole::COMP_1) {
-    rt_.record(updated_, s);
-    rt_.wait(StreamRole::COMP_1, updated_);
-  }
+  rt_.launch_unordered(update_alone_);  // on the steps' stream: after the last step, before what follows
   update_pending_ = false;
 }
 
@@ -165,34 +160,31 @@ void Executor::train_epoch(const data::Dataset& d, const std::vector<uint32_t>& 
   const auto t0 = std::chrono::steady_clock::now();
   double next_report = kProgressSeconds;
   const int64_t steps = all;
-  // A step that throws leaves the update of the step before it pending: run it before the error leaves, so
-  // the weights are those of the last step that ran (its own error, if it fails too, gives way to the first).
-  struct FinishOnThrow {
-    Executor* e;
-    ~FinishOnThrow() {
-      if (!e) return;
-      try {
-        e->finish_updates();
-      } catch (...) {  // the step's error is the one that leaves
+  try {
+    for (int64_t start = first_step * b; step < last; start += b, ++step) {
+      const int64_t count = std::min(b, n - start);
+      const Variant v = train_variant(epoch, count);
+      const char ab = step % 2 == 0 ? 'A' : 'B';
+      stage(ab, d, order.data() + start, count, epoch, v);
+      train_step(v, ab);
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!quiet_ && t >= next_report && step + 1 < steps) {
+        const double done = static_cast<double>(step + 1 - first_step);  // in this call
+        log().info("epoch {}: step {}/{} ({:.0f}%), {:.0f} s, about {:.0f} s to the epoch's end", epoch + 1,
+                   step + 1, steps, 100.0 * static_cast<double>(step + 1) / static_cast<double>(steps), t,
+                   t * static_cast<double>(steps - step - 1) / done);
+        next_report = t + kProgressSeconds;
       }
     }
-  } guard{this};
-  for (int64_t start = first_step * b; step < last; start += b, ++step) {
-    const int64_t count = std::min(b, n - start);
-    const Variant v = train_variant(epoch, count);
-    const char ab = step % 2 == 0 ? 'A' : 'B';
-    stage(ab, d, order.data() + start, count, epoch, v);
-    train_step(v, ab);
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!quiet_ && t >= next_report && step + 1 < steps) {
-      const double done = static_cast<double>(step + 1 - first_step);  // in this call
-      log().info("epoch {}: step {}/{} ({:.0f}%), {:.0f} s, about {:.0f} s to the epoch's end", epoch + 1,
-                 step + 1, steps, 100.0 * static_cast<double>(step + 1) / static_cast<double>(steps), t,
-                 t * static_cast<double>(steps - step - 1) / done);
-      next_report = t + kProgressSeconds;
+  } catch (...) {
+    // A step that throws leaves the update of the step before it pending: run it before the error leaves, so
+    // the weights are those of the last step that ran (the step's error is the one that leaves).
+    try {
+      finish_updates();
+    } catch (...) {
     }
+    throw;
   }
-  guard.e = nullptr;
   finish_updates();
 }
 
@@ -200,7 +192,6 @@ void Executor::evaluate(const data::Dataset& d) {
   const int64_t b = m_.batch_of[static_cast<int>(Variant::VAL_BASE)];
   FRESCO_CHECK(b > 0, ErrorCode::kUsage, "evaluate: the job was compiled without a test set");
   std::vector<uint32_t> idx(static_cast<size_t>(b));
-  finish_updates();  // (train_epoch and the task's train_step have run it already)
   prepare_inference();
   int64_t step = 0;
   for (int64_t start = 0; start < d.n; start += b, ++step) {

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -95,6 +97,14 @@ inline void expect_same_training(const std::vector<float>& losses, const Snapsho
     EXPECT_LT(max_rel_diff(a, b), 1e-4) << state[i].first;
   }
   EXPECT_NE(losses.front(), losses.back());  // it really trained
+}
+
+// The bytes of a checkpoint of `t` saved to `path`: every tensor a later run depends on (weights, buffers,
+// the EMA, batchnorm's statistics) and the step scalars, to compare two trainings whole.
+inline std::string checkpoint_bytes(DeepLearningTask& t, const std::string& path) {
+  t.save_checkpoint(path);
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace fresco::test

@@ -10,8 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,11 +33,6 @@ struct Trained {
   bool deferred = false;
 };
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 // Three epochs of the small residual network (two steps each, so an update is pending between the steps of
 // an epoch and runs alone after its last) through run(), with an lr that changes every step (cosine with a
 // warm-up) and an EMA of the weights.
@@ -49,15 +42,14 @@ Trained train_epochs(DU mode) {
   t.epochs(3).scheduler(CosineAnnealingLR().warmup(1)).ema(0.9, 1).deferred_update(mode);
   t.compile();
   Trained r;
-  r.deferred = t.compiled().update_deferred;
+  r.deferred = t.compiled().update_deferred();
   for (const EpochReport& e : t.run().epochs) {
     r.losses.push_back(e.train_loss);
     r.lrs.push_back(e.lr);
   }
   r.state = t.snapshot();
   const test::TempDir dir;
-  t.save_checkpoint(dir.file("c.ckpt"));
-  r.checkpoint = file_bytes(dir.file("c.ckpt"));
+  r.checkpoint = test::checkpoint_bytes(t, dir.file("c.ckpt"));
   return r;
 }
 
@@ -114,5 +106,5 @@ TEST(DeferredUpdateCpu, RefusedWhereTheUpdateCannotWait) {
   test::configure_small_residual(t);
   t.optimizer(LARS(0.9f).base_lr(0.1f));
   t.compile();
-  EXPECT_FALSE(t.compiled().update_deferred);
+  EXPECT_FALSE(t.compiled().update_deferred());
 }

@@ -46,7 +46,7 @@ bool early_update_on(const CompiledModel& m) {
   // nor with several ranks: an update must wait for the gradients' all-reduce (CompileOptions::ranks)
   // (CompileOptions::deferred_update: the updates wait for the next step instead)
   return early_grads_on(m) && m.options.precision != DType::F16 &&
-         m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1 && !m.update_deferred;
+         m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1 && !m.update_deferred();
 }
 
 // CompileOptions::fused_weight_cast: whether the updates of conv weights write their A copy themselves.
@@ -71,7 +71,7 @@ uint64_t first_layer_cut(const MemoryPlan& p, const RegionSpan& span, std::initi
 // The step scalars the updates read: the step's own, or with a deferred update (CompileOptions::
 // deferred_update) the copy STEP_END keeps of them for the update at the start of the next step.
 RangeRef update_scalars(const CompiledModel& m) {
-  return RangeRef::of(m.update_deferred ? m.t.update_scalars : m.t.step_scalars, DType::U8);
+  return RangeRef::of(m.update_deferred() ? m.t.update_scalars : m.t.step_scalars, DType::U8);
 }
 
 // Parameter groups as region ranges: the no-decay kinds come first in every family, DEEP_CONV last.
@@ -332,7 +332,7 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
                                    : kNoTensor;
     uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias, read_late}) : span.bytes;
     uint64_t end = gr.last == ParamKind::DEEP_CONV ? parts_begin - span.offset : span.bytes;
-    if (m.update_deferred)  // the part past the cut beside the next step's forward (no early update then)
+    if (m.update_deferred())  // the part past the cut beside the next step's forward (no early update then)
       cut = gr.last == ParamKind::DEEP_CONV ? deferred_cut(m) - span.offset : span.bytes, end = span.bytes;
     // A frozen first layer's weight (all of W_FIRST_CONV) is left out of the ranges.
     uint64_t hole_lo = 0, hole_hi = 0;
@@ -361,12 +361,12 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
           std::vector<GraphNode> nodes = update_nodes(m, gr, skip, take);
           if (e)
             for (GraphNode& n : nodes) {
-              n.label += m.update_deferred ? " (beside the forward)" : " (early)";
-              n.detached = m.update_deferred;
+              n.label += m.update_deferred() ? " (beside the forward)" : " (early)";
+              n.detached = m.update_deferred();
             }
           return nodes;
         },
-        hole_lo, hole_hi, m.update_deferred ? GraphId::OPTIMIZER : GraphId::DEEP_FWD_BWD);
+        hole_lo, hole_hi, m.update_deferred() ? GraphId::OPTIMIZER : GraphId::DEEP_FWD_BWD);
   }
   const ConvSplit conv = conv_split(m, parts, early);
   if (early && m.options.precision != DType::F32 && !fused_cast_on(m) &&
@@ -386,11 +386,11 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
         g.add(GraphId::OPTIMIZER,
               range_node(FR_OP_EMA_UPDATE, {all(Family::W), update_scalars(m)}, {all(Family::E)}, "ema"))
             .with_params(FrEmaParams{static_cast<float>(1.0 - m.options.ema_decay), m.options.ema_every});
-    ema.side_stream = ema.detached = m.update_deferred;
+    ema.side_stream = ema.detached = m.update_deferred();
   }
   // The step's end: with a deferred update in STEP_END, after a copy of the step's scalars for the update
-  const GraphId end = m.update_deferred ? GraphId::STEP_END : GraphId::OPTIMIZER;
-  if (m.update_deferred)
+  const GraphId end = m.update_deferred() ? GraphId::STEP_END : GraphId::OPTIMIZER;
+  if (m.update_deferred())
     g.add(end, range_node(FR_OP_COPY, {scalars}, {update_scalars(m)}, "step scalars for the update"));
   if (m.options.precision == DType::F16)  // GradScaler.update: back off after a skipped step, grow after 2000
     g.add(end, range_node(FR_OP_LOSS_SCALE_UPDATE, {}, {scalars}, "loss scale"))
@@ -488,7 +488,7 @@ void emit_update(ComputationGraph& g, CompiledModel& m) {
   }
   emit_optimizer(g, m, parts);
   place_early_parts(g, m, parts);
-  if (m.update_deferred) mark_update_joins(g, m);
+  if (m.update_deferred()) mark_update_joins(g, m);
 }
 
 }  // namespace fresco::compile_detail

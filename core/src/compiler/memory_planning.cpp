@@ -204,7 +204,7 @@ static MemoryPlan plan_tensors(CompiledModel& m) {
   }
   t.labels = batched(p.alloc_temp(DType::I32, Shape{mb, 1, 1, 1}, "labels.current"));
   t.step_scalars = p.alloc_step_scalars();
-  if (m.update_deferred) t.update_scalars = p.alloc_step_scalars("update_scalars");
+  if (m.update_deferred()) t.update_scalars = p.alloc_step_scalars("update_scalars");
   const auto& sched = m.options.scheduler;
   t.lr_table =
       p.alloc_lr_table(sched.type == Scheduler::Type::TABLE ? static_cast<int64_t>(sched.table.size()) : 1);
@@ -226,7 +226,6 @@ namespace {
 MemoryPlan plan_at(const CompiledModel& m, const ArchPlan& fresh, const Shape& sample, const MemoryPlan& p) {
   CompiledModel sm;
   sm.options = m.options;
-  sm.update_deferred = m.update_deferred;
   sm.arch = Compiler::arch_at(fresh, sample);
   sm.batch_of = m.batch_of;
   MemoryPlan sp = plan_tensors(sm);

@@ -5,8 +5,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <random>
 
@@ -314,14 +312,12 @@ TEST(CudaLowPrecision, DeferredUpdateGivesTheSameBits) {
       t.device("cuda").precision(precision).epochs(3).scheduler(CosineAnnealingLR().warmup(1));
       t.deferred_update(mode);
       t.compile();
-      EXPECT_EQ(t.compiled().update_deferred, mode == DU::ON);
+      EXPECT_EQ(t.compiled().update_deferred(), mode == DU::ON);
       std::vector<float> losses;
       for (const EpochReport& e : t.run().epochs) losses.push_back(static_cast<float>(e.train_loss));
       const test::Snapshot state = t.snapshot();
       const TempPath ckpt("fresco_deferred_ckpt_");
-      t.save_checkpoint(ckpt.path);
-      std::ifstream f(ckpt.path, std::ios::binary);
-      const std::string checkpoint{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+      const std::string checkpoint = test::checkpoint_bytes(t, ckpt.path);
       const std::string what =
           std::string(dtype_name(precision)) + (mode == DU::ON ? " deferred" : " at the end");
       if (mode == DU::OFF) want_checkpoint = checkpoint;

@@ -318,9 +318,12 @@ struct CompiledModel {
   // copies (CompileOptions::fused_weight_cast) or the casts follow the early updates (early_update_parts);
   // WEIGHT_CAST then serves the host's writes only.
   bool weight_cast_in_step = true;
-  // CompileOptions::deferred_update as resolved (ON and possible): OPTIMIZER holds the update that runs at
-  // the start of the next step (the executor's pending step captures) and STEP_END the step's end.
-  bool update_deferred = false;
+  // CompileOptions::deferred_update on (AUTO is off; compile() refuses ON where it cannot run): OPTIMIZER
+  // holds the update that runs at the start of the next step (the executor's pending step captures) and
+  // STEP_END the step's end.
+  bool update_deferred() const noexcept {
+    return options.deferred_update == CompileOptions::DeferredUpdate::ON;
+  }
   const MemoryPlan& base_plan() const { return *plans[static_cast<int>(Variant::TRAIN_BASE)]; }
 };
 

@@ -46,7 +46,7 @@ class Executor {
   // No progress lines from train_epoch (the ranks but 0 of a data-parallel job).
   void set_quiet(bool quiet) { quiet_ = quiet; }
   // One training step on the batch staged in `ab` at variant v. With a deferred update
-  // (CompiledModel::update_deferred) the step begins with the previous step's update, if one is pending,
+  // (CompiledModel::update_deferred()) the step begins with the previous step's update, if one is pending,
   // and leaves its own pending: finish_updates() runs it.
   void train_step(Variant v, char ab);
   // The pending update of the last step, alone (nothing without a deferred update or after it has run).
@@ -83,11 +83,11 @@ class Executor {
   int transfer_[kVariantCount][2];
   int step_[kVariantCount][2];
   int step_after_update_[kVariantCount][2];  // deferred update: the step that begins with the pending one
+  int update_alone_ = -1;                    // deferred update: OPTIMIZER on the steps' stream
   bool update_pending_ = false;
   int infer_[kVariantCount][2];
-  int copied_[2];     // event: TRANSFER from staging X finished (staging X may be rewritten)
-  int consumed_[2];   // event: the step that read I_X finished (I_X may be overwritten)
-  int updated_ = -1;  // event: finish_updates' update finished (the computing stream waits for it)
+  int copied_[2];    // event: TRANSFER from staging X finished (staging X may be rewritten)
+  int consumed_[2];  // event: the step that read I_X finished (I_X may be overwritten)
 };
 
 }  // namespace fresco
