@@ -24,6 +24,8 @@
 // --join-epilogue sets CompileOptions::join_epilogue (a join's masking pass in a conv's input gradient).
 // --fused-weight-cast 0 casts W -> A after the updates instead of in them
 // (CompileOptions::fused_weight_cast).
+// --grads16-update 0 casts the conv weights' 16-bit gradients to f32 (fp16: unscale_grads) before the updates
+// instead of the updates reading them (CompileOptions::update_from_grads16).
 // --deferred-update sets CompileOptions::deferred_update (a step's update at the start of the next step,
 // beside its forward; auto: off). The timed steps end with the last step's update.
 // --join-lag N sets CompileOptions::conv_join_lag_max: conv input gradients over at most N values per sample
@@ -84,30 +86,20 @@ double forward_flops_per_sample(const fresco::ArchPlan& arch) {
 int main(int argc, char** argv) {
   using namespace fresco;
   const std::string fork_default = CompileOptions{}.fork_shortcuts ? "1" : "0";
-  const bench::Args args(argc, argv,
-                         {{"device", "cuda"},
-                          {"model", "resnet18"},
-                          {"batch", "512"},
-                          {"image", "32"},
-                          {"stem", "cifar"},
-                          {"classes", "10"},
-                          {"steps", "60"},
-                          {"warm", "10"},
-                          {"peak-tflops", "auto"},
-                          {"profile", "0"},
-                          {"fuse-head", "1"},
-                          {"precision", "fp32"},
-                          {"fuse-joins", "1"},
-                          {"conv-stats", "auto"},
-                          {"grad-sums", "auto"},
-                          {"join-lag", std::to_string(CompileOptions{}.conv_join_lag_max)},
-                          {"early-update", "auto"},
-                          {"conv-prologue", "auto"},
-                          {"early-parts", "-1"},
-                          {"fork-shortcuts", fork_default},
-                          {"join-epilogue", "auto"},
-                          {"fused-weight-cast", "1"},
-                          {"deferred-update", "auto"}});
+  const bench::Args args(
+      argc, argv,
+      {{"device", "cuda"},        {"model", "resnet18"},
+       {"batch", "512"},          {"image", "32"},
+       {"stem", "cifar"},         {"classes", "10"},
+       {"steps", "60"},           {"warm", "10"},
+       {"peak-tflops", "auto"},   {"profile", "0"},
+       {"fuse-head", "1"},        {"precision", "fp32"},
+       {"fuse-joins", "1"},       {"conv-stats", "auto"},
+       {"grad-sums", "auto"},     {"join-lag", std::to_string(CompileOptions{}.conv_join_lag_max)},
+       {"early-update", "auto"},  {"conv-prologue", "auto"},
+       {"early-parts", "-1"},     {"fork-shortcuts", fork_default},
+       {"join-epilogue", "auto"}, {"fused-weight-cast", "1"},
+       {"grads16-update", "1"},   {"deferred-update", "auto"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
@@ -147,6 +139,7 @@ int main(int argc, char** argv) {
         .conv_join_lag(args.integer("join-lag"))
         .fork_shortcuts(args.integer("fork-shortcuts") != 0)
         .fused_weight_cast(args.integer("fused-weight-cast") != 0)
+        .update_from_grads16(args.integer("grads16-update") != 0)
         .deferred_update(
             parse_mode<CompileOptions::DeferredUpdate>(args.str("deferred-update"), "deferred-update"))
         .join_epilogue(parse_mode<CompileOptions::JoinEpilogue>(args.str("join-epilogue"), "join-epilogue"));
@@ -170,7 +163,8 @@ int main(int argc, char** argv) {
         "\"gflop_step\":%.1f,\"floor_ms\":%.4f,\"peak_tflops\":%.1f,\"conv_stats\":\"%s\",\"grad_sums\":\"%"
         "s\","
         "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d,\"conv_prologue\":\"%s\","
-        "\"fork_shortcuts\":%d,\"join_epilogue\":\"%s\",\"fused_weight_cast\":%d,\"deferred_update\":%d}"
+        "\"fork_shortcuts\":%d,\"join_epilogue\":\"%s\",\"fused_weight_cast\":%d,\"deferred_update\":%d,"
+        "\"grads16_update\":%d}"
         "\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
@@ -181,7 +175,7 @@ int main(int argc, char** argv) {
         args.str("early-update").c_str(), task.compiled().options.early_update_parts,
         args.str("conv-prologue").c_str(), task.compiled().options.fork_shortcuts ? 1 : 0,
         args.str("join-epilogue").c_str(), task.compiled().options.fused_weight_cast ? 1 : 0,
-        task.compiled().update_deferred() ? 1 : 0);
+        task.compiled().update_deferred() ? 1 : 0, task.compiled().options.update_from_grads16 ? 1 : 0);
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

@@ -99,6 +99,14 @@ bool uses_weight_copy(const GraphNode& n) {
          (n.rout.back().dtype == DType::F16 || n.rout.back().dtype == DType::BF16);
 }
 
+// Whether an optimizer update reads 16-bit gradients (ops.h; CompileOptions::update_from_grads16: its first
+// range input f16 or bf16 for f32 weights), which its kernel must declare (FR_KERNEL_HALF_GRADS).
+bool uses_half_grads(const GraphNode& n) {
+  return (n.op == FR_OP_SGD_UPDATE || n.op == FR_OP_ADAM_UPDATE) && !n.rin.empty() && !n.rout.empty() &&
+         n.rout.front().dtype == DType::F32 &&
+         (n.rin.front().dtype == DType::F16 || n.rin.front().dtype == DType::BF16);
+}
+
 // Whether a node uses the per-channel sums operands of ops.h (CompileOptions::conv_stats, grad_sums), which
 // its kernel must declare (FR_KERNEL_SUMS_OPERANDS).
 bool uses_sums_operands(const GraphNode& n) {
@@ -260,6 +268,8 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
       "(FR_KERNEL_STEP_MOMENTUM) set the scheduler's cycle_momentum to false");
   require_form(uses_weight_copy(node), FR_KERNEL_WEIGHT_COPY, "weight copy",
                "(FR_KERNEL_WEIGHT_COPY) compile with CompileOptions::fused_weight_cast = false");
+  require_form(uses_half_grads(node), FR_KERNEL_HALF_GRADS, "16-bit gradients",
+               "(FR_KERNEL_HALF_GRADS) compile with CompileOptions::update_from_grads16 = false");
   require_form(uses_sums_operands(node), FR_KERNEL_SUMS_OPERANDS, "per-channel sums operands",
                "(FR_KERNEL_SUMS_OPERANDS) compile with CompileOptions::conv_stats and grad_sums = OFF "
                "(DeepLearningTask::conv_stats, grad_sums)");

@@ -72,6 +72,7 @@ FR_CUDA_KERNEL_RUN(lars_update);
 FR_CUDA_KERNEL_RUN(cast);
 FR_CUDA_KERNEL_RUN(cast_range);
 FR_CUDA_KERNEL_RUN(unscale_grads);
+FR_CUDA_KERNEL_RUN(check_grads);
 FR_CUDA_KERNEL_RUN(loss_scale_update);
 
 namespace {
@@ -87,6 +88,7 @@ constexpr uint32_t kWgradBn = FR_KERNEL_WGRAD_BN_PROLOGUE;
 constexpr uint32_t kJoinEpilogue = FR_KERNEL_CONV_JOIN_EPILOGUE;
 constexpr uint32_t kStepMomentum = FR_KERNEL_STEP_MOMENTUM;
 constexpr uint32_t kWeightCopy = FR_KERNEL_WEIGHT_COPY;
+constexpr uint32_t kHalfGrads = FR_KERNEL_HALF_GRADS;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
@@ -133,13 +135,16 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_ACCUMULATE_METRICS, kAny, nullptr, accumulate_metrics_run, nullptr),
     FR_K(FR_RANGE, FR_OP_LR_SCHEDULE, kAny, nullptr, lr_schedule_run, nullptr),
     FR_K(FR_RANGE, FR_OP_STEP_DONE, kAny, nullptr, step_done_run, nullptr),
-    FR_KF(FR_RANGE, FR_OP_SGD_UPDATE, kF32, kStepMomentum | kWeightCopy, nullptr, sgd_update_run, nullptr),
+    FR_KF(FR_RANGE, FR_OP_SGD_UPDATE, kF32, kStepMomentum | kWeightCopy | kHalfGrads, nullptr, sgd_update_run,
+          nullptr),
     FR_K(FR_RANGE, FR_OP_EMA_UPDATE, kF32, nullptr, ema_update_run, nullptr),
-    FR_KF(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, kStepMomentum | kWeightCopy, nullptr, adam_update_run, nullptr),
+    FR_KF(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, kStepMomentum | kWeightCopy | kHalfGrads, nullptr,
+          adam_update_run, nullptr),
     FR_KF(FR_RANGE, FR_OP_LARS_UPDATE, kF32, kStepMomentum, lars_update_prepare, lars_update_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run, nullptr),
     FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run, nullptr),
     FR_K(FR_RANGE, FR_OP_UNSCALE_GRADS, kF32, nullptr, unscale_grads_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_CHECK_GRADS, kAny, nullptr, check_grads_run, nullptr),
     FR_K(FR_RANGE, FR_OP_LOSS_SCALE_UPDATE, kAny, nullptr, loss_scale_update_run, nullptr),
 };
 #undef FR_K

@@ -1,6 +1,6 @@
 // fresco-plugin-check's reference cases for the step's other ops: input normalisation, casts, clear / copy,
-// metrics, the lr schedule, unscale, the loss scale update, SGD, Adam and the EMA (op_cases.h says what a
-// case is).
+// metrics, the lr schedule, unscale, the gradients' check, the loss scale update, SGD, Adam and the EMA
+// (op_cases.h says what a case is).
 #include "cases/case_families.h"
 #include "cases/case_helpers.h"
 #include "reference/lr_schedule.h"
@@ -101,6 +101,30 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
       FrStepScalars s;
       std::memcpy(&s, rout[1].data(), sizeof s);
       return rel_err(floats(rout[0]), want) + (s.skip_step == 0 ? 0.0 : 1.0);
+    };
+    return true;
+  }
+  if (op == FR_OP_CHECK_GRADS) {  // bf16 gradients, one of them inf: the step skipped, nothing else written
+    const std::vector<float> a = random(rng, 1000, -4.0f, 4.0f);
+    std::vector<uint16_t> g(a.size());
+    for (size_t i = 0; i < g.size(); ++i) {  // the top half of the value rounded to bf16
+      const float r = bf16_round(a[i]);
+      uint32_t u;
+      std::memcpy(&u, &r, 4);
+      g[i] = static_cast<uint16_t>(u >> 16);
+    }
+    g[617] = 0x7f80u;  // +inf
+    FrStepScalars sc = scalars(3);
+    sc.loss_scale = 1024.0f;
+    c->rin = {raw(g, FR_BF16, {1, 1, 1, 1000})};
+    c->rout = {pod(sc)};
+    c->tolerance = 0.0;
+    c->error = [sc](const auto&, const auto& rout) {
+      FrStepScalars s;
+      std::memcpy(&s, rout[0].data(), sizeof s);
+      FrStepScalars want = sc;
+      want.skip_step = 1;
+      return std::memcmp(&s, &want, sizeof s) == 0 ? 0.0 : 1.0;
     };
     return true;
   }

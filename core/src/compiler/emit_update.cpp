@@ -55,6 +55,13 @@ bool fused_cast_on(const CompiledModel& m) {
          m.options.optimizer.type != Optimizer::Type::LARS;
 }
 
+// CompileOptions::update_from_grads16: whether the updates of conv weights read their 16-bit gradients
+// (G16) themselves, with no G16 -> G cast before them (fp16: a check_grads pass instead of unscale_grads).
+bool grads16_on(const CompiledModel& m) {
+  return m.options.precision != DType::F32 && m.options.update_from_grads16 &&
+         m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1;
+}
+
 // Bytes of `span` up to the end of the last of `ids` (the first layer's tensors) stored in it; 0: none is.
 uint64_t first_layer_cut(const MemoryPlan& p, const RegionSpan& span, std::initializer_list<TensorId> ids) {
   uint64_t cut = 0;
@@ -126,8 +133,9 @@ RegionSpan conv_span(const MemoryPlan& p) {
 }
 
 // The update of bytes [skip, skip + take) of group gr's W span (take -1: to the end) as update_node's, with
-// fused_weight_cast the part in the conv kinds' span (FIRST_CONV..DEEP_CONV, the end of the group that ends
-// with DEEP_CONV) as a node of its own that also writes that part of A (ops.h, the weight copy).
+// fused_weight_cast or update_from_grads16 the part in the conv kinds' span (FIRST_CONV..DEEP_CONV, the end
+// of the group that ends with DEEP_CONV) as a node of its own that also writes that part of A (ops.h, the
+// weight copy) or reads that part of G16 as its gradients (ops.h, the 16-bit gradients).
 std::vector<GraphNode> update_nodes(const CompiledModel& m, const ParamGroup& gr, uint64_t skip,
                                     int64_t take) {
   const MemoryPlan& p = m.base_plan();
@@ -135,23 +143,48 @@ std::vector<GraphNode> update_nodes(const CompiledModel& m, const ParamGroup& gr
   const RegionSpan conv = conv_span(p);
   const uint64_t end = take < 0 ? group.bytes : skip + static_cast<uint64_t>(take);
   const uint64_t conv_lo = conv.offset - group.offset;
-  if (!fused_cast_on(m) || gr.last != ParamKind::DEEP_CONV || conv.bytes == 0 || end <= conv_lo)
+  const bool copy = fused_cast_on(m), grads16 = grads16_on(m);
+  if ((!copy && !grads16) || gr.last != ParamKind::DEEP_CONV || conv.bytes == 0 || end <= conv_lo)
     return {update_node(m, gr, skip, take)};
   std::vector<GraphNode> out;
   const uint64_t lo = std::max(skip, conv_lo);
   if (skip < lo) out.push_back(update_node(m, gr, skip, static_cast<int64_t>(lo - skip)));
   const int64_t rest = take < 0 ? -1 : static_cast<int64_t>(end - lo);
   GraphNode n = update_node(m, gr, lo, rest);
-  n.rout.push_back(RangeRef::part(param_region(Family::A, ParamKind::FIRST_CONV),
-                                  param_region(Family::A, ParamKind::DEEP_CONV), (lo - conv_lo) / 2,
-                                  rest < 0 ? -1 : rest / 2, m.options.precision));
-  n.label += " and weight copy";
+  auto low = [&](Family f) {  // the same part of a 16-bit family (half the bytes)
+    return RangeRef::part(param_region(f, ParamKind::FIRST_CONV), param_region(f, ParamKind::DEEP_CONV),
+                          (lo - conv_lo) / 2, rest < 0 ? -1 : rest / 2, m.options.precision);
+  };
+  if (grads16) {
+    n.rin.front() = low(Family::G16);
+    n.label += " from 16-bit gradients";
+  }
+  if (copy) {
+    n.rout.push_back(low(Family::A));
+    n.label += " and weight copy";
+  }
   out.push_back(std::move(n));
   return out;
 }
 
 // A cast over bytes [skip, skip + take) of the conv kinds' span (FIRST_CONV..DEEP_CONV) in W-family bytes:
 // G16 -> G (fp16: with the unscale, unscale_grads) or W -> A; the 16-bit side has half the bytes.
+GraphNode conv_cast_node(const CompiledModel& m, bool grads, uint64_t skip, int64_t take,
+                         const std::string& label);
+
+// What the conv gradients of bytes [skip, skip + take) (W-family bytes, as conv_cast_node's) need before
+// their updates: the G16 -> G cast (fp16: and unscale); with update_from_grads16, which has the updates read
+// G16, fp16's check for inf and NaN alone (check_grads) and nothing in bf16.
+std::vector<GraphNode> grad_cast_nodes(const CompiledModel& m, uint64_t skip, int64_t take,
+                                       const std::string& label) {
+  if (!grads16_on(m)) return {conv_cast_node(m, true, skip, take, label)};
+  if (m.options.precision != DType::F16) return {};
+  const RangeRef g16 = RangeRef::part(param_region(Family::G16, ParamKind::FIRST_CONV),
+                                      param_region(Family::G16, ParamKind::DEEP_CONV), skip / 2,
+                                      take < 0 ? -1 : take / 2, m.options.precision);
+  return {range_node(FR_OP_CHECK_GRADS, {g16}, {RangeRef::of(m.t.step_scalars, DType::U8)}, label)};
+}
+
 GraphNode conv_cast_node(const CompiledModel& m, bool grads, uint64_t skip, int64_t take,
                          const std::string& label) {
   const DType low = m.options.precision;
@@ -298,7 +331,9 @@ void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::v
     const auto take = static_cast<int64_t>(part.hi - part.lo);
     const std::string tag = " (early part " + std::to_string(k + 1) + ")";
     std::vector<GraphNode> add;
-    if (mixed) add.push_back(conv_cast_node(m, true, part.lo - conv.offset, take, "grad cast" + tag));
+    if (mixed)
+      for (GraphNode& n : grad_cast_nodes(m, part.lo - conv.offset, take, "grad cast" + tag))
+        add.push_back(std::move(n));
     for (GraphNode& n : update_nodes(m, gr, part.lo - group.offset, take)) {
       n.label += tag;
       add.push_back(std::move(n));
@@ -465,14 +500,13 @@ void emit_update(ComputationGraph& g, CompiledModel& m) {
     // With an early update the gradients stored after the first layer's are cast at the end of
     // DEEP_FWD_BWD on the side stream (the early parts' before, place_early_parts); the late cast takes the
     // first layer's. fp16 casts with unscale_grads, which unscales and checks them in the same pass
-    // (NAN_CHECK_AND_GRAD_SCALING).
+    // (NAN_CHECK_AND_GRAD_SCALING); with update_from_grads16 the updates read G16 and fp16 only checks it.
     const ConvSplit conv = conv_split(m, parts, early_grads_on(m));
-    const std::string label = scaled ? "grad cast and unscale" : "grad cast";
-    add_late_and_early(
-        g, scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST, conv.span.bytes, conv.cut,
-        conv.end, [&](uint64_t skip, int64_t take, bool e) {
-          return std::vector<GraphNode>{conv_cast_node(m, true, skip, take, e ? label + " (early)" : label)};
-        });
+    const std::string label = scaled ? (grads16_on(m) ? "grad check" : "grad cast and unscale") : "grad cast";
+    add_late_and_early(g, scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST, conv.span.bytes,
+                       conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
+                         return grad_cast_nodes(m, skip, take, e ? label + " (early)" : label);
+                       });
     // The whole cast, for the host's writes (DeepLearningTask::cast_weights) and the step without an early
     // update; with one, each update's cast follows it (emit_optimizer, place_early_parts).
     g.add(GraphId::WEIGHT_CAST, conv_cast_node(m, false, 0, -1, "weight cast"));

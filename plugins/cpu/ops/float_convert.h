@@ -1,4 +1,5 @@
-// CPU conversions between f32, f16 and bf16 element by element (cast.cpp, unscale_grads.cpp): f16 through
+// CPU conversions between f32, f16 and bf16 element by element (cast.cpp, unscale_grads.cpp, the updates'
+// 16-bit gradients): f16 through
 // the compiler's _Float16, bf16 by the usual bit rounding.
 #pragma once
 
@@ -54,6 +55,19 @@ inline void store_float(void* data, uint32_t dtype, int64_t i, float f) {
 // step, where the update writes nothing else.
 inline void write_weight_copy(const float* w, const FrRange& copy, int64_t n) {
   for (int64_t i = 0; i < n; ++i) store_float(copy.data, copy.dtype, i, w[i]);
+}
+
+// Runs f(grad), grad(i) an optimizer update's gradient i (ops.h): g[i] of an f32 range, or for 16-bit
+// gradients (FR_KERNEL_HALF_GRADS) float(g[i]) * (1 / loss_scale), the products unscale_grads stores.
+template <class F>
+void with_update_grads(const FrRange& g, float loss_scale, F&& f) {
+  if (g.dtype == FR_F32) {
+    const float* v = static_cast<const float*>(g.data);
+    f([v](int64_t i) { return v[i]; });
+    return;
+  }
+  const float inv = 1.0f / loss_scale;
+  f([&g, inv](int64_t i) { return load_float(g.data, g.dtype, i) * inv; });
 }
 
 }  // namespace fresco::cpu

@@ -1,8 +1,8 @@
 // CPU range op sgd_update over a whole region range, PyTorch SGD: g += wd*w; buf = momentum*buf + g;
 // g = nesterov ? g + momentum*buf : buf; w -= lr*g, the momentum the step's entry of a per-step table when
 // the node has one (ops.h). Skips the update when skip_step is set. With the weight copy (ops.h,
-// FR_KERNEL_WEIGHT_COPY) also writes w rounded to the copy's 16-bit type, skipped step or not. Test:
-// test_optimizers.cpp.
+// FR_KERNEL_WEIGHT_COPY) also writes w rounded to the copy's 16-bit type, skipped step or not. g may be f16
+// or bf16, unscaled as read (ops.h, FR_KERNEL_HALF_GRADS). Test: test_optimizers.cpp.
 #include "cpu_common.h"
 #include "fresco/update_rules.h"
 #include "ops/float_convert.h"
@@ -18,8 +18,7 @@ FR_CPU_KERNEL_RUN(sgd_update) {
     const auto& p = sdk::params<FrSgdParams>(call);
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const uint64_t n = sdk::count<float>(call->rout[0]);
-    FR_PLUGIN_CHECK(sdk::count<float>(call->rin[0]) == n, FR_ERR_INVALID_ARGUMENT,
-                    "sgd_update: w/g sizes differ");
+    const FrRange& gr = sdk::update_grads(call, n, "sgd_update");
     const bool has_buf = p.momentum != 0.0f;
     FR_PLUGIN_CHECK(!has_buf || (call->n_rout >= 2 && sdk::count<float>(call->rout[1]) == n),
                     FR_ERR_INVALID_ARGUMENT, "sgd_update: momentum buffer missing or of another size");
@@ -29,16 +28,17 @@ FR_CPU_KERNEL_RUN(sgd_update) {
       if (copy) write_weight_copy(w, *copy, static_cast<int64_t>(n));
       return;
     }
-    const float* g = sdk::data<float>(call->rin[0]);
     float* buf = has_buf ? sdk::data<float>(call->rout[1]) : nullptr;
     const float lr = s->lr, wd = p.weight_decay;
     const float mom = call->n_rin >= 3 ? step_momentum(call->rin[2], s->step, "sgd_update") : p.momentum;
     const int nesterov = p.nesterov;
-    parallel_chunks(static_cast<int64_t>(n), 1 << 14, [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) {
-        fr_sgd_step(w + i, buf ? buf + i : nullptr, g[i], lr, wd, mom, nesterov);
-        if (copy) store_float(copy->data, copy->dtype, i, w[i]);
-      }
+    with_update_grads(gr, s->loss_scale, [&](auto g) {
+      parallel_chunks(static_cast<int64_t>(n), 1 << 14, [&](int64_t a, int64_t b) {
+        for (int64_t i = a; i < b; ++i) {
+          fr_sgd_step(w + i, buf ? buf + i : nullptr, g(i), lr, wd, mom, nesterov);
+          if (copy) store_float(copy->data, copy->dtype, i, w[i]);
+        }
+      });
     });
   });
 }

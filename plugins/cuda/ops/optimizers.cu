@@ -4,7 +4,9 @@
 // skip_step are read from S-region memory inside the kernel, and so is the step's momentum (Adam: beta1) from
 // the optional per-step table (ops.h). With the weight copy (ops.h, FR_KERNEL_WEIGHT_COPY) each kernel also
 // stores the updated weights rounded to 16 bits (the W -> A cast_range's bits) from the same registers, on a
-// skipped step the weights as they are. Test: tests/plugins/cuda (vs the CPU kernels).
+// skipped step the weights as they are. The gradients may be f16 or bf16, unscaled as they are read (ops.h,
+// FR_KERNEL_HALF_GRADS). Test: tests/plugins/cuda (vs the CPU kernels).
+#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 
@@ -48,6 +50,30 @@ struct CopyOut {
   }
 };
 
+// An update's gradients: G float, read as they are, or __half / __nv_bfloat16 (ops.h, the 16-bit gradients):
+// float(g) * inv, inv = 1 / loss_scale, the products unscale_grads' cast form stores.
+template <class G>
+struct GradIn {
+  const G* g;
+  float inv;
+  __device__ __forceinline__ float one(int64_t i) const {
+    if constexpr (std::is_same_v<G, float>)
+      return g[i];
+    else
+      return to_f(g[i]) * inv;
+  }
+  __device__ __forceinline__ float4 group(int64_t i) const {  // elements 4i..4i+3
+    if constexpr (std::is_same_v<G, float>) {
+      return reinterpret_cast<const float4*>(g)[i];
+    } else {
+      const uint2 u = reinterpret_cast<const uint2*>(g)[i];
+      G v[4];
+      memcpy(v, &u, sizeof u);
+      return make_float4(to_f(v[0]) * inv, to_f(v[1]) * inv, to_f(v[2]) * inv, to_f(v[3]) * inv);
+    }
+  }
+};
+
 // A skipped step: the weights as they are into the copy.
 template <class C>
 struct CopyStep {
@@ -57,20 +83,20 @@ struct CopyStep {
   __device__ void group(int64_t i) const { out.group(i, reinterpret_cast<const float4*>(w)[i]); }
 };
 
-template <class C>
+template <class C, class G>
 struct SgdStep {
   float *w, *buf;
-  const float* g;
+  GradIn<G> g;
   float lr;
   FrSgdParams p;
   CopyOut<C> out;
   __device__ void one(int64_t i) const {
-    fr_sgd_step(w + i, buf ? buf + i : nullptr, g[i], lr, p.weight_decay, p.momentum, p.nesterov);
+    fr_sgd_step(w + i, buf ? buf + i : nullptr, g.one(i), lr, p.weight_decay, p.momentum, p.nesterov);
     out.one(i, w[i]);
   }
   __device__ void group(int64_t i) const {
     float4 wv = reinterpret_cast<float4*>(w)[i], bv = buf ? reinterpret_cast<float4*>(buf)[i] : float4{};
-    const float4 gv = reinterpret_cast<const float4*>(g)[i];
+    const float4 gv = g.group(i);
     float* wp = &wv.x;
     float* bp = &bv.x;
     const float* gp = &gv.x;
@@ -82,21 +108,21 @@ struct SgdStep {
   }
 };
 
-template <class C>
+template <class C, class G>
 struct AdamStep {
   float *w, *m, *v;
-  const float* g;
+  GradIn<G> g;
   FrAdamParams p;
   FrAdamStepConsts k;
   CopyOut<C> out;
   __device__ void one(int64_t i) const {
-    fr_adam_step(w + i, m + i, v + i, g[i], &p, k);
+    fr_adam_step(w + i, m + i, v + i, g.one(i), &p, k);
     out.one(i, w[i]);
   }
   __device__ void group(int64_t i) const {
     float4 wv = reinterpret_cast<float4*>(w)[i], mv = reinterpret_cast<float4*>(m)[i],
            vv = reinterpret_cast<float4*>(v)[i];
-    const float4 gv = reinterpret_cast<const float4*>(g)[i];
+    const float4 gv = g.group(i);
     float *wp = &wv.x, *mp = &mv.x, *vp = &vv.x;
     const float* gp = &gv.x;
     for (int j = 0; j < 4; ++j) fr_adam_step(wp + j, mp + j, vp + j, gp[j], &p, k);
@@ -107,9 +133,9 @@ struct AdamStep {
   }
 };
 
-template <bool VEC, class C>
-__global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const float* __restrict__ g,
-                           int64_t n, FrSgdParams p, const FrStepScalars* __restrict__ s, MomentumTable t,
+template <bool VEC, class C, class G>
+__global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const G* __restrict__ g, int64_t n,
+                           FrSgdParams p, const FrStepScalars* __restrict__ s, MomentumTable t,
                            CopyOut<C> out) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) {
@@ -117,12 +143,12 @@ __global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const
     return;
   }
   p.momentum = t.at(s->step, p.momentum);
-  for_each_element<VEC>(n, SgdStep<C>{w, buf, g, s->lr, p, out});
+  for_each_element<VEC>(n, SgdStep<C, G>{w, buf, {g, 1.0f / s->loss_scale}, s->lr, p, out});
 }
 
-template <bool VEC, class C>
+template <bool VEC, class C, class G>
 __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float* __restrict__ v,
-                            const float* __restrict__ g, int64_t n, FrAdamParams p,
+                            const G* __restrict__ g, int64_t n, FrAdamParams p,
                             const FrStepScalars* __restrict__ s, MomentumTable t, CopyOut<C> out) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) {
@@ -130,7 +156,8 @@ __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float*
     return;
   }
   p.beta1 = t.at(s->step, p.beta1);
-  for_each_element<VEC>(n, AdamStep<C>{w, m, v, g, p, fr_adam_consts(&p, s->lr, s->updates), out});
+  for_each_element<VEC>(
+      n, AdamStep<C, G>{w, m, v, {g, 1.0f / s->loss_scale}, p, fr_adam_consts(&p, s->lr, s->updates), out});
 }
 
 // Runs launch(CopyOut<C>) with C the copy's 16-bit type, or void without a copy.
@@ -143,6 +170,22 @@ void with_copy(const FrRange* copy, const char* op, F&& launch) {
   });
 }
 
+// Runs launch(CopyOut<C>, g) with C as with_copy's and g the gradients as their storage type (float, or the
+// 16-bit gradients'); `vec` whether every array allows the 16-byte groups (g: 4 elements a load).
+template <class F>
+void with_copy_and_grads(const FrRange* copy, const FrRange& g, const char* op, F&& launch) {
+  with_copy(copy, op, [&](auto out) {
+    with_float_type(g.dtype, op, [&](auto tag) {
+      using G = decltype(tag);
+      launch(out, static_cast<const G*>(g.data));
+    });
+  });
+}
+// Whether the gradients g allow a load of four at every group (16 bytes for f32, 8 for 16-bit).
+inline bool grads_vectorizable(const FrRange& g) {
+  return reinterpret_cast<uintptr_t>(g.data) % (g.dtype == FR_F32 ? 16 : 8) == 0;
+}
+
 }  // namespace
 
 FR_CUDA_KERNEL_RUN(sgd_update) {
@@ -152,26 +195,25 @@ FR_CUDA_KERNEL_RUN(sgd_update) {
                     "sgd_update: step scalars range too small");
     const auto& p = sdk::params<FrSgdParams>(call);
     const int64_t n = static_cast<int64_t>(sdk::count<float>(call->rout[0]));
-    FR_PLUGIN_CHECK(static_cast<int64_t>(sdk::count<float>(call->rin[0])) == n, FR_ERR_INVALID_ARGUMENT,
-                    "sgd_update: w/g sizes differ");
+    const FrRange& gr = sdk::update_grads(call, static_cast<uint64_t>(n), "sgd_update");
     const bool has_buf = p.momentum != 0.0f;
     FR_PLUGIN_CHECK(
         !has_buf || (call->n_rout >= 2 && static_cast<int64_t>(sdk::count<float>(call->rout[1])) == n),
         FR_ERR_INVALID_ARGUMENT, "sgd_update: momentum buffer missing or of another size");
     float* w = sdk::data<float>(call->rout[0]);
     float* buf = has_buf ? sdk::data<float>(call->rout[1]) : nullptr;
-    const float* g = sdk::data<float>(call->rin[0]);
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
     const MomentumTable t = momentum_table(call, "sgd_update");
     const FrRange* copy = sdk::weight_copy(call, has_buf ? 2 : 1, static_cast<uint64_t>(n), "sgd_update");
-    const bool vec = aligned16({w, buf, g, copy ? copy->data : nullptr});
-    with_copy(copy, "sgd_update", [&](auto out) {
+    const bool vec = aligned16({w, buf, copy ? copy->data : nullptr}) && grads_vectorizable(gr);
+    with_copy_and_grads(copy, gr, "sgd_update", [&](auto out, auto g) {
       using C = typename decltype(out)::Type;
+      using G = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
       if (vec)
-        sgd_kernel<true, C><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out);
+        sgd_kernel<true, C, G><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out);
       else
-        sgd_kernel<false, C><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out);
+        sgd_kernel<false, C, G><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out);
     });
     FR_CUDA_LAUNCH_CHECK();
   });
@@ -184,24 +226,24 @@ FR_CUDA_KERNEL_RUN(adam_update) {
                     "adam_update: step scalars range too small");
     const auto& p = sdk::params<FrAdamParams>(call);
     const int64_t n = static_cast<int64_t>(sdk::count<float>(call->rout[0]));
-    FR_PLUGIN_CHECK(static_cast<int64_t>(sdk::count<float>(call->rin[0])) == n &&
-                        static_cast<int64_t>(sdk::count<float>(call->rout[1])) == n &&
+    const FrRange& gr = sdk::update_grads(call, static_cast<uint64_t>(n), "adam_update");
+    FR_PLUGIN_CHECK(static_cast<int64_t>(sdk::count<float>(call->rout[1])) == n &&
                         static_cast<int64_t>(sdk::count<float>(call->rout[2])) == n,
-                    FR_ERR_INVALID_ARGUMENT, "adam_update: w/g/m/v ranges differ in size");
+                    FR_ERR_INVALID_ARGUMENT, "adam_update: w/m/v ranges differ in size");
     float *w = sdk::data<float>(call->rout[0]), *m = sdk::data<float>(call->rout[1]),
           *v = sdk::data<float>(call->rout[2]);
-    const float* g = sdk::data<float>(call->rin[0]);
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
     const MomentumTable t = momentum_table(call, "adam_update");
     const FrRange* copy = sdk::weight_copy(call, 3, static_cast<uint64_t>(n), "adam_update");
-    const bool vec = aligned16({w, m, v, g, copy ? copy->data : nullptr});
-    with_copy(copy, "adam_update", [&](auto out) {
+    const bool vec = aligned16({w, m, v, copy ? copy->data : nullptr}) && grads_vectorizable(gr);
+    with_copy_and_grads(copy, gr, "adam_update", [&](auto out, auto g) {
       using C = typename decltype(out)::Type;
+      using G = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
       if (vec)
-        adam_kernel<true, C><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out);
+        adam_kernel<true, C, G><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out);
       else
-        adam_kernel<false, C><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out);
+        adam_kernel<false, C, G><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out);
     });
     FR_CUDA_LAUNCH_CHECK();
   });

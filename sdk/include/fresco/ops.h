@@ -301,6 +301,10 @@ typedef struct FrScheduleParams {
  * when it is f16 or bf16, with as many elements as w, mixed precision's compute copy (the A region): every
  * element of w as it stands after the step (updated, or as it was on a skipped step) rounded as cast_range
  * rounds it, the bits the W -> A cast_range after the update would write. adam_update takes it the same way.
+ * The 16-bit gradients (FR_KERNEL_HALF_GRADS; CompileOptions::update_from_grads16): g may be an f16 or bf16
+ * range with as many elements as w (mixed precision's G16); each gradient is then float(g) * (1 / loss_scale)
+ * (loss_scale from the step scalars), the products unscale_grads' cast form stores, in registers: the same
+ * update as cast (and unscale) to f32 first. adam_update takes it the same way.
  */
 typedef struct FrSgdParams {
   float momentum;
@@ -334,6 +338,10 @@ typedef struct FrAdamParams {
   int32_t decoupled;
   int32_t pad_;
 } FrAdamParams;
+
+/* check_grads (range): rout {step scalars}; rin {gradients (f32, f16 or bf16)}: skip_step = 1 when any
+ * float(g) * (1 / loss_scale) is inf or NaN, the test unscale_grads makes, without storing anything (fp16's
+ * check of the 16-bit gradients that the updates read themselves, CompileOptions::update_from_grads16). */
 
 /* Op names (a kernel table entry names one of these, or an op library's own). */
 #define FR_OP_FC "fc"
@@ -388,6 +396,7 @@ typedef struct FrAdamParams {
  * compute-weight cast (W -> A) and the gradient cast (G16 -> G). */
 #define FR_OP_CAST "cast"
 #define FR_OP_UNSCALE_GRADS "unscale_grads"
+#define FR_OP_CHECK_GRADS "check_grads"
 #define FR_OP_LOSS_SCALE_UPDATE "loss_scale_update"
 #define FR_OP_CAST_RANGE "cast_range"
 #define FR_OP_EMA_UPDATE "ema_update"

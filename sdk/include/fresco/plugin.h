@@ -127,6 +127,9 @@ typedef struct FrCall {
 /* The weight copy of ops.h: sgd_update's and adam_update's last range output, the 16-bit compute copy of the
  * weights they update (mixed precision's A region), written in the same pass. */
 #define FR_KERNEL_WEIGHT_COPY (1u << 5)
+/* The 16-bit gradients of ops.h: sgd_update's and adam_update's gradient input (rin[0]) f16 or bf16, unscaled
+ * by the step's loss scale as it is read. */
+#define FR_KERNEL_HALF_GRADS (1u << 6)
 
 typedef struct FrKernelDef {
   uint32_t struct_size;

@@ -201,6 +201,18 @@ inline int64_t cast_elements(const FrRange& src, const FrRange& dst, const char*
   return static_cast<int64_t>(dst.bytes / db);
 }
 
+// An optimizer update's gradient input rin[0]: f32, or f16 / bf16 (ops.h, FR_KERNEL_HALF_GRADS), checked to
+// hold `n` elements (w's count).
+inline const FrRange& update_grads(const FrCall* call, uint64_t n, const char* op) {
+  const FrRange& g = call->rin[0];
+  const uint64_t b = float_bytes(g.dtype, op);
+  FR_PLUGIN_CHECK(g.bytes == b * n, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": the gradients (" + std::to_string(g.bytes) +
+                      " bytes) do not hold one " + std::to_string(b) + "-byte value per weight (" +
+                      std::to_string(n) + ")");
+  return g;
+}
+
 // The optional weight copy of an optimizer update (ops.h, FR_KERNEL_WEIGHT_COPY): the call's last range
 // output when there are more than `fixed` and it is f16 or bf16 (an f32 one past `fixed`, such as a momentum
 // buffer passed to an update without momentum, is not a copy), checked to hold `n` elements (w's count);

@@ -36,7 +36,8 @@ inline bool have_gpu() {
 
 // SCALARS: an FrStepScalars at step 3 with 3 updates; SCALARS_AHEAD: at step 5 with 3 updates (two steps
 // skipped by loss scaling), so a kernel reading one counter for the other is seen; SCALARS_SKIP: SCALARS with
-// skip_step set (a step loss scaling skips).
+// skip_step set (a step loss scaling skips); SCALARS_SCALED: SCALARS with a loss scale of 1024. RANDOM and
+// the other float fills write f32 only; RANDOM_INF: RANDOM with +inf at the middle element.
 enum class Fill {
   RANDOM,
   ZERO,
@@ -45,6 +46,8 @@ enum class Fill {
   SCALARS,
   SCALARS_AHEAD,
   SCALARS_SKIP,
+  SCALARS_SCALED,
+  RANDOM_INF,
   POSITIVE,
   RELU /* half zeros, as after a relu */
 };
@@ -67,10 +70,12 @@ struct OpCase {
 inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
   const size_t n = static_cast<size_t>(t.shape.numel());
   std::vector<uint8_t> bytes(n * dtype_size(t.dtype));
-  if (t.fill == Fill::RANDOM || t.fill == Fill::POSITIVE || t.fill == Fill::RELU) {
+  if (t.fill == Fill::RANDOM || t.fill == Fill::RANDOM_INF || t.fill == Fill::POSITIVE ||
+      t.fill == Fill::RELU) {
     std::uniform_real_distribution<float> d(t.fill == Fill::POSITIVE ? 0.01f : -1.0f, 1.0f);
     for (size_t i = 0; i < n; ++i) {
-      const float v = t.fill == Fill::RELU ? std::max(d(rng), 0.0f) : d(rng);
+      float v = t.fill == Fill::RELU ? std::max(d(rng), 0.0f) : d(rng);
+      if (t.fill == Fill::RANDOM_INF && i == n / 2) v = INFINITY;
       std::memcpy(bytes.data() + 4 * i, &v, 4);
     }
   } else if (t.fill == Fill::LABELS) {
@@ -82,11 +87,12 @@ inline std::vector<uint8_t> fill_bytes(const TensorSpec& t, std::mt19937& rng) {
   } else if (t.fill == Fill::BYTES) {
     std::uniform_int_distribution<int> d(0, 255);
     for (auto& b : bytes) b = static_cast<uint8_t>(d(rng));
-  } else if (t.fill == Fill::SCALARS || t.fill == Fill::SCALARS_AHEAD || t.fill == Fill::SCALARS_SKIP) {
+  } else if (t.fill == Fill::SCALARS || t.fill == Fill::SCALARS_AHEAD || t.fill == Fill::SCALARS_SKIP ||
+             t.fill == Fill::SCALARS_SCALED) {
     FrStepScalars s{};
     s.lr = 0.01f;
-    s.loss_scale = 1.0f;
-    s.step = t.fill == Fill::SCALARS ? 3 : 5;
+    s.loss_scale = t.fill == Fill::SCALARS_SCALED ? 1024.0f : 1.0f;
+    s.step = t.fill == Fill::SCALARS || t.fill == Fill::SCALARS_SCALED ? 3 : 5;
     s.updates = 3;
     s.skip_step = t.fill == Fill::SCALARS_SKIP ? 1 : 0;
     s.seed_lo = 1234;

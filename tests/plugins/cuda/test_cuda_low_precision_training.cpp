@@ -230,7 +230,10 @@ TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
 // lagged joins), in fp16
 // their cast and unscale there (the update waits for every gradient's check), give the same bits as doing it
 // all after the first layer's backward; and so do the updates that write the weights' 16-bit copies
-// themselves (CompileOptions::fused_weight_cast, the default) against the casts after them, early or late.
+// themselves (CompileOptions::fused_weight_cast, the default) against the casts after them, early or late,
+// and the updates that read the 16-bit gradients themselves (CompileOptions::update_from_grads16, the
+// default; fp16 then checks them with check_grads) against the casts before them (whose f32 conv gradients,
+// unused with the option, are left out of the comparison).
 TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
   // Both compiles take the same algorithms: the GEMMs' from one tuning file, cuDNN's heuristic first choices.
@@ -242,18 +245,23 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
     const char* range_ops;  // DEEP_FWD_BWD's range ops, in order
     int64_t join_lag = 0;   // CompileOptions::conv_join_lag_max: the parts then wait for a later join
     bool fused = true;      // CompileOptions::fused_weight_cast
+    bool grads16 = true;    // CompileOptions::update_from_grads16
   };
   for (DType precision : {DType::BF16, DType::F16}) {
     const bool bf16 = precision == DType::BF16;
     std::vector<Mode> modes = {
         {false, 0, "", 0, false},
         {false, 0, ""},
-        {true, 0, bf16 ? "cast_range sgd_update " : "unscale_grads "},
-        {true, 0, bf16 ? "cast_range sgd_update cast_range " : "unscale_grads ", 0, false}};
+        {false, 0, "", 0, true, false},
+        {true, 0, bf16 ? "sgd_update " : "check_grads "},
+        {true, 0, bf16 ? "cast_range sgd_update " : "unscale_grads ", 0, true, false},
+        {true, 0, bf16 ? "sgd_update cast_range " : "check_grads ", 0, false},
+        {true, 0, bf16 ? "cast_range sgd_update cast_range " : "unscale_grads ", 0, false, false}};
     if (bf16) {  // parts: checked by their detached nodes
       modes.push_back({true, 2, nullptr});
       modes.push_back({true, 2, nullptr, int64_t{1} << 20});
       modes.push_back({true, 2, nullptr, 0, false});
+      modes.push_back({true, 2, nullptr, 0, true, false});
     }
     std::vector<float> want_losses;
     test::Snapshot want;
@@ -261,7 +269,7 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
       DeepLearningTask t;
       test::configure_small_residual(t);
       t.device("cuda").precision(precision).early_update(mode.early).early_update_parts(mode.parts);
-      t.conv_join_lag(mode.join_lag).fused_weight_cast(mode.fused);
+      t.conv_join_lag(mode.join_lag).fused_weight_cast(mode.fused).update_from_grads16(mode.grads16);
       t.compile();
       const std::vector<float> losses = test::train_small_residual(t, 6);
       std::string ops;
@@ -272,8 +280,10 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
       }
       const std::string what = std::string(dtype_name(precision)) + (mode.early ? " early" : " late") +
                                " parts " + std::to_string(mode.parts) + " lag " +
-                               std::to_string(mode.join_lag) + (mode.fused ? " fused" : " casts");
-      const int per_part = mode.fused ? 2 : 3;  // grad cast, update[, weight cast]
+                               std::to_string(mode.join_lag) + (mode.fused ? " fused" : " casts") +
+                               (mode.grads16 ? " grads16" : " grad casts");
+      const int per_part =
+          (mode.grads16 ? 1 : 2) + (mode.fused ? 0 : 1);  // [grad cast,] update[, weight cast]
       if (mode.range_ops)
         EXPECT_EQ(ops, mode.range_ops) << what;
       else
@@ -285,6 +295,8 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
       ASSERT_EQ(state.size(), want.size());
       for (size_t i = 0; i < state.size(); ++i) {
         EXPECT_EQ(state[i].first, want[i].first);
+        // the f32 gradients: the conv weights' are written only by the casts (not with grads16)
+        if (mode.grads16 != modes.front().grads16 && state[i].first.rfind("G(", 0) == 0) continue;
         EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
       }
     }

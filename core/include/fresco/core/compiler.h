@@ -210,6 +210,15 @@ struct CompileOptions {
   // bits, 4 bytes a conv weight less traffic and one node fewer per updated part. A plugin whose update
   // kernels do not declare FR_KERNEL_WEIGHT_COPY needs false (the runtime says so).
   bool fused_weight_cast = true;
+  // In mixed precision (bf16 or fp16): the updates of conv weights (sgd_update, adam_update) read their
+  // 16-bit gradients (G16) themselves, unscaled as they are read (ops.h, the 16-bit gradients), instead of
+  // a G16 -> G cast_range (fp16: unscale_grads' cast form) before them; fp16 checks those gradients for inf
+  // and NaN with check_grads, which reads them and writes only the skip flag. The same updates bit for bit;
+  // per conv weight 6 (fp16) or 8 (bf16) bytes less traffic a step and one pass fewer on fp16's tail. Not
+  // with LARS (its trust ratios read the f32 gradients) nor several ranks (the all-reduce averages them):
+  // those keep the casts. A plugin whose update kernels do not declare FR_KERNEL_HALF_GRADS needs false
+  // (the runtime says so).
+  bool update_from_grads16 = true;
   // With an early update (not fp16): up to this many parts of the deep conv weights, the last layers' first,
   // each whole tensors of at least 1 / (parts + 1) of their bytes (the first deep conv always stays with
   // the rest), are cast, updated and (bf16) cast back while the backward

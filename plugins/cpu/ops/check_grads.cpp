@@ -1,0 +1,32 @@
+// CPU range op check_grads (dynamic loss scaling, ops.h): skip_step is set when any float(g) * (1 /
+// loss_scale) of the f32, f16 or bf16 gradients rin[0] is inf or NaN, the test unscale_grads makes, with
+// nothing stored (CompileOptions::update_from_grads16: the updates read the 16-bit gradients themselves).
+// Test: test_range_ops.cpp.
+#include <atomic>
+#include <cmath>
+
+#include "cpu_common.h"
+#include "ops/float_convert.h"
+
+namespace fresco::cpu {
+
+FR_CPU_KERNEL_RUN(check_grads) {
+  return sdk::guard([&] {
+    sdk::expect_arity(call, 0, 0, 1, 1, "check_grads");
+    const FrRange& g = call->rin[0];
+    const uint64_t b = sdk::float_bytes(g.dtype, "check_grads");
+    FR_PLUGIN_CHECK(g.bytes % b == 0, FR_ERR_INVALID_ARGUMENT,
+                    "check_grads: the gradients' bytes are not a whole number of elements");
+    FrStepScalars* s = sdk::step_scalars(call->rout[0], "check_grads");
+    const float inv = 1.0f / s->loss_scale;
+    std::atomic<bool> bad{false};
+    parallel_chunks(static_cast<int64_t>(g.bytes / b), 1 << 15, [&](int64_t a, int64_t e) {
+      bool local = false;
+      for (int64_t i = a; i < e; ++i) local |= !std::isfinite(load_float(g.data, g.dtype, i) * inv);
+      if (local) bad.store(true, std::memory_order_relaxed);
+    });
+    if (bad.load()) s->skip_step = 1;
+  });
+}
+
+}  // namespace fresco::cpu

@@ -1,0 +1,161 @@
+// CompileOptions::update_from_grads16 (the default) in the Compiler: in mixed precision the updates of conv
+// weights read their 16-bit gradients (G16) themselves (ops.h, the 16-bit gradients), so no node of the step
+// writes the f32 conv gradients (G16 -> G casts, fp16's unscale_grads cast form); fp16 checks G16 with
+// check_grads instead, over the whole conv span exactly once, before OPTIMIZER. LARS and the option off keep
+// the casts. The kernels' numbers: tests/plugins/cpu/test_optimizers.cpp, test_range_ops.cpp and the CUDA
+// tests (the same bits as cast then update).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fresco/core/compiler.h"
+#include "small_compile_options.h"
+
+using namespace fresco;
+
+namespace {
+using Spans = std::vector<std::pair<uint64_t, uint64_t>>;
+
+// [lo, hi) of a range over the conv kinds' span of its family, in that span's bytes.
+std::pair<uint64_t, uint64_t> span_of(const RangeRef& r, uint64_t span_bytes) {
+  return {r.skip, r.take < 0 ? span_bytes : r.skip + static_cast<uint64_t>(r.take)};
+}
+
+// Whether `spans` tile [from, to) exactly once.
+bool tiles(Spans spans, uint64_t from, uint64_t to) {
+  std::sort(spans.begin(), spans.end());
+  uint64_t at = from;
+  for (const auto& [lo, hi] : spans) {
+    if (lo != at) return false;
+    at = hi;
+  }
+  return at == to;
+}
+
+bool conv_region(Region r, Family f) {
+  return r == param_region(f, ParamKind::FIRST_CONV) || r == param_region(f, ParamKind::DEEP_CONV);
+}
+}  // namespace
+
+TEST(Grads16UpdatePlan, UpdatesReadTheConvGradientsAndFp16ChecksThemOnce) {
+  EXPECT_TRUE(CompileOptions{}.update_from_grads16);  // the default
+  struct Case {
+    DType precision;
+    CompileOptions::EarlyUpdate early;
+    int parts;
+    int optimizer = 0;  // 0 SGD, 1 SGD with no_decay_1d, 2 AdamW (no_decay_1d)
+    bool freeze = false;
+    bool fused = true;  // CompileOptions::fused_weight_cast
+    CompileOptions::DeferredUpdate deferred = CompileOptions::DeferredUpdate::AUTO;
+  };
+  using EU = CompileOptions::EarlyUpdate;
+  const std::vector<Case> cases = {
+      {DType::BF16, EU::AUTO, 0},
+      {DType::BF16, EU::AUTO, 2},
+      {DType::BF16, EU::OFF, 0},
+      {DType::BF16, EU::AUTO, 2, 1},
+      {DType::BF16, EU::AUTO, 0, 2},
+      {DType::BF16, EU::AUTO, 2, 0, true},
+      {DType::BF16, EU::AUTO, 2, 0, false, false},
+      {DType::BF16, EU::AUTO, 0, 0, false, true, CompileOptions::DeferredUpdate::ON},
+      {DType::F16, EU::AUTO, 0},
+      {DType::F16, EU::AUTO, 2, 2},
+      {DType::F16, EU::OFF, 0, 1, true},
+      {DType::F16, EU::AUTO, 0, 0, false, false},
+      {DType::F16, EU::AUTO, 0, 0, false, true, CompileOptions::DeferredUpdate::ON}};
+  for (const Case& c : cases) {
+    const std::string name = std::string(dtype_name(c.precision)) + " parts " + std::to_string(c.parts) +
+                             (c.early == EU::OFF ? " early off" : "") + " optimizer " +
+                             std::to_string(c.optimizer) + (c.freeze ? " frozen" : "") +
+                             (c.fused ? "" : " casts") +
+                             (c.deferred == CompileOptions::DeferredUpdate::ON ? " deferred" : "");
+    SCOPED_TRACE(name);
+    CompileOptions o = test::small_compile_options(8);
+    o.precision = c.precision;
+    o.early_update = c.early;
+    o.early_update_parts = c.parts;
+    if (c.optimizer == 1) o.optimizer.no_decay_1d = true;
+    if (c.optimizer == 2) o.optimizer = AdamW().with_weight_decay(0.01f).with_no_decay_1d();
+    o.freeze_first_layer = c.freeze;
+    o.fused_weight_cast = c.fused;
+    o.deferred_update = c.deferred;
+    const CompiledModel m = Compiler().compile(test::small_residual_blueprint(), o);
+    const MemoryPlan& p = m.base_plan();
+    const RegionSpan conv = p.region_range(Region::W_FIRST_CONV, Region::W_DEEP_CONV);
+    const uint64_t conv16 = p.region_range(Region::G16_FIRST_CONV, Region::G16_DEEP_CONV).bytes;
+    ASSERT_EQ(conv16 * 2, conv.bytes);
+    Spans reads, checks;  // the updates' G16 reads and fp16's checks, in G16 bytes of the conv span
+    bool optimizer_seen = false;
+    for (int g = 0; g < kGraphIdCount; ++g) {
+      const auto gid = static_cast<GraphId>(g);
+      if (gid == GraphId::WEIGHT_CAST) continue;  // outside the step
+      optimizer_seen = optimizer_seen || gid == GraphId::OPTIMIZER;
+      for (const GraphNode& n : m.train->nodes(gid)) {
+        for (const RangeRef& r : n.rout)
+          EXPECT_FALSE(conv_region(r.first, Family::G) || conv_region(r.last, Family::G))
+              << n.label << " writes the f32 conv gradients";
+        if (n.op == "check_grads") {
+          EXPECT_EQ(c.precision, DType::F16) << n.label;
+          EXPECT_FALSE(optimizer_seen) << n.label << " after the updates";
+          ASSERT_EQ(n.rin.size(), 1u);
+          EXPECT_EQ(n.rin[0].first, Region::G16_FIRST_CONV);
+          EXPECT_EQ(n.rin[0].last, Region::G16_DEEP_CONV);
+          EXPECT_EQ(n.rin[0].dtype, DType::F16);
+          checks.push_back(span_of(n.rin[0], conv16));
+          continue;
+        }
+        if (n.op != "sgd_update" && n.op != "adam_update") continue;
+        const RangeRef& w = n.rout[0];
+        const RegionSpan group = p.region_range(w.first, w.last);
+        const uint64_t lo = group.offset + w.skip;  // arena offsets
+        if (lo < conv.offset) {                     // stored before the first conv: f32 gradients
+          EXPECT_EQ(n.rin[0].dtype, DType::F32) << n.label;
+          continue;
+        }
+        EXPECT_EQ(n.rin[0].first, Region::G16_FIRST_CONV) << n.label;
+        EXPECT_EQ(n.rin[0].last, Region::G16_DEEP_CONV) << n.label;
+        EXPECT_EQ(n.rin[0].dtype, c.precision) << n.label;
+        EXPECT_EQ(n.rin[0].skip, (lo - conv.offset) / 2) << n.label;
+        EXPECT_EQ(n.rin[0].take, w.take < 0 ? -1 : w.take / 2) << n.label;
+        reads.push_back(span_of(n.rin[0], conv16));
+      }
+    }
+    // a frozen first conv (stored first) is no update's; every other conv gradient is read once
+    const uint64_t first16 = c.freeze ? p.tensor(m.arch.layers[0].weight).slot_bytes / 2 : 0;
+    EXPECT_TRUE(tiles(reads, first16, conv16)) << "the updates' G16 reads leave a gap or overlap";
+    if (c.precision == DType::F16)
+      EXPECT_TRUE(tiles(checks, 0, conv16)) << "the checks leave a gap or overlap";
+    else
+      EXPECT_TRUE(checks.empty());
+  }
+}
+
+// LARS (its trust ratios read the f32 gradients) and the option off keep the G16 -> G casts.
+TEST(Grads16UpdatePlan, LarsAndTheOptionOffKeepTheCasts) {
+  for (int which : {0, 1}) {
+    for (DType precision : {DType::BF16, DType::F16}) {
+      CompileOptions o = test::small_compile_options(8);
+      o.precision = precision;
+      if (which == 0)
+        o.optimizer = LARS(0.9f, 0.02f).with_weight_decay(1e-4f);
+      else
+        o.update_from_grads16 = false;
+      const CompiledModel m = Compiler().compile(test::small_residual_blueprint(), o);
+      int casts = 0;
+      for (int g = 0; g < kGraphIdCount; ++g) {
+        if (static_cast<GraphId>(g) == GraphId::WEIGHT_CAST) continue;
+        for (const GraphNode& n : m.train->nodes(static_cast<GraphId>(g))) {
+          EXPECT_NE(n.op, "check_grads");
+          if (n.op == "sgd_update" || n.op == "adam_update" || n.op == "lars_update") {
+            EXPECT_EQ(n.rin[0].dtype, DType::F32) << n.label;
+          }
+          for (const RangeRef& r : n.rout) casts += conv_region(r.first, Family::G) ? 1 : 0;
+        }
+      }
+      EXPECT_GE(casts, 1) << (which == 0 ? "LARS " : "off ") << dtype_name(precision);
+    }
+  }
+}
