@@ -1,9 +1,9 @@
 // CompileOptions::update_from_grads16 (the default) in the Compiler: in mixed precision the updates of conv
-// weights read their 16-bit gradients (G16) themselves (ops.h, the 16-bit gradients), so no node of the step
-// writes the f32 conv gradients (G16 -> G casts, fp16's unscale_grads cast form); fp16 checks G16 with
-// check_grads instead, over the whole conv span exactly once, before OPTIMIZER. LARS and the option off keep
-// the casts. The kernels' numbers: tests/plugins/cpu/test_optimizers.cpp, test_range_ops.cpp and the CUDA
-// tests (the same bits as cast then update).
+// weights read their 16-bit gradients (G16) themselves (ops.h, the 16-bit gradients), so the conv weights
+// have no f32 gradients and no node of the step writes any (G16 -> G casts, fp16's unscale_grads cast form);
+// fp16 checks G16 with check_grads instead, over the whole conv span exactly once, before OPTIMIZER. LARS and
+// the option off keep the casts. The kernels' numbers: tests/plugins/cpu/test_optimizers.cpp,
+// test_range_ops.cpp and the CUDA tests (the same bits as cast then update).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -87,6 +87,9 @@ TEST(Grads16UpdatePlan, UpdatesReadTheConvGradientsAndFp16ChecksThemOnce) {
     const RegionSpan conv = p.region_range(Region::W_FIRST_CONV, Region::W_DEEP_CONV);
     const uint64_t conv16 = p.region_range(Region::G16_FIRST_CONV, Region::G16_DEEP_CONV).bytes;
     ASSERT_EQ(conv16 * 2, conv.bytes);
+    // no f32 gradients for the conv weights: 4 bytes a conv weight less memory
+    EXPECT_EQ(p.region_range(Region::G_FIRST_CONV, Region::G_DEEP_CONV).bytes, 0u);
+    EXPECT_TRUE(m.updates_read_grads16());
     Spans reads, checks;  // the updates' G16 reads and fp16's checks, in G16 bytes of the conv span
     bool optimizer_seen = false;
     for (int g = 0; g < kGraphIdCount; ++g) {
@@ -144,6 +147,8 @@ TEST(Grads16UpdatePlan, LarsAndTheOptionOffKeepTheCasts) {
       else
         o.update_from_grads16 = false;
       const CompiledModel m = Compiler().compile(test::small_residual_blueprint(), o);
+      EXPECT_FALSE(m.updates_read_grads16());
+      EXPECT_GT(m.base_plan().region_range(Region::G_FIRST_CONV, Region::G_DEEP_CONV).bytes, 0u);
       int casts = 0;
       for (int g = 0; g < kGraphIdCount; ++g) {
         if (static_cast<GraphId>(g) == GraphId::WEIGHT_CAST) continue;

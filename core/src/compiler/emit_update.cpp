@@ -58,8 +58,7 @@ bool fused_cast_on(const CompiledModel& m) {
 // CompileOptions::update_from_grads16: whether the updates of conv weights read their 16-bit gradients
 // (G16) themselves, with no G16 -> G cast before them (fp16: a check_grads pass instead of unscale_grads).
 bool grads16_on(const CompiledModel& m) {
-  return m.options.precision != DType::F32 && m.options.update_from_grads16 &&
-         m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1;
+  return m.updates_read_grads16();
 }
 
 // Bytes of `span` up to the end of the last of `ids` (the first layer's tensors) stored in it; 0: none is.

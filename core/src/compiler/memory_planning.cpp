@@ -80,6 +80,9 @@ static MemoryPlan plan_tensors(CompiledModel& m) {
     for (auto& l : a.layers) {
       for (TensorId w : {l.weight, l.bias}) {
         if (w == kNoTensor) continue;
+        // the updates read the conv weights' G16 (CompiledModel::updates_read_grads16): no f32 copy
+        if (f == Family::G && l.kind == LayerKind::CONV && w == l.weight && m.updates_read_grads16())
+          continue;
         TensorId s = p.alloc_shadow(f, w);
         if (f == Family::G) (w == l.weight ? l.grad_weight : l.grad_bias) = s;
       }

@@ -333,6 +333,12 @@ struct CompiledModel {
   bool update_deferred() const noexcept {
     return options.deferred_update == CompileOptions::DeferredUpdate::ON;
   }
+  // CompileOptions::update_from_grads16 in effect (mixed precision, not LARS, one rank): the conv weights'
+  // updates read G16, and the conv weights have no f32 gradients (G_FIRST_CONV and G_DEEP_CONV are empty).
+  bool updates_read_grads16() const noexcept {
+    return options.precision != DType::F32 && options.update_from_grads16 &&
+           options.optimizer.type != Optimizer::Type::LARS && options.ranks == 1;
+  }
   const MemoryPlan& base_plan() const { return *plans[static_cast<int>(Variant::TRAIN_BASE)]; }
 };
 
