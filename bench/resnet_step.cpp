@@ -24,8 +24,8 @@
 // --join-epilogue sets CompileOptions::join_epilogue (a join's masking pass in a conv's input gradient).
 // --fused-weight-cast 0 casts W -> A after the updates instead of in them
 // (CompileOptions::fused_weight_cast).
-// --grads16-update 0 casts the conv weights' 16-bit gradients to f32 (fp16: unscale_grads) before the updates
-// instead of the updates reading them (CompileOptions::update_from_grads16).
+// --grads16-update auto|on|off sets CompileOptions::update_from_grads16 (the updates read the conv weights'
+// 16-bit gradients themselves; off: cast to f32, fp16 with unscale_grads, before them; auto: fp16 only).
 // --deferred-update sets CompileOptions::deferred_update (a step's update at the start of the next step,
 // beside its forward; auto: off). The timed steps end with the last step's update.
 // --join-lag N sets CompileOptions::conv_join_lag_max: conv input gradients over at most N values per sample
@@ -86,20 +86,31 @@ double forward_flops_per_sample(const fresco::ArchPlan& arch) {
 int main(int argc, char** argv) {
   using namespace fresco;
   const std::string fork_default = CompileOptions{}.fork_shortcuts ? "1" : "0";
-  const bench::Args args(
-      argc, argv,
-      {{"device", "cuda"},        {"model", "resnet18"},
-       {"batch", "512"},          {"image", "32"},
-       {"stem", "cifar"},         {"classes", "10"},
-       {"steps", "60"},           {"warm", "10"},
-       {"peak-tflops", "auto"},   {"profile", "0"},
-       {"fuse-head", "1"},        {"precision", "fp32"},
-       {"fuse-joins", "1"},       {"conv-stats", "auto"},
-       {"grad-sums", "auto"},     {"join-lag", std::to_string(CompileOptions{}.conv_join_lag_max)},
-       {"early-update", "auto"},  {"conv-prologue", "auto"},
-       {"early-parts", "-1"},     {"fork-shortcuts", fork_default},
-       {"join-epilogue", "auto"}, {"fused-weight-cast", "1"},
-       {"grads16-update", "1"},   {"deferred-update", "auto"}});
+  const bench::Args args(argc, argv,
+                         {{"device", "cuda"},
+                          {"model", "resnet18"},
+                          {"batch", "512"},
+                          {"image", "32"},
+                          {"stem", "cifar"},
+                          {"classes", "10"},
+                          {"steps", "60"},
+                          {"warm", "10"},
+                          {"peak-tflops", "auto"},
+                          {"profile", "0"},
+                          {"fuse-head", "1"},
+                          {"precision", "fp32"},
+                          {"fuse-joins", "1"},
+                          {"conv-stats", "auto"},
+                          {"grad-sums", "auto"},
+                          {"join-lag", std::to_string(CompileOptions{}.conv_join_lag_max)},
+                          {"early-update", "auto"},
+                          {"conv-prologue", "auto"},
+                          {"early-parts", "-1"},
+                          {"fork-shortcuts", fork_default},
+                          {"join-epilogue", "auto"},
+                          {"fused-weight-cast", "1"},
+                          {"grads16-update", "auto"},
+                          {"deferred-update", "auto"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
@@ -139,7 +150,8 @@ int main(int argc, char** argv) {
         .conv_join_lag(args.integer("join-lag"))
         .fork_shortcuts(args.integer("fork-shortcuts") != 0)
         .fused_weight_cast(args.integer("fused-weight-cast") != 0)
-        .update_from_grads16(args.integer("grads16-update") != 0)
+        .update_from_grads16(
+            parse_mode<CompileOptions::Grads16Update>(args.str("grads16-update"), "grads16-update"))
         .deferred_update(
             parse_mode<CompileOptions::DeferredUpdate>(args.str("deferred-update"), "deferred-update"))
         .join_epilogue(parse_mode<CompileOptions::JoinEpilogue>(args.str("join-epilogue"), "join-epilogue"));
@@ -175,7 +187,7 @@ int main(int argc, char** argv) {
         args.str("early-update").c_str(), task.compiled().options.early_update_parts,
         args.str("conv-prologue").c_str(), task.compiled().options.fork_shortcuts ? 1 : 0,
         args.str("join-epilogue").c_str(), task.compiled().options.fused_weight_cast ? 1 : 0,
-        task.compiled().update_deferred() ? 1 : 0, task.compiled().options.update_from_grads16 ? 1 : 0);
+        task.compiled().update_deferred() ? 1 : 0, task.compiled().updates_read_grads16() ? 1 : 0);
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

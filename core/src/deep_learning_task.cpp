@@ -65,7 +65,7 @@ FRESCO_SETTER(defer_fc_weight_gradients(bool on, int64_t min_macs), options_.def
 FRESCO_SETTER(conv_join_lag(int64_t max_values), options_.conv_join_lag_max = max_values)
 FRESCO_SETTER(fork_shortcuts(bool on), options_.fork_shortcuts = on)
 FRESCO_SETTER(fused_weight_cast(bool on), options_.fused_weight_cast = on)
-FRESCO_SETTER(update_from_grads16(bool on), options_.update_from_grads16 = on)
+FRESCO_SETTER(update_from_grads16(CompileOptions::Grads16Update mode), options_.update_from_grads16 = mode)
 FRESCO_SETTER(deferred_update(CompileOptions::DeferredUpdate mode), options_.deferred_update = mode)
 FRESCO_SETTER(freeze_first_layer(bool on), options_.freeze_first_layer = on)
 FRESCO_SETTER(ema(double decay, int32_t every), (options_.ema_decay = decay, options_.ema_every = every))

@@ -269,7 +269,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   require_form(uses_weight_copy(node), FR_KERNEL_WEIGHT_COPY, "weight copy",
                "(FR_KERNEL_WEIGHT_COPY) compile with CompileOptions::fused_weight_cast = false");
   require_form(uses_half_grads(node), FR_KERNEL_HALF_GRADS, "16-bit gradients",
-               "(FR_KERNEL_HALF_GRADS) compile with CompileOptions::update_from_grads16 = false");
+               "(FR_KERNEL_HALF_GRADS) compile with CompileOptions::update_from_grads16 = OFF");
   require_form(uses_sums_operands(node), FR_KERNEL_SUMS_OPERANDS, "per-channel sums operands",
                "(FR_KERNEL_SUMS_OPERANDS) compile with CompileOptions::conv_stats and grad_sums = OFF "
                "(DeepLearningTask::conv_stats, grad_sums)");

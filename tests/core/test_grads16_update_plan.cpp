@@ -1,9 +1,9 @@
-// CompileOptions::update_from_grads16 (the default) in the Compiler: in mixed precision the updates of conv
-// weights read their 16-bit gradients (G16) themselves (ops.h, the 16-bit gradients), so the conv weights
-// have no f32 gradients and no node of the step writes any (G16 -> G casts, fp16's unscale_grads cast form);
-// fp16 checks G16 with check_grads instead, over the whole conv span exactly once, before OPTIMIZER. LARS and
-// the option off keep the casts. The kernels' numbers: tests/plugins/cpu/test_optimizers.cpp,
-// test_range_ops.cpp and the CUDA tests (the same bits as cast then update).
+// CompileOptions::update_from_grads16 (ON; AUTO, the default, in fp16 only) in the Compiler: in mixed
+// precision the updates of conv weights read their 16-bit gradients (G16) themselves (ops.h, the 16-bit
+// gradients), so the conv weights have no f32 gradients and no node of the step writes any (G16 -> G casts,
+// fp16's unscale_grads cast form); fp16 checks G16 with check_grads instead, over the whole conv span exactly
+// once, before OPTIMIZER. LARS and the option off keep the casts. The kernels' numbers:
+// tests/plugins/cpu/test_grads16.cpp and the CUDA tests (the same bits as cast then update).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,7 +41,8 @@ bool conv_region(Region r, Family f) {
 }  // namespace
 
 TEST(Grads16UpdatePlan, UpdatesReadTheConvGradientsAndFp16ChecksThemOnce) {
-  EXPECT_TRUE(CompileOptions{}.update_from_grads16);  // the default
+  using G16 = CompileOptions::Grads16Update;
+  EXPECT_EQ(CompileOptions{}.update_from_grads16, G16::AUTO);  // the default: fp16 only (AutoIsFp16Only)
   struct Case {
     DType precision;
     CompileOptions::EarlyUpdate early;
@@ -80,6 +81,7 @@ TEST(Grads16UpdatePlan, UpdatesReadTheConvGradientsAndFp16ChecksThemOnce) {
     if (c.optimizer == 1) o.optimizer.no_decay_1d = true;
     if (c.optimizer == 2) o.optimizer = AdamW().with_weight_decay(0.01f).with_no_decay_1d();
     o.freeze_first_layer = c.freeze;
+    o.update_from_grads16 = CompileOptions::Grads16Update::ON;
     o.fused_weight_cast = c.fused;
     o.deferred_update = c.deferred;
     const CompiledModel m = Compiler().compile(test::small_residual_blueprint(), o);
@@ -145,7 +147,7 @@ TEST(Grads16UpdatePlan, LarsAndTheOptionOffKeepTheCasts) {
       if (which == 0)
         o.optimizer = LARS(0.9f, 0.02f).with_weight_decay(1e-4f);
       else
-        o.update_from_grads16 = false;
+        o.update_from_grads16 = CompileOptions::Grads16Update::OFF;
       const CompiledModel m = Compiler().compile(test::small_residual_blueprint(), o);
       EXPECT_FALSE(m.updates_read_grads16());
       EXPECT_GT(m.base_plan().region_range(Region::G_FIRST_CONV, Region::G_DEEP_CONV).bytes, 0u);
@@ -163,4 +165,22 @@ TEST(Grads16UpdatePlan, LarsAndTheOptionOffKeepTheCasts) {
       EXPECT_GE(casts, 1) << (which == 0 ? "LARS " : "off ") << dtype_name(precision);
     }
   }
+}
+
+// AUTO (the default) reads G16 in fp16 only: bf16 keeps its casts (measured slower with the option,
+// docs/performance.md), fp32 has no 16-bit gradients; ON takes bf16 too.
+TEST(Grads16UpdatePlan, AutoIsFp16Only) {
+  using G16 = CompileOptions::Grads16Update;
+  for (DType precision : {DType::F32, DType::BF16, DType::F16})
+    for (G16 mode : {G16::AUTO, G16::ON, G16::OFF}) {
+      CompileOptions o = test::small_compile_options(8);
+      o.precision = precision;
+      o.update_from_grads16 = mode;
+      const CompiledModel m = Compiler().compile(test::small_residual_blueprint(), o);
+      const bool want =
+          precision != DType::F32 && (mode == G16::ON || (mode == G16::AUTO && precision == DType::F16));
+      EXPECT_EQ(m.updates_read_grads16(), want)
+          << dtype_name(precision) << " mode " << static_cast<int>(mode);
+      EXPECT_EQ(m.base_plan().region_range(Region::G_FIRST_CONV, Region::G_DEEP_CONV).bytes == 0, want);
+    }
 }

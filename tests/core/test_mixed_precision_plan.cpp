@@ -20,7 +20,7 @@ namespace {
 
 // early_parts 0 by default: the tests of the early parts set them (EarlyPartsUpdate...). The W -> A casts
 // as nodes of their own unless `fused` (CompileOptions::fused_weight_cast, the default: FusedWeightCast...),
-// and the G16 -> G casts too (CompileOptions::update_from_grads16 off; on, the default:
+// and the G16 -> G casts too (CompileOptions::update_from_grads16 OFF; ON and AUTO:
 // test_grads16_update_plan.cpp).
 CompiledModel compile(DType precision, CompileOptions::EarlyUpdate early = CompileOptions::EarlyUpdate::AUTO,
                       int early_parts = 0, bool fused = false) {
@@ -29,7 +29,7 @@ CompiledModel compile(DType precision, CompileOptions::EarlyUpdate early = Compi
   o.early_update = early;
   o.early_update_parts = early_parts;
   o.fused_weight_cast = fused;
-  o.update_from_grads16 = false;
+  o.update_from_grads16 = CompileOptions::Grads16Update::OFF;
   return Compiler().compile(test::small_residual_blueprint(), o);
 }
 
@@ -290,7 +290,7 @@ TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients)
     o.early_update_parts = 2;
     o.conv_join_lag_max = lag;
     o.fused_weight_cast = false;  // the casts as nodes (fused: FusedWeightCast... below)
-    o.update_from_grads16 = false;
+    o.update_from_grads16 = CompileOptions::Grads16Update::OFF;
     const CompiledModel m = Compiler().compile(plain, o);
     const MemoryPlan& p = m.base_plan();
     const auto& deep = m.train->nodes(GraphId::DEEP_FWD_BWD);

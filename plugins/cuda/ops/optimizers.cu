@@ -51,7 +51,9 @@ struct CopyOut {
 };
 
 // An update's gradients: G float, read as they are, or __half / __nv_bfloat16 (ops.h, the 16-bit gradients):
-// float(g) * inv, inv = 1 / loss_scale, the products unscale_grads' cast form stores.
+// float(g) * inv, inv = 1 / loss_scale, the products unscale_grads' cast form stores. __fmul_rn keeps each
+// product rounded on its own: a plain * may be contracted with the update's first add (g + wd w) into one
+// fma, which changes the last bit of some updates (seen on an H200: Nesterov's buffers differed).
 template <class G>
 struct GradIn {
   const G* g;
@@ -60,7 +62,7 @@ struct GradIn {
     if constexpr (std::is_same_v<G, float>)
       return g[i];
     else
-      return to_f(g[i]) * inv;
+      return __fmul_rn(to_f(g[i]), inv);
   }
   __device__ __forceinline__ float4 group(int64_t i) const {  // elements 4i..4i+3
     if constexpr (std::is_same_v<G, float>) {
@@ -69,7 +71,8 @@ struct GradIn {
       const uint2 u = reinterpret_cast<const uint2*>(g)[i];
       G v[4];
       memcpy(v, &u, sizeof u);
-      return make_float4(to_f(v[0]) * inv, to_f(v[1]) * inv, to_f(v[2]) * inv, to_f(v[3]) * inv);
+      return make_float4(__fmul_rn(to_f(v[0]), inv), __fmul_rn(to_f(v[1]), inv), __fmul_rn(to_f(v[2]), inv),
+                         __fmul_rn(to_f(v[3]), inv));
     }
   }
 };

@@ -231,9 +231,9 @@ TEST(CudaLowPrecision, LossScalingSkipsAnInfStepAndHalvesTheScale) {
 // their cast and unscale there (the update waits for every gradient's check), give the same bits as doing it
 // all after the first layer's backward; and so do the updates that write the weights' 16-bit copies
 // themselves (CompileOptions::fused_weight_cast, the default) against the casts after them, early or late,
-// and the updates that read the 16-bit gradients themselves (CompileOptions::update_from_grads16, the
-// default; fp16 then checks them with check_grads) against the casts before them (the f32 gradients, which
-// the conv weights have only without the option, are left out of the comparison).
+// and the updates that read the 16-bit gradients themselves (CompileOptions::update_from_grads16 ON, the
+// default in fp16; fp16 then checks them with check_grads) against the casts before them (the f32 gradients,
+// which the conv weights have only without the option, are left out of the comparison).
 TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
   // Both compiles take the same algorithms: the GEMMs' from one tuning file, cuDNN's heuristic first choices.
@@ -269,7 +269,10 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
       DeepLearningTask t;
       test::configure_small_residual(t);
       t.device("cuda").precision(precision).early_update(mode.early).early_update_parts(mode.parts);
-      t.conv_join_lag(mode.join_lag).fused_weight_cast(mode.fused).update_from_grads16(mode.grads16);
+      t.conv_join_lag(mode.join_lag)
+          .fused_weight_cast(mode.fused)
+          .update_from_grads16(mode.grads16 ? CompileOptions::Grads16Update::ON
+                                            : CompileOptions::Grads16Update::OFF);
       t.compile();
       const std::vector<float> losses = test::train_small_residual(t, 6);
       std::string ops;

@@ -214,11 +214,16 @@ struct CompileOptions {
   // 16-bit gradients (G16) themselves, unscaled as they are read (ops.h, the 16-bit gradients), instead of
   // a G16 -> G cast_range (fp16: unscale_grads' cast form) before them; fp16 checks those gradients for inf
   // and NaN with check_grads, which reads them and writes only the skip flag. The same updates bit for bit;
-  // per conv weight 6 (fp16) or 8 (bf16) bytes less traffic a step and one pass fewer on fp16's tail. Not
-  // with LARS (its trust ratios read the f32 gradients) nor several ranks (the all-reduce averages them):
-  // those keep the casts. A plugin whose update kernels do not declare FR_KERNEL_HALF_GRADS needs false
-  // (the runtime says so).
-  bool update_from_grads16 = true;
+  // per conv weight 6 (fp16) or 8 (bf16) bytes less traffic a step, and 4 bytes less memory (the conv
+  // weights have no f32 gradients). Not with LARS (its trust ratios read the f32 gradients) nor several
+  // ranks (the all-reduce averages them): those keep the casts. AUTO: fp16 only. ResNet-18 b512 (four
+  // interleaved rounds on an H100, docs/performance.md): fp16 5.101 against 5.120 ms a step (the check runs
+  // beside the stem's weight gradient, and the tail's update reads 2 bytes a gradient less), bf16 5.083
+  // against 5.049 (slower, not explained yet; its casts ran beside the backward); 1323.9 against 1366.5 MiB
+  // either way. A plugin whose update kernels do not declare FR_KERNEL_HALF_GRADS needs OFF (the runtime
+  // says so).
+  enum class Grads16Update { AUTO, ON, OFF };
+  Grads16Update update_from_grads16 = Grads16Update::AUTO;
   // With an early update (not fp16): up to this many parts of the deep conv weights, the last layers' first,
   // each whole tensors of at least 1 / (parts + 1) of their bytes (the first deep conv always stays with
   // the rest), are cast, updated and (bf16) cast back while the backward
@@ -333,10 +338,14 @@ struct CompiledModel {
   bool update_deferred() const noexcept {
     return options.deferred_update == CompileOptions::DeferredUpdate::ON;
   }
-  // CompileOptions::update_from_grads16 in effect (mixed precision, not LARS, one rank): the conv weights'
-  // updates read G16, and the conv weights have no f32 gradients (G_FIRST_CONV and G_DEEP_CONV are empty).
+  // CompileOptions::update_from_grads16 in effect (ON, or AUTO in fp16; not LARS, one rank): the conv
+  // weights' updates read G16, and the conv weights have no f32 gradients (G_FIRST_CONV and G_DEEP_CONV are
+  // empty).
   bool updates_read_grads16() const noexcept {
-    return options.precision != DType::F32 && options.update_from_grads16 &&
+    using G = CompileOptions::Grads16Update;
+    const G g = options.update_from_grads16;
+    return options.precision != DType::F32 &&
+           (g == G::ON || (g == G::AUTO && options.precision == DType::F16)) &&
            options.optimizer.type != Optimizer::Type::LARS && options.ranks == 1;
   }
   const MemoryPlan& base_plan() const { return *plans[static_cast<int>(Variant::TRAIN_BASE)]; }

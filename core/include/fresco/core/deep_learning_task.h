@@ -107,10 +107,10 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::fused_weight_cast (default on): in mixed precision the optimizer's updates write the
   // 16-bit weight copies themselves (a plugin without FR_KERNEL_WEIGHT_COPY needs it off).
   DeepLearningTask& fused_weight_cast(bool on);
-  // CompileOptions::update_from_grads16 (default on): in mixed precision the updates of conv weights read the
-  // 16-bit gradients themselves, with no cast to f32 before them (a plugin without FR_KERNEL_HALF_GRADS
-  // needs it off).
-  DeepLearningTask& update_from_grads16(bool on);
+  // CompileOptions::update_from_grads16 (default AUTO: in fp16; ON, OFF): in mixed precision the updates of
+  // conv weights read the 16-bit gradients themselves, with no cast to f32 before them (a plugin without
+  // FR_KERNEL_HALF_GRADS needs it OFF).
+  DeepLearningTask& update_from_grads16(CompileOptions::Grads16Update mode);
   // CompileOptions::deferred_update (default AUTO, which is off; ON): a step's optimizer update runs at the
   // start of the next step, beside its forward. The same numbers; every training call ends with the last
   // update.
