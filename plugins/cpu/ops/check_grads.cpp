@@ -12,15 +12,12 @@ namespace fresco::cpu {
 
 FR_CPU_KERNEL_RUN(check_grads) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 0, 0, 1, 1, "check_grads");
+    int64_t n = 0;
+    FrStepScalars* s = sdk::check_grads_operands(call, &n);
     const FrRange& g = call->rin[0];
-    const uint64_t b = sdk::float_bytes(g.dtype, "check_grads");
-    FR_PLUGIN_CHECK(g.bytes % b == 0, FR_ERR_INVALID_ARGUMENT,
-                    "check_grads: the gradients' bytes are not a whole number of elements");
-    FrStepScalars* s = sdk::step_scalars(call->rout[0], "check_grads");
     const float inv = 1.0f / s->loss_scale;
     std::atomic<bool> bad{false};
-    parallel_chunks(static_cast<int64_t>(g.bytes / b), 1 << 15, [&](int64_t a, int64_t e) {
+    parallel_chunks(n, 1 << 15, [&](int64_t a, int64_t e) {
       bool local = false;
       for (int64_t i = a; i < e; ++i) local |= !std::isfinite(load_float(g.data, g.dtype, i) * inv);
       if (local) bad.store(true, std::memory_order_relaxed);

@@ -37,11 +37,10 @@ __global__ void check_grads_kernel(const S* g, int64_t n, FrStepScalars* s) {
 }
 
 template <class S>
-void launch_check(const FrRange& r, FrStepScalars* s, int sms, cudaStream_t st) {
-  const auto n = static_cast<int64_t>(r.bytes / sizeof(S));
+void launch_check(const void* data, int64_t n, FrStepScalars* s, int sms, cudaStream_t st) {
   if (n == 0) return;
-  const S* g = static_cast<const S*>(r.data);
-  if (n % 4 == 0 && reinterpret_cast<uintptr_t>(r.data) % (4 * sizeof(S)) == 0)
+  const S* g = static_cast<const S*>(data);
+  if (n % 4 == 0 && reinterpret_cast<uintptr_t>(data) % (4 * sizeof(S)) == 0)
     check_grads_kernel<S, true><<<grid_for(n / 4, 256, sms), 256, 0, st>>>(g, n / 4, s);
   else
     check_grads_kernel<S, false><<<grid_for(n, 256, sms), 256, 0, st>>>(g, n, s);
@@ -50,15 +49,12 @@ void launch_check(const FrRange& r, FrStepScalars* s, int sms, cudaStream_t st) 
 
 FR_CUDA_KERNEL_RUN(check_grads) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 0, 0, 1, 1, "check_grads");
+    int64_t n = 0;
+    FrStepScalars* scalars = sdk::check_grads_operands(call, &n);
     const FrRange& g = call->rin[0];
-    const uint64_t b = sdk::float_bytes(g.dtype, "check_grads");
-    FR_PLUGIN_CHECK(g.bytes % b == 0, FR_ERR_INVALID_ARGUMENT,
-                    "check_grads: the gradients' bytes are not a whole number of elements");
-    FrStepScalars* scalars = sdk::step_scalars(call->rout[0], "check_grads");
     const int sms = ctx_of(ctx)->sm_count;
     with_float_type(g.dtype, "check_grads",
-                    [&](auto tag) { launch_check<decltype(tag)>(g, scalars, sms, stream_of(call)); });
+                    [&](auto tag) { launch_check<decltype(tag)>(g.data, n, scalars, sms, stream_of(call)); });
     FR_CUDA_LAUNCH_CHECK();
   });
 }

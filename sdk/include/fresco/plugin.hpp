@@ -234,6 +234,18 @@ inline FrStepScalars* step_scalars(const FrRange& r, const char* op) {
   return static_cast<FrStepScalars*>(r.data);
 }
 
+// check_grads' operands (ops.h): the gradients rin[0] (f32, f16 or bf16, a whole number of elements; their
+// count in *n) and the step scalars rout[0], checked.
+inline FrStepScalars* check_grads_operands(const FrCall* call, int64_t* n) {
+  expect_arity(call, 0, 0, 1, 1, "check_grads");
+  const FrRange& g = call->rin[0];
+  const uint64_t b = float_bytes(g.dtype, "check_grads");
+  FR_PLUGIN_CHECK(g.bytes % b == 0, FR_ERR_INVALID_ARGUMENT,
+                  "check_grads: the gradients' bytes are not a whole number of elements");
+  *n = static_cast<int64_t>(g.bytes / b);
+  return step_scalars(call->rout[0], "check_grads");
+}
+
 // The lr table of a schedule-evaluating op: rin[0] for a table schedule (checked for size), else nullptr.
 inline const float* schedule_table(const FrCall* c, const FrScheduleParams& p, const char* op) {
   if (p.kind != FR_SCHED_TABLE || p.table_len <= 0) return nullptr;  // an empty table means base_lr
