@@ -13,6 +13,7 @@
 
 #include "fresco/core/compiler.h"
 #include "small_compile_options.h"
+#include "update_cases.h"
 
 using namespace fresco;
 
@@ -43,17 +44,8 @@ bool conv_region(Region r, Family f) {
 TEST(Grads16UpdatePlan, UpdatesReadTheConvGradientsAndFp16ChecksThemOnce) {
   using G16 = CompileOptions::Grads16Update;
   EXPECT_EQ(CompileOptions{}.update_from_grads16, G16::AUTO);  // the default: fp16 only (AutoIsFp16Only)
-  struct Case {
-    DType precision;
-    CompileOptions::EarlyUpdate early;
-    int parts;
-    int optimizer = 0;  // 0 SGD, 1 SGD with no_decay_1d, 2 AdamW (no_decay_1d)
-    bool freeze = false;
-    bool fused = true;  // CompileOptions::fused_weight_cast
-    CompileOptions::DeferredUpdate deferred = CompileOptions::DeferredUpdate::AUTO;
-  };
   using EU = CompileOptions::EarlyUpdate;
-  const std::vector<Case> cases = {
+  const std::vector<test::UpdateCase> cases = {
       {DType::BF16, EU::AUTO, 0},
       {DType::BF16, EU::AUTO, 2},
       {DType::BF16, EU::OFF, 0},
@@ -67,23 +59,10 @@ TEST(Grads16UpdatePlan, UpdatesReadTheConvGradientsAndFp16ChecksThemOnce) {
       {DType::F16, EU::OFF, 0, 1, true},
       {DType::F16, EU::AUTO, 0, 0, false, false},
       {DType::F16, EU::AUTO, 0, 0, false, true, CompileOptions::DeferredUpdate::ON}};
-  for (const Case& c : cases) {
-    const std::string name = std::string(dtype_name(c.precision)) + " parts " + std::to_string(c.parts) +
-                             (c.early == EU::OFF ? " early off" : "") + " optimizer " +
-                             std::to_string(c.optimizer) + (c.freeze ? " frozen" : "") +
-                             (c.fused ? "" : " casts") +
-                             (c.deferred == CompileOptions::DeferredUpdate::ON ? " deferred" : "");
-    SCOPED_TRACE(name);
-    CompileOptions o = test::small_compile_options(8);
-    o.precision = c.precision;
-    o.early_update = c.early;
-    o.early_update_parts = c.parts;
-    if (c.optimizer == 1) o.optimizer.no_decay_1d = true;
-    if (c.optimizer == 2) o.optimizer = AdamW().with_weight_decay(0.01f).with_no_decay_1d();
-    o.freeze_first_layer = c.freeze;
+  for (const test::UpdateCase& c : cases) {
+    SCOPED_TRACE(test::update_case_name(c));
+    CompileOptions o = test::update_case_options(c);
     o.update_from_grads16 = CompileOptions::Grads16Update::ON;
-    o.fused_weight_cast = c.fused;
-    o.deferred_update = c.deferred;
     const CompiledModel m = Compiler().compile(test::small_residual_blueprint(), o);
     const MemoryPlan& p = m.base_plan();
     const RegionSpan conv = p.region_range(Region::W_FIRST_CONV, Region::W_DEEP_CONV);

@@ -13,6 +13,7 @@
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
 #include "small_compile_options.h"
+#include "update_cases.h"
 
 using namespace fresco;
 
@@ -376,33 +377,18 @@ TEST(MixedPrecisionPlan, EarlyPartsUpdateTheLastLayersAfterTheirWeightGradients)
 // two (no_decay_1d), AdamW, a frozen first layer; fp32 has no copies.
 TEST(MixedPrecisionPlan, FusedWeightCastWritesEveryConvWeightCopyOnceFromItsUpdate) {
   EXPECT_TRUE(CompileOptions{}.fused_weight_cast);  // the default
-  struct Case {
-    DType precision;
-    CompileOptions::EarlyUpdate early;
-    int parts;
-    int optimizer = 0;  // 0 SGD, 1 SGD with no_decay_1d, 2 AdamW (no_decay_1d)
-    bool freeze = false;
-  };
-  const std::vector<Case> cases = {{DType::BF16, CompileOptions::EarlyUpdate::AUTO, 0},
-                                   {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2},
-                                   {DType::BF16, CompileOptions::EarlyUpdate::OFF, 0},
-                                   {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2, 1},
-                                   {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 0, 2},
-                                   {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2, 0, true},
-                                   {DType::F16, CompileOptions::EarlyUpdate::AUTO, 0},
-                                   {DType::F16, CompileOptions::EarlyUpdate::AUTO, 2, 2},
-                                   {DType::F16, CompileOptions::EarlyUpdate::OFF, 0, 1, true}};
-  for (const Case& c : cases) {
-    const std::string name = std::string(dtype_name(c.precision)) + " parts " + std::to_string(c.parts) +
-                             (c.early == CompileOptions::EarlyUpdate::OFF ? " early off" : "") +
-                             " optimizer " + std::to_string(c.optimizer) + (c.freeze ? " frozen" : "");
-    CompileOptions o = test::small_compile_options(8);
-    o.precision = c.precision;
-    o.early_update = c.early;
-    o.early_update_parts = c.parts;
-    if (c.optimizer == 1) o.optimizer.no_decay_1d = true;
-    if (c.optimizer == 2) o.optimizer = AdamW().with_weight_decay(0.01f).with_no_decay_1d();
-    o.freeze_first_layer = c.freeze;
+  const std::vector<test::UpdateCase> cases = {{DType::BF16, CompileOptions::EarlyUpdate::AUTO, 0},
+                                               {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2},
+                                               {DType::BF16, CompileOptions::EarlyUpdate::OFF, 0},
+                                               {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2, 1},
+                                               {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 0, 2},
+                                               {DType::BF16, CompileOptions::EarlyUpdate::AUTO, 2, 0, true},
+                                               {DType::F16, CompileOptions::EarlyUpdate::AUTO, 0},
+                                               {DType::F16, CompileOptions::EarlyUpdate::AUTO, 2, 2},
+                                               {DType::F16, CompileOptions::EarlyUpdate::OFF, 0, 1, true}};
+  for (const test::UpdateCase& c : cases) {
+    const std::string name = test::update_case_name(c);
+    const CompileOptions o = test::update_case_options(c);
     const CompiledModel m = Compiler().compile(test::small_residual_blueprint(), o);
     const MemoryPlan& p = m.base_plan();
     EXPECT_FALSE(m.weight_cast_in_step) << name;
