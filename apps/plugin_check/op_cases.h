@@ -40,7 +40,8 @@ bool make_case(const std::string& name, uint32_t seed, OpCase* c);
 
 // The op's optional operand forms (ops.h) beyond make_case's, each named: conv2d with its sums output and
 // with a batchnorm prologue, batchnorm and batchnorm_add given sums, batchnorm's statistics-only form,
-// normalize_input with the labels and with unaligned operands. Empty for other ops.
+// normalize_input with the labels and with unaligned operands, sgd_update and adam_update with the 16-bit
+// gradients, check_grads on finite gradients. Empty for other ops.
 std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string& name, uint32_t seed);
 
 }  // namespace fresco::check

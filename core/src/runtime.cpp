@@ -250,7 +250,11 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
                "no kernel for op '" + node.op + "' on device '" + device_ + "' with dtype " +
                    dtype_name(static_cast<DType>(dtype)) + " (node " + rc.label +
                    "); run `fresco plugins` to see "
-                   "what was loaded");
+                   "what was loaded" +
+                   (node.op == FR_OP_CHECK_GRADS
+                        ? " (fp16's check of the 16-bit gradients: CompileOptions::update_from_grads16 = OFF "
+                          "checks them with unscale_grads instead)"
+                        : ""));
   FRESCO_CHECK(
       static_cast<uint32_t>(rc.kernel->kind) == (node.kind == NodeKind::RANGE ? FR_RANGE : FR_COMPUTE),
       ErrorCode::kBadConfig, "op '" + node.op + "' is registered with the other kind (compute vs range)");

@@ -304,6 +304,66 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     }
     cases.emplace_back("per-step momentum table", std::move(c));
   }
+  if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE) {  // bf16 gradients, unscaled as read
+    const size_t n = 4096 + 17;
+    const int64_t len = static_cast<int64_t>(n);
+    const auto w = random(rng, n), m = random(rng, n), v = random(rng, n, 0.01f, 1.0f);
+    const std::vector<float> a = random(rng, n, -1024.0f, 1024.0f);
+    std::vector<uint16_t> g16(n);
+    std::vector<double> g(n);  // the gradients as the update must see them: bf16 / 1024, exact
+    for (size_t i = 0; i < n; ++i) {
+      const float r = bf16_round(a[i]);
+      uint32_t u;
+      std::memcpy(&u, &r, 4);
+      g16[i] = static_cast<uint16_t>(u >> 16);
+      g[i] = static_cast<double>(r) / 1024.0;
+    }
+    FrStepScalars s = scalars(3);
+    s.loss_scale = 1024.0f;
+    OpCase c;
+    c.requires_flags = FR_KERNEL_HALF_GRADS;
+    c.rin = {raw(g16, FR_BF16, {1, 1, 1, len}), pod(s)};
+    if (op == FR_OP_SGD_UPDATE) {
+      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len})};
+      c.params = params_of(FrSgdParams{0.9f, 5e-4f, 1, 0});
+      c.error = [=](const auto&, const auto& rout) {
+        ref::SgdState st{widen(w), widen(m), true};
+        ref::sgd_step(st, g, s.lr, ref::SgdConfig{0.9, 5e-4, true});
+        return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
+      };
+    } else {
+      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len}), f32(v, {1, 1, 1, len})};
+      c.params = params_of(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, 1, 0});
+      c.error = [=](const auto&, const auto& rout) {
+        ref::AdamState st{widen(w), widen(m), widen(v), s.step};
+        ref::adam_step(st, g, s.lr, ref::AdamConfig{0.9, 0.999, 1e-8, 1e-2, true});
+        return std::max(
+            {rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.m), rel_err(floats(rout[2]), st.v)});
+      };
+    }
+    cases.emplace_back("16-bit gradients", std::move(c));
+  }
+  if (op == FR_OP_CHECK_GRADS) {  // f32 gradients: finite ones leave the step, and the loss scale counts
+    for (bool overflow : {false, true}) {
+      std::vector<float> g = random(rng, 1000, -4.0f, 4.0f);
+      FrStepScalars sc = scalars(3);
+      sc.loss_scale = overflow ? 1e-10f : 1024.0f;  // 1e30 / 1e-10 is past the largest float
+      if (overflow) g[400] = 1e30f;
+      OpCase c;
+      c.rin = {f32(g, {1, 1, 1, 1000})};
+      c.rout = {pod(sc)};
+      c.tolerance = 0.0;
+      c.error = [sc, overflow](const auto&, const auto& rout) {
+        FrStepScalars got;
+        std::memcpy(&got, rout[0].data(), sizeof got);
+        FrStepScalars want = sc;
+        want.skip_step = overflow ? 1 : 0;
+        return std::memcmp(&got, &want, sizeof got) == 0 ? 0.0 : 1.0;
+      };
+      cases.emplace_back(overflow ? "finite values past the float range once unscaled" : "finite gradients",
+                         std::move(c));
+    }
+  }
   return cases;
 }
 

@@ -2,7 +2,7 @@
 // decay), bias correction with t = updates + 1: w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps); beta1 the step's
 // entry of a per-step table when the node has one (ops.h). With the weight copy (ops.h,
 // FR_KERNEL_WEIGHT_COPY) also writes w rounded to the copy's 16-bit type, skipped step or not. g may be f16
-// or bf16, unscaled as read (ops.h, FR_KERNEL_HALF_GRADS). Test: test_optimizers.cpp.
+// or bf16, unscaled as read (ops.h, FR_KERNEL_HALF_GRADS). Tests: test_optimizers.cpp, test_grads16.cpp.
 #include "cpu_common.h"
 #include "fresco/update_rules.h"
 #include "ops/float_convert.h"

@@ -1,7 +1,7 @@
 // CPU range op check_grads (dynamic loss scaling, ops.h): skip_step is set when any float(g) * (1 /
 // loss_scale) of the f32, f16 or bf16 gradients rin[0] is inf or NaN, the test unscale_grads makes, with
 // nothing stored (CompileOptions::update_from_grads16: the updates read the 16-bit gradients themselves).
-// Test: test_range_ops.cpp.
+// Test: test_grads16.cpp.
 #include <atomic>
 #include <cmath>
 

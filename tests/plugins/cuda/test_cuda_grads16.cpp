@@ -3,7 +3,7 @@
 // by the update on the f32 gradients (scaled and unit loss scales, a skipped step, sizes with a tail past the
 // 4-wide groups, with and without the weight copy); check_grads sets the skip flag exactly where
 // unscale_grads does, on the CPU's bits. Training with the option on and off:
-// CudaLowPrecision.Grads16UpdateGivesTheSameBits (test_cuda_low_precision_training.cpp).
+// CudaLowPrecision.EarlyUpdateGivesTheSameBits (test_cuda_low_precision_training.cpp).
 #include <cstring>
 #include <string>
 #include <vector>
