@@ -94,6 +94,13 @@ inline float bf16_round(float x) {
   std::memcpy(&r, &u, 4);
   return r;
 }
+// The bits of bf16_round(x).
+inline uint16_t bf16_bits(float x) {
+  const float r = bf16_round(x);
+  uint32_t u;
+  std::memcpy(&u, &r, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
 inline std::vector<float> bf16_values(const Bytes& b) {
   std::vector<float> v(b.size() / 2);
   for (size_t i = 0; i < v.size(); ++i) {
@@ -101,6 +108,15 @@ inline std::vector<float> bf16_values(const Bytes& b) {
     std::memcpy(&v[i], &u, 4);
   }
   return v;
+}
+
+// The error of a range op that writes only the step scalars (rout[0]): 0 when they are `want`, bit for bit.
+inline auto scalars_error(const FrStepScalars& want) {
+  return [want](const auto&, const auto& rout) {
+    FrStepScalars got;
+    std::memcpy(&got, rout[0].data(), sizeof got);
+    return std::memcmp(&got, &want, sizeof got) == 0 ? 0.0 : 1.0;
+  };
 }
 
 inline constexpr int64_t M = 37, K = 53, N = 29;

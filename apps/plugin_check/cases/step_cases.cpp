@@ -1,8 +1,9 @@
 // fresco-plugin-check's reference cases for the step's other ops: input normalisation, casts, clear / copy,
 // metrics, the lr schedule, unscale, the gradients' check, the loss scale update, SGD, Adam and the EMA
-// (op_cases.h says what a case is).
+// (SGD's and Adam's through optimizer_case.h) (op_cases.h says what a case is).
 #include "cases/case_families.h"
 #include "cases/case_helpers.h"
+#include "cases/optimizer_case.h"
 #include "reference/lr_schedule.h"
 #include "reference/normalize_input.h"
 #include "reference/optimizers.h"
@@ -107,25 +108,15 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
   if (op == FR_OP_CHECK_GRADS) {  // bf16 gradients, one of them inf: the step skipped, nothing else written
     const std::vector<float> a = random(rng, 1000, -4.0f, 4.0f);
     std::vector<uint16_t> g(a.size());
-    for (size_t i = 0; i < g.size(); ++i) {  // the top half of the value rounded to bf16
-      const float r = bf16_round(a[i]);
-      uint32_t u;
-      std::memcpy(&u, &r, 4);
-      g[i] = static_cast<uint16_t>(u >> 16);
-    }
+    for (size_t i = 0; i < g.size(); ++i) g[i] = bf16_bits(a[i]);
     g[617] = 0x7f80u;  // +inf
     FrStepScalars sc = scalars(3);
     sc.loss_scale = 1024.0f;
     c->rin = {raw(g, FR_BF16, {1, 1, 1, 1000})};
     c->rout = {pod(sc)};
     c->tolerance = 0.0;
-    c->error = [sc](const auto&, const auto& rout) {
-      FrStepScalars s;
-      std::memcpy(&s, rout[0].data(), sizeof s);
-      FrStepScalars want = sc;
-      want.skip_step = 1;
-      return std::memcmp(&s, &want, sizeof s) == 0 ? 0.0 : 1.0;
-    };
+    sc.skip_step = 1;
+    c->error = scalars_error(sc);
     return true;
   }
   if (op == FR_OP_LOSS_SCALE_UPDATE) {  // after a skipped step: backoff and tracker reset
@@ -144,30 +135,10 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
     return true;
   }
   if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE) {
-    const size_t n = 4096 + 17;
-    const auto w = random(rng, n), g = random(rng, n), m = random(rng, n), v = random(rng, n, 0.01f, 1.0f);
+    const auto g = random(rng, 4096 + 17);
     const FrStepScalars s = scalars(3);
-    if (op == FR_OP_SGD_UPDATE) {
-      c->rin = {f32(g, {1, 1, 1, static_cast<int64_t>(n)}), pod(s)};
-      c->rout = {f32(w, {1, 1, 1, static_cast<int64_t>(n)}), f32(m, {1, 1, 1, static_cast<int64_t>(n)})};
-      c->params = params_of(FrSgdParams{0.9f, 5e-4f, 1, 0});
-      c->error = [=](const auto&, const auto& rout) {
-        ref::SgdState st{widen(w), widen(m), true};
-        ref::sgd_step(st, widen(g), s.lr, ref::SgdConfig{0.9, 5e-4, true});
-        return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
-      };
-    } else {
-      c->rin = {f32(g, {1, 1, 1, static_cast<int64_t>(n)}), pod(s)};
-      c->rout = {f32(w, {1, 1, 1, static_cast<int64_t>(n)}), f32(m, {1, 1, 1, static_cast<int64_t>(n)}),
-                 f32(v, {1, 1, 1, static_cast<int64_t>(n)})};
-      c->params = params_of(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, 1, 0});
-      c->error = [=](const auto&, const auto& rout) {
-        ref::AdamState st{widen(w), widen(m), widen(v), s.step};
-        ref::adam_step(st, widen(g), s.lr, ref::AdamConfig{0.9, 0.999, 1e-8, 1e-2, true});
-        return std::max(
-            {rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.m), rel_err(floats(rout[2]), st.v)});
-      };
-    }
+    c->rin = {f32(g, {1, 1, 1, static_cast<int64_t>(g.size())}), pod(s)};
+    optimizer_case(op, rng, widen(g), s, 0.9f, 0.9, c);
     return true;
   }
   if (op == FR_OP_LARS_UPDATE) {    // one tensor: its trust ratio, then the momentum step

@@ -1,5 +1,6 @@
 // fresco-plugin-check's cases of the ops' optional operand forms (op_cases.h, make_variant_cases).
 #include "cases/case_helpers.h"
+#include "cases/optimizer_case.h"
 #include "reference/batchnorm.h"
 #include "reference/conv2d.h"
 #include "reference/normalize_input.h"
@@ -8,6 +9,9 @@
 namespace fresco::check {
 
 namespace {
+// A per-step momentum table (one-cycle's form): step 3 takes 0.875.
+const std::vector<float> kMomentumTable = {0.95f, 0.9f, 0.85f, 0.875f, 0.8f};
+
 // An input-gradient epilogue's outputs (ops.h): dx (x's shape, poisoned) and its two gradient sums.
 std::vector<Operand> epilogue_outputs(const ref::ConvShape& sh) {
   return {f32(std::vector<float>(sh.x_size(), NAN), {sh.n, sh.h, sh.w, sh.c}),
@@ -267,81 +271,46 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     c.out[0].offset = 4;
     cases.emplace_back("unaligned operands", std::move(c));
   }
-  if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE || op == FR_OP_LARS_UPDATE) {  // momentum per step
+  if (op == FR_OP_LARS_UPDATE) {  // momentum per step
     const size_t n = 4096 + 17;
-    const auto w = random(rng, n), g = random(rng, n), m = random(rng, n), v = random(rng, n, 0.01f, 1.0f);
-    const std::vector<float> table = {0.95f, 0.9f, 0.85f, 0.875f, 0.8f};  // step 3 takes 0.875
+    const auto w = random(rng, n), g = random(rng, n), m = random(rng, n);
     const FrStepScalars s = scalars(3);
     const int64_t len = static_cast<int64_t>(n);
     OpCase c;
     c.requires_flags = FR_KERNEL_STEP_MOMENTUM;
-    c.rin = {f32(g, {1, 1, 1, len}), pod(s), f32(table, {1, 1, 1, static_cast<int64_t>(table.size())})};
-    if (op == FR_OP_LARS_UPDATE) {
-      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len})};
-      c.params = params_of(FrLarsParams{0.5f, 5e-4f, 0.02f, 0});
-      c.error = [=](const auto&, const auto& rout) {
-        ref::SgdState st{widen(w), widen(m), true};
-        ref::lars_step(st, widen(g), s.lr, ref::LarsConfig{table[3], 5e-4, 0.02});
-        return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
-      };
-    } else if (op == FR_OP_SGD_UPDATE) {
-      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len})};
-      c.params = params_of(FrSgdParams{0.5f, 5e-4f, 1, 0});  // params.momentum: only that a buffer exists
-      c.error = [=](const auto&, const auto& rout) {
-        ref::SgdState st{widen(w), widen(m), true};
-        ref::sgd_step(st, widen(g), s.lr, ref::SgdConfig{table[3], 5e-4, true});
-        return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
-      };
-    } else {
-      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len}), f32(v, {1, 1, 1, len})};
-      c.params = params_of(FrAdamParams{0.5f, 0.999f, 1e-8f, 1e-2f, 1, 0});
-      c.error = [=](const auto&, const auto& rout) {
-        ref::AdamState st{widen(w), widen(m), widen(v), s.step};
-        ref::adam_step(st, widen(g), s.lr, ref::AdamConfig{table[3], 0.999, 1e-8, 1e-2, true});
-        return std::max(
-            {rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.m), rel_err(floats(rout[2]), st.v)});
-      };
-    }
+    c.rin = {f32(g, {1, 1, 1, len}), pod(s), f32(kMomentumTable, {1, 1, 1, 5})};
+    c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len})};
+    c.params = params_of(FrLarsParams{0.5f, 5e-4f, 0.02f, 0});
+    c.error = [=](const auto&, const auto& rout) {
+      ref::SgdState st{widen(w), widen(m), true};
+      ref::lars_step(st, widen(g), s.lr, ref::LarsConfig{kMomentumTable[3], 5e-4, 0.02});
+      return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
+    };
     cases.emplace_back("per-step momentum table", std::move(c));
   }
-  if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE) {  // bf16 gradients, unscaled as read
-    const size_t n = 4096 + 17;
-    const int64_t len = static_cast<int64_t>(n);
-    const auto w = random(rng, n), m = random(rng, n), v = random(rng, n, 0.01f, 1.0f);
-    const std::vector<float> a = random(rng, n, -1024.0f, 1024.0f);
-    std::vector<uint16_t> g16(n);
-    std::vector<double> g(n);  // the gradients as the update must see them: bf16 / 1024, exact
-    for (size_t i = 0; i < n; ++i) {
-      const float r = bf16_round(a[i]);
-      uint32_t u;
-      std::memcpy(&u, &r, 4);
-      g16[i] = static_cast<uint16_t>(u >> 16);
-      g[i] = static_cast<double>(r) / 1024.0;
+  if (op == FR_OP_SGD_UPDATE || op == FR_OP_ADAM_UPDATE) {
+    {  // momentum (Adam: beta1) per step; params.momentum only says that a buffer exists
+      const auto g = random(rng, 4096 + 17);
+      const FrStepScalars s = scalars(3);
+      OpCase c;
+      c.requires_flags = FR_KERNEL_STEP_MOMENTUM;
+      c.rin = {f32(g, {1, 1, 1, static_cast<int64_t>(g.size())}), pod(s), f32(kMomentumTable, {1, 1, 1, 5})};
+      optimizer_case(op, rng, widen(g), s, 0.5f, kMomentumTable[3], &c);
+      cases.emplace_back("per-step momentum table", std::move(c));
     }
-    FrStepScalars s = scalars(3);
-    s.loss_scale = 1024.0f;
-    OpCase c;
-    c.requires_flags = FR_KERNEL_HALF_GRADS;
-    c.rin = {raw(g16, FR_BF16, {1, 1, 1, len}), pod(s)};
-    if (op == FR_OP_SGD_UPDATE) {
-      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len})};
-      c.params = params_of(FrSgdParams{0.9f, 5e-4f, 1, 0});
-      c.error = [=](const auto&, const auto& rout) {
-        ref::SgdState st{widen(w), widen(m), true};
-        ref::sgd_step(st, g, s.lr, ref::SgdConfig{0.9, 5e-4, true});
-        return std::max(rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.buf));
-      };
-    } else {
-      c.rout = {f32(w, {1, 1, 1, len}), f32(m, {1, 1, 1, len}), f32(v, {1, 1, 1, len})};
-      c.params = params_of(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, 1, 0});
-      c.error = [=](const auto&, const auto& rout) {
-        ref::AdamState st{widen(w), widen(m), widen(v), s.step};
-        ref::adam_step(st, g, s.lr, ref::AdamConfig{0.9, 0.999, 1e-8, 1e-2, true});
-        return std::max(
-            {rel_err(floats(rout[0]), st.w), rel_err(floats(rout[1]), st.m), rel_err(floats(rout[2]), st.v)});
-      };
+    {  // bf16 gradients, unscaled as read: the update sees bf16 / 1024, exact
+      const std::vector<float> a = random(rng, 4096 + 17, -1024.0f, 1024.0f);
+      std::vector<uint16_t> g16(a.size());
+      std::vector<double> g(a.size());
+      for (size_t i = 0; i < a.size(); ++i) g16[i] = bf16_bits(a[i]), g[i] = bf16_round(a[i]) / 1024.0;
+      FrStepScalars s = scalars(3);
+      s.loss_scale = 1024.0f;
+      OpCase c;
+      c.requires_flags = FR_KERNEL_HALF_GRADS;
+      c.rin = {raw(g16, FR_BF16, {1, 1, 1, static_cast<int64_t>(a.size())}), pod(s)};
+      optimizer_case(op, rng, g, s, 0.9f, 0.9, &c);
+      cases.emplace_back("16-bit gradients", std::move(c));
     }
-    cases.emplace_back("16-bit gradients", std::move(c));
   }
   if (op == FR_OP_CHECK_GRADS) {  // f32 gradients: finite ones leave the step, and the loss scale counts
     for (bool overflow : {false, true}) {
@@ -353,13 +322,8 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
       c.rin = {f32(g, {1, 1, 1, 1000})};
       c.rout = {pod(sc)};
       c.tolerance = 0.0;
-      c.error = [sc, overflow](const auto&, const auto& rout) {
-        FrStepScalars got;
-        std::memcpy(&got, rout[0].data(), sizeof got);
-        FrStepScalars want = sc;
-        want.skip_step = overflow ? 1 : 0;
-        return std::memcmp(&got, &want, sizeof got) == 0 ? 0.0 : 1.0;
-      };
+      sc.skip_step = overflow ? 1 : 0;
+      c.error = scalars_error(sc);
       cases.emplace_back(overflow ? "finite values past the float range once unscaled" : "finite gradients",
                          std::move(c));
     }

@@ -55,12 +55,6 @@ bool fused_cast_on(const CompiledModel& m) {
          m.options.optimizer.type != Optimizer::Type::LARS;
 }
 
-// CompileOptions::update_from_grads16: whether the updates of conv weights read their 16-bit gradients
-// (G16) themselves, with no G16 -> G cast before them (fp16: a check_grads pass instead of unscale_grads).
-bool grads16_on(const CompiledModel& m) {
-  return m.updates_read_grads16();
-}
-
 // Bytes of `span` up to the end of the last of `ids` (the first layer's tensors) stored in it; 0: none is.
 uint64_t first_layer_cut(const MemoryPlan& p, const RegionSpan& span, std::initializer_list<TensorId> ids) {
   uint64_t cut = 0;
@@ -131,6 +125,15 @@ RegionSpan conv_span(const MemoryPlan& p) {
                         param_region(Family::W, ParamKind::DEEP_CONV));
 }
 
+// Bytes [skip, skip + take) of the conv kinds' span (FIRST_CONV..DEEP_CONV) counted in W-family (f32) bytes,
+// as the same part of family f in dtype t: a 16-bit family (A, G16) holds half the bytes. take -1: to the
+// end.
+RangeRef conv_part(Family f, DType t, uint64_t skip, int64_t take) {
+  const uint64_t k = dtype_size(t) == 2 ? 2 : 1;
+  return RangeRef::part(param_region(f, ParamKind::FIRST_CONV), param_region(f, ParamKind::DEEP_CONV),
+                        skip / k, take < 0 ? -1 : take / static_cast<int64_t>(k), t);
+}
+
 // The update of bytes [skip, skip + take) of group gr's W span (take -1: to the end) as update_node's, with
 // fused_weight_cast or update_from_grads16 the part in the conv kinds' span (FIRST_CONV..DEEP_CONV, the end
 // of the group that ends with DEEP_CONV) as a node of its own that also writes that part of A (ops.h, the
@@ -142,7 +145,7 @@ std::vector<GraphNode> update_nodes(const CompiledModel& m, const ParamGroup& gr
   const RegionSpan conv = conv_span(p);
   const uint64_t end = take < 0 ? group.bytes : skip + static_cast<uint64_t>(take);
   const uint64_t conv_lo = conv.offset - group.offset;
-  const bool copy = fused_cast_on(m), grads16 = grads16_on(m);
+  const bool copy = fused_cast_on(m), grads16 = m.updates_read_grads16();
   if ((!copy && !grads16) || gr.last != ParamKind::DEEP_CONV || conv.bytes == 0 || end <= conv_lo)
     return {update_node(m, gr, skip, take)};
   std::vector<GraphNode> out;
@@ -150,10 +153,7 @@ std::vector<GraphNode> update_nodes(const CompiledModel& m, const ParamGroup& gr
   if (skip < lo) out.push_back(update_node(m, gr, skip, static_cast<int64_t>(lo - skip)));
   const int64_t rest = take < 0 ? -1 : static_cast<int64_t>(end - lo);
   GraphNode n = update_node(m, gr, lo, rest);
-  auto low = [&](Family f) {  // the same part of a 16-bit family (half the bytes)
-    return RangeRef::part(param_region(f, ParamKind::FIRST_CONV), param_region(f, ParamKind::DEEP_CONV),
-                          (lo - conv_lo) / 2, rest < 0 ? -1 : rest / 2, m.options.precision);
-  };
+  auto low = [&](Family f) { return conv_part(f, m.options.precision, lo - conv_lo, rest); };
   if (grads16) {
     n.rin.front() = low(Family::G16);
     n.label += " from 16-bit gradients";
@@ -167,37 +167,28 @@ std::vector<GraphNode> update_nodes(const CompiledModel& m, const ParamGroup& gr
 }
 
 // A cast over bytes [skip, skip + take) of the conv kinds' span (FIRST_CONV..DEEP_CONV) in W-family bytes:
-// G16 -> G (fp16: with the unscale, unscale_grads) or W -> A; the 16-bit side has half the bytes.
+// G16 -> G (fp16: with the unscale, unscale_grads) or W -> A.
 GraphNode conv_cast_node(const CompiledModel& m, bool grads, uint64_t skip, int64_t take,
-                         const std::string& label);
+                         const std::string& label) {
+  const DType low = m.options.precision;
+  const RangeRef wide = conv_part(grads ? Family::G : Family::W, DType::F32, skip, take);
+  const RangeRef narrow = conv_part(grads ? Family::G16 : Family::A, low, skip, take);
+  if (!grads) return range_node(FR_OP_CAST_RANGE, {wide}, {narrow}, label);
+  if (low == DType::F16)
+    return range_node(FR_OP_UNSCALE_GRADS, {narrow}, {wide, RangeRef::of(m.t.step_scalars, DType::U8)},
+                      label);
+  return range_node(FR_OP_CAST_RANGE, {narrow}, {wide}, label);
+}
 
 // What the conv gradients of bytes [skip, skip + take) (W-family bytes, as conv_cast_node's) need before
 // their updates: the G16 -> G cast (fp16: and unscale); with update_from_grads16, which has the updates read
 // G16, fp16's check for inf and NaN alone (check_grads) and nothing in bf16.
 std::vector<GraphNode> grad_cast_nodes(const CompiledModel& m, uint64_t skip, int64_t take,
                                        const std::string& label) {
-  if (!grads16_on(m)) return {conv_cast_node(m, true, skip, take, label)};
+  if (!m.updates_read_grads16()) return {conv_cast_node(m, true, skip, take, label)};
   if (m.options.precision != DType::F16) return {};
-  const RangeRef g16 = RangeRef::part(param_region(Family::G16, ParamKind::FIRST_CONV),
-                                      param_region(Family::G16, ParamKind::DEEP_CONV), skip / 2,
-                                      take < 0 ? -1 : take / 2, m.options.precision);
-  return {range_node(FR_OP_CHECK_GRADS, {g16}, {RangeRef::of(m.t.step_scalars, DType::U8)}, label)};
-}
-
-GraphNode conv_cast_node(const CompiledModel& m, bool grads, uint64_t skip, int64_t take,
-                         const std::string& label) {
-  const DType low = m.options.precision;
-  auto convs = [&](Family f, DType t, uint64_t sk, int64_t tk) {
-    return RangeRef::part(param_region(f, ParamKind::FIRST_CONV), param_region(f, ParamKind::DEEP_CONV), sk,
-                          tk, t);
-  };
-  const RangeRef wide = convs(grads ? Family::G : Family::W, DType::F32, skip, take);
-  const RangeRef narrow = convs(grads ? Family::G16 : Family::A, low, skip / 2, take < 0 ? -1 : take / 2);
-  if (!grads) return range_node(FR_OP_CAST_RANGE, {wide}, {narrow}, label);
-  if (low == DType::F16)
-    return range_node(FR_OP_UNSCALE_GRADS, {narrow}, {wide, RangeRef::of(m.t.step_scalars, DType::U8)},
-                      label);
-  return range_node(FR_OP_CAST_RANGE, {narrow}, {wide}, label);
+  return {range_node(FR_OP_CHECK_GRADS, {conv_part(Family::G16, m.options.precision, skip, take)},
+                     {RangeRef::of(m.t.step_scalars, DType::U8)}, label)};
 }
 
 // CompileOptions::deferred_update: the arena offset in W_DEEP_CONV from which the deferred update runs on
@@ -501,7 +492,8 @@ void emit_update(ComputationGraph& g, CompiledModel& m) {
     // first layer's. fp16 casts with unscale_grads, which unscales and checks them in the same pass
     // (NAN_CHECK_AND_GRAD_SCALING); with update_from_grads16 the updates read G16 and fp16 only checks it.
     const ConvSplit conv = conv_split(m, parts, early_grads_on(m));
-    const std::string label = scaled ? (grads16_on(m) ? "grad check" : "grad cast and unscale") : "grad cast";
+    const std::string label =
+        scaled ? (m.updates_read_grads16() ? "grad check" : "grad cast and unscale") : "grad cast";
     add_late_and_early(g, scaled ? GraphId::NAN_CHECK_AND_GRAD_SCALING : GraphId::GRAD_CAST, conv.span.bytes,
                        conv.cut, conv.end, [&](uint64_t skip, int64_t take, bool e) {
                          return grad_cast_nodes(m, skip, take, e ? label + " (early)" : label);
