@@ -60,19 +60,19 @@ Executor::Executor(const CompiledModel& m, Runtime& rt) : m_(m), rt_(rt) {
           step.push_back(GraphId::STEP_END);
           std::vector<GraphId> after = step;
           after.insert(after.begin(), GraphId::OPTIMIZER);
-          step_after_update_[v][x] = rt.fuse(at, var, after, StreamRole::COMP_1);
+          step_after_update_[v][x] = rt.fuse(at, var, after, kFusedStream);
         } else {
           step.push_back(GraphId::OPTIMIZER);
         }
         if (m.weight_cast_in_step) step.push_back(GraphId::WEIGHT_CAST);
-        step_[v][x] = rt.fuse(at, var, step, StreamRole::COMP_1);
+        step_[v][x] = rt.fuse(at, var, step, kFusedStream);
       } else {
         infer_[v][x] = at.slot(var, x ? GraphId::INF_MAIN_B : GraphId::INF_MAIN_A).captured_idx;
       }
     }
   }
   if (m.update_deferred()) {  // the last pending update alone, ordered with the steps on their stream
-    update_alone_ = rt.fuse(at, Variant::TRAIN_BASE, {GraphId::OPTIMIZER}, StreamRole::COMP_1);
+    update_alone_ = rt.fuse(at, Variant::TRAIN_BASE, {GraphId::OPTIMIZER}, kFusedStream);
     FRESCO_CHECK(update_alone_ >= 0, ErrorCode::kInternal, "the deferred update has no nodes to capture");
   }
 }

@@ -335,17 +335,17 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
                    "prepare " + rc.label + ": the kernel asks for a workspace of " + std::to_string(ws) +
                        " bytes (at most 2^40)");
       rc.call.workspace_bytes = ws;
-      const int r = static_cast<int>(lane_of(rc, cap.stream));
-      ws_need[r] = std::max(ws_need[r], ws);
+      // The stream the call runs on in its own capture, and in a fused whole-step capture (fuse(), always
+      // on kFusedStream) that copies it: each stream's workspace covers exactly the calls that may run on
+      // it (the metrics' `aside` calls fuse() places ask for none: it checks).
+      for (StreamRole main : {cap.stream, kFusedStream}) {
+        const int r = static_cast<int>(lane_of(rc, main));
+        ws_need[r] = std::max(ws_need[r], ws);
+      }
       ++st.calls;
     }
   }
-  // 2. One workspace per stream, allocated once. COMP_1 also hosts fused whole-step captures, so its
-  // workspace
-  //    covers every call.
-  for (int s = 0; s < kStreamCount; ++s)
-    for (StreamRole fused : {StreamRole::COMP_1, StreamRole::COMP_2})
-      ws_need[static_cast<int>(fused)] = std::max(ws_need[static_cast<int>(fused)], ws_need[s]);
+  // 2. One workspace per stream, allocated once.
   for (int s = 0; s < kStreamCount; ++s) {
     if (!ws_need[s]) continue;
     void* p = nullptr;
@@ -355,6 +355,8 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
     workspace_bytes_[s] = ws_need[s];
     workspace_total_ += ws_need[s];
   }
+  log().debug("kernel workspaces by stream (trans, comp_1, comp_2, comp_3, update): {}, {}, {}, {}, {} bytes",
+              ws_need[0], ws_need[1], ws_need[2], ws_need[3], ws_need[4]);
   // 3. Point every call at its final storage, then capture.
   for (auto& cap : captures_) {
     for (auto& rc : cap.calls) {
@@ -451,6 +453,8 @@ void Runtime::finish_capture(Capture& cap) {
 
 int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>& gids,
                   StreamRole stream_role) {
+  FRESCO_CHECK(stream_role == kFusedStream, ErrorCode::kUsage,
+               "Runtime::fuse: fused captures run on COMP_1 (pre_capture sized the workspaces for it)");
   Capture cap;
   cap.stream = stream_role;
   for (GraphId g : gids) {

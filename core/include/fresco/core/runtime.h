@@ -43,6 +43,9 @@ struct Capture {
   void* native = nullptr;  // device graph when the backend captures natively
 };
 
+// The stream of the whole-step captures (Runtime::fuse).
+inline constexpr StreamRole kFusedStream = StreamRole::COMP_1;
+
 struct CaptureStats {
   int slots = 0, unique = 0, reused = 0, calls = 0;
 };
@@ -70,9 +73,9 @@ class Runtime {
   void attach_comm(const FrCommApi* comm_api, void* group, int32_t rank, int32_t device_index);
   // Resolves, prepares and captures every unique slot of the atlas.
   CaptureStats pre_capture(const GraphAtlas& atlas);
-  // One more capture holding the nodes of several GraphIds of one variant, in order, on one stream: a whole
-  // training step as a single launch. Reuses the prepared calls of pre_capture. Returns -1 when all are
-  // empty.
+  // One more capture holding the nodes of several GraphIds of one variant, in order, on one stream
+  // (kFusedStream, the only one pre_capture sizes workspaces for): a whole training step as a single launch.
+  // Reuses the prepared calls of pre_capture. Returns -1 when all are empty.
   int fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>& gids, StreamRole stream);
   // Launch in program order: work on another stream than the previous launch waits for it (events).
   void launch(const GraphAtlas& atlas, Variant v, GraphId g);
