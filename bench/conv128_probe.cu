@@ -1,0 +1,432 @@
+// Probe: can fresco's own warpgroup-MMA kernel run ResNet-18's stage-2 convolution (3x3, stride 1, pad 1,
+// 128 -> 128 channels, 16x16 maps, NHWC fp16 / bf16) as fast as cuDNN? The stage-1 kernel
+// (ops/conv3x3_wgmma.h) holds all 64 x 576 weights in registers; at 128 channels they are 288 KB, more than a
+// block's registers or shared memory. The layout probed here (docs/decisions.md, the next step after the
+// thirty-third session): a block takes 64 output channels; its two MMA warpgroups each hold the weights of
+// half the input channels (64 x 576, as stage 1) in registers and compute the same tile, 4 output rows of one
+// image as 72 positions (rows of 16 padded to the window's 18 columns, wgmma m64n72k16, the two padding
+// columns computed and dropped), from a window of 6 x 18 positions x 128 channels that a producer thread
+// brings by TMA (16 chunk planes, halo zero-filled; four buffers); the second warpgroup hands its
+// accumulators to the first through shared memory, which adds them, rounds and stores. No batchnorm prologue
+// or sums yet: the question is the convolution's own rate. Checked against a direct fp32-accumulating kernel;
+// cuDNN timed with the legacy API's fastest algorithm on the same buffers. A diagnostic, not part of the
+// product.
+//
+// Usage: bench_conv128_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/mma_sync.cuh"
+#include "ops/wgmma.cuh"
+
+namespace {
+
+void check(bool ok, const char* file, int line, const char* expr, const char* message) {
+  if (ok) return;
+  std::fprintf(stderr, "%s:%d %s: %s\n", file, line, expr, message);
+  std::exit(1);
+}
+#define CK(x)                                                                 \
+  do {                                                                        \
+    const cudaError_t e_ = (x);                                               \
+    check(e_ == cudaSuccess, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+  } while (0)
+#define DK(x)                                                                           \
+  do {                                                                                  \
+    const cudnnStatus_t s_ = (x);                                                       \
+    check(s_ == CUDNN_STATUS_SUCCESS, __FILE__, __LINE__, #x, cudnnGetErrorString(s_)); \
+  } while (0)
+
+using namespace fresco::cuda;  // NOLINT: the sm_90a building blocks (wgmma.cuh, mma_sync.cuh)
+
+constexpr int kC = 128, kW = 16, kTaps = 9, kKDim = kTaps * kC;    // in = out channels, row width, k = 1152
+constexpr int kHalf = 64;                                          // output channels a block computes
+constexpr int kRows = 4, kWinRows = kRows + 2, kWinCols = kW + 2;  // a tile and its window
+constexpr int kN = kRows * kWinCols;                               // 72 positions computed per tile
+// One chunk plane: 8 channels of the window's positions (6 x 18 = 108, and 4 more that only the dropped
+// padding columns read), 16 bytes each; 1792 bytes, a multiple of TMA's 128-byte alignment.
+constexpr int kCS = 112, kPlanes = kC / 8, kPlaneBytes = kCS * 16, kBufBytes = kPlanes * kPlaneBytes;
+constexpr int kWinBytes = kPlanes * kWinRows * kWinCols * 16;  // what TMA brings per window
+constexpr int kRedBytes = 128 * (kN / 2) * 4;                  // one warpgroup's accumulators, thread-major
+// Two MMA warpgroups; thread 0 also issues the windows' copies. A ninth warp would cap a thread at 168
+// registers (each of the SM's four register banks of 16K serves two or three warps), too few for the 144
+// weight registers and 36 accumulators.
+constexpr int kThreads = 256;
+// window buffers, two reduction slots, barriers: full / empty per buffer, reduction full / empty per slot
+constexpr size_t smem_bytes(int bufs) {
+  return bufs * kBufBytes + 2 * kRedBytes + (2 * bufs + 4) * 8;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FR_WGMMA72_ASM(TYPE)                                                                                 \
+  asm volatile(                                                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\nwgmma.mma_async.sync.aligned.m64n72k16.f32." TYPE "." TYPE  \
+      " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
+      "%27,%28,%29,%30,%31,%32,%33,%34,%35}, {%36,%37,%38,%39}, %40, p, 1, 1, 0;\n}\n"                       \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),      \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),             \
+        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),           \
+        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),           \
+        "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])            \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+#else
+#define FR_WGMMA72_ASM(TYPE) (void)0
+#endif
+__device__ __forceinline__ void wgmma72(float (&d)[36], const uint32_t (&a)[4], uint64_t desc, int accumulate,
+                                        __half) {
+  FR_WGMMA72_ASM("f16");
+}
+__device__ __forceinline__ void wgmma72(float (&d)[36], const uint32_t (&a)[4], uint64_t desc, int accumulate,
+                                        __nv_bfloat16) {
+  FR_WGMMA72_ASM("bf16");
+}
+
+// This thread's A fragments for output channels o and o + 8 (of 128) over input channels 64 g .. 64 g + 63 of
+// every tap: k-step ks = 4 tap + kk holds k = tap * 128 + 64 g + 16 kk + 2 tq (+1, +8, +9).
+template <class T>
+__device__ __forceinline__ void load_weights(const T* w, int o, int g, int tq, uint32_t (&a)[36][4]) {
+  const auto* w16 = reinterpret_cast<const uint16_t*>(w);
+  auto pair = [&](int out, int k) { return *reinterpret_cast<const uint32_t*>(w16 + out * kKDim + k); };
+#pragma unroll
+  for (int ks = 0; ks < 36; ++ks) {
+    const int k = (ks / 4) * kC + 64 * g + 16 * (ks % 4) + 2 * tq;
+    a[ks][0] = pair(o, k), a[ks][1] = pair(o + 8, k), a[ks][2] = pair(o, k + 8),
+    a[ks][3] = pair(o + 8, k + 8);
+  }
+}
+
+// Persistent blocks, an even grid: blocks 2 i and 2 i + 1 take output channels 0-63 and 64-127 of tiles i,
+// i + grid / 2, ...
+// kBufs window buffers. kMode (diagnostics, timing only): 0 the convolution; 1 without the stores of y; 2 the
+// MMAs alone (no reduction, no stores); 3 as 2 with every B tile read from a 128-byte aligned start.
+// kAlternate: the warpgroups take turns adding the two halves and storing the tile (tile k by warpgroup k %
+// 2); else warpgroup 0 does it for every tile.
+template <class T, bool kAlternate, int kBufs = 4, int kMode = 0>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv128_kernel(const T* __restrict__ w, T* __restrict__ y, int n, int h,
+                   const __grid_constant__ CUtensorMap map) {
+  extern __shared__ __align__(1024) uint4 smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
+  const int half = blockIdx.x & 1, bi = blockIdx.x >> 1, nb = gridDim.x >> 1;
+  const int tiles_per_img = h / kRows, tiles = n * tiles_per_img;
+  const int my_tiles = bi < tiles ? (tiles - bi + nb - 1) / nb : 0;
+  const unsigned base = shared_address(smem);
+  const unsigned red_base = base + kBufs * kBufBytes;
+  const unsigned bars = red_base + 2 * kRedBytes;
+  auto buf = [&](int b) { return base + static_cast<unsigned>(b * kBufBytes); };
+  auto full = [&](int b) { return bars + static_cast<unsigned>(b * 8); };
+  auto empty = [&](int b) { return bars + static_cast<unsigned>((kBufs + b) * 8); };
+  auto red_full = [&](int s) { return bars + static_cast<unsigned>((2 * kBufs + s) * 8); };
+  auto red_empty = [&](int s) { return bars + static_cast<unsigned>((2 * kBufs + 2 + s) * 8); };
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < kBufs; ++b) mbar_init(full(b), 1), mbar_init(empty(b), 256);
+    for (int s = 0; s < 2; ++s) mbar_init(red_full(s), 128), mbar_init(red_empty(s), 128);
+    mbar_init_fence();
+  }
+  // tile k's window into buffer k % kBufs (thread 0)
+  auto load = [&](int k) {
+    const int b = k % kBufs, t = bi + k * nb;
+    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRows;
+    mbar_arrive_expect_tx(full(b), kWinBytes);
+    for (int c = 0; c < kPlanes; ++c)
+      tma_load_4d(buf(b) + static_cast<unsigned>(c * kPlaneBytes), &map, 8 * c, -1, row0 - 1, img, full(b));
+  };
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int k = 0; k < kBufs && k < my_tiles; ++k) load(k);
+  // ---- MMA warpgroup g: input channels 64 g .. 64 g + 63
+  const int wq = warp & 3, gid = lane >> 2, tq = lane & 3, t128 = threadIdx.x & 127;
+  uint32_t a[36][4];
+  load_weights<T>(w, kHalf * half + 16 * wq + gid, g, tq, a);
+  float* red = reinterpret_cast<float*>(reinterpret_cast<char*>(smem) + kBufs * kBufBytes);
+  float acc[36];
+  for (int k = 0; k < my_tiles; ++k) {
+    const int b = k % kBufs, t = bi + k * nb, s = k & 1;
+    // tile k - 1's buffer, which both warpgroups left before their reduction, takes tile k - 1 + kBufs
+    if (threadIdx.x == 0 && k >= 1 && k - 1 + kBufs < my_tiles) {
+      mbar_wait(empty((k - 1) % kBufs), ((k - 1) / kBufs) & 1);
+      load(k - 1 + kBufs);
+    }
+    __syncwarp();
+    mbar_wait(full(b), (k / kBufs) & 1);
+    // B: 16 channels x 72 positions at window position r * 18 + c, planes 8 g + 2 kk and + 1 (LBO a plane,
+    // SBO 8 positions)
+    const uint64_t lo = static_cast<uint64_t>((buf(b) >> 4) & 0x3FFF) |
+                        (static_cast<uint64_t>(kPlaneBytes >> 4) << 16) |
+                        (static_cast<uint64_t>(128 >> 4) << 32);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks) {
+      const int tap = ks / 4, kk = ks % 4, r = tap / 3, c = tap % 3;
+      // kMode 3 (timing only, wrong values): every B tile at its plane's first position, 128-byte aligned
+      const uint64_t desc =
+          lo + static_cast<uint64_t>((8 * g + 2 * kk) * kCS + (kMode == 3 ? 0 : r * kWinCols + c));
+      wgmma72(acc, a[ks], desc, ks > 0, T{});
+    }
+    wg_commit();
+    wg_wait<0>();
+    fence_regs(acc);
+    mbar_arrive(empty(b));
+    if (kMode >= 2) {  // keep the accumulators alive (ptxas drops MMAs whose results go unused)
+      float keep = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 36; ++i) keep += acc[i];
+      if (keep == 12345.0f) y[t128] = static_cast<T>(keep);
+      continue;
+    }
+    float* slot = red + s * (kRedBytes / 4);
+    const int storer = kAlternate ? (k & 1) : 0;
+    if (g != storer) {  // hand the accumulators to the warpgroup that stores this tile
+      if (k >= 2) mbar_wait(red_empty(s), ((k >> 1) - 1) & 1);
+#pragma unroll
+      for (int i = 0; i < 36; ++i) slot[i * 128 + t128] = acc[i];
+      mbar_arrive(red_full(s));
+      continue;
+    }
+    mbar_wait(red_full(s), (k >> 1) & 1);
+#pragma unroll
+    for (int i = 0; i < 36; ++i) acc[i] += slot[i * 128 + t128];
+    mbar_arrive(red_empty(s));
+    if (kMode == 1) {  // keep the sums alive without storing them
+      float keep = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 36; ++i) keep += acc[i];
+      if (keep == 12345.0f) y[t128] = static_cast<T>(keep);
+      continue;
+    }
+    // acc[4 j + 2 mh + e]: output channel 64 half + 16 wq + gid + 8 mh, computed position 8 j + 2 tq + e
+    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRows;
+    T* yt = y + ((static_cast<int64_t>(img) * h + row0) * kW) * kC + kHalf * half + 16 * wq + gid;
+#pragma unroll
+    for (int j = 0; j < 9; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int p = 8 * j + 2 * tq + e, row = p / kWinCols, col = p % kWinCols;
+        if (col >= kW) continue;
+#pragma unroll
+        for (int mh = 0; mh < 2; ++mh)
+          yt[(row * kW + col) * kC + 8 * mh] = static_cast<T>(acc[4 * j + 2 * mh + e]);
+      }
+  }
+}
+
+// y[n][p][q][k] = sum of x[n][p + r - 1][q + s - 1][c] w[k][r][s][c] in fp32, one output per thread.
+template <class T>
+__global__ void reference_kernel(const T* x, const T* w, float* y, int n, int h) {
+  const int64_t total = static_cast<int64_t>(n) * h * kW * kC;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int k = static_cast<int>(i % kC), q = static_cast<int>((i / kC) % kW),
+              p = static_cast<int>((i / (kC * kW)) % h);
+    const int64_t img = i / (static_cast<int64_t>(kC) * kW * h);
+    float s = 0.0f;
+    for (int r = 0; r < 3; ++r) {
+      const int yr = p + r - 1;
+      if (yr < 0 || yr >= h) continue;
+      for (int c3 = 0; c3 < 3; ++c3) {
+        const int xc = q + c3 - 1;
+        if (xc < 0 || xc >= kW) continue;
+        const T* xp = x + ((img * h + yr) * kW + xc) * kC;
+        const T* wp = w + (static_cast<int64_t>(k) * kTaps + r * 3 + c3) * kC;
+        for (int c = 0; c < kC; ++c) s += static_cast<float>(xp[c]) * static_cast<float>(wp[c]);
+      }
+    }
+    y[i] = s;
+  }
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+  check(f != nullptr && q == cudaDriverEntryPointSuccess, __FILE__, __LINE__, "cuTensorMapEncodeTiled",
+        "the driver has no cuTensorMapEncodeTiled");
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+}
+
+// x [n, h, 16, 128] read in windows: boxes of 8 channels x 18 columns x 6 rows x 1 image at (8 c, -1, row0 -
+// 1, image); what lies outside the map arrives as zeros.
+CUtensorMap window_map(const void* x, bool f16, int n, int h) {
+  CUtensorMap m;
+  const cuuint64_t dims[4] = {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(n)};
+  const cuuint64_t strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
+  const cuuint32_t box[4] = {8, kWinCols, kWinRows, 1}, elem[4] = {1, 1, 1, 1};
+  const CUresult r = encode_tiled()(
+      &m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(x),
+      dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  check(r == CUDA_SUCCESS, __FILE__, __LINE__, "cuTensorMapEncodeTiled", "failed");
+  return m;
+}
+
+template <class T>
+T from_float(float v) {
+  return static_cast<T>(v);
+}
+
+template <class T>
+int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type) {
+  const int h = 16;
+  const int64_t nx = static_cast<int64_t>(batch) * h * kW * kC, nw = static_cast<int64_t>(kC) * kKDim;
+  std::vector<T> hx(nx), hw(nw);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (auto& v : hx) v = from_float<T>(d(rng));
+  for (auto& v : hw) v = from_float<T>(0.04f * d(rng));
+  T *x, *w, *y, *y2;
+  float* yref;
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int blocks = std::max(2, sms / 2 * 2);
+  CK(cudaMalloc(&x, nx * sizeof(T)));
+  CK(cudaMalloc(&w, nw * sizeof(T)));
+  CK(cudaMalloc(&y, nx * sizeof(T)));
+  CK(cudaMalloc(&y2, nx * sizeof(T)));
+  CK(cudaMalloc(&yref, nx * sizeof(float)));
+  CK(cudaMemcpy(x, hx.data(), nx * sizeof(T), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(w, hw.data(), nw * sizeof(T), cudaMemcpyHostToDevice));
+  const CUtensorMap map = window_map(x, cudnn_type == CUDNN_DATA_HALF, batch, h);
+  // launches kernel K with its shared memory (bufs window buffers)
+  auto launcher = [&](auto kernel, int bufs) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(smem_bytes(bufs))));
+    return [=] { kernel<<<blocks, kThreads, smem_bytes(bufs)>>>(w, y, batch, h, map); };
+  };
+  auto own = launcher(conv128_kernel<T, false>, 4);
+  auto own_alt = launcher(conv128_kernel<T, true>, 4);
+  auto alt6 = launcher(conv128_kernel<T, true, 6>, 6);
+  auto no_store = launcher(conv128_kernel<T, true, 4, 1>, 4);
+  auto mma_only = launcher(conv128_kernel<T, true, 4, 2>, 4);
+  auto mma_aligned = launcher(conv128_kernel<T, true, 4, 3>, 4);
+  reference_kernel<T><<<4096, 256>>>(x, w, yref, batch, h);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<float> href(nx);
+  CK(cudaMemcpy(href.data(), yref, nx * sizeof(float), cudaMemcpyDeviceToHost));
+  auto worst_of = [&](const T* dev) {
+    std::vector<T> hy(nx);
+    CK(cudaMemcpy(hy.data(), dev, nx * sizeof(T), cudaMemcpyDeviceToHost));
+    double worst = 0.0;
+    for (int64_t i = 0; i < nx; ++i) {
+      const double got = static_cast<float>(hy[i]), want = href[i];
+      const double e = std::fabs(got - want) / (0.05 + std::fabs(want));
+      worst = std::isnan(got) ? 1e30 : std::max(worst, e);
+    }
+    return worst;
+  };
+  CK(cudaMemset(y, 0xff, nx * sizeof(T)));  // NaN everywhere: a position the kernel misses shows
+  own();
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  const double own_err = worst_of(y);
+  CK(cudaMemset(y, 0xff, nx * sizeof(T)));
+  own_alt();
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  const double alt_err = worst_of(y);
+  CK(cudaMemset(y, 0xff, nx * sizeof(T)));
+  alt6();
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  const double alt6_err = worst_of(y);
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto time_us = [&](auto fn) {
+    float best = 1e30f;
+    for (int r = 0; r < 3; ++r) {
+      CK(cudaEventRecord(e0));
+      for (int i = 0; i < reps; ++i) fn();
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms = 0.0f;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      best = std::min(best, ms * 1000.0f / reps);
+    }
+    return best;
+  };
+  const float own_us = time_us(own), alt_us = time_us(own_alt), alt6_us = time_us(alt6);
+  const float no_store_us = time_us(no_store), mma_only_us = time_us(mma_only),
+              mma_aligned_us = time_us(mma_aligned);
+  cudnnHandle_t dnn;
+  DK(cudnnCreate(&dnn));
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  DK(cudnnCreateTensorDescriptor(&xd));
+  DK(cudnnCreateTensorDescriptor(&yd));
+  DK(cudnnCreateFilterDescriptor(&wd));
+  DK(cudnnCreateConvolutionDescriptor(&cd));
+  DK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, cudnn_type, batch, kC, h, kW));
+  DK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, cudnn_type, batch, kC, h, kW));
+  DK(cudnnSetFilter4dDescriptor(wd, cudnn_type, CUDNN_TENSOR_NHWC, kC, kC, 3, 3));
+  DK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  DK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
+  cudnnConvolutionFwdAlgoPerf_t perf[8];
+  int got = 0;
+  DK(cudnnFindConvolutionForwardAlgorithm(dnn, xd, wd, cd, yd, 8, &got, perf));
+  const size_t ws_bytes = perf[0].memory;
+  void* ws = nullptr;
+  if (ws_bytes) CK(cudaMalloc(&ws, ws_bytes));
+  const float one = 1.0f, zero = 0.0f;
+  auto dnn_fwd = [&] {
+    DK(cudnnConvolutionForward(dnn, &one, xd, x, wd, w, cd, perf[0].algo, ws, ws_bytes, &zero, yd, y2));
+  };
+  dnn_fwd();
+  CK(cudaDeviceSynchronize());
+  const double dnn_err = worst_of(y2);
+  const float dnn_us = time_us(dnn_fwd);
+  const double flop = 2.0 * batch * h * kW * kC * kKDim;
+  std::printf(
+      "{\"bench\":\"conv128_probe\",\"dtype\":\"%s\",\"batch\":%d,\"own_us\":%.2f,\"own_tflops\":%.1f,"
+      "\"own_y_max_rel_err\":%.3g,\"alternate_us\":%.2f,\"alternate_tflops\":%.1f,"
+      "\"alternate_y_max_rel_err\":%.3g,\"cudnn_us\":%.2f,\"cudnn_tflops\":%.1f,\"cudnn_y_max_rel_err\":%.3g,"
+      "\"cudnn_algo\":%d,\"blocks\":%d}\n",
+      dtype_name, batch, own_us, flop / own_us * 1e-6, own_err, alt_us, flop / alt_us * 1e-6, alt_err, dnn_us,
+      flop / dnn_us * 1e-6, dnn_err, static_cast<int>(perf[0].algo), blocks);
+  std::printf(
+      "{\"bench\":\"conv128_probe_parts\",\"dtype\":\"%s\",\"alternate_6_buffers_us\":%.2f,"
+      "\"alternate_6_buffers_y_max_rel_err\":%.3g,\"without_stores_us\":%.2f,\"mma_only_us\":%.2f,"
+      "\"mma_only_tflops\":%.1f,\"mma_only_aligned_b_us\":%.2f}\n",
+      dtype_name, alt6_us, alt6_err, no_store_us, mma_only_us, flop / mma_only_us * 1e-6, mma_aligned_us);
+  return own_err < 0.02 && alt_err < 0.02 && alt6_err < 0.02 ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int batch = 512, reps = 20;
+  std::string dtype = "fp16";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--batch")
+      batch = std::atoi(argv[i + 1]);
+    else if (a == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else if (a == "--dtype")
+      dtype = argv[i + 1];
+    else {
+      std::fprintf(stderr, "usage: bench_conv128_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]\n");
+      return 64;
+    }
+  }
+  if (batch < 1 || reps < 1 || (dtype != "fp16" && dtype != "bf16")) {
+    std::fprintf(stderr, "bench_conv128_probe: bad arguments\n");
+    return 64;
+  }
+  return dtype == "fp16" ? run<__half>(batch, reps, "fp16", CUDNN_DATA_HALF)
+                         : run<__nv_bfloat16>(batch, reps, "bf16", CUDNN_DATA_BFLOAT16);
+}
