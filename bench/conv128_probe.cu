@@ -1,16 +1,23 @@
 // Probe: can fresco's own warpgroup-MMA kernel run ResNet-18's stage-2 convolution (3x3, stride 1, pad 1,
 // 128 -> 128 channels, 16x16 maps, NHWC fp16 / bf16) as fast as cuDNN? The stage-1 kernel
 // (ops/conv3x3_wgmma.h) holds all 64 x 576 weights in registers; at 128 channels they are 288 KB, more than a
-// block's registers or shared memory. The layout probed here (docs/decisions.md, the next step after the
-// thirty-third session): a block takes 64 output channels; its two MMA warpgroups each hold the weights of
-// half the input channels (64 x 576, as stage 1) in registers and compute the same tile, 4 output rows of one
-// image as 72 positions (rows of 16 padded to the window's 18 columns, wgmma m64n72k16, the two padding
-// columns computed and dropped), from a window of 6 x 18 positions x 128 channels that a producer thread
-// brings by TMA (16 chunk planes, halo zero-filled; four buffers); the second warpgroup hands its
-// accumulators to the first through shared memory, which adds them, rounds and stores. No batchnorm prologue
-// or sums yet: the question is the convolution's own rate. Checked against a direct fp32-accumulating kernel;
-// cuDNN timed with the legacy API's fastest algorithm on the same buffers. A diagnostic, not part of the
-// product.
+// block's registers or shared memory. Both layouts here give a block 64 output channels (blocks 2 i and 2 i +
+// 1 the two halves of tiles i, i + grid / 2, ...) and compute a tile of 4 output rows of one image as 72
+// positions (rows of 16 padded to the window's 18 columns, wgmma m64n72k16, the two padding columns computed
+// and dropped) from a window of 6 x 18 positions x 128 channels that TMA brings as 16 chunk planes (halo
+// zero-filled):
+//   conv128_kernel: the two MMA warpgroups each hold the weights of half the input channels (64 x 576, as
+//     stage 1) in registers and compute the same tile; one hands its accumulators to the other through shared
+//     memory, which adds, rounds and stores (variants: which warpgroup stores, buffers, staged stores, and
+//     diagnostic forms without stores or without the reduction).
+//   conv128_ss_kernel: the block's 64 x 1152 weights in shared memory, both operands from shared memory, each
+//     MMA warpgroup on its own tiles over all of k; staged 16-byte stores.
+// No batchnorm prologue or sums yet: the question is the convolution's own rate. Each is checked against a
+// direct fp32-accumulating kernel; cuDNN timed with the legacy API's fastest algorithm on the same buffers.
+// Measured on an H100 (bench/results/2026-12-05_session33.json, calls 6-12): registers 96-98 us (86-88 with
+// staged stores; the MMA loop alone 76-77), weights in shared memory 75.4-75.8 us (510 TFLOP/s), against
+// 64-65 us for the step's cuDNN engine (the legacy API's timings varied from 67 to 126 us between calls).
+// A diagnostic, not part of the product.
 //
 // Usage: bench_conv128_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
 #include <cuda.h>
