@@ -14,9 +14,10 @@
 //     MMA warpgroup on its own tiles over all of k; staged 16-byte stores.
 // No batchnorm prologue or sums yet: the question is the convolution's own rate. Each is checked against a
 // direct fp32-accumulating kernel; cuDNN timed with the legacy API's fastest algorithm on the same buffers.
-// Measured on an H100 (bench/results/2026-12-05_session33.json, calls 6-12): registers 96-98 us (86-88 with
-// staged stores; the MMA loop alone 76-77), weights in shared memory 75.4-75.8 us (510 TFLOP/s), against
-// 64-65 us for the step's cuDNN engine (the legacy API's timings varied from 67 to 126 us between calls).
+// Measured on an H100 (bench/results/2026-12-05_session33.json, calls 6-13): registers 96-98 us (86-88 with
+// staged stores; the MMA loop alone 76-77), weights in shared memory 75.4-75.8 us (510 TFLOP/s), 71.1-72.4
+// with turns (call 13: 534-544 TFLOP/s), against 64-65 us for the step's cuDNN engine (the legacy API's
+// timings varied from 67 to 126 us between calls; 68-71 in call 13).
 // A diagnostic, not part of the product.
 //
 // Usage: bench_conv128_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
@@ -293,7 +294,9 @@ constexpr int kWeightBytes = kHalf * kKDim * 2;  // 147456
 constexpr size_t kSsSmem = kWeightBytes + 2 * kBufBytes + 2 * kStageBytes + 5 * 8;
 constexpr int kSsThreads = 384;
 
-template <class T>
+// kTurns: the two MMA warpgroups take turns issuing their tiles' MMAs (named barriers 3 and 4, as the
+// stage-1 kernel's rows), so that one's epilogue runs while the other's MMAs are queued.
+template <class T, bool kTurns = false>
 __global__ void __launch_bounds__(kSsThreads, 1)
     conv128_ss_kernel(T* __restrict__ y, int n, int h, const __grid_constant__ CUtensorMap map,
                       const __grid_constant__ CUtensorMap wmap) {
@@ -340,9 +343,14 @@ __global__ void __launch_bounds__(kSsThreads, 1)
                         (static_cast<uint64_t>(1024 >> 4) << 16) | (static_cast<uint64_t>(128 >> 4) << 32);
   T* st = stage_base + g * (kStageBytes / 2);
   float acc[36];
+  // tiles of warpgroup 0 and 1: n0 >= n1; warpgroup 0's i-th turn follows warpgroup 1's (i - 1)-th, which
+  // follows warpgroup 0's i-th
+  const int n0 = (my_tiles + 1) / 2, n1 = my_tiles / 2;
+  if (kTurns && g == 1 && n0 > 0) named_arrive(4, 256);
   for (int k = g; k < my_tiles; k += 2) {
-    const int t = bi + k * nb;
+    const int t = bi + k * nb, i = k >> 1;
     mbar_wait(full(g), (k >> 1) & 1);
+    if (kTurns) named_sync(g == 0 ? 4 : 3, 256);
     const uint64_t lo = static_cast<uint64_t>((buf(g) >> 4) & 0x3FFF) |
                         (static_cast<uint64_t>(kPlaneBytes >> 4) << 16) |
                         (static_cast<uint64_t>(128 >> 4) << 32);
@@ -355,6 +363,10 @@ __global__ void __launch_bounds__(kSsThreads, 1)
       wgmma72_ss(acc, a_desc, desc, ks > 0, T{});
     }
     wg_commit();
+    if (kTurns) {
+      if (g == 0 && i < n1) named_arrive(3, 256);
+      if (g == 1 && i + 1 < n0) named_arrive(4, 256);
+    }
     wg_wait<0>();
     fence_regs(acc);
     mbar_arrive(empty(g));
@@ -488,7 +500,12 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   const CUtensorMap wmap = weight_map(w, cudnn_type == CUDNN_DATA_HALF);
   CK(cudaFuncSetAttribute(conv128_ss_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           static_cast<int>(kSsSmem)));
+  CK(cudaFuncSetAttribute(conv128_ss_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(kSsSmem)));
   auto ss = [&] { conv128_ss_kernel<T><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap); };
+  auto ss_turns = [&] {
+    conv128_ss_kernel<T, true><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap);
+  };
   reference_kernel<T><<<4096, 256>>>(x, w, yref, batch, h);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
@@ -530,6 +547,11 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   const double ss_err = worst_of(y);
+  CK(cudaMemset(y, 0xff, nx * sizeof(T)));
+  ss_turns();
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  const double turns_err = worst_of(y);
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -548,7 +570,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   };
   const float own_us = time_us(own), alt_us = time_us(own_alt), alt6_us = time_us(alt6);
   const float no_store_us = time_us(no_store), mma_only_us = time_us(mma_only),
-              mma_aligned_us = time_us(mma_aligned), staged_us = time_us(staged), ss_us = time_us(ss);
+              mma_aligned_us = time_us(mma_aligned), staged_us = time_us(staged), ss_us = time_us(ss),
+              turns_us = time_us(ss_turns);
   cudnnHandle_t dnn;
   DK(cudnnCreate(&dnn));
   cudnnTensorDescriptor_t xd, yd;
@@ -590,10 +613,15 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       "\"alternate_6_buffers_y_max_rel_err\":%.3g,\"without_stores_us\":%.2f,\"mma_only_us\":%.2f,"
       "\"mma_only_tflops\":%.1f,\"mma_only_aligned_b_us\":%.2f,\"staged_us\":%.2f,\"staged_tflops\":%.1f,"
       "\"staged_y_max_rel_err\":%.3g,\"weights_in_smem_us\":%.2f,\"weights_in_smem_tflops\":%.1f,"
-      "\"weights_in_smem_y_max_rel_err\":%.3g}\n",
+      "\"weights_in_smem_y_max_rel_err\":%.3g,\"weights_in_smem_turns_us\":%.2f,"
+      "\"weights_in_smem_turns_y_max_rel_err\":%.3g}\n",
       dtype_name, alt6_us, alt6_err, no_store_us, mma_only_us, flop / mma_only_us * 1e-6, mma_aligned_us,
-      staged_us, flop / staged_us * 1e-6, staged_err, ss_us, flop / ss_us * 1e-6, ss_err);
-  return own_err < 0.02 && alt_err < 0.02 && alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 ? 0 : 2;
+      staged_us, flop / staged_us * 1e-6, staged_err, ss_us, flop / ss_us * 1e-6, ss_err, turns_us,
+      turns_err);
+  return own_err < 0.02 && alt_err < 0.02 && alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 &&
+                 turns_err < 0.02
+             ? 0
+             : 2;
 }
 
 }  // namespace
