@@ -46,24 +46,11 @@
 
 #include "ops/mma_sync.cuh"
 #include "ops/wgmma.cuh"
+#include "probe_common.h"
 
 namespace {
 
-void check(bool ok, const char* file, int line, const char* expr, const char* message) {
-  if (ok) return;
-  std::fprintf(stderr, "%s:%d %s: %s\n", file, line, expr, message);
-  std::exit(1);
-}
-#define CK(x)                                                                 \
-  do {                                                                        \
-    const cudaError_t e_ = (x);                                               \
-    check(e_ == cudaSuccess, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-  } while (0)
-#define DK(x)                                                                           \
-  do {                                                                                  \
-    const cudnnStatus_t s_ = (x);                                                       \
-    check(s_ == CUDNN_STATUS_SUCCESS, __FILE__, __LINE__, #x, cudnnGetErrorString(s_)); \
-  } while (0)
+using fresco::bench::check;
 
 using namespace fresco::cuda;  // NOLINT: the sm_90a building blocks (wgmma.cuh, mma_sync.cuh)
 
@@ -631,36 +618,16 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     }
     return worst;
   };
-  CK(cudaMemset(y, 0xff, nx * sizeof(T)));  // NaN everywhere: a position the kernel misses shows
-  own();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const double own_err = worst_of(y);
-  CK(cudaMemset(y, 0xff, nx * sizeof(T)));
-  own_alt();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const double alt_err = worst_of(y);
-  CK(cudaMemset(y, 0xff, nx * sizeof(T)));
-  alt6();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const double alt6_err = worst_of(y);
-  CK(cudaMemset(y, 0xff, nx * sizeof(T)));
-  staged();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const double staged_err = worst_of(y);
-  CK(cudaMemset(y, 0xff, nx * sizeof(T)));
-  ss();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const double ss_err = worst_of(y);
-  CK(cudaMemset(y, 0xff, nx * sizeof(T)));
-  ss_turns();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const double turns_err = worst_of(y);
+  // y set to NaN everywhere (a position the kernel misses shows), the kernel run, its largest error
+  auto checked = [&](auto fn) {
+    CK(cudaMemset(y, 0xff, nx * sizeof(T)));
+    fn();
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    return worst_of(y);
+  };
+  const double own_err = checked(own), alt_err = checked(own_alt), alt6_err = checked(alt6),
+               staged_err = checked(staged), ss_err = checked(ss), turns_err = checked(ss_turns);
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -741,12 +708,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   CK(cudaMemcpy(href.data(), yref, nx * sizeof(float), cudaMemcpyDeviceToHost));
-  CK(cudaMemset(y, 0xff, nx * sizeof(T)));
   CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
-  fused();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const double fused_err = worst_of(y);
+  const double fused_err = checked(fused);
   std::vector<T> hy(nx), happ(nx);
   std::vector<double> hpart(static_cast<size_t>(blocks) * kHalf * 2);
   CK(cudaMemcpy(hy.data(), y, nx * sizeof(T), cudaMemcpyDeviceToHost));
@@ -784,25 +747,9 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
 }  // namespace
 
 int main(int argc, char** argv) {
-  int batch = 512, reps = 20;
-  std::string dtype = "fp16";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--batch")
-      batch = std::atoi(argv[i + 1]);
-    else if (a == "--reps")
-      reps = std::atoi(argv[i + 1]);
-    else if (a == "--dtype")
-      dtype = argv[i + 1];
-    else {
-      std::fprintf(stderr, "usage: bench_conv128_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]\n");
-      return 64;
-    }
-  }
-  if (batch < 1 || reps < 1 || (dtype != "fp16" && dtype != "bf16")) {
-    std::fprintf(stderr, "bench_conv128_probe: bad arguments\n");
-    return 64;
-  }
-  return dtype == "fp16" ? run<__half>(batch, reps, "fp16", CUDNN_DATA_HALF)
-                         : run<__nv_bfloat16>(batch, reps, "bf16", CUDNN_DATA_BFLOAT16);
+  return fresco::bench::probe_main(
+      argc, argv, "bench_conv128_probe",
+      [](auto tag, int batch, int reps, const char* dtype, cudnnDataType_t type) {
+        return run<decltype(tag)>(batch, reps, dtype, type);
+      });
 }

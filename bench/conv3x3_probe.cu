@@ -43,25 +43,11 @@
 #include "ops/conv3x3_wgmma.h"
 #include "ops/mma_sync.cuh"
 #include "ops/wgmma.cuh"
+#include "probe_common.h"
 
 namespace {
 
-// A failed CUDA or cuDNN call ends the probe with its location and message.
-void check(bool ok, const char* file, int line, const char* expr, const char* message) {
-  if (ok) return;
-  std::fprintf(stderr, "%s:%d %s: %s\n", file, line, expr, message);
-  std::exit(1);
-}
-#define CK(x)                                                                 \
-  do {                                                                        \
-    const cudaError_t e_ = (x);                                               \
-    check(e_ == cudaSuccess, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-  } while (0)
-#define DK(x)                                                                           \
-  do {                                                                                  \
-    const cudnnStatus_t s_ = (x);                                                       \
-    check(s_ == CUDNN_STATUS_SUCCESS, __FILE__, __LINE__, #x, cudnnGetErrorString(s_)); \
-  } while (0)
+using fresco::bench::check;
 
 constexpr int kC = 64, kK = 64, kW = 32, kRowsPerTile = 8, kHaloRows = kRowsPerTile + 2, kHaloCols = kW + 2;
 constexpr int kTaps = 9, kKDim = kTaps * kC;            // 576
@@ -739,25 +725,9 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
 }  // namespace
 
 int main(int argc, char** argv) {
-  int batch = 512, reps = 20;
-  std::string dtype = "fp16";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--batch")
-      batch = std::atoi(argv[i + 1]);
-    else if (a == "--reps")
-      reps = std::atoi(argv[i + 1]);
-    else if (a == "--dtype")
-      dtype = argv[i + 1];
-    else {
-      std::fprintf(stderr, "usage: bench_conv3x3_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]\n");
-      return 64;
-    }
-  }
-  if (batch < 1 || reps < 1 || (dtype != "fp16" && dtype != "bf16")) {
-    std::fprintf(stderr, "bench_conv3x3_probe: bad arguments\n");
-    return 64;
-  }
-  return dtype == "fp16" ? run<__half>(batch, reps, "fp16", CUDNN_DATA_HALF)
-                         : run<__nv_bfloat16>(batch, reps, "bf16", CUDNN_DATA_BFLOAT16);
+  return fresco::bench::probe_main(
+      argc, argv, "bench_conv3x3_probe",
+      [](auto tag, int batch, int reps, const char* dtype, cudnnDataType_t type) {
+        return run<decltype(tag)>(batch, reps, dtype, type);
+      });
 }

@@ -1,0 +1,73 @@
+// What the convolution probes (bench/conv3x3_probe.cu, bench/conv128_probe.cu) share: a failed CUDA or cuDNN
+// call ends the probe with its location and message (CK, DK), and the command line --batch N, --dtype
+// fp16|bf16, --reps N, after which main runs the probe's run<T>(batch, reps, dtype name, cuDNN type).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace fresco::bench {
+
+inline void check(bool ok, const char* file, int line, const char* expr, const char* message) {
+  if (ok) return;
+  std::fprintf(stderr, "%s:%d %s: %s\n", file, line, expr, message);
+  std::exit(1);
+}
+
+// The probe's arguments; parse() prints the usage and returns false on anything else.
+struct ProbeArgs {
+  int batch = 512, reps = 20;
+  std::string dtype = "fp16";
+  bool parse(int argc, char** argv, const char* name) {
+    for (int i = 1; i < argc; i += 2) {
+      const std::string a = argv[i];
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s: %s needs a value\n", name, a.c_str());
+        return false;
+      }
+      if (a == "--batch") {
+        batch = std::atoi(argv[i + 1]);
+      } else if (a == "--reps") {
+        reps = std::atoi(argv[i + 1]);
+      } else if (a == "--dtype") {
+        dtype = argv[i + 1];
+      } else {
+        std::fprintf(stderr, "usage: %s [--batch 512] [--dtype fp16|bf16] [--reps 20]\n", name);
+        return false;
+      }
+    }
+    if (batch < 1 || reps < 1 || (dtype != "fp16" && dtype != "bf16")) {
+      std::fprintf(stderr, "%s: --batch and --reps must be positive, --dtype fp16 or bf16\n", name);
+      return false;
+    }
+    return true;
+  }
+};
+
+// main of a probe whose run<T>(batch, reps, dtype name, cuDNN type) returns the exit status.
+template <class Run>
+int probe_main(int argc, char** argv, const char* name, Run run) {
+  ProbeArgs a;
+  if (!a.parse(argc, argv, name)) return 64;
+  return a.dtype == "fp16" ? run(__half{}, a.batch, a.reps, "fp16", CUDNN_DATA_HALF)
+                           : run(__nv_bfloat16{}, a.batch, a.reps, "bf16", CUDNN_DATA_BFLOAT16);
+}
+
+}  // namespace fresco::bench
+
+#define CK(x)                                                                                \
+  do {                                                                                       \
+    const cudaError_t e_ = (x);                                                              \
+    fresco::bench::check(e_ == cudaSuccess, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+  } while (0)
+#define DK(x)                                                                                          \
+  do {                                                                                                 \
+    const cudnnStatus_t s_ = (x);                                                                      \
+    fresco::bench::check(s_ == CUDNN_STATUS_SUCCESS, __FILE__, __LINE__, #x, cudnnGetErrorString(s_)); \
+  } while (0)
