@@ -76,17 +76,20 @@ constexpr size_t smem_bytes(int bufs) {
   return bufs * kBufBytes + 2 * kRedBytes + 2 * kStageBytes + (2 * bufs + 4) * 8;
 }
 
+// wgmma m64n72k16's 36 accumulator operands
+#define FR_D36                                                                                              \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),           \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),            \
+      "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),            \
+      "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FR_WGMMA72_ASM(TYPE)                                                                                 \
   asm volatile(                                                                                              \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\nwgmma.mma_async.sync.aligned.m64n72k16.f32." TYPE "." TYPE  \
       " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
       "%27,%28,%29,%30,%31,%32,%33,%34,%35}, {%36,%37,%38,%39}, %40, p, 1, 1, 0;\n}\n"                       \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),      \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),             \
-        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),           \
-        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),           \
-        "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])            \
+      : FR_D36                                                                                               \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
 #else
 #define FR_WGMMA72_ASM(TYPE) (void)0
@@ -268,11 +271,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\nwgmma.mma_async.sync.aligned.m64n72k16.f32." TYPE "." TYPE  \
       " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
       "%27,%28,%29,%30,%31,%32,%33,%34,%35}, %36, %37, p, 1, 1, 0, 0;\n}\n"                                  \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),      \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),             \
-        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),           \
-        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),           \
-        "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])            \
+      : FR_D36                                                                                               \
       : "l"(a_desc), "l"(desc), "r"(accumulate))
 #else
 #define FR_WGMMA72_SS_ASM(TYPE) (void)0
@@ -648,30 +647,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   const float no_store_us = time_us(no_store), mma_only_us = time_us(mma_only),
               mma_aligned_us = time_us(mma_aligned), staged_us = time_us(staged), ss_us = time_us(ss),
               turns_us = time_us(ss_turns);
-  cudnnHandle_t dnn;
-  DK(cudnnCreate(&dnn));
-  cudnnTensorDescriptor_t xd, yd;
-  cudnnFilterDescriptor_t wd;
-  cudnnConvolutionDescriptor_t cd;
-  DK(cudnnCreateTensorDescriptor(&xd));
-  DK(cudnnCreateTensorDescriptor(&yd));
-  DK(cudnnCreateFilterDescriptor(&wd));
-  DK(cudnnCreateConvolutionDescriptor(&cd));
-  DK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, cudnn_type, batch, kC, h, kW));
-  DK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, cudnn_type, batch, kC, h, kW));
-  DK(cudnnSetFilter4dDescriptor(wd, cudnn_type, CUDNN_TENSOR_NHWC, kC, kC, 3, 3));
-  DK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  DK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
-  cudnnConvolutionFwdAlgoPerf_t perf[8];
-  int got = 0;
-  DK(cudnnFindConvolutionForwardAlgorithm(dnn, xd, wd, cd, yd, 8, &got, perf));
-  const size_t ws_bytes = perf[0].memory;
-  void* ws = nullptr;
-  if (ws_bytes) CK(cudaMalloc(&ws, ws_bytes));
-  const float one = 1.0f, zero = 0.0f;
-  auto dnn_fwd = [&] {
-    DK(cudnnConvolutionForward(dnn, &one, xd, x, wd, w, cd, perf[0].algo, ws, ws_bytes, &zero, yd, y2));
-  };
+  const fresco::bench::CudnnConv3x3 dnn(cudnn_type, batch, kC, kC, h, kW);
+  auto dnn_fwd = [&] { dnn.forward(x, w, y2); };
   dnn_fwd();
   CK(cudaDeviceSynchronize());
   const double dnn_err = worst_of(y2);
@@ -683,7 +660,7 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       "\"alternate_y_max_rel_err\":%.3g,\"cudnn_us\":%.2f,\"cudnn_tflops\":%.1f,\"cudnn_y_max_rel_err\":%.3g,"
       "\"cudnn_algo\":%d,\"blocks\":%d}\n",
       dtype_name, batch, own_us, flop / own_us * 1e-6, own_err, alt_us, flop / alt_us * 1e-6, alt_err, dnn_us,
-      flop / dnn_us * 1e-6, dnn_err, static_cast<int>(perf[0].algo), blocks);
+      flop / dnn_us * 1e-6, dnn_err, static_cast<int>(dnn.perf[0].algo), blocks);
   std::printf(
       "{\"bench\":\"conv128_probe_parts\",\"dtype\":\"%s\",\"alternate_6_buffers_us\":%.2f,"
       "\"alternate_6_buffers_y_max_rel_err\":%.3g,\"without_stores_us\":%.2f,\"mma_only_us\":%.2f,"

@@ -604,30 +604,14 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   const float fresco_us = kHasWgmmaHost ? time_us(fresco_kernel) : -1.0f;  // the kernel alone
   const float free_us = kHasWgmmaHost ? time_us(fresco_free) : -1.0f;
   // cuDNN (legacy API, NHWC, tensor cores, fp32 accumulation): the fastest algorithm Find reports
-  cudnnHandle_t dnn;
-  DK(cudnnCreate(&dnn));
-  cudnnTensorDescriptor_t xd, yd;
-  cudnnFilterDescriptor_t wd;
-  cudnnConvolutionDescriptor_t cd;
-  DK(cudnnCreateTensorDescriptor(&xd));
-  DK(cudnnCreateTensorDescriptor(&yd));
-  DK(cudnnCreateFilterDescriptor(&wd));
-  DK(cudnnCreateConvolutionDescriptor(&cd));
-  DK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, cudnn_type, batch, kC, h, kW));
-  DK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, cudnn_type, batch, kK, h, kW));
-  DK(cudnnSetFilter4dDescriptor(wd, cudnn_type, CUDNN_TENSOR_NHWC, kK, kC, 3, 3));
-  DK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  DK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
-  cudnnConvolutionFwdAlgoPerf_t perf[8];
-  int got = 0;
-  DK(cudnnFindConvolutionForwardAlgorithm(dnn, xd, wd, cd, yd, 8, &got, perf));
-  size_t ws_bytes = perf[0].memory;
-  void* ws = nullptr;
-  if (ws_bytes) CK(cudaMalloc(&ws, ws_bytes));
+  const fresco::bench::CudnnConv3x3 cudnn(cudnn_type, batch, kC, kK, h, kW);
+  const cudnnHandle_t dnn = cudnn.dnn;
+  const cudnnTensorDescriptor_t xd = cudnn.xd, yd = cudnn.yd;
+  const cudnnFilterDescriptor_t wd = cudnn.wd;
+  const cudnnConvolutionDescriptor_t cd = cudnn.cd;
   const float one = 1.0f, zero = 0.0f;
-  auto dnn_fwd = [&] {
-    DK(cudnnConvolutionForward(dnn, &one, xd, x, wd, w, cd, perf[0].algo, ws, ws_bytes, &zero, yd, y2));
-  };
+  int got = 0;
+  auto dnn_fwd = [&] { cudnn.forward(x, w, y2); };
   dnn_fwd();
   CK(cudaDeviceSynchronize());
   const float dnn_us = time_us(dnn_fwd);
@@ -643,7 +627,7 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       ".2f,\"cudnn_algo\":%d,\"blocks\":%d}\n",
       dtype_name, batch, own_us, flop / own_us * 1e-6, worst, rs_worst, wg_us, flop / wg_us * 1e-6, wg_worst,
       wg_rs_worst, v3_us, flop / v3_us * 1e-6, v3_worst, v3_rs_worst, fresco_us, flop / fresco_us * 1e-6,
-      fr_worst, fr_rs_worst, free_us, free_worst, free_rs_worst, dnn_us, static_cast<int>(perf[0].algo),
+      fr_worst, fr_rs_worst, free_us, free_worst, free_rs_worst, dnn_us, static_cast<int>(cudnn.perf[0].algo),
       blocks);
   // the gradients (timing only; tests/plugins/cuda/ops/test_conv3x3_wgmma.cpp checks their values): cuDNN's
   // fastest backward-data and backward-filter algorithms against fresco's kernels, y2 as dy

@@ -50,6 +50,21 @@ struct ProbeArgs {
   }
 };
 
+// cuDNN's legacy API on a 3x3, stride 1, pad 1 NHWC convolution (tensor cores, fp32 accumulation): the
+// descriptors, the fastest forward algorithm Find reports and its workspace. The probes' yardstick.
+struct CudnnConv3x3 {
+  cudnnHandle_t dnn{};
+  cudnnTensorDescriptor_t xd{}, yd{};
+  cudnnFilterDescriptor_t wd{};
+  cudnnConvolutionDescriptor_t cd{};
+  cudnnConvolutionFwdAlgoPerf_t perf[8]{};
+  void* ws = nullptr;
+  size_t ws_bytes = 0;
+  CudnnConv3x3(cudnnDataType_t type, int batch, int c, int k, int h, int w);
+  // y = conv(x, w) with the fastest algorithm
+  void forward(const void* x, const void* w, void* y) const;
+};
+
 // main of a probe whose run<T>(batch, reps, dtype name, cuDNN type) returns the exit status.
 template <class Run>
 int probe_main(int argc, char** argv, const char* name, Run run) {
@@ -71,3 +86,26 @@ int probe_main(int argc, char** argv, const char* name, Run run) {
     const cudnnStatus_t s_ = (x);                                                                      \
     fresco::bench::check(s_ == CUDNN_STATUS_SUCCESS, __FILE__, __LINE__, #x, cudnnGetErrorString(s_)); \
   } while (0)
+
+inline fresco::bench::CudnnConv3x3::CudnnConv3x3(cudnnDataType_t type, int batch, int c, int k, int h,
+                                                 int w) {
+  DK(cudnnCreate(&dnn));
+  DK(cudnnCreateTensorDescriptor(&xd));
+  DK(cudnnCreateTensorDescriptor(&yd));
+  DK(cudnnCreateFilterDescriptor(&wd));
+  DK(cudnnCreateConvolutionDescriptor(&cd));
+  DK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, type, batch, c, h, w));
+  DK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, type, batch, k, h, w));
+  DK(cudnnSetFilter4dDescriptor(wd, type, CUDNN_TENSOR_NHWC, k, c, 3, 3));
+  DK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  DK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
+  int got = 0;
+  DK(cudnnFindConvolutionForwardAlgorithm(dnn, xd, wd, cd, yd, 8, &got, perf));
+  ws_bytes = perf[0].memory;
+  if (ws_bytes) CK(cudaMalloc(&ws, ws_bytes));
+}
+
+inline void fresco::bench::CudnnConv3x3::forward(const void* x, const void* w, void* y) const {
+  const float one = 1.0f, zero = 0.0f;
+  DK(cudnnConvolutionForward(dnn, &one, xd, x, wd, w, cd, perf[0].algo, ws, ws_bytes, &zero, yd, y));
+}
