@@ -117,6 +117,43 @@ __device__ __forceinline__ void load_weights(const T* w, int o, int g, int tq, u
   }
 }
 
+// A storing warpgroup's tile (acc[4 j + 2 mh + e]: output channel 16 wq + gid + 8 mh of the block's 64,
+// computed position 8 j + 2 tq + e) rounded to T into its staging buffer st (the padding columns dropped),
+// on_value(mh, v) seeing each stored value, then written to yb (the tile's first position at the block's 64
+// channels) as 16-byte vectors. Named barrier 1 + g among the warpgroup's 128 threads.
+// f(position in the tile, mh, value) for each of this thread's accumulators at a stored position (columns
+// 16 and 17 of each row are the padding's, dropped).
+template <class F>
+__device__ __forceinline__ void for_each_stored(const float (&acc)[36], int tq, F f) {
+#pragma unroll
+  for (int j = 0; j < 9; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int p = 8 * j + 2 * tq + e, row = p / kWinCols, col = p % kWinCols;
+      if (col >= kW) continue;
+#pragma unroll
+      for (int mh = 0; mh < 2; ++mh) f(row * kW + col, mh, acc[4 * j + 2 * mh + e]);
+    }
+}
+
+template <class T, class OnValue>
+__device__ __forceinline__ void stage_and_store(const float (&acc)[36], T* st, T* yb, int g, int wq, int gid,
+                                                int tq, int t128, OnValue on_value) {
+  named_sync(1 + g, 128);  // this warpgroup's threads have read its previous tile out of the buffer
+  for_each_stored(acc, tq, [&](int pos, int mh, float a) {
+    const T v = static_cast<T>(a);
+    st[pos * kStageStride + 16 * wq + gid + 8 * mh] = v;
+    on_value(mh, v);
+  });
+  named_sync(1 + g, 128);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int v = t128 + 128 * q, pos = v >> 3, cv = v & 7;
+    *reinterpret_cast<uint4*>(yb + pos * kC + 8 * cv) =
+        *reinterpret_cast<const uint4*>(st + pos * kStageStride + 8 * cv);
+  }
+}
+
 // Persistent blocks, an even grid: blocks 2 i and 2 i + 1 take output channels 0-63 and 64-127 of tiles i,
 // i + grid / 2, ...
 // kBufs window buffers. kMode (diagnostics, timing only): 0 the convolution; 1 without the stores of y; 2 the
@@ -223,39 +260,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRows;
     if constexpr (kStaged) {
       T* st = reinterpret_cast<T*>(reinterpret_cast<char*>(red) + 2 * kRedBytes + g * kStageBytes);
-      named_sync(1 + g, 128);  // this warpgroup's threads have read its previous tile out of the buffer
-#pragma unroll
-      for (int j = 0; j < 9; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int p = 8 * j + 2 * tq + e, row = p / kWinCols, col = p % kWinCols;
-          if (col >= kW) continue;
-#pragma unroll
-          for (int mh = 0; mh < 2; ++mh)
-            st[(row * kW + col) * kStageStride + 16 * wq + gid + 8 * mh] =
-                static_cast<T>(acc[4 * j + 2 * mh + e]);
-        }
-      named_sync(1 + g, 128);
-      T* yb = y + ((static_cast<int64_t>(img) * h + row0) * kW) * kC + kHalf * half;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int v = t128 + 128 * q, pos = v >> 3, cv = v & 7;
-        *reinterpret_cast<uint4*>(yb + pos * kC + 8 * cv) =
-            *reinterpret_cast<const uint4*>(st + pos * kStageStride + 8 * cv);
-      }
+      stage_and_store(acc, st, y + ((static_cast<int64_t>(img) * h + row0) * kW) * kC + kHalf * half, g, wq,
+                      gid, tq, t128, [](int, T) {});
       continue;
     }
     T* yt = y + ((static_cast<int64_t>(img) * h + row0) * kW) * kC + kHalf * half + 16 * wq + gid;
-#pragma unroll
-    for (int j = 0; j < 9; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int p = 8 * j + 2 * tq + e, row = p / kWinCols, col = p % kWinCols;
-        if (col >= kW) continue;
-#pragma unroll
-        for (int mh = 0; mh < 2; ++mh)
-          yt[(row * kW + col) * kC + 8 * mh] = static_cast<T>(acc[4 * j + 2 * mh + e]);
-      }
+    for_each_stored(acc, tq, [&](int pos, int mh, float a) { yt[pos * kC + 8 * mh] = static_cast<T>(a); });
   }
 }
 
@@ -403,35 +413,17 @@ __global__ void __launch_bounds__(kSsThreads, 1)
     wg_wait<0>();
     fence_regs(acc);
     mbar_arrive(empty(g));
-    named_sync(1 + g, 128);  // this warpgroup's threads have read its previous tile out of the buffer
     float ssum[2] = {0.0f, 0.0f}, ssq[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int j = 0; j < 9; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int p = 8 * j + 2 * tq + e, row = p / kWinCols, col = p % kWinCols;
-        if (col >= kW) continue;
-#pragma unroll
-        for (int mh = 0; mh < 2; ++mh) {
-          const T v = static_cast<T>(acc[4 * j + 2 * mh + e]);
-          st[(row * kW + col) * kStageStride + 16 * wq + gid + 8 * mh] = v;
-          if (kFused) {
-            const float f = static_cast<float>(v);
-            ssum[mh] += f, ssq[mh] += f * f;
-          }
-        }
-      }
+    stage_and_store(acc, st, y + ((static_cast<int64_t>(img) * h + row0) * kW) * kC + kHalf * half, g, wq,
+                    gid, tq, t128, [&](int mh, T v) {
+                      if (kFused) {
+                        const float f = static_cast<float>(v);
+                        ssum[mh] += f, ssq[mh] += f * f;
+                      }
+                    });
     if (kFused)
 #pragma unroll
       for (int mh = 0; mh < 2; ++mh) dsum[mh] += ssum[mh], dsq[mh] += ssq[mh];
-    named_sync(1 + g, 128);
-    T* yb = y + ((static_cast<int64_t>(img) * h + row0) * kW) * kC + kHalf * half;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int v = t128 + 128 * q, pos = v >> 3, cv = v & 7;
-      *reinterpret_cast<uint4*>(yb + pos * kC + 8 * cv) =
-          *reinterpret_cast<const uint4*>(st + pos * kStageStride + 8 * cv);
-    }
   }
   if constexpr (kFused) {  // the block's sums: the four lanes of a gid, then the two warpgroups in order
 #pragma unroll
