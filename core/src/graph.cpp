@@ -70,6 +70,26 @@ StreamRole default_stream(GraphId g) noexcept {
   }
 }
 
+bool in_whole_step(GraphId g) noexcept {
+  switch (g) {
+    case GraphId::FIRST_LAYER_FWD_A:
+    case GraphId::FIRST_LAYER_FWD_B:
+    case GraphId::DEEP_FWD_BWD:
+    case GraphId::ACCUM_METRICS:
+    case GraphId::FIRST_LAYER_BWD_A:
+    case GraphId::FIRST_LAYER_BWD_B:
+    case GraphId::GRAD_CAST:
+    case GraphId::DEEP_COMM:
+    case GraphId::NAN_CHECK_AND_GRAD_SCALING:
+    case GraphId::STEP_END:
+    case GraphId::OPTIMIZER:
+    case GraphId::WEIGHT_CAST:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool shape_invariant(GraphId g) noexcept {
   switch (g) {
     case GraphId::ZERO_GRAD:

@@ -301,14 +301,17 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
   CaptureStats st;
   std::array<uint64_t, kStreamCount> ws_need{};
   // 1. Resolve and prepare every unique capture (data pointers hidden from prepare).
+  std::vector<bool> fusable;  // a whole-step capture may copy its calls (in_whole_step)
   for (const auto& u : atlas.unique()) {
     const AtlasSlot& s = atlas.slot(u.variant, u.gid);
     Capture cap;
     cap.stream = s.stream;
     for (const GraphNode& n : s.graph->nodes(u.gid)) cap.calls.push_back(resolve(n, *s.plan));
     captures_.push_back(std::move(cap));
+    fusable.push_back(in_whole_step(u.gid));
   }
-  for (auto& cap : captures_) {
+  for (size_t ci = 0; ci < captures_.size(); ++ci) {
+    Capture& cap = captures_[ci];
     for (auto& rc : cap.calls) {
       FrCall probe = rc.call;
       std::vector<FrTensor> in = rc.in, out = rc.out;
@@ -335,13 +338,15 @@ CaptureStats Runtime::pre_capture(const GraphAtlas& atlas) {
                    "prepare " + rc.label + ": the kernel asks for a workspace of " + std::to_string(ws) +
                        " bytes (at most 2^40)");
       rc.call.workspace_bytes = ws;
-      // The stream the call runs on in its own capture, and in a fused whole-step capture (fuse(), always
-      // on kFusedStream) that copies it: each stream's workspace covers exactly the calls that may run on
-      // it (the metrics' `aside` calls fuse() places ask for none: it checks).
-      for (StreamRole main : {cap.stream, kFusedStream}) {
+      // The stream the call runs on in its own capture, and, for a graph a whole-step capture may hold, in
+      // that capture (fuse(), always on kFusedStream): each stream's workspace covers exactly the calls that
+      // may run on it (the metrics' `aside` calls fuse() places ask for none: it checks).
+      auto need = [&](StreamRole main) {
         const int r = static_cast<int>(lane_of(rc, main));
         ws_need[r] = std::max(ws_need[r], ws);
-      }
+      };
+      need(cap.stream);
+      if (fusable[ci]) need(kFusedStream);
       ++st.calls;
     }
   }
@@ -458,6 +463,8 @@ int Runtime::fuse(const GraphAtlas& atlas, Variant v, const std::vector<GraphId>
   Capture cap;
   cap.stream = stream_role;
   for (GraphId g : gids) {
+    FRESCO_CHECK(in_whole_step(g), ErrorCode::kInternal,
+                 std::string("Runtime::fuse: ") + graph_id_name(g) + " is not a graph of the whole step");
     const AtlasSlot& s = atlas.slot(v, g);
     if (s.captured_idx < 0) continue;
     // Side-stream work (weight gradients) must be joined before anything past the backward pieces reads it.

@@ -58,6 +58,9 @@ const char* graph_id_name(GraphId g) noexcept;
 StreamRole default_stream(GraphId g) noexcept;
 // Graphs whose nodes touch only shape-invariant ranges (optimizer, casts, comm, metrics): captured once.
 bool shape_invariant(GraphId g) noexcept;
+// Graphs a whole-step capture may hold (the Executor's training steps; Runtime::fuse takes no other, and
+// pre_capture sizes the fused stream's workspace for their calls only).
+bool in_whole_step(GraphId g) noexcept;
 
 enum class NodeKind : uint8_t { COMPUTE, RANGE };
 
