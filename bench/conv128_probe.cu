@@ -117,6 +117,20 @@ __device__ __forceinline__ void load_weights(const T* w, int o, int g, int tq, u
   }
 }
 
+// The tiles a block takes: blocks 2 i and 2 i + 1 take output channels 0-63 (half 0) and 64-127 of tiles i,
+// i + grid / 2, ... (an even grid); tile t is 4 output rows of one image.
+struct TileSplit {
+  int half, bi, nb, tiles_per_img, my_tiles;
+  __device__ TileSplit(int n, int h)
+      : half(blockIdx.x & 1), bi(blockIdx.x >> 1), nb(gridDim.x >> 1), tiles_per_img(h / kRows) {
+    const int tiles = n * tiles_per_img;
+    my_tiles = bi < tiles ? (tiles - bi + nb - 1) / nb : 0;
+  }
+  __device__ int tile(int k) const { return bi + k * nb; }  // the block's k-th tile
+  __device__ int image(int t) const { return t / tiles_per_img; }
+  __device__ int row0(int t) const { return (t % tiles_per_img) * kRows; }
+};
+
 // A storing warpgroup's tile (acc[4 j + 2 mh + e]: output channel 16 wq + gid + 8 mh of the block's 64,
 // computed position 8 j + 2 tq + e) rounded to T into its staging buffer st (the padding columns dropped),
 // on_value(mh, v) seeing each stored value, then written to yb (the tile's first position at the block's 64
@@ -154,8 +168,7 @@ __device__ __forceinline__ void stage_and_store(const float (&acc)[36], T* st, T
   }
 }
 
-// Persistent blocks, an even grid: blocks 2 i and 2 i + 1 take output channels 0-63 and 64-127 of tiles i,
-// i + grid / 2, ...
+// Persistent blocks (TileSplit).
 // kBufs window buffers. kMode (diagnostics, timing only): 0 the convolution; 1 without the stores of y; 2 the
 // MMAs alone (no reduction, no stores); 3 as 2 with every B tile read from a 128-byte aligned start.
 // kAlternate: the warpgroups take turns adding the two halves and storing the tile (tile k by warpgroup k %
@@ -169,9 +182,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(1024) uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
-  const int half = blockIdx.x & 1, bi = blockIdx.x >> 1, nb = gridDim.x >> 1;
-  const int tiles_per_img = h / kRows, tiles = n * tiles_per_img;
-  const int my_tiles = bi < tiles ? (tiles - bi + nb - 1) / nb : 0;
+  const TileSplit ts(n, h);
+  const int half = ts.half, my_tiles = ts.my_tiles;
   const unsigned base = shared_address(smem);
   const unsigned red_base = base + kBufs * kBufBytes;
   const unsigned bars = red_base + 2 * kRedBytes + 2 * kStageBytes;
@@ -187,8 +199,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   // tile k's window into buffer k % kBufs (thread 0)
   auto load = [&](int k) {
-    const int b = k % kBufs, t = bi + k * nb;
-    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRows;
+    const int b = k % kBufs, t = ts.tile(k);
+    const int img = ts.image(t), row0 = ts.row0(t);
     mbar_arrive_expect_tx(full(b), kWinBytes);
     for (int c = 0; c < kPlanes; ++c)
       tma_load_4d(buf(b) + static_cast<unsigned>(c * kPlaneBytes), &map, 8 * c, -1, row0 - 1, img, full(b));
@@ -203,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* red = reinterpret_cast<float*>(reinterpret_cast<char*>(smem) + kBufs * kBufBytes);
   float acc[36];
   for (int k = 0; k < my_tiles; ++k) {
-    const int b = k % kBufs, t = bi + k * nb, s = k & 1;
+    const int b = k % kBufs, t = ts.tile(k), s = k & 1;
     // tile k - 1's buffer, which both warpgroups left before their reduction, takes tile k - 1 + kBufs
     if (threadIdx.x == 0 && k >= 1 && k - 1 + kBufs < my_tiles) {
       mbar_wait(empty((k - 1) % kBufs), ((k - 1) / kBufs) & 1);
@@ -257,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       continue;
     }
     // acc[4 j + 2 mh + e]: output channel 64 half + 16 wq + gid + 8 mh, computed position 8 j + 2 tq + e
-    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRows;
+    const int img = ts.image(t), row0 = ts.row0(t);
     if constexpr (kStaged) {
       T* st = reinterpret_cast<T*>(reinterpret_cast<char*>(red) + 2 * kRedBytes + g * kStageBytes);
       stage_and_store(acc, st, y + ((static_cast<int64_t>(img) * h + row0) * kW) * kC + kHalf * half, g, wq,
@@ -319,9 +331,8 @@ __global__ void __launch_bounds__(kSsThreads, 1)
   extern __shared__ __align__(1024) uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
-  const int half = blockIdx.x & 1, bi = blockIdx.x >> 1, nb = gridDim.x >> 1;
-  const int tiles_per_img = h / kRows, tiles = n * tiles_per_img;
-  const int my_tiles = bi < tiles ? (tiles - bi + nb - 1) / nb : 0;
+  const TileSplit ts(n, h);
+  const int half = ts.half, my_tiles = ts.my_tiles;
   const unsigned wbase = shared_address(smem);
   const unsigned base = wbase + kWeightBytes;  // window buffers 0, 1 (warpgroup g's is g)
   T* const stage_base = reinterpret_cast<T*>(reinterpret_cast<char*>(smem) + kWeightBytes + 2 * kBufBytes);
@@ -345,9 +356,9 @@ __global__ void __launch_bounds__(kSsThreads, 1)
     for (int kc = 0; kc < kKDim / 8; ++kc)
       tma_load_2d(wbase + static_cast<unsigned>(kc * 1024), &wmap, 8 * kc, kHalf * half, wbar);
     for (int k = 0; k < my_tiles; ++k) {  // local tile k: warpgroup k % 2, buffer k % 2
-      const int b = k & 1, t = bi + k * nb;
+      const int b = k & 1, t = ts.tile(k);
       if (k >= 2) mbar_wait(empty(b), ((k >> 1) - 1) & 1);
-      const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRows;
+      const int img = ts.image(t), row0 = ts.row0(t);
       mbar_arrive_expect_tx(full(b), kWinBytes);
       for (int c = 0; c < kPlanes; ++c)
         tma_load_4d(buf(b) + static_cast<unsigned>(c * kPlaneBytes), &map, 8 * c, -1, row0 - 1, img, full(b));
@@ -368,8 +379,8 @@ __global__ void __launch_bounds__(kSsThreads, 1)
   const int n0 = (my_tiles + 1) / 2, n1 = my_tiles / 2;
   if (kTurns && g == 1 && n0 > 0) named_arrive(4, 256);
   for (int k = g; k < my_tiles; k += 2) {
-    const int t = bi + k * nb, i = k >> 1;
-    const int img = t / tiles_per_img, row0 = (t % tiles_per_img) * kRows;
+    const int t = ts.tile(k), i = k >> 1;
+    const int img = ts.image(t), row0 = ts.row0(t);
     mbar_wait(full(g), (k >> 1) & 1);
     if constexpr (kFused && (kParts & 1)) {  // the batchnorm applied to the window in place (and stored)
       uint4* wv = reinterpret_cast<uint4*>(reinterpret_cast<char*>(smem) + kWeightBytes + g * kBufBytes);
@@ -487,47 +498,42 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 
 // x [n, h, 16, 128] read in windows: boxes of 8 channels x 18 columns x 6 rows x 1 image at (8 c, -1, row0 -
 // 1, image); what lies outside the map arrives as zeros.
-CUtensorMap window_map(const void* x, bool f16, int n, int h) {
+// A tensor map of a 16-bit array (rank dims, the innermost first, strides in bytes of dims 1..), read in
+// boxes.
+template <int kRank>
+CUtensorMap tiled_map(const void* p, bool f16, const cuuint64_t (&dims)[kRank], const cuuint64_t* strides,
+                      const cuuint32_t (&box)[kRank]) {
   CUtensorMap m;
-  const cuuint64_t dims[4] = {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(n)};
-  const cuuint64_t strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
-  const cuuint32_t box[4] = {8, kWinCols, kWinRows, 1}, elem[4] = {1, 1, 1, 1};
+  cuuint32_t elem[kRank];
+  for (auto& e : elem) e = 1;
   const CUresult r = encode_tiled()(
-      &m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(x),
-      dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      &m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, kRank,
+      const_cast<void*>(p), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   check(r == CUDA_SUCCESS, __FILE__, __LINE__, "cuTensorMapEncodeTiled", "failed");
   return m;
+}
+
+CUtensorMap window_map(const void* x, bool f16, int n, int h) {
+  const cuuint64_t strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
+  return tiled_map<4>(x, f16, {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(n)}, strides,
+                      {8, kWinCols, kWinRows, 1});
 }
 
 // w [128 outputs, 1152 k] read in chunks: boxes of 8 k x 64 outputs (1024 bytes, outputs along the rows).
 CUtensorMap weight_map(const void* w, bool f16) {
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {kKDim, kC};
   const cuuint64_t strides[1] = {kKDim * 2};
-  const cuuint32_t box[2] = {8, kHalf}, elem[2] = {1, 1};
-  const CUresult r = encode_tiled()(
-      &m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(w),
-      dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  check(r == CUDA_SUCCESS, __FILE__, __LINE__, "cuTensorMapEncodeTiled", "failed");
-  return m;
-}
-
-template <class T>
-T from_float(float v) {
-  return static_cast<T>(v);
+  return tiled_map<2>(w, f16, {kKDim, kC}, strides, {8, kHalf});
 }
 
 template <class T>
 int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type) {
   const int h = 16;
   const int64_t nx = static_cast<int64_t>(batch) * h * kW * kC, nw = static_cast<int64_t>(kC) * kKDim;
-  std::vector<T> hx(nx), hw(nw);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (auto& v : hx) v = from_float<T>(d(rng));
-  for (auto& v : hw) v = from_float<T>(0.04f * d(rng));
+  const std::vector<T> hx = fresco::bench::random_values<T>(nx, 1.0f, rng),
+                       hw = fresco::bench::random_values<T>(nw, 0.04f, rng);
   T *x, *w, *y, *y2;
   float* yref;
   int sms = 0;
@@ -619,22 +625,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   };
   const double own_err = checked(own), alt_err = checked(own_alt), alt6_err = checked(alt6),
                staged_err = checked(staged), ss_err = checked(ss), turns_err = checked(ss_turns);
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto time_us = [&](auto fn) {
-    float best = 1e30f;
-    for (int r = 0; r < 3; ++r) {
-      CK(cudaEventRecord(e0));
-      for (int i = 0; i < reps; ++i) fn();
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms = 0.0f;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      best = std::min(best, ms * 1000.0f / reps);
-    }
-    return best;
-  };
+  const fresco::bench::BestTimer timer;
+  auto time_us = [&](auto fn) { return timer.us(fn, reps); };
   const float own_us = time_us(own), alt_us = time_us(own_alt), alt6_us = time_us(alt6);
   const float no_store_us = time_us(no_store), mma_only_us = time_us(mma_only),
               mma_aligned_us = time_us(mma_aligned), staged_us = time_us(staged), ss_us = time_us(ss),
@@ -668,7 +660,7 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   for (int64_t i = 0; i < nx; ++i) {
     const int c = static_cast<int>(i % kC);
     const float f = std::fmaf(static_cast<float>(hx[i]), hcoef[c], hcoef[kC + c]);
-    ha[i] = from_float<T>(f > 0.0f ? f : 0.0f);
+    ha[i] = fresco::bench::from_float<T>(f > 0.0f ? f : 0.0f);
   }
   T* xa = nullptr;
   CK(cudaMalloc(&xa, nx * sizeof(T)));

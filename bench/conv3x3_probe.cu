@@ -468,16 +468,6 @@ constexpr bool kHasWgmmaHost = false;
 #endif
 
 template <class T>
-T from_float(float v);
-template <>
-__half from_float<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <class T>
 float to_float(T v) {
   return static_cast<float>(v);
 }
@@ -486,11 +476,9 @@ template <class T>
 int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type) {
   const int h = 32;
   const int64_t nx = static_cast<int64_t>(batch) * h * kW * kC, nw = static_cast<int64_t>(kK) * kKDim;
-  std::vector<T> hx(nx), hw(nw);
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (auto& v : hx) v = from_float<T>(d(rng));
-  for (auto& v : hw) v = from_float<T>(0.06f * d(rng));
+  const std::vector<T> hx = fresco::bench::random_values<T>(nx, 1.0f, rng),
+                       hw = fresco::bench::random_values<T>(nw, 0.06f, rng);
   T *x, *w, *y, *y2;
   float *yref, *part;
   double* sums;
@@ -582,22 +570,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   if (kHasWgmmaHost) verify(own_fresco, fr_worst, fr_rs_worst);
   double free_worst = 0.0, free_rs_worst = 0.0;
   if (kHasWgmmaHost) verify(own_fresco_free, free_worst, free_rs_worst);
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto time_us = [&](auto fn) {
-    float best = 1e30f;
-    for (int r = 0; r < 3; ++r) {
-      CK(cudaEventRecord(e0));
-      for (int i = 0; i < reps; ++i) fn();
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms = 0.0f;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      best = std::min(best, ms * 1000.0f / reps);
-    }
-    return best;
-  };
+  const fresco::bench::BestTimer timer;
+  auto time_us = [&](auto fn) { return timer.us(fn, reps); };
   const float own_us = time_us(own);
   const float wg_us = kHasWgmmaHost ? time_us(own_wg) : -1.0f;
   const float v3_us = kHasWgmmaHost ? time_us(own_v3) : -1.0f;

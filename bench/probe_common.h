@@ -8,9 +8,12 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace fresco::bench {
 
@@ -19,6 +22,34 @@ inline void check(bool ok, const char* file, int line, const char* expr, const c
   std::fprintf(stderr, "%s:%d %s: %s\n", file, line, expr, message);
   std::exit(1);
 }
+
+// v rounded to the nearest T (__half, __nv_bfloat16).
+template <class T>
+T from_float(float v) {
+  return static_cast<T>(v);  // round to nearest even in both 16-bit types
+}
+
+// n values uniform in [-scale, scale), rounded to T: a probe's inputs, the same from run to run for one rng.
+template <class T>
+std::vector<T> random_values(int64_t n, float scale, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<T> v(static_cast<size_t>(n));
+  for (auto& e : v) e = from_float<T>(scale * d(rng));
+  return v;
+}
+
+// The best of three timings of `reps` calls of fn back to back, in microseconds a call (CUDA events on the
+// default stream). Defined after CK below.
+class BestTimer {
+ public:
+  BestTimer();
+  ~BestTimer();
+  template <class F>
+  float us(F fn, int reps) const;
+
+ private:
+  cudaEvent_t e0_{}, e1_{};
+};
 
 // The probe's arguments; parse() prints the usage and returns false on anything else.
 struct ProbeArgs {
@@ -108,4 +139,27 @@ inline fresco::bench::CudnnConv3x3::CudnnConv3x3(cudnnDataType_t type, int batch
 inline void fresco::bench::CudnnConv3x3::forward(const void* x, const void* w, void* y) const {
   const float one = 1.0f, zero = 0.0f;
   DK(cudnnConvolutionForward(dnn, &one, xd, x, wd, w, cd, perf[0].algo, ws, ws_bytes, &zero, yd, y));
+}
+
+inline fresco::bench::BestTimer::BestTimer() {
+  CK(cudaEventCreate(&e0_));
+  CK(cudaEventCreate(&e1_));
+}
+inline fresco::bench::BestTimer::~BestTimer() {
+  cudaEventDestroy(e0_);
+  cudaEventDestroy(e1_);
+}
+template <class F>
+float fresco::bench::BestTimer::us(F fn, int reps) const {
+  float best = 1e30f;
+  for (int r = 0; r < 3; ++r) {
+    CK(cudaEventRecord(e0_));
+    for (int i = 0; i < reps; ++i) fn();
+    CK(cudaEventRecord(e1_));
+    CK(cudaEventSynchronize(e1_));
+    float ms = 0.0f;
+    CK(cudaEventElapsedTime(&ms, e0_, e1_));
+    best = best < ms * 1000.0f / reps ? best : ms * 1000.0f / reps;
+  }
+  return best;
 }
