@@ -14,7 +14,7 @@
 //                          [--conv-stats auto|on|off] [--grad-sums auto|on|off] [--join-lag N]
 //                          [--early-update auto|on|off] [--early-parts N] [--conv-prologue auto|on|off]
 //                          [--fork-shortcuts 0|1] [--join-epilogue auto|on|off] [--fused-weight-cast 1|0]
-//                          [--deferred-update auto|on|off]
+//                          [--deferred-update auto|on|off] [--compact-shortcut auto|on|off]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
 // --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
 // --grad-sums sets CompileOptions::grad_sums (batchnorm gradient sums from the masking pass before it).
@@ -22,6 +22,8 @@
 // --early-parts CompileOptions::early_update_parts (-1: the default).
 // --conv-prologue sets CompileOptions::conv_prologue (a batchnorm applied by the conv that reads it).
 // --join-epilogue sets CompileOptions::join_epilogue (a join's masking pass in a conv's input gradient).
+// --compact-shortcut sets CompileOptions::compact_shortcut_grads (a strided 1x1 shortcut's input gradient
+// at its output positions only).
 // --fused-weight-cast 0 casts W -> A after the updates instead of in them
 // (CompileOptions::fused_weight_cast).
 // --grads16-update auto|on|off sets CompileOptions::update_from_grads16 (the updates read the conv weights'
@@ -108,6 +110,7 @@ int main(int argc, char** argv) {
                           {"early-parts", "-1"},
                           {"fork-shortcuts", fork_default},
                           {"join-epilogue", "auto"},
+                          {"compact-shortcut", "auto"},
                           {"fused-weight-cast", "1"},
                           {"grads16-update", "auto"},
                           {"deferred-update", "auto"}});
@@ -154,7 +157,9 @@ int main(int argc, char** argv) {
             parse_mode<CompileOptions::Grads16Update>(args.str("grads16-update"), "grads16-update"))
         .deferred_update(
             parse_mode<CompileOptions::DeferredUpdate>(args.str("deferred-update"), "deferred-update"))
-        .join_epilogue(parse_mode<CompileOptions::JoinEpilogue>(args.str("join-epilogue"), "join-epilogue"));
+        .join_epilogue(parse_mode<CompileOptions::JoinEpilogue>(args.str("join-epilogue"), "join-epilogue"))
+        .compact_shortcut_grads(parse_mode<CompileOptions::CompactShortcutGrads>(args.str("compact-shortcut"),
+                                                                                 "compact-shortcut"));
     const auto early = parse_mode<CompileOptions::EarlyUpdate>(args.str("early-update"), "early-update");
     if (early != CompileOptions::EarlyUpdate::AUTO)
       task.early_update(early == CompileOptions::EarlyUpdate::ON);
@@ -176,7 +181,7 @@ int main(int argc, char** argv) {
         "s\","
         "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d,\"conv_prologue\":\"%s\","
         "\"fork_shortcuts\":%d,\"join_epilogue\":\"%s\",\"fused_weight_cast\":%d,\"deferred_update\":%d,"
-        "\"grads16_update\":%d}"
+        "\"grads16_update\":%d,\"compact_shortcut\":\"%s\"}"
         "\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
@@ -187,7 +192,8 @@ int main(int argc, char** argv) {
         args.str("early-update").c_str(), task.compiled().options.early_update_parts,
         args.str("conv-prologue").c_str(), task.compiled().options.fork_shortcuts ? 1 : 0,
         args.str("join-epilogue").c_str(), task.compiled().options.fused_weight_cast ? 1 : 0,
-        task.compiled().update_deferred() ? 1 : 0, task.compiled().updates_read_grads16() ? 1 : 0);
+        task.compiled().update_deferred() ? 1 : 0, task.compiled().updates_read_grads16() ? 1 : 0,
+        args.str("compact-shortcut").c_str());
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

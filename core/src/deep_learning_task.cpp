@@ -74,6 +74,8 @@ FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), options_.conv_stats = 
 FRESCO_SETTER(grad_sums(CompileOptions::GradSums mode), options_.grad_sums = mode)
 FRESCO_SETTER(conv_prologue(CompileOptions::ConvPrologue mode), options_.conv_prologue = mode)
 FRESCO_SETTER(join_epilogue(CompileOptions::JoinEpilogue mode), options_.join_epilogue = mode)
+FRESCO_SETTER(compact_shortcut_grads(CompileOptions::CompactShortcutGrads mode),
+              options_.compact_shortcut_grads = mode)
 FRESCO_SETTER(augment(data::Augmentation a), augment_ = a)
 FRESCO_SETTER(seed(uint64_t s), seed_ = s)
 FRESCO_SETTER(shuffle(bool on), shuffle_ = on)

@@ -89,11 +89,12 @@ constexpr uint32_t kJoinEpilogue = FR_KERNEL_CONV_JOIN_EPILOGUE;
 constexpr uint32_t kStepMomentum = FR_KERNEL_STEP_MOMENTUM;
 constexpr uint32_t kWeightCopy = FR_KERNEL_WEIGHT_COPY;
 constexpr uint32_t kHalfGrads = FR_KERNEL_HALF_GRADS;
+constexpr uint32_t kCompact = FR_KERNEL_COMPACT_GRAD;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums | kPrologue, conv2d_prepare, conv2d_run),
-    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue | kWgradBn | kJoinEpilogue,
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue | kWgradBn | kJoinEpilogue | kCompact,
           conv2d_backward_prepare, conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),
     FR_KF(FR_COMPUTE, FR_OP_RELU_BACKWARD, kF32, kSums, relu_backward_prepare, relu_backward_run),
@@ -116,7 +117,8 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kF32, nullptr, global_avg_pool_backward_run),
     FR_K(FR_COMPUTE, FR_OP_ADD, kF32, nullptr, add_run),
     FR_K(FR_COMPUTE, FR_OP_ADD_RELU, kF32, nullptr, add_relu_run),
-    FR_KF(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kF32, kSums, add_relu_backward_prepare, add_relu_backward_run),
+    FR_KF(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kF32, kSums | kCompact, add_relu_backward_prepare,
+          add_relu_backward_run),
     FR_K(FR_COMPUTE, FR_OP_CONCAT, kF32, nullptr, concat_run),
     FR_K(FR_COMPUTE, FR_OP_CONCAT_BACKWARD, kF32, nullptr, concat_backward_run),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run),

@@ -473,6 +473,46 @@ void plan_join_epilogues(ArchPlan& a, const CompileOptions& o) {
   }
 }
 
+// A conv whose input gradient may be written compact (ops.h): 1x1, padding 0, stride above 1 (its output
+// positions are then fewer than its input's), dilation 1, one group.
+bool compact_dx_shape(const LayerDescriptor& l) {
+  const LayerSpec& c = l.spec;
+  return l.kind == LayerKind::CONV && c.k == 1 && c.pad == 0 && c.stride > 1 && c.dilation == 1 &&
+         c.groups == 1;
+}
+
+void plan_compact_grads(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
+  // CompileOptions::compact_shortcut_grads: at a relu whose output two layers read and whose two gradient
+  // parts add_relu_backward sums (a fused join's relu, or one fused into a batchnorm with gradient sums; not
+  // a pass a conv's join epilogue does), a reader that is a strided 1x1 conv writes its part compact.
+  if (!option_on(o.compact_shortcut_grads, o) || !o.overlap_weight_gradients) return;
+  std::vector<std::vector<int32_t>> readers(a.layers.size());
+  for (const auto& l : a.layers)
+    for (const int32_t in : {l.input, l.input2})
+      if (in >= 0) readers[static_cast<size_t>(in)].push_back(l.index);
+  for (const auto& r : a.layers) {
+    const auto& rdr = readers[static_cast<size_t>(r.index)];
+    if (rd.consumers[static_cast<size_t>(r.index)] != 2 || rdr.size() != 2 || rdr[0] == rdr[1] ||
+        r.index <= rd.fp)
+      continue;
+    int32_t masking = -1;  // the layer whose backward is the add_relu_backward of the two parts
+    if (fused_join_relu(a, r))
+      masking = r.input;
+    else if (r.kind == LayerKind::RELU && r.grad_sums_bn >= 0)
+      masking = r.index;
+    if (masking < 0) continue;
+    auto& m = a.layers[static_cast<size_t>(masking)];
+    if (m.join_grad_by_conv >= 0 || m.compact_part_stride > 0) continue;
+    for (const int32_t c : {rdr[1], rdr[0]}) {
+      auto& conv = a.layers[static_cast<size_t>(c)];
+      if (!compact_dx_shape(conv) || conv.input != r.index) continue;
+      conv.compact_dx = true;
+      m.compact_part_stride = static_cast<int32_t>(conv.spec.stride);
+      break;
+    }
+  }
+}
+
 void plan_wgrad_prologue(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
   const std::vector<int>& consumers = rd.consumers;
   const std::vector<int32_t>& first_reader = rd.first_reader;
@@ -602,6 +642,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   plan_conv_prologues(a, o, rd);
   plan_grad_sums(a, o, rd);
   plan_join_epilogues(a, o);
+  plan_compact_grads(a, o, rd);
   plan_wgrad_prologue(a, o, rd);
   check_output_and_count_parameters(a, o);
   plan_fused_head(a, o, rd);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "compiler/compile_internal.h"
+#include "fresco/core/error.h"
 #include "fresco/ops.h"
 
 namespace fresco::compile_detail {
@@ -182,18 +183,26 @@ void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) 
       }
     return n;
   };
+  // add_relu_backward of the two parts, the second compact where a strided 1x1 conv wrote it so
+  // (CompileOptions::compact_shortcut_grads; ops.h)
+  auto add_relu_backward = [&](TensorId dx_out) {
+    GraphNode& n = cx.add(with_grad_sums(
+        compute_node(FR_OP_ADD_RELU_BACKWARD, l.name, {l.grad_sum_a, l.grad_sum_b, l.out}, {dx_out})));
+    if (l.compact_part_stride > 0)
+      n.with_params(FrAddReluBackwardParams{l.compact_part_stride, l.compact_part_stride});
+  };
   if (l.join_grad_by_conv >= 0) return;  // the pass below is in that conv's input gradient (join_epilogue)
   if (l.kind == LayerKind::ADD && l.fused_relu && l.grad_sum_a != kNoTensor) {  // sum and mask in one pass
-    cx.add(with_grad_sums(
-        compute_node(FR_OP_ADD_RELU_BACKWARD, l.name, {l.grad_sum_a, l.grad_sum_b, l.out}, {l.grad_in})));
+    add_relu_backward(l.grad_in);
     return;
   }
   if (l.kind == LayerKind::RELU && l.grad_sums_bn >= 0) {  // the relu fused into a batchnorm, read twice: the
     // two parts summed and masked by the batchnorm's output (its backward then gets the gradient premasked)
-    cx.add(with_grad_sums(
-        compute_node(FR_OP_ADD_RELU_BACKWARD, l.name, {l.grad_sum_a, l.grad_sum_b, l.out}, {l.grad_out})));
+    add_relu_backward(l.grad_out);
     return;
   }
+  FRESCO_CHECK(l.compact_part_stride == 0, ErrorCode::kInternal,
+               l.name + ": a compact gradient part planned where add_relu_backward does not sum the parts");
   if (l.grad_sum_a != kNoTensor) cx.add(add_node(l.grad_sum_a, l.grad_sum_b, l.grad_out, "grad " + l.name));
   if (l.kind == LayerKind::ADD && l.fused_relu) {  // the fused relu's backward; both branches read the result
     cx.add(with_grad_sums(compute_node(FR_OP_RELU_BACKWARD, l.name, {l.grad_out, l.out}, {l.grad_in})));

@@ -40,6 +40,19 @@ Shape read_sample(const ArchPlan& a, const LayerDescriptor& l) {
   if (i == l.input) return l.in_sample;
   return i < 0 ? a.input_sample : a.layers[static_cast<size_t>(i)].out_sample;
 }
+
+// A compact input gradient's sample shape (CompileOptions::compact_shortcut_grads; ops.h): the conv's
+// output positions, its input's channels.
+Shape compact_sample(const LayerDescriptor& l) {
+  return Shape{1, l.out_sample.h, l.out_sample.w, l.in_sample.c};
+}
+
+// Whether `part`, a gradient part of layer i's output, is a reader's compact input gradient.
+bool compact_part(const ArchPlan& a, int i, TensorId part) {
+  for (const auto& l : a.layers)
+    if (l.input == i && l.compact_dx && l.grad_in == part) return true;
+  return false;
+}
 }  // namespace
 
 static void fit_feature_lifetimes(CompiledModel& m, MemoryPlan& p);
@@ -164,6 +177,8 @@ static MemoryPlan plan_tensors(CompiledModel& m) {
       for (TensorId part : parts)
         FRESCO_CHECK(part != kNoTensor, ErrorCode::kInternal,
                      "layer " + l.spec.path + ": a gradient was not planned");
+      // a compact part (CompileOptions::compact_shortcut_grads) is add_relu_backward's second
+      if (parts.size() == 2 && compact_part(a, i, parts[0])) std::swap(parts[0], parts[1]);
       if (parts.size() == 1) {
         l.grad_out = parts[0];
       } else if (fused_join_relu(a, l)) {  // hand both parts to the join below
@@ -184,8 +199,9 @@ static MemoryPlan plan_tensors(CompiledModel& m) {
     if (l.join_grad_by_conv >= 0 && l.kind == LayerKind::ADD)  // a fused join's: the conv writes it
       l.grad_in = a.layers[static_cast<size_t>(l.join_grad_by_conv)].grad_in;
     else if (!passes_gradient(l) && !l.dx_by_conv && (l.input >= fp || l.kind == LayerKind::CONCAT))
-      l.grad_in = batched(p.alloc_feature(read_sample(a, l).with_batch(mb), "grad(" + l.name + ".in)",
-                                          l.index, 2 * L + 1 - l.index, end, dtype_of(l.input)));
+      l.grad_in = batched(
+          p.alloc_feature((l.compact_dx ? compact_sample(l) : read_sample(a, l)).with_batch(mb),
+                          "grad(" + l.name + ".in)", l.index, 2 * L + 1 - l.index, end, dtype_of(l.input)));
     if (l.kind == LayerKind::CONCAT) {  // the split writes both parts
       const Shape in2 = l.input2 < 0 ? a.input_sample : a.layers[static_cast<size_t>(l.input2)].out_sample;
       l.grad_in2 = batched(p.alloc_feature(in2.with_batch(mb), "grad(" + l.name + ".in2)", l.index,

@@ -3,18 +3,20 @@
 // buffer followed by a gather col2im (each dx element sums its taps in (r, s) order); db = column sums of dy
 // in row order. Part 1 computes only dx, part 2 only dw and db (ops.h); the arithmetic of each gradient is
 // the same as in the whole call. Gradients are written, not accumulated; never allocates; bitwise equal for
-// any thread count. The geometry helpers are a copy of conv2d.cpp's. With the batchnorm gradient epilogue
-// (ops.h) dx is then masked by x > 0 and the batchnorm's gradient sums written from it (grad_sums.h, as the
-// masking passes do). With the weight gradient's batchnorm prologue (ops.h) the call first writes the
-// batchnorm's dx from its output gradient into the workspace and uses that as dy. Test:
-// tests/plugins/cpu/test_conv2d.cpp (reference, FD), tests/plugins/cpu/test_conv_prologue.cpp (the epilogue
-// and the prologue).
+// any thread count. A compact input gradient (ops.h: a strided 1x1 conv's dx at dy's positions) is the dcol
+// GEMM's result itself, the values col2im would copy to those positions. The geometry helpers are a copy of
+// conv2d.cpp's. With the batchnorm gradient epilogue (ops.h) dx is then masked by x > 0 and the batchnorm's
+// gradient sums written from it (grad_sums.h, as the masking passes do). With the weight gradient's batchnorm
+// prologue (ops.h) the call first writes the batchnorm's dx from its output gradient into the workspace and
+// uses that as dy. Test: tests/plugins/cpu/test_conv2d.cpp (reference, FD),
+// tests/plugins/cpu/test_conv_prologue.cpp (the epilogue and the prologue).
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "cpu_common.h"
 #include "fresco/batchnorm_rules.h"
+#include "fresco/compact_grad.hpp"
 #include "fresco/conv_backward_parts.hpp"
 #include "fresco/conv_prologue.hpp"
 #include "gemm.h"
@@ -71,10 +73,10 @@ ConvGeom checked_geometry(const FrCall* call, const FrConvBackwardParams& p) {
     FR_PLUGIN_CHECK(sdk::numel(call->out[o.db]) == gm.k, FR_ERR_INVALID_ARGUMENT,
                     "conv2d_backward: db has " + std::to_string(sdk::numel(call->out[o.db])) +
                         " elements, K is " + std::to_string(gm.k));
-  if (o.dx >= 0)
-    FR_PLUGIN_CHECK(
-        sdk::numel(call->out[o.dx]) == sdk::numel(x), FR_ERR_INVALID_ARGUMENT,
-        "conv2d_backward: dx " + sdk::shape_str(call->out[o.dx]) + " differs from x " + sdk::shape_str(x));
+  // dx has x's size, or is compact (ops.h: checked there)
+  if (sdk::conv_compact_dx(call, p, o))
+    FR_PLUGIN_CHECK(!sdk::has_conv_grad_epilogue(call) && !sdk::has_conv_join_epilogue(call),
+                    FR_ERR_INVALID_ARGUMENT, "conv2d_backward: a compact input gradient takes no epilogue");
   // The GEMMs run on full blocks of nb images and on a shorter last block; the packing scratch is not
   // monotonic in the block size (the k blocking changes), so size it for both.
   const int64_t last = gm.n % gm.nb;
@@ -183,6 +185,7 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
     float* col = static_cast<float*>(call->workspace);
     void* gemm_ws = static_cast<char*>(call->workspace) + gm.col_bytes;
     const int64_t pq = gm.p * gm.q, rows = gm.n * pq;
+    const bool compact = sdk::conv_compact_dx(call, p, o);  // dx at dy's positions only (ops.h)
 
     if (db) {  // column sums of dy, rows in order
       parallel_chunks(gm.k, 64, [&](int64_t k0, int64_t k1) {
@@ -242,7 +245,9 @@ FR_CPU_KERNEL_RUN(conv2d_backward) {
         im2col(gm, x, n0, nb, col);
         weight_grad(col, gm.rsc, gm.rscg, dyb, nb * pq, n0 == 0 ? 0.0f : 1.0f);
       }
-      if (dx) {
+      if (dx && compact) {  // 1x1: the block's dcol is dx at dy's positions (what col2im would copy)
+        input_grad(dx + n0 * pq * gm.c, gm.rsc, gm.rscg, dyb, nb * pq);
+      } else if (dx) {
         input_grad(col, gm.rsc, gm.rscg, dyb, nb * pq);
         col2im(gm, col, n0, nb, dx);
       }

@@ -192,7 +192,13 @@ typedef struct FrConvParams {
  * saved mean (f32 [C]). dx is then written as add_relu_backward (a = the conv's own input gradient rounded to
  * x's dtype, b, y = x) would write it: a + b in f32 where x > 0, else 0, rounded once; and one more output,
  * last, gsums (f32 [2C]), gets that batchnorm's two gradient sums of dx, as add_relu_backward's gradient
- * sums with bx as their x. */
+ * sums with bx as their x.
+ * Compact input gradient (FR_KERNEL_COMPACT_GRAD; CompileOptions::compact_shortcut_grads): a part-1 call of
+ * a 1x1 conv with padding 0, dilation 1 and one group (a projection shortcut, typically stride 2) may write
+ * dx as [N, P, Q, C] (dy's positions, x's channels and dtype) instead of x's shape: dx[n, p, q, c] = the sum
+ * over k of dy[n, p, q, k] w[k, c], the gradient at x's position (n, p stride_h, q stride_w), the only
+ * positions the conv reads (every other position of x gets no gradient from it). The kernel tells the form
+ * by dx's size; add_relu_backward's compact part (below) is its reader. */
 typedef struct FrConvBackwardParams {
   FrConvParams conv;
   int32_t need_dx;
@@ -256,7 +262,12 @@ typedef struct FrPoolParams {
 
 /* add: in {a, b}; out {y = a + b} (residual joins and gradient sums). No params.
  * add_relu_backward: in {a, b, y}; out {dx = (a + b) * (y > 0)}: relu_backward of a gradient that arrives in
- * two parts (a fused join whose output two layers read), without materialising the sum. No params. add_relu:
+ * two parts (a fused join whose output two layers read), without materialising the sum. No params, or
+ * FrAddReluBackwardParams for a compact second part (FR_KERNEL_COMPACT_GRAD): b is then [N, P, Q, C] with
+ * P = (H - 1) / stride_h + 1 and Q = (W - 1) / stride_w + 1 (a's [N, H, W, C]; conv2d_backward's compact
+ * input gradient), and dx = (a + b[n, h / stride_h, w / stride_w, c]) * (y > 0) where h and w are multiples
+ * of the strides, (a + 0) * (y > 0) elsewhere: the bits of the full-size part, whose other positions hold
+ * +0 (so a -0 in a comes out +0 as there). The gradient sums operands are as without params. add_relu:
  * in {a, b}; out {y = max(a + b, 0)} (a residual join followed by relu). No params; its backward is
  * relu_backward on y.
  * concat: in {a [N,H,W,Ca], b [N,H,W,Cb]}; out {y [N,H,W,Ca+Cb]}: per position, a's channels then b's.
@@ -267,6 +278,9 @@ typedef struct FrPoolParams {
  * tanh: in {x}; out {y = tanh x}. tanh_backward: in {dy, y}; out {dx = dy (1 - y^2)}. No params.
  * flatten_chw: in {x [N,H,W,C]}; out {y [N,1,1,C*H*W]} in PyTorch's C,H,W order; flatten_chw_backward: in
  * {dy}; out {dx [N,H,W,C]}. No params. */
+typedef struct FrAddReluBackwardParams {
+  int32_t stride_h, stride_w; /* the compact part b's strides, each >= 1 (1 and 1: b is a's size) */
+} FrAddReluBackwardParams;
 
 /* ---- range ops --------------------------------------------------------------------------------------------
  */

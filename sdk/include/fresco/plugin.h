@@ -130,6 +130,9 @@ typedef struct FrCall {
 /* The 16-bit gradients of ops.h: sgd_update's and adam_update's gradient input (rin[0]) f16 or bf16, unscaled
  * by the step's loss scale as it is read. */
 #define FR_KERNEL_HALF_GRADS (1u << 6)
+/* The compact gradient part of a strided 1x1 conv (ops.h): conv2d_backward's input gradient written at dy's
+ * positions only, add_relu_backward's second part b at those positions (FrAddReluBackwardParams). */
+#define FR_KERNEL_COMPACT_GRAD (1u << 7)
 
 typedef struct FrKernelDef {
   uint32_t struct_size;

@@ -92,6 +92,11 @@ struct LayerDescriptor {
   // gradient part, the batchnorm's input, its save_mean}, with its grad_sums the batchnorm's.
   int32_t join_grad_by_conv = -1, join_epilogue_of = -1;
   std::array<TensorId, 3> join_epilogue{kNoTensor, kNoTensor, kNoTensor};
+  // CompileOptions::compact_shortcut_grads: a strided 1x1 conv whose input gradient is written compact, at
+  // its output positions only (compact_dx; ops.h, "Compact input gradient"), and the masking layer whose
+  // add_relu_backward adds it there (compact_part_stride: the conv's stride; 0: none).
+  bool compact_dx = false;
+  int32_t compact_part_stride = 0;
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
@@ -188,6 +193,16 @@ struct CompileOptions {
   // after the input gradient, the same work as without.
   enum class JoinEpilogue { AUTO, ON, OFF };
   JoinEpilogue join_epilogue = JoinEpilogue::AUTO;
+  // With overlap_weight_gradients: the input gradient of a strided 1x1 conv (padding 0, dilation 1, one
+  // group: a projection shortcut) that reads a relu's output with one more layer, whose two gradient parts
+  // add_relu_backward sums and masks, is written compact, at the conv's output positions only ([N, P, Q, C]:
+  // ops.h, "Compact input gradient"), and add_relu_backward adds it at those positions: the shortcut's input
+  // gradient writes and the masking pass reads a quarter of the full-size part (stride 2), whose other
+  // positions only ever held zeros. The same values bit for bit where the backend computes the compact part
+  // as it did those positions (the CPU does; cuDNN's 1x1 input gradient at stride 1 may add in another
+  // order than at stride 2). AUTO: in mixed precision, like the other fusions.
+  enum class CompactShortcutGrads { AUTO, ON, OFF };
+  CompactShortcutGrads compact_shortcut_grads = CompactShortcutGrads::AUTO;
   // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device
   // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
   // still read them.

@@ -147,6 +147,9 @@ class DeepLearningTask : public TaskBase {
   // reads it. It folds the masking passes that carry gradient sums, so it needs grad_sums: ON without them
   // is refused at compile.
   DeepLearningTask& join_epilogue(CompileOptions::JoinEpilogue mode);
+  // CompileOptions::compact_shortcut_grads (default AUTO: in mixed precision): a strided 1x1 projection
+  // shortcut's input gradient written at its output positions only, added there by the join's masking pass.
+  DeepLearningTask& compact_shortcut_grads(CompileOptions::CompactShortcutGrads mode);
   // Training-time augmentation applied while batches are staged (data/augment.h); evaluation is never
   // augmented.
   DeepLearningTask& augment(data::Augmentation a);

@@ -1,0 +1,93 @@
+// CompileOptions::compact_shortcut_grads on the CPU: the projection block's 1x1 stride-2 shortcut writes its
+// input gradient at its output positions only ([N, P, Q, C], ops.h), the join's add_relu_backward adds it
+// there, and the small residual network trains to the same bits as with the full-size part (the CPU's
+// compact part is the GEMM whose values col2im would copy to those positions, and the other positions add
+// +0 as the full-size part's zeros did).
+#include <gtest/gtest.h>
+
+#include "e2e/legacy_conv.h"
+#include "e2e/small_residual_task.h"
+#include "fresco/core/error.h"
+
+using namespace fresco;
+
+namespace {
+using Mode = CompileOptions::CompactShortcutGrads;
+
+// The training graph's add_relu_backward nodes with a compact part: (count, the part's elements per the
+// first part's).
+std::pair<int, double> compact_passes(const DeepLearningTask& t) {
+  const MemoryPlan& p = t.compiled().base_plan();
+  int count = 0;
+  double ratio = 0.0;
+  for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD)) {
+    if (n.op != FR_OP_ADD_RELU_BACKWARD || n.params.empty()) continue;
+    const auto s = n.params_as<FrAddReluBackwardParams>();
+    EXPECT_TRUE(s && s->stride_h == 2 && s->stride_w == 2);
+    ++count;
+    ratio = static_cast<double>(p.tensor(n.in[1]).shape.numel()) /
+            static_cast<double>(p.tensor(n.in[0]).shape.numel());
+  }
+  return {count, ratio};
+}
+}  // namespace
+
+TEST(CompactShortcutCpu, TheShortcutsPartIsAQuarterAndTheBitsAreTheSame) {
+  for (const Mode mode : {Mode::OFF, Mode::ON}) {
+    DeepLearningTask t;
+    test::configure_small_residual(t);
+    t.compact_shortcut_grads(mode);
+    t.compile();
+    const auto [count, ratio] = compact_passes(t);
+    EXPECT_EQ(count, mode == Mode::ON ? 1 : 0);
+    if (mode == Mode::ON) {
+      EXPECT_DOUBLE_EQ(ratio, 0.25);  // 8x8 -> 4x4 positions, the same 8 channels
+    }
+  }
+  for (const auto sums : {CompileOptions::GradSums::OFF, CompileOptions::GradSums::ON}) {
+    SCOPED_TRACE(sums == CompileOptions::GradSums::ON ? "with gradient sums" : "without them");
+    test::expect_same_bits(
+        [sums](DeepLearningTask& t) { t.grad_sums(sums).compact_shortcut_grads(Mode::OFF); },
+        [sums](DeepLearningTask& t) { t.grad_sums(sums).compact_shortcut_grads(Mode::ON); });
+  }
+}
+
+// AUTO takes it in mixed precision only; a join whose masking pass a conv's join epilogue does keeps the
+// full-size part (that epilogue reads it whole).
+TEST(CompactShortcutCpu, WhereItIsNotTaken) {
+  {
+    DeepLearningTask t;
+    test::configure_small_residual(t);
+    t.compile();
+    EXPECT_EQ(compact_passes(t).first, 0);
+  }
+  {
+    DeepLearningTask t;
+    test::configure_small_residual(t);
+    t.grad_sums(CompileOptions::GradSums::ON)
+        .join_epilogue(CompileOptions::JoinEpilogue::ON)
+        .compact_shortcut_grads(Mode::ON);
+    t.compile();
+    EXPECT_EQ(compact_passes(t).first, 0);
+  }
+}
+
+// The compact input gradient (ops.h) is refused on a conv2d_backward kernel that does not declare
+// FR_KERNEL_COMPACT_GRAD.
+TEST(CompactShortcutCpu, AKernelWithoutTheFormIsRefusedForIt) {
+  ASSERT_TRUE(test::load_legacy_conv());
+  auto t = std::make_unique<SimpleTask>("cpu");
+  const TensorId dy = t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 16}, "dy");
+  const TensorId x = t->tensor(Region::T_TEMP, DType::F16, Shape{2, 8, 8, 8}, "x");
+  const TensorId dx = t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 8}, "dx");
+  const TensorId w = t->tensor(Region::T_TEMP, DType::F16, Shape{16, 1, 1, 8}, "w");
+  t->lock_memory();
+  GraphNode n;
+  n.op = FR_OP_CONV2D_BACKWARD;
+  n.label = "shortcut";
+  n.in = {dy, x, w};
+  n.out = {dx};
+  n.with_params(FrConvBackwardParams{FrConvParams{1, 1, 2, 2, 0, 0, 1, 1, 1, 0}, 1, 1});
+  t->add(GraphId::DEEP_FWD_BWD, n);
+  test::expect_refused(*t, "a compact input gradient", {"FR_KERNEL_COMPACT_GRAD", "compact_shortcut_grads"});
+}
