@@ -89,6 +89,7 @@ constexpr uint32_t kJoinEpilogue = FR_KERNEL_CONV_JOIN_EPILOGUE;
 constexpr uint32_t kStepMomentum = FR_KERNEL_STEP_MOMENTUM;
 constexpr uint32_t kWeightCopy = FR_KERNEL_WEIGHT_COPY;
 constexpr uint32_t kHalfGrads = FR_KERNEL_HALF_GRADS;
+constexpr uint32_t kCompact = FR_KERNEL_COMPACT_GRAD;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
@@ -96,7 +97,7 @@ const FrKernelDef kKernels[] = {
     FR_KF(FR_COMPUTE, FR_OP_RELU_BACKWARD, kFloats, kSums, relu_backward_prepare, relu_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_ADD, kFloats, nullptr, add_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_ADD_RELU, kFloats, nullptr, add_relu_run, nullptr),
-    FR_KF(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kFloats, kSums, add_relu_backward_prepare,
+    FR_KF(FR_COMPUTE, FR_OP_ADD_RELU_BACKWARD, kFloats, kSums | kCompact, add_relu_backward_prepare,
           add_relu_backward_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CONCAT, kFloats, nullptr, concat_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CONCAT_BACKWARD, kFloats, nullptr, concat_backward_run, nullptr),
@@ -121,7 +122,7 @@ const FrKernelDef kKernels[] = {
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kFloats, kSums | kWgradBn, batchnorm_backward_prepare,
           batchnorm_backward_run, nullptr),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D, kFloats, kSums | kPrologue, conv2d_prepare, conv2d_run, conv2d_destroy),
-    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kFloats, kPrologue | kWgradBn | kJoinEpilogue,
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kFloats, kPrologue | kWgradBn | kJoinEpilogue | kCompact,
           conv2d_backward_prepare, conv2d_backward_run, conv2d_backward_destroy),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW, kFloats, nullptr, flatten_chw_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW_BACKWARD, kFloats, nullptr, flatten_chw_backward_run, nullptr),

@@ -161,6 +161,51 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
       return rel_err(floats(out[0]), ref::conv2d_backward(dx_bn, widen(bx), widen(w), sh).dw);
     };
     cases.emplace_back("batchnorm gradient prologue of the weight gradient", std::move(wp));
+    // the compact input gradient of a strided 1x1 conv: dx at dy's positions only, the full-size input
+    // gradient's values at x's positions (stride_h p, stride_w q) (ops.h)
+    const ref::ConvShape sc{3, 9, 10, 6, 8, 1, 1, 2, 2, 0, 0, 1, 1, 1};
+    const FrConvParams cc{1, 1, 2, 2, 0, 0, 1, 1, 1, 0};
+    const auto cdy = random(rng, sc.y_size()), cx = random(rng, sc.x_size()), cw = random(rng, sc.w_size());
+    OpCase cd;
+    cd.in = {f32(cdy, {sc.n, sc.p(), sc.q(), sc.k}), f32(cx, {sc.n, sc.h, sc.w, sc.c}),
+             f32(cw, {sc.k, 1, 1, sc.c})};
+    cd.out = {f32(std::vector<float>(sc.n * sc.p() * sc.q() * sc.c, NAN), {sc.n, sc.p(), sc.q(), sc.c})};
+    cd.params = params_of(FrConvBackwardParams{cc, 1, 1});
+    cd.requires_flags = FR_KERNEL_COMPACT_GRAD;
+    cd.error = [=](const auto& out, const auto&) {
+      const std::vector<double> full = ref::conv2d_backward(widen(cdy), widen(cx), widen(cw), sc).dx;
+      std::vector<double> want;
+      for (int64_t i = 0; i < sc.n; ++i)
+        for (int64_t r = 0; r < sc.p(); ++r)
+          for (int64_t q = 0; q < sc.q(); ++q)
+            for (int64_t k = 0; k < sc.c; ++k)
+              want.push_back(full[static_cast<size_t>(((i * sc.h + 2 * r) * sc.w + 2 * q) * sc.c + k)]);
+      return rel_err(floats(out[0]), want);
+    };
+    cases.emplace_back("compact input gradient", std::move(cd));
+  }
+  if (op == FR_OP_ADD_RELU_BACKWARD) {  // a compact b: (a + b at the strided positions, else + 0) * (y > 0)
+    const int64_t n = 3, h = 9, w = 10, c = 6, p = 5, q = 5;
+    const auto a = random(rng, n * h * w * c), b = random(rng, n * p * q * c), y = random(rng, n * h * w * c);
+    OpCase cr;
+    cr.in = {f32(a, {n, h, w, c}), f32(b, {n, p, q, c}), f32(y, {n, h, w, c})};
+    cr.out = {f32(std::vector<float>(n * h * w * c, NAN), {n, h, w, c})};
+    cr.params = params_of(FrAddReluBackwardParams{2, 2});
+    cr.tolerance = 1e-6;
+    cr.requires_flags = FR_KERNEL_COMPACT_GRAD;
+    cr.error = [=](const auto& out, const auto&) {
+      std::vector<double> want(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        const int64_t r = static_cast<int64_t>(i) / c, k = static_cast<int64_t>(i) % c;
+        const int64_t ww = r % w, hh = (r / w) % h, img = r / (w * h);
+        const double part = hh % 2 == 0 && ww % 2 == 0
+                                ? b[static_cast<size_t>(((img * p + hh / 2) * q + ww / 2) * c + k)]
+                                : 0.0;
+        want[i] = y[i] > 0.0f ? a[i] + part : 0.0;
+      }
+      return rel_err(floats(out[0]), want);
+    };
+    cases.emplace_back("compact second part", std::move(cr));
   }
   if (op == FR_OP_BATCHNORM_BACKWARD) {  // the weights-only form: {dgamma, dbeta} from gsums, no dx
     constexpr int64_t kC = 6;

@@ -7,11 +7,14 @@
 // batchnorm prologue (ops.h) fresco's narrow weight gradient computes the batchnorm's dx as it stages dy
 // (ops/narrow_conv.h); other convolutions get it from batchnorm_backward's pass first (ops/bn_dx.h). With the
 // join epilogue (ops.h) fresco's Hopper input gradient adds the other part, masks and sums as it stores dx
-// (Conv3x3JoinSums); other convolutions run add_relu_backward's pass with sums after it, in place. Test:
+// (Conv3x3JoinSums); other convolutions run add_relu_backward's pass with sums after it, in place. A compact
+// input gradient (ops.h: a strided 1x1 conv's dx at dy's positions) is planned as that 1x1 conv at stride 1
+// over dy's positions, whose input gradient it is. Test:
 // tests/plugins/cuda/test_cuda_ops.cpp (vs the CPU), test_cuda_low_precision.cpp.
 #include <algorithm>
 #include <initializer_list>
 
+#include "fresco/compact_grad.hpp"
 #include "fresco/conv_backward_parts.hpp"
 #include "fresco/conv_prologue.hpp"
 #include "ops/bn_dx.h"
@@ -58,6 +61,14 @@ sdk::GradSumsOperands single_grad_sums(const FrTensor& x, const void* bx, const 
   g.c = v.c;
   return g;
 }
+// Whether the call writes a compact input gradient (ops.h; checked there), which takes no epilogue.
+bool compact_input_gradient(const FrCall* call, const FrConvBackwardParams& p,
+                            const sdk::ConvBackwardOutputs& o) {
+  if (!sdk::conv_compact_dx(call, p, o)) return false;
+  FR_PLUGIN_CHECK(!sdk::has_conv_grad_epilogue(call) && !sdk::has_conv_join_epilogue(call),
+                  FR_ERR_INVALID_ARGUMENT, "conv2d_backward: a compact input gradient takes no epilogue");
+  return true;
+}
 uint64_t prologue_workspace(const ConvPlan& plan, const FrCall* call) {
   if (!sdk::has_wgrad_bn_prologue(call) || plan.narrow_wgrad) return 0;
   return prologue_coef_at(plan, call->in[0]) + 3 * sdk::dim_or_1(call->in[0], 3) * sizeof(float);
@@ -67,6 +78,8 @@ uint64_t prologue_workspace(const ConvPlan& plan, const FrCall* call) {
 FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
   FrConvBackwardParams p{};
   unsigned dirs = 0;
+  FrConvParams conv{};
+  FrTensor x{};
   if (FrError* e = sdk::guard([&] {
         p = sdk::params<FrConvBackwardParams>(call);  // inside the guard: a bad params blob is an error
         const sdk::ConvBackwardOutputs o = sdk::conv_backward_outputs(p);
@@ -74,10 +87,16 @@ FR_CUDA_KERNEL_PREPARE(conv2d_backward) {
         sdk::check_conv_backward_operands(call, o);
         FR_PLUGIN_CHECK(o.db < 0 || call->in[0].dtype == FR_F32, FR_ERR_UNSUPPORTED,
                         "cuda conv2d_backward: a bias is supported in f32 only");
+        conv = p.conv;
+        x = call->in[1];
+        if (compact_input_gradient(call, p, o)) {  // the 1x1 at stride 1 over dy's positions (ops.h)
+          conv.stride_h = conv.stride_w = 1;
+          x = call->out[o.dx];
+        }
       }))
     return e;
-  if (FrError* e = conv_prepare_state(ctx, call, "conv2d_backward", p.conv, call->in[1], call->in[2],
-                                      call->in[0], dirs, state, workspace_bytes))
+  if (FrError* e = conv_prepare_state(ctx, call, "conv2d_backward", conv, x, call->in[2], call->in[0], dirs,
+                                      state, workspace_bytes))
     return e;
   return sdk::guard([&] {
     const auto& plan = *static_cast<const ConvPlan*>(*state);
@@ -130,7 +149,10 @@ FR_CUDA_KERNEL_RUN(conv2d_backward) {
                                  bn.y ? prologue_dx_at(*plan) : call->workspace_bytes, st);
       }
     }
-    if (o.dx >= 0) {
+    if (o.dx >= 0 && compact_input_gradient(call, p, o)) {  // planned as the 1x1 at stride 1 (prepare)
+      run_conv_backward_data(c, *plan, dy.data, w.data, call->out[o.dx].data, call->workspace,
+                             call->workspace_bytes, st);
+    } else if (o.dx >= 0) {
       FR_PLUGIN_CHECK(sdk::numel(call->out[o.dx]) == sdk::numel(x) && call->out[o.dx].dtype == x.dtype,
                       FR_ERR_INVALID_ARGUMENT, "conv2d_backward: dx must have the shape and dtype of x");
       void* dx = call->out[o.dx].data;

@@ -1,6 +1,7 @@
 // Low-precision training on CUDA: the fused batchnorm prologue and join epilogue train like the separate
-// passes, fp16's loss scaling skips an inf step and halves the scale, and the early and the deferred update
-// give the same bits as the update at the step's end. Skipped without a GPU.
+// passes, the compact shortcut gradient like the full-size one, fp16's loss scaling skips an inf step and
+// halves the scale, and the early and the deferred update give the same bits as the update at the step's
+// end. Skipped without a GPU.
 #include <unistd.h>
 
 #include <cmath>
@@ -167,6 +168,40 @@ TEST(CudaLowPrecision, JoinEpilogueTrainsLikeThePasses) {
       const bool on = mode != CompileOptions::JoinEpilogue::OFF;
       const std::string what = std::string(dtype_name(precision)) + (on ? " join epilogue" : " passes");
       EXPECT_EQ(epilogues, on ? 2 : 0) << what;
+      const std::vector<float> losses = test::train_small_residual(t, 6);
+      const test::Snapshot state = t.snapshot();
+      if (keep_reference(!on, what, losses, state, want_losses, want)) continue;
+      ASSERT_EQ(state.size(), want.size());
+      expect_trains_within_rounding(what, precision, losses, state, want_losses, want);
+    }
+  }
+}
+
+// CompileOptions::compact_shortcut_grads on the GPU: the small residual network's projection shortcut (1x1,
+// stride 2) writes its input gradient at its output positions only and the join's pass adds it there; cuDNN
+// plans that input gradient as the 1x1 conv at stride 1, whose sums may run in another order than at stride
+// 2, so the training is compared within rounding (bf16 and fp16, grad_sums AUTO: on).
+TEST(CudaLowPrecision, CompactShortcutGradsTrainLikeTheFullSizePart) {
+  FRESCO_REQUIRE_GPU();
+  const TempPath tuning("fresco_compact_shortcut_");  // both compiles take the same algorithms
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
+  for (DType precision : {DType::BF16, DType::F16}) {
+    std::vector<float> want_losses;
+    test::Snapshot want;
+    for (const auto mode :
+         {CompileOptions::CompactShortcutGrads::OFF, CompileOptions::CompactShortcutGrads::AUTO}) {
+      DeepLearningTask t;
+      test::configure_small_residual(t);
+      t.data(random_images(32, 7), random_images(16, 8)).device("cuda").precision(precision);
+      t.compact_shortcut_grads(mode);
+      t.compile();
+      int compact = 0;
+      for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD))
+        compact += n.op == FR_OP_ADD_RELU_BACKWARD && !n.params.empty();
+      const bool on = mode != CompileOptions::CompactShortcutGrads::OFF;
+      const std::string what =
+          std::string(dtype_name(precision)) + (on ? " compact part" : " full-size part");
+      EXPECT_EQ(compact, on ? 1 : 0) << what;
       const std::vector<float> losses = test::train_small_residual(t, 6);
       const test::Snapshot state = t.snapshot();
       if (keep_reference(!on, what, losses, state, want_losses, want)) continue;

@@ -1,0 +1,132 @@
+// The compact gradient part of a strided 1x1 conv on CUDA (ops.h, FR_KERNEL_COMPACT_GRAD): add_relu_backward
+// with a compact b writes the bits of the full-size part (b at the strided positions, +0 elsewhere), with and
+// without gradient sums, on the vector and the scalar kernels; conv2d_backward's compact input gradient holds
+// the full-size one's values at those positions. f32, bf16 and f16. Skipped without a GPU.
+#include <cmath>
+#include <random>
+#include <utility>
+
+#include "plugins/cuda/gpu_fixture.h"
+#include "plugins/cuda/low_precision_case.h"
+
+using namespace fresco;
+using namespace fresco::gpu_test;
+
+namespace {
+// n values of tensor id of dtype dt as floats.
+std::vector<float> read_floats(SimpleTask& t, TensorId id, DType dt, size_t n) {
+  if (dt == DType::F32) return t.read<float>(id, n);
+  const auto b = t.read<uint16_t>(id, n);
+  std::vector<float> f(n);
+  for (size_t j = 0; j < n; ++j) f[j] = from_low(dt, b[j]);
+  return f;
+}
+}  // namespace
+
+TEST(CudaCompactGrad, AddReluBackwardGivesTheFullSizePartsBits) {
+  FRESCO_REQUIRE_GPU();
+  for (int64_t ch : {64, 7})
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " C=" + std::to_string(ch));
+      const int64_t nn = 6, h = 9, w = 10, p = 5, q = 5;  // stride 2: rows 0, 2, .., 8 and columns 0, .., 8
+      const Shape x{nn, h, w, ch}, xc{nn, p, q, ch}, v{1, 1, 1, ch}, s2{1, 1, 1, 2 * ch};
+      SimpleTask t("cuda");
+      auto map = [&](const char* name) { return t.tensor(Region::T_TEMP, dt, x, name); };
+      const TensorId a = map("a"), bf = map("b full"), y = map("y"), xi = map("x"), g1 = map("g1"),
+                     g2 = map("g2"), g3 = map("g3"), g4 = map("g4");
+      const TensorId bc = t.tensor(Region::T_TEMP, dt, xc, "b compact");
+      const TensorId mean = t.tensor(Region::T_TEMP, DType::F32, v, "mean");
+      const TensorId gs3 = t.tensor(Region::T_TEMP, DType::F32, s2, "gsums full"),
+                     gs4 = t.tensor(Region::T_TEMP, DType::F32, s2, "gsums compact");
+      t.lock_memory();
+      const FrAddReluBackwardParams strides{2, 2};
+      t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_ADD_RELU_BACKWARD, {a, bf, y}, {g1}));
+      t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_ADD_RELU_BACKWARD, {a, bc, y}, {g2}).with_params(strides));
+      t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_ADD_RELU_BACKWARD, {a, bf, y, xi, mean}, {g3, gs3}));
+      t.add(GraphId::DEEP_FWD_BWD,
+            node(FR_OP_ADD_RELU_BACKWARD, {a, bc, y, xi, mean}, {g4, gs4}).with_params(strides));
+      t.compile();
+      std::mt19937 rng(23);
+      std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+      const size_t n = static_cast<size_t>(x.numel()), c = static_cast<size_t>(ch);
+      std::vector<float> av(n), yv(n), xv(n), full(n, 0.0f), compact(static_cast<size_t>(xc.numel()));
+      for (size_t i = 0; i < n; ++i) av[i] = d(rng), yv[i] = d(rng), xv[i] = 1.0f + 2.0f * d(rng);
+      for (size_t i = 0; i < n; i += 5) av[i] = -0.0f, yv[i] = 0.5f;  // a -0 where the relu passes it
+      for (float& e : compact) e = d(rng);
+      for (int64_t i = 0; i < nn; ++i)
+        for (int64_t r = 0; r < p; ++r)
+          for (int64_t s = 0; s < q; ++s)
+            for (size_t k = 0; k < c; ++k)
+              full[static_cast<size_t>(((i * h + 2 * r) * w + 2 * s) * ch) + k] =
+                  compact[static_cast<size_t>(((i * p + r) * q + s) * ch) + k];
+      write_values(t, a, dt, av);
+      write_values(t, y, dt, yv);
+      write_values(t, xi, dt, xv);
+      write_values(t, bf, dt, full);
+      write_values(t, bc, dt, compact);
+      std::vector<float> mv(c);
+      for (float& e : mv) e = 1.0f + 0.2f * d(rng);
+      t.write(mean, mv);
+      t.run(GraphId::DEEP_FWD_BWD);
+      const size_t bytes = n * dtype_size(dt);
+      auto read = [&](TensorId id) {
+        std::vector<uint8_t> r(bytes);
+        t.read(id, r.data(), bytes);
+        return r;
+      };
+      const std::vector<uint8_t> want = read(g1);
+      EXPECT_EQ(read(g2), want) << "the masked gradient";
+      EXPECT_EQ(read(g3), want) << "the masked gradient (full-size part, with sums)";
+      EXPECT_EQ(read(g4), want) << "the masked gradient (compact part, with sums)";
+      EXPECT_EQ(t.read<float>(gs4, 2 * c), t.read<float>(gs3, 2 * c)) << "the gradient sums";
+    }
+}
+
+// A strided 1x1 conv's compact input gradient against its full-size one: the same values at the strided
+// positions (cuDNN plans the compact one as the 1x1 conv at stride 1; its sums over the 32 output channels
+// may run in another order: within a rounding of the dtype).
+TEST(CudaCompactGrad, ConvInputGradientAtTheStridedPositions) {
+  FRESCO_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const int64_t nn = 4, h = 9, w = 10, p = 5, q = 5, ci = 16, co = 32;
+    SimpleTask t("cuda");
+    const TensorId dy = t.tensor(Region::T_TEMP, dt, Shape{nn, p, q, co}, "dy");
+    const TensorId x = t.tensor(Region::T_TEMP, dt, Shape{nn, h, w, ci}, "x");
+    const TensorId wt = t.tensor(Region::T_TEMP, dt, Shape{co, 1, 1, ci}, "w");
+    const TensorId full = t.tensor(Region::T_TEMP, dt, Shape{nn, h, w, ci}, "dx full");
+    const TensorId compact = t.tensor(Region::T_TEMP, dt, Shape{nn, p, q, ci}, "dx compact");
+    t.lock_memory();
+    const FrConvBackwardParams bp{FrConvParams{1, 1, 2, 2, 0, 0, 1, 1, 1, 0}, 1, 1};
+    t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_CONV2D_BACKWARD, {dy, x, wt}, {full}).with_params(bp));
+    t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_CONV2D_BACKWARD, {dy, x, wt}, {compact}).with_params(bp));
+    t.compile();
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (const auto& [id, count] :
+         {std::pair{dy, nn * p * q * co}, std::pair{x, nn * h * w * ci}, std::pair{wt, co * ci}}) {
+      std::vector<float> f(static_cast<size_t>(count));
+      for (float& e : f) e = d(rng);
+      write_values(t, id, dt, f);
+    }
+    t.run(GraphId::DEEP_FWD_BWD);
+    const std::vector<float> fv = read_floats(t, full, dt, static_cast<size_t>(nn * h * w * ci)),
+                             cv = read_floats(t, compact, dt, static_cast<size_t>(nn * p * q * ci));
+    const double tol = dt == DType::F32 ? 1e-5 : dt == DType::BF16 ? 2e-2 : 3e-3;
+    double worst = 0.0, zeros = 0.0;
+    for (int64_t i = 0; i < nn; ++i)
+      for (int64_t r = 0; r < h; ++r)
+        for (int64_t s = 0; s < w; ++s)
+          for (int64_t k = 0; k < ci; ++k) {
+            const float f = fv[static_cast<size_t>(((i * h + r) * w + s) * ci + k)];
+            if (r % 2 || s % 2) {
+              zeros = std::max(zeros, static_cast<double>(std::fabs(f)));
+              continue;
+            }
+            const float c = cv[static_cast<size_t>(((i * p + r / 2) * q + s / 2) * ci + k)];
+            worst = std::max(worst, std::fabs(static_cast<double>(c) - f) / (1.0 + std::fabs(f)));
+          }
+    EXPECT_LE(worst, tol);
+    EXPECT_EQ(zeros, 0.0) << "the full-size gradient's other positions";
+  }
+}
