@@ -61,12 +61,13 @@ inline CompactPart add_relu_backward_part(const FrCall* call, const char* op) {
   }
   const int64_t n = numel(a);
   FR_PLUGIN_CHECK(numel(call->in[2]) == n && call->in[2].dtype == a.dtype, FR_ERR_INVALID_ARGUMENT,
-                  std::string(op) + ": y differs from a in size or dtype");
+                  std::string(op) + ": sizes differ (y and a, or their dtypes)");
   FR_PLUGIN_CHECK(numel(call->out[0]) == n && call->out[0].dtype == a.dtype && b.dtype == a.dtype,
-                  FR_ERR_INVALID_ARGUMENT, std::string(op) + ": dx or b differs from a in size or dtype");
+                  FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": sizes differ (dx and a), or dtypes (dx, b and a)");
   if (!part.compact()) {
     FR_PLUGIN_CHECK(numel(b) == n, FR_ERR_INVALID_ARGUMENT,
-                    std::string(op) + ": b " + shape_str(b) + " differs from a " + shape_str(a) +
+                    std::string(op) + ": sizes differ: b " + shape_str(b) + ", a " + shape_str(a) +
                         " (a compact b takes FrAddReluBackwardParams with its strides)");
     part.n = n;
     return part;

@@ -116,6 +116,38 @@ TEST(CpuAddReluBackward, EqualsTheSumThenTheMask) {
   EXPECT_TRUE(fresco::test::contains(bad.run_error(), "sizes differ")) << bad.run_error();
 }
 
+// A compact second part (ops.h, FrAddReluBackwardParams): b adds at the strided positions of a [2, 5, 4, 3]
+// map (rows 0, 2, 4; columns 0, 2), + 0 elsewhere (a -0 comes out +0 as with the full-size part's zeros); a b
+// of another shape is refused with the shape it must have.
+TEST(CpuAddReluBackward, ACompactPartAddsAtTheStridedPositions) {
+  const int64_t n = 2, h = 5, w = 4, c = 3, p = 3, q = 2, total = n * h * w * c;
+  std::mt19937 rng(46);
+  std::vector<float> a = fresco::test::random_floats(rng, total, -1.0f, 1.0f);
+  std::vector<float> y = fresco::test::random_floats(rng, total, -1.0f, 1.0f);
+  std::vector<float> b = fresco::test::random_floats(rng, n * p * q * c, -1.0f, 1.0f);
+  a[c] = -0.0f, y[c] = 1.0f;  // position (0, 0, 1): no part there
+  std::vector<float> full(total, 0.0f), want(total), got(total);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < p; ++r)
+      for (int64_t s = 0; s < q; ++s)
+        for (int64_t k = 0; k < c; ++k)
+          full[((i * h + 2 * r) * w + 2 * s) * c + k] = b[((i * p + r) * q + s) * c + k];
+  OpCall plain(FR_OP_ADD_RELU_BACKWARD);
+  plain.in(tensor(a, {n, h, w, c})).in(tensor(full, {n, h, w, c})).in(tensor(y, {n, h, w, c}));
+  plain.out(tensor(want, {n, h, w, c}));
+  ASSERT_TRUE(plain.run());
+  OpCall compact(FR_OP_ADD_RELU_BACKWARD);
+  compact.in(tensor(a, {n, h, w, c})).in(tensor(b, {n, p, q, c})).in(tensor(y, {n, h, w, c}));
+  compact.out(tensor(got, {n, h, w, c})).params(FrAddReluBackwardParams{2, 2});
+  ASSERT_TRUE(compact.run());
+  EXPECT_TRUE(fresco::test::bitwise_equal(got, want));
+  EXPECT_FALSE(std::signbit(got[c]));
+  OpCall bad(FR_OP_ADD_RELU_BACKWARD);
+  bad.in(tensor(a, {n, h, w, c})).in(tensor(b, {n, q, p, c})).in(tensor(y, {n, h, w, c}));
+  bad.out(tensor(got, {n, h, w, c})).params(FrAddReluBackwardParams{2, 2});
+  EXPECT_TRUE(fresco::test::contains(bad.run_error(), "must be [2,3,2,3]")) << bad.run_error();
+}
+
 // concat joins channels (a's first) and concat_backward splits them back, exactly; mismatched maps are
 // errors.
 TEST(CpuConcat, JoinsAndSplitsChannels) {
