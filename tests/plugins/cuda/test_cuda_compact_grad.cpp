@@ -1,7 +1,8 @@
 // The compact gradient part of a strided 1x1 conv on CUDA (ops.h, FR_KERNEL_COMPACT_GRAD): add_relu_backward
 // with a compact b writes the bits of the full-size part (b at the strided positions, +0 elsewhere), with and
 // without gradient sums, on the vector and the scalar kernels; conv2d_backward's compact input gradient holds
-// the full-size one's values at those positions. f32, bf16 and f16. Skipped without a GPU.
+// the full-size one's values at those positions; a strided 1x1 weight gradient over a strided view of x. f32,
+// bf16 and f16. Skipped without a GPU.
 #include <cmath>
 #include <random>
 #include <utility>
@@ -128,5 +129,52 @@ TEST(CudaCompactGrad, ConvInputGradientAtTheStridedPositions) {
           }
     EXPECT_LE(worst, tol);
     EXPECT_EQ(zeros, 0.0) << "the full-size gradient's other positions";
+  }
+}
+
+// The weight gradient of a strided 1x1 conv on a cuDNN engine over a strided view of x (the positions it
+// reads; conv_plan.cpp, Context::strided_view_wgrad) against a host reference from the same rounded values:
+// within the dtype's rounding of the largest gradient. The shape is large enough for the engines (2^29
+// flops).
+TEST(CudaCompactGrad, StridedOneByOneWeightGradient) {
+  FRESCO_REQUIRE_GPU();
+  for (DType dt : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const int64_t nn = 128, h = 32, w = 32, p = 16, q = 16, ci = 64, co = 128;
+    SimpleTask t("cuda");
+    const TensorId dy = t.tensor(Region::T_TEMP, dt, Shape{nn, p, q, co}, "dy");
+    const TensorId x = t.tensor(Region::T_TEMP, dt, Shape{nn, h, w, ci}, "x");
+    const TensorId wt = t.tensor(Region::T_TEMP, dt, Shape{co, 1, 1, ci}, "w");
+    const TensorId dw = t.tensor(Region::T_TEMP, dt, Shape{co, 1, 1, ci}, "dw");
+    t.lock_memory();
+    const FrConvBackwardParams bp{FrConvParams{1, 1, 2, 2, 0, 0, 1, 1, 1, 0}, 0, 2};
+    t.add(GraphId::DEEP_FWD_BWD, node(FR_OP_CONV2D_BACKWARD, {dy, x, wt}, {dw}).with_params(bp));
+    t.compile();
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    std::vector<float> dyv(static_cast<size_t>(nn * p * q * co)), xv(static_cast<size_t>(nn * h * w * ci));
+    for (float& e : dyv) e = from_low(dt, to_low(dt, d(rng)));
+    for (float& e : xv) e = from_low(dt, to_low(dt, d(rng)));
+    write_values(t, dy, dt, dyv);
+    write_values(t, x, dt, xv);
+    write_values(t, wt, dt, std::vector<float>(static_cast<size_t>(co * ci), 0.5f));
+    t.run(GraphId::DEEP_FWD_BWD);
+    const std::vector<float> got = read_floats(t, dw, dt, static_cast<size_t>(co * ci));
+    std::vector<double> want(static_cast<size_t>(co * ci), 0.0);
+    for (int64_t i = 0; i < nn; ++i)
+      for (int64_t r = 0; r < p; ++r)
+        for (int64_t s = 0; s < q; ++s) {
+          const float* g = &dyv[static_cast<size_t>(((i * p + r) * q + s) * co)];
+          const float* xr = &xv[static_cast<size_t>(((i * h + 2 * r) * w + 2 * s) * ci)];
+          for (int64_t k = 0; k < co; ++k)
+            for (int64_t c = 0; c < ci; ++c) want[static_cast<size_t>(k * ci + c)] += double(g[k]) * xr[c];
+        }
+    double top = 0.0, worst = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      top = std::max(top, std::fabs(want[i]));
+      worst = std::max(worst, std::fabs(got[i] - want[i]));
+    }
+    EXPECT_LE(worst / top, dt == DType::BF16 ? 1e-2 : 2e-3) << "largest |dw| " << top;
+    EXPECT_GT(top, 10.0);  // a real sum over the 32768 positions
   }
 }
