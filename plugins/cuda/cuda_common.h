@@ -110,10 +110,6 @@ struct Context {
   // Blocks of that weight gradient (FRESCO_CUDA_WGMMA_WGRAD_SMS; default 0 = three quarters of the SMs):
   // fewer leave SMs to the main stream it runs beside.
   int conv3x3_wgrad_sms = 0;
-  // The weight gradient of a strided 1x1 conv (padding 0, a projection shortcut) on a cuDNN engine as the 1x1
-  // conv at stride 1 over a strided view of x (only the positions it reads) instead of cuDNN's strided
-  // kernels (FRESCO_CUDA_STRIDED_VIEW_WGRAD=0 keeps those).
-  bool strided_view_wgrad = true;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0 whose
   // kernels were built for 9.0 or newer (device_code_has_dependent_launch), unless

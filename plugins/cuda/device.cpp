@@ -114,7 +114,6 @@ FrError* context_create(int32_t index, void** out) noexcept {
       c->memset_dependent_launch = c->dependent_launch && memset_pdl;
       c->conv3x3_wgmma = conv3x3_wgmma_available(index) ? env_int("FRESCO_CUDA_WGMMA_CONV", 2, 0, 2) : 0;
       c->conv3x3_wgrad_sms = env_int("FRESCO_CUDA_WGMMA_WGRAD_SMS", 0, 0, 100000);
-      c->strided_view_wgrad = env_switch("FRESCO_CUDA_STRIDED_VIEW_WGRAD", true);
       c->machine = machine_signature(index, c->sm_count);
       c->tuning = std::make_unique<TuningCache>(default_tuning_cache_path());
     } catch (...) {

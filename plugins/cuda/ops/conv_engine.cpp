@@ -35,10 +35,8 @@ Desc genstats_op(std::vector<Desc>& keep, Desc y, int64_t k) {
 
 // The operation graph of one convolution direction (the forward followed by genstats when `stats`).
 Desc conv_graph(std::vector<Desc>& keep, cudnnHandle_t h, const sdk::ConvShape& g, cudnnDataType_t t,
-                ConvDir d, bool stats, const int64_t* x_strides) {
-  Desc x = x_strides ? backend::tensor_desc(keep, kX, {g.n, g.c, g.h, g.w},
-                                            {x_strides[0], x_strides[1], x_strides[2], x_strides[3]}, t, 16)
-                     : nhwc_tensor(keep, kX, g.n, g.c, g.h, g.w, t);
+                ConvDir d, bool stats) {
+  Desc x = nhwc_tensor(keep, kX, g.n, g.c, g.h, g.w, t);
   Desc w = nhwc_tensor(keep, kW, g.k, g.cg, g.r, g.s, t);
   Desc y = nhwc_tensor(keep, kY, g.n, g.k, g.p, g.q, t);
   Desc conv = backend::conv_descriptor(keep, {g.ph, g.pw}, {g.sh, g.sw}, {g.dh, g.dw});
@@ -162,12 +160,11 @@ std::string config_name(std::vector<Desc>& keep, Desc cfg, size_t i, size_t n) {
 // offered, else the fastest qualifying one, each timed on scratch buffers of non-zero values (timing on zeros
 // can rank kernels differently from real data), and recorded in the cache so later runs choose the same.
 std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
-                                           bool stats, uint64_t max_workspace, const std::string& what,
-                                           const int64_t* x_strides, int64_t x_elements) {
+                                           bool stats, uint64_t max_workspace, const std::string& what) {
   cudnnHandle_t h = handle_of(ctx);
   auto best = std::make_shared<EnginePlan>();
   best->stats = stats;
-  Desc graph = conv_graph(best->keep, h, g, cudnn_type(dtype), d, stats, x_strides);
+  Desc graph = conv_graph(best->keep, h, g, cudnn_type(dtype), d, stats);
   std::vector<Desc> scratch_keep;  // configurations and the plans that lost
   struct Guard {
     std::vector<Desc>& k;
@@ -205,7 +202,7 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       return best;
     }
   }
-  Scratch s(dtype, x_strides ? x_elements : g.n * g.h * g.w * g.c, g.k * g.r * g.s * g.cg, rows * g.k, ws_cap,
+  Scratch s(dtype, g.n * g.h * g.w * g.c, g.k * g.r * g.s * g.cg, rows * g.k, ws_cap,
             stats ? sums_scratch_offset(g.k) + conv_sums_workspace(rows, g.k) : 0);
   FR_CUDNN_CHECK(cudnnSetStream(h, nullptr));
   int considered = 0;
@@ -261,10 +258,9 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
 }  // namespace
 
 std::shared_ptr<EnginePlan> plan_conv_engine(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
-                                             bool stats, uint64_t max_workspace, const std::string& what,
-                                             const int64_t* x_strides, int64_t x_elements) {
+                                             bool stats, uint64_t max_workspace, const std::string& what) {
   try {
-    return search_engines(ctx, g, dtype, d, stats, max_workspace, what, x_strides, x_elements);
+    return search_engines(ctx, g, dtype, d, stats, max_workspace, what);
   } catch (
       const sdk::KernelError& e) {  // no memory for the scratch buffers, a refused descriptor: legacy API
     (void)cudaGetLastError();

@@ -37,12 +37,8 @@ struct EnginePlan {
 // qualifies within max_workspace (the caller then uses the legacy API). With `stats` (forward only) the graph
 // also computes the per-channel sum and sum of squares of y (cuDNN genstats, f32), and the plan records the
 // time of the separate sums pass (launch_conv_sums) it would replace. `what` names the convolution in logs.
-// x_strides (elements, in the order N, C, H, W; null: packed NHWC) describes x as a view of a larger map
-// (a strided 1x1 conv's weight gradient over the positions it reads: conv_plan.cpp); x_elements is then that
-// map's size.
 std::shared_ptr<EnginePlan> plan_conv_engine(Context* ctx, const sdk::ConvShape& g, FrDType dtype, ConvDir d,
-                                             bool stats, uint64_t max_workspace, const std::string& what,
-                                             const int64_t* x_strides = nullptr, int64_t x_elements = 0);
+                                             bool stats, uint64_t max_workspace, const std::string& what);
 
 // Runs the plan: a = x (forward, backward-filter) or dx (backward-data), b = w or dw, c = y or dy, in the
 // roles of the direction; `ws` holds at least plan.workspace bytes. `sums` (2k floats: the sums, then the

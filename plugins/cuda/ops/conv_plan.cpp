@@ -120,27 +120,6 @@ std::shared_ptr<EnginePlan> engine_for(Context* ctx, const sdk::ConvShape& g, Fr
   return hit->second;
 }
 
-// The weight gradient of a strided 1x1 conv (padding 0, dilation 1, one group) as the 1x1 conv at stride 1
-// over the positions it reads, x seen through strides (Context::strided_view_wgrad): the same products and
-// sums, without cuDNN's strided ("indexed") kernels; null when not such a conv or no engine takes the view.
-std::shared_ptr<EnginePlan> strided_view_wgrad(Context* ctx, const sdk::ConvShape& g, FrDType dtype,
-                                               const std::string& shape, uint64_t max_ws) {
-  if (dtype == FR_F32 || ctx->conv_engines == 0 || !ctx->strided_view_wgrad || g.r != 1 || g.s != 1 ||
-      g.ph != 0 || g.pw != 0 || g.dh != 1 || g.dw != 1 || g.g != 1 || (g.sh == 1 && g.sw == 1))
-    return nullptr;
-  sdk::ConvShape v = g;
-  v.h = g.p, v.w = g.q, v.sh = v.sw = 1;
-  const int64_t strides[4] = {g.h * g.w * g.c, 1, g.sh * g.w * g.c, g.sw * g.c};  // N, C, H, W
-  const std::string key = "backward-filter (strided view of x) " + shape;
-  auto hit = ctx->engine_plans.find(key);
-  if (hit == ctx->engine_plans.end())
-    hit = ctx->engine_plans
-              .emplace(key, plan_conv_engine(ctx, v, dtype, ConvDir::BACKWARD_FILTER, false, max_ws, key,
-                                             strides, g.n * g.h * g.w * g.c))
-              .first;
-  return hit->second;
-}
-
 // The blocks fresco's Hopper weight gradient may use (ops/conv3x3_wgmma.h): by default three quarters of the
 // SMs, since it runs beside the main stream's input gradients and batchnorm passes and one of its blocks
 // holds an SM's whole register file (ResNet-18 b512 on the H200, sixteenth session: 4.79 ms fp16 with 66
@@ -244,11 +223,7 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
     }
   }
   if (dirs & kConvBackwardData) p.engine_data = engine(ConvDir::BACKWARD_DATA, "backward-data");
-  if (dirs & kConvBackwardFilter) {
-    p.engine_filter = strided_view_wgrad(ctx, g, dtype, shape, max_workspace);
-    if (p.engine_filter && p.engine_filter->workspace > p.workspace) p.workspace = p.engine_filter->workspace;
-    if (!p.engine_filter) p.engine_filter = engine(ConvDir::BACKWARD_FILTER, "backward-filter");
-  }
+  if (dirs & kConvBackwardFilter) p.engine_filter = engine(ConvDir::BACKWARD_FILTER, "backward-filter");
   if ((dirs & kConvForward) && !p.engine_fwd)
     choose<cudnnConvolutionFwdAlgoPerf_t>(
         ctx,

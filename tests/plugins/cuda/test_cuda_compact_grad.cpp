@@ -1,8 +1,8 @@
 // The compact gradient part of a strided 1x1 conv on CUDA (ops.h, FR_KERNEL_COMPACT_GRAD): add_relu_backward
 // with a compact b writes the bits of the full-size part (b at the strided positions, +0 elsewhere), with and
 // without gradient sums, on the vector and the scalar kernels; conv2d_backward's compact input gradient holds
-// the full-size one's values at those positions; a strided 1x1 weight gradient over a strided view of x. f32,
-// bf16 and f16. Skipped without a GPU.
+// the full-size one's values at those positions; a strided 1x1 conv's weight gradient (which reads x at those
+// positions) against a host reference. f32, bf16 and f16. Skipped without a GPU.
 #include <cmath>
 #include <random>
 #include <utility>
