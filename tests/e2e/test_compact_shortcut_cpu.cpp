@@ -5,6 +5,8 @@
 // +0 as the full-size part's zeros did).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "e2e/legacy_conv.h"
 #include "e2e/small_residual_task.h"
 #include "fresco/core/error.h"
@@ -90,4 +92,24 @@ TEST(CompactShortcutCpu, AKernelWithoutTheFormIsRefusedForIt) {
   n.with_params(FrConvBackwardParams{FrConvParams{1, 1, 2, 2, 0, 0, 1, 1, 1, 0}, 1, 1});
   t->add(GraphId::DEEP_FWD_BWD, n);
   test::expect_refused(*t, "a compact input gradient", {"FR_KERNEL_COMPACT_GRAD", "compact_shortcut_grads"});
+}
+
+// With progressive resolution each shape variant plans its own compact part: the begin stage at 7 x 7 (the
+// shortcut reads rows and columns 0, 2, 4 and 6 of the projection block's 7 x 7 input: a 4 x 4 part) and the
+// end stage at the data's 8 x 8 (also 4 x 4, from rows 0, 2, 4, 6 of 8); both stages train and the
+// evaluation at 8 x 8 runs.
+TEST(CompactShortcutCpu, EachResolutionStageHasItsOwnCompactPart) {
+  DeepLearningTask t;
+  test::configure_small_residual(t);
+  ProgressiveResolution p;
+  p.begin_h = p.begin_w = 7;
+  p.end_h = p.end_w = 8;
+  p.begin_epochs = 1;
+  t.epochs(2).progressive_resolution(p).compact_shortcut_grads(Mode::ON);
+  t.compile();
+  EXPECT_EQ(compact_passes(t).first, 1);
+  const TrainingResult r = t.run(2);
+  ASSERT_EQ(r.epochs.size(), 2u);
+  for (const auto& e : r.epochs) EXPECT_TRUE(std::isfinite(e.train_loss)) << e.train_loss;
+  EXPECT_EQ(t.evaluate().samples, 16);
 }
