@@ -76,6 +76,8 @@ FRESCO_SETTER(conv_prologue(CompileOptions::ConvPrologue mode), options_.conv_pr
 FRESCO_SETTER(join_epilogue(CompileOptions::JoinEpilogue mode), options_.join_epilogue = mode)
 FRESCO_SETTER(compact_shortcut_grads(CompileOptions::CompactShortcutGrads mode),
               options_.compact_shortcut_grads = mode)
+FRESCO_SETTER(subsampled_shortcuts(CompileOptions::SubsampledShortcuts mode),
+              options_.subsampled_shortcuts = mode)
 FRESCO_SETTER(augment(data::Augmentation a), augment_ = a)
 FRESCO_SETTER(seed(uint64_t s), seed_ = s)
 FRESCO_SETTER(shuffle(bool on), shuffle_ = on)

@@ -107,6 +107,12 @@ bool uses_compact_grad(const GraphNode& n, const std::vector<FrTensor>& in,
          n.params_as<FrConvBackwardParams>()->part == 1 && numel(out[0]) != numel(in[1]);
 }
 
+// Whether a node uses batchnorm_add's subsampled output (ops.h; CompileOptions::subsampled_shortcuts: a
+// fourth output), which its kernel must declare (FR_KERNEL_SUBSAMPLED_OUTPUT).
+bool uses_subsampled_output(const GraphNode& n) {
+  return n.op == FR_OP_BATCHNORM_ADD && n.out.size() > 3;
+}
+
 // Whether an optimizer update writes the weight copy of ops.h (CompileOptions::fused_weight_cast: its last
 // range output 16-bit), which its kernel must declare (FR_KERNEL_WEIGHT_COPY).
 bool uses_weight_copy(const GraphNode& n) {
@@ -306,6 +312,9 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   require_form(uses_compact_grad(node, rc.in, rc.out), FR_KERNEL_COMPACT_GRAD, "compact gradient part",
                "(FR_KERNEL_COMPACT_GRAD) compile with CompileOptions::compact_shortcut_grads = OFF "
                "(DeepLearningTask::compact_shortcut_grads)");
+  require_form(uses_subsampled_output(node), FR_KERNEL_SUBSAMPLED_OUTPUT, "subsampled output",
+               "(FR_KERNEL_SUBSAMPLED_OUTPUT) compile with CompileOptions::subsampled_shortcuts = OFF "
+               "(DeepLearningTask::subsampled_shortcuts)");
   FrCall& c = rc.call;
   c.struct_size = sizeof(FrCall);
   c.comm = comm_;

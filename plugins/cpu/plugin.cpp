@@ -90,6 +90,7 @@ constexpr uint32_t kStepMomentum = FR_KERNEL_STEP_MOMENTUM;
 constexpr uint32_t kWeightCopy = FR_KERNEL_WEIGHT_COPY;
 constexpr uint32_t kHalfGrads = FR_KERNEL_HALF_GRADS;
 constexpr uint32_t kCompact = FR_KERNEL_COMPACT_GRAD;
+constexpr uint32_t kSubsample = FR_KERNEL_SUBSAMPLED_OUTPUT;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
@@ -107,7 +108,8 @@ const FrKernelDef kKernels[] = {
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kF32, kSums | kWgradBn, batchnorm_backward_prepare,
           batchnorm_backward_run),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run),
-    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kF32, kSums, batchnorm_add_prepare, batchnorm_add_run),
+    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kF32, kSums | kSubsample, batchnorm_add_prepare,
+          batchnorm_add_run),
     FR_K(FR_COMPUTE, FR_OP_CHANNEL_AFFINE, kF32, nullptr, channel_affine_run),
     FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D, kF32, nullptr, max_pool2d_run),
     FR_K(FR_COMPUTE, FR_OP_MAX_POOL2D_BACKWARD, kF32, nullptr, max_pool2d_backward_run),

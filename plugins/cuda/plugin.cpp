@@ -90,6 +90,7 @@ constexpr uint32_t kStepMomentum = FR_KERNEL_STEP_MOMENTUM;
 constexpr uint32_t kWeightCopy = FR_KERNEL_WEIGHT_COPY;
 constexpr uint32_t kHalfGrads = FR_KERNEL_HALF_GRADS;
 constexpr uint32_t kCompact = FR_KERNEL_COMPACT_GRAD;
+constexpr uint32_t kSubsample = FR_KERNEL_SUBSAMPLED_OUTPUT;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
@@ -117,7 +118,8 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_GLOBAL_AVG_POOL_BACKWARD, kFloats, nullptr, global_avg_pool_backward_run, nullptr),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM, kFloats, kSums | kPrologue, batchnorm_prepare, batchnorm_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_BATCHNORM_FOLD, kF32, nullptr, batchnorm_fold_run, nullptr),
-    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kFloats, kSums, batchnorm_add_prepare, batchnorm_add_run, nullptr),
+    FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_ADD, kFloats, kSums | kSubsample, batchnorm_add_prepare,
+          batchnorm_add_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CHANNEL_AFFINE, kFloats, nullptr, channel_affine_run, nullptr),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kFloats, kSums | kWgradBn, batchnorm_backward_prepare,
           batchnorm_backward_run, nullptr),

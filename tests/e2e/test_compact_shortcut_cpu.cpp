@@ -113,3 +113,35 @@ TEST(CompactShortcutCpu, EachResolutionStageHasItsOwnCompactPart) {
   for (const auto& e : r.epochs) EXPECT_TRUE(std::isfinite(e.train_loss)) << e.train_loss;
   EXPECT_EQ(t.evaluate().samples, 16);
 }
+
+// CompileOptions::subsampled_shortcuts: the projection block's join (batchnorm_add) also writes its output's
+// even rows and columns, the shortcut reads them at stride 1 in training, and the network trains as with the
+// strided shortcut, within the CPU's rounding (a 1x1 conv at stride 1 runs as one GEMM over the map, at
+// stride 2 per block of images); the inference graph keeps the strided shortcut on the full map.
+TEST(CompactShortcutCpu, TheShortcutReadsItsJoinsSubsampledOutput) {
+  using Sub = CompileOptions::SubsampledShortcuts;
+  std::vector<float> want_losses;
+  test::Snapshot want;
+  for (const Sub mode : {Sub::OFF, Sub::ON}) {
+    DeepLearningTask t;
+    test::configure_small_residual(t);
+    t.compact_shortcut_grads(Mode::ON).subsampled_shortcuts(mode);
+    t.compile();
+    int outputs = 0, strided = 0;
+    for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD)) {
+      outputs += n.op == FR_OP_BATCHNORM_ADD && n.out.size() == 4;
+      if (n.op == FR_OP_CONV2D && n.params_as<FrConvParams>()->kh == 1)
+        strided += n.params_as<FrConvParams>()->stride_h == 2;
+    }
+    EXPECT_EQ(outputs, mode == Sub::ON ? 1 : 0);
+    EXPECT_EQ(strided, mode == Sub::ON ? 0 : 1);
+    const std::vector<float> losses = test::train_small_residual(t, 6);
+    const test::Snapshot state = t.snapshot();
+    EXPECT_GT(t.evaluate().samples, 0);  // the inference graph's strided shortcut
+    if (mode == Sub::OFF) {
+      want_losses = losses, want = state;
+      continue;
+    }
+    test::expect_same_training(losses, state, want_losses, want);
+  }
+}

@@ -261,6 +261,26 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
     c.requires_flags = FR_KERNEL_SUMS_OPERANDS;
     cases.emplace_back("sums given", std::move(c));
   }
+  if (op == FR_OP_BATCHNORM_ADD) {  // the subsampled output: y's even rows and columns as a fourth output
+    OpCase c;
+    if (!make_case(op, seed, &c)) return cases;
+    const int64_t* d = c.in[0].dims;
+    const int64_t n = d[0], h = d[1], w = d[2], ch = d[3], p = (h + 1) / 2, q = (w + 1) / 2;
+    c.out.push_back(f32(std::vector<float>(n * p * q * ch, NAN), {n, p, q, ch}));
+    const auto plain = c.error;
+    c.requires_flags = FR_KERNEL_SUBSAMPLED_OUTPUT;
+    c.error = [=](const auto& out, const auto& rout) {
+      const std::vector<float> y = floats(out[0]);
+      std::vector<double> want;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < p; ++r)
+          for (int64_t j = 0; j < q; ++j)
+            for (int64_t k = 0; k < ch; ++k)
+              want.push_back(y[static_cast<size_t>(((i * h + 2 * r) * w + 2 * j) * ch + k)]);
+      return std::max(plain(out, rout), rel_err(floats(out[3]), want));
+    };
+    cases.emplace_back("subsampled output", std::move(c));
+  }
   if (op == FR_OP_BATCHNORM) {  // the statistics-only form: {save_mean, save_invstd} and the running ones
     OpCase c;
     if (!make_case(op, seed, &c)) return cases;

@@ -508,6 +508,13 @@ void plan_compact_grads(ArchPlan& a, const CompileOptions& o, const Readers& rd)
       if (!compact_dx_shape(conv) || conv.input != r.index) continue;
       conv.compact_dx = true;
       m.compact_part_stride = static_cast<int32_t>(conv.spec.stride);
+      // CompileOptions::subsampled_shortcuts: a stride-2 one reading a batchnorm_add join's relu reads the
+      // join's subsampled output instead, at stride 1
+      if (option_on(o.subsampled_shortcuts, o) && conv.spec.stride == 2 && fused_join_relu(a, r) &&
+          m.kind == LayerKind::ADD && m.join_bn >= 0 && !m.writes_subsample) {
+        conv.reads_subsample = true;
+        m.writes_subsample = true;
+      }
       break;
     }
   }

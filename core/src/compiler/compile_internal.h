@@ -38,6 +38,9 @@ void emit_inference_forward(layers::EmitContext& cx, const CompiledModel& m, con
                             std::vector<TensorId>& value);
 // The map layer i reads (its first input).
 TensorId layer_input(const CompiledModel& m, int i);
+// The map layer i reads in training: its input, or the subsampled map its join writes beside it
+// (CompileOptions::subsampled_shortcuts).
+TensorId training_input(const CompiledModel& m, int i);
 GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label, bool relu = false);
 
 // emit_update.cpp

@@ -71,11 +71,14 @@ void emit_layer_forward(EmitContext& cx, const CompiledModel& m, int i) {
   if (l.kind == LayerKind::ADD && l.join_bn >= 0) {  // batchnorm_add: bn(x) + the other branch
     const auto& bn = m.arch.layers[static_cast<size_t>(l.join_bn)];
     const int32_t other = l.join_bn == l.input ? l.input2 : l.input;
-    cx.add(batchnorm_add_node(bn, layer_input(m, l.join_bn), output_of(m, other), l.out, l.fused_relu));
+    GraphNode& n =
+        cx.add(batchnorm_add_node(bn, layer_input(m, l.join_bn), output_of(m, other), l.out, l.fused_relu));
+    if (l.subsample_out != kNoTensor)
+      n.out.push_back(l.subsample_out);  // CompileOptions::subsampled_shortcuts
   } else if (l.kind == LayerKind::ADD || l.kind == LayerKind::CONCAT) {
     cx.add(join_node(l, layer_input(m, i), output_of(m, l.input2)));
   } else if (!rule_for(l.kind).is_view(l, true)) {
-    rule_for(l.kind).forward(cx, l, layer_input(m, i), l.out, true);
+    rule_for(l.kind).forward(cx, l, training_input(m, i), l.out, true);
   }
 }
 
@@ -136,6 +139,11 @@ void emit_input(EmitContext& cx, const CompiledModel& m, char ab) {
 
 TensorId layer_input(const CompiledModel& m, int i) {
   return output_of(m, m.arch.layers[static_cast<size_t>(i)].input);
+}
+
+TensorId training_input(const CompiledModel& m, int i) {
+  const auto& l = m.arch.layers[static_cast<size_t>(i)];
+  return l.reads_subsample ? l.subsample_in : layer_input(m, i);
 }
 
 GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label, bool relu) {
@@ -214,7 +222,7 @@ void emit_backward(EmitContext& cx, const CompiledModel& m, int i, TensorId dx) 
     return;
   }
   if (l.kind == LayerKind::ADD || rule_for(l.kind).is_view(l, true)) return;
-  rule_for(l.kind).backward(cx, l, layer_input(m, i), l.out, l.grad_out, dx);
+  rule_for(l.kind).backward(cx, l, training_input(m, i), l.out, l.grad_out, dx);
 }
 
 void emit_loss(EmitContext& cx, const CompiledModel& m, bool training) {

@@ -132,6 +132,17 @@ static MemoryPlan plan_tensors(CompiledModel& m) {
                                       2 * L + 1 - l.index, l.out_dtype));
     }
   }
+  for (auto& l : a.layers) {  // a join's subsampled output and the shortcut reading it (subsampled_shortcuts)
+    if (!l.reads_subsample) continue;
+    auto& join = a.layers[static_cast<size_t>(a.layers[static_cast<size_t>(l.input)].input)];
+    FRESCO_CHECK(join.writes_subsample && join.subsample_out == kNoTensor, ErrorCode::kInternal,
+                 l.name + ": the subsampled map's join was not planned");
+    const Shape half{1, (join.out_sample.h + 1) / 2, (join.out_sample.w + 1) / 2, join.out_sample.c};
+    join.subsample_out =
+        batched(p.alloc_feature(half.with_batch(mb), join.name + ".out (even rows and columns)", join.index,
+                                join.index + 1, 2 * L + 1 - l.index, join.out_dtype));
+    l.subsample_in = join.subsample_out;
+  }
   for (auto& l : a.layers)  // the batchnorm a conv applies and its input map (CompileOptions::conv_prologue)
     if (l.prologue_bn >= 0) {
       const auto& bn = a.layers[static_cast<size_t>(l.prologue_bn)];

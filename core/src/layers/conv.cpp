@@ -7,7 +7,9 @@
 // and gradient sums as its input gradient (ops.h). The first conv's weight gradient may apply the backward of
 // the batchnorm that reads its output (CompileOptions::conv_prologue with grad_sums; ops.h, the batchnorm
 // gradient prologue). Tested by the golden cases,
-// tests/core/test_graph_atlas.cpp and tests/core/test_conv_prologue_plan.cpp.
+// tests/core/test_graph_atlas.cpp and tests/core/test_conv_prologue_plan.cpp. In training a stride-2
+// projection shortcut may read its join's subsampled output at stride 1
+// (CompileOptions::subsampled_shortcuts: the caller passes that map as x).
 #include "fresco/core/error.h"
 #include "fresco/ops.h"
 #include "layers/layer_rule.h"
@@ -15,10 +17,13 @@
 namespace fresco::layers {
 
 namespace {
-FrConvParams params_of(const LayerDescriptor& l) {
+// training: a conv that reads its join's subsampled map (CompileOptions::subsampled_shortcuts) runs at
+// stride 1 over it
+FrConvParams params_of(const LayerDescriptor& l, bool training) {
   FrConvParams p{};
   p.kh = p.kw = static_cast<int32_t>(l.spec.k);
-  p.stride_h = p.stride_w = static_cast<int32_t>(l.spec.stride > 0 ? l.spec.stride : 1);
+  p.stride_h = p.stride_w =
+      training && l.reads_subsample ? 1 : static_cast<int32_t>(l.spec.stride > 0 ? l.spec.stride : 1);
   p.pad_h = p.pad_w = static_cast<int32_t>(l.spec.pad);
   p.dil_h = p.dil_w = static_cast<int32_t>(l.spec.dilation);
   p.groups = static_cast<int32_t>(l.spec.groups);
@@ -31,7 +36,7 @@ class ConvRule final : public LayerRule {
  public:
   Shape out_shape(const LayerDescriptor& l, const Shape& in) const override {
     const std::string where = "layer " + l.spec.path + " (conv)";
-    const FrConvParams p = params_of(l);
+    const FrConvParams p = params_of(l, false);
     FRESCO_CHECK(l.spec.out > 0 && p.kh > 0, ErrorCode::kBadConfig, where + ": out and k must be positive");
     FRESCO_CHECK(in.c % p.groups == 0 && l.spec.out % p.groups == 0, ErrorCode::kBadConfig,
                  where + ": groups " + std::to_string(p.groups) + " must divide the " + std::to_string(in.c) +
@@ -69,7 +74,7 @@ class ConvRule final : public LayerRule {
       n.out.push_back(x);
     }
     if (training && l.sums != kNoTensor) n.out.push_back(l.sums);  // for the batchnorm that reads y
-    cx.add(std::move(n)).with_params(params_of(l));
+    cx.add(std::move(n)).with_params(params_of(l, training));
   }
   void backward(EmitContext& cx, const LayerDescriptor& l, TensorId x, TensorId y, TensorId dy,
                 TensorId dx) const override {
@@ -110,7 +115,7 @@ class ConvRule final : public LayerRule {
     std::vector<TensorId> grads = {low ? l.grad_weight_low : l.grad_weight};
     if (l.spec.bias) grads.push_back(l.grad_bias);
     FrConvBackwardParams p{};
-    p.conv = params_of(l);
+    p.conv = params_of(l, true);
     p.need_dx = dx != kNoTensor ? 1 : 0;
     if (splits_weight_gradient(cx, dx)) {
       // The input gradient on the main stream, after the previous weight gradient has finished (which bounds

@@ -9,7 +9,8 @@
 // y = fma(x, scale, shift) (y may alias x; max(y, 0) with the fused relu of params.relu). Inference: one
 // element-wise pass with the running statistics. The statistics-only form (two outputs, ops.h: a conv2d's
 // batchnorm prologue applies it) stops before the element-wise pass. run_batchnorm also serves batchnorm_add
-// (ops/batchnorm_add.cpp), whose element-wise pass adds the residual before the relu. With
+// (ops/batchnorm_add.cpp), whose element-wise pass adds the residual before the relu (and may write y's even
+// rows and columns to a subsampled output: ops.h). With
 // Context::bn_resident the three training kernels may run as one cooperative kernel with the same bits
 // (ops/bn_resident.h). Test:
 // tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
@@ -52,14 +53,32 @@ __global__ void bn_finalize_sums_kernel(int64_t channels, const float* sums, BnO
   bn_finalize_totals(c, channels, make_double2(sums[c], sums[channels + c]), o, coef);
 }
 
+// batchnorm_add's subsampled output (ops.h): y's even rows and columns of its [N, H, W] positions, or none
+// (p null).
+template <class T>
+struct Subsample {
+  T* p = nullptr;
+  int64_t h = 0, w = 0;
+  // The position of y's row r (an NHWC position) in the subsampled map, or -1 when it is not kept.
+  __device__ __forceinline__ int64_t row(int64_t r) const {
+    const int64_t x = r % w, t = r / w, y = t % h;
+    if ((x | y) & 1) return -1;
+    return ((t / h) * ((h + 1) / 2) + y / 2) * ((w + 1) / 2) + x / 2;
+  }
+};
+
 template <class T>
 __global__ void bn_apply_kernel(const T* x, const T* r, const float* coef, T* y, int64_t total, int64_t c,
-                                int relu) {
+                                int relu, Subsample<T> sub) {
   FR_CUDA_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
     float v = bn_normalized(to_f(x[i]), coef[ch], coef[c + ch]);
     if (r) v += to_f(r[i]);
     y[i] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
+    if (sub.p) {
+      const int64_t s = sub.row(i / c);
+      if (s >= 0) sub.p[s * c + ch] = y[i];
+    }
   }
 }
 
@@ -68,7 +87,8 @@ __global__ void bn_apply_kernel(const T* x, const T* r, const float* coef, T* y,
 // measured slower on the H200: eight double square roots and divisions per thread cost more than the launch.)
 template <class T, bool Residual>
 __global__ void __launch_bounds__(kFixedThreads)
-    bn_apply_vec_kernel(const T* x, const T* r, const float* coef, T* y, int64_t nvec, int64_t c, int relu) {
+    bn_apply_vec_kernel(const T* x, const T* r, const float* coef, T* y, int64_t nvec, int64_t c, int relu,
+                        Subsample<T> sub) {
   wait_for_prior_kernels();
   constexpr int V = Vec16<T>::kN;
   const int64_t ch = fixed_channel_base<T>(c), stride = static_cast<int64_t>(gridDim.x) * kFixedThreads;
@@ -82,6 +102,10 @@ __global__ void __launch_bounds__(kFixedThreads)
     if constexpr (Residual) b = load16(r, i);
     bn_apply_vector<T, Residual>(a, b, scale, shift, relu);
     store16(y, i, a);
+    if (sub.p) {
+      const int64_t cv = c / V, s = sub.row(i / cv);
+      if (s >= 0) store16(sub.p, s * cv + i % cv, a);
+    }
   }
   allow_dependent_launch();  // a small memset kernel after it may wait beside the tail (memset_nodes.h)
 }
@@ -138,7 +162,8 @@ FR_CUDA_KERNEL_RUN(batchnorm) {
   return sdk::guard([&] { run_batchnorm(ctx, call, nullptr, 3, "batchnorm"); });
 }
 
-void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t sums_index, const char* op) {
+void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t sums_index, const char* op,
+                   const FrTensor* y2) {
   const auto& p = sdk::params<FrBatchNormParams>(call);
   const ChannelChunks k = geometry(call);
   const int64_t c = k.c, total = k.rows * k.c;
@@ -175,7 +200,14 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       const T* x = sdk::data<T>(call->in[0]);
       const T* r = static_cast<const T*>(residual);
       T* y = stats ? sdk::data<T>(call->out[0]) : nullptr;
-      const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x, coef});
+      Subsample<T> sub;
+      if (y2) {
+        FR_PLUGIN_CHECK(y && call->out[0].ndim == 4, FR_ERR_INVALID_ARGUMENT,
+                        "batchnorm_add: the subsampled output needs y, 4-d");
+        sub = Subsample<T>{sdk::data<T>(*y2), call->out[0].dims[1], call->out[0].dims[2]};
+      }
+      const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x, coef}) &&
+                       (!sub.p || vectorizable<T>(total, {sub.p}));
       // The finalize and the apply pass as programmatic dependents of the kernel before each (the forward
       // has no side stream whose blocks their early residency would keep out, but for a deferred update's
       // part on the update stream at its start: CompileOptions::deferred_update; dependent_launch.cuh).
@@ -189,7 +221,7 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       } else {
         // statistics, finalize and apply in one cooperative kernel where Context::bn_resident allows it
         const BnResidentCall one{call->in[0].dtype, x, r, y, k, part, coef, o, p.relu};
-        if (y && vec && launch_bn_resident(ctx_of(ctx), one, st)) return;
+        if (y && vec && !sub.p && launch_bn_resident(ctx_of(ctx), one, st)) return;
         launch_channel_moments(call->in[0].dtype, call->in[0].data, k.rows, k.c, part, st);
         const double* pt = part;
         with_finalize_channels(ctx_of(ctx)->bn_finalize_channels, [&](auto ch) {
@@ -204,13 +236,13 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
         const unsigned vblocks = grid_for(nv, kFixedThreads, ctx_of(ctx)->sm_count);
         const float* cf = coef;
         if (r)
-          launch(bn_apply_vec_kernel<T, true>, dim3(vblocks), dim3(kFixedThreads), x, r, cf, y, nv, c,
-                 p.relu);
+          launch(bn_apply_vec_kernel<T, true>, dim3(vblocks), dim3(kFixedThreads), x, r, cf, y, nv, c, p.relu,
+                 sub);
         else
           launch(bn_apply_vec_kernel<T, false>, dim3(vblocks), dim3(kFixedThreads), x, r, cf, y, nv, c,
-                 p.relu);
+                 p.relu, sub);
       } else {
-        bn_apply_kernel<T><<<blocks, 256, 0, st>>>(x, r, coef, y, total, c, p.relu);
+        bn_apply_kernel<T><<<blocks, 256, 0, st>>>(x, r, coef, y, total, c, p.relu, sub);
       }
     });
   } else {

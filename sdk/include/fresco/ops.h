@@ -231,7 +231,11 @@ typedef struct FrConvBackwardParams {
  * x, as for batchnorm); out {y, save_mean, save_invstd};
  * rout {running_mean, running_var}; y = bn(x) + r, then max(y, 0) with params.relu (the join's relu). The
  * statistics and running statistics are batchnorm's; the backward is batchnorm_backward without a relu input
- * (its dy is the join's masked gradient). The batchnorm's own output is never stored. */
+ * (its dy is the join's masked gradient). The batchnorm's own output is never stored.
+ * Subsampled output (FR_KERNEL_SUBSAMPLED_OUTPUT; CompileOptions::subsampled_shortcuts): a fourth output
+ * y2 [N, (H + 1) / 2, (W + 1) / 2, C] (y's dtype) gets y's values at the even rows and columns, y2[n, p, q,
+ * c] = y[n, 2p, 2q, c]: the positions a 1x1 stride-2 projection shortcut reads, which then reads y2 at
+ * stride 1. */
 typedef struct FrBatchNormParams {
   float eps;      /* 1e-5 */
   float momentum; /* 0.1 */

@@ -133,6 +133,8 @@ typedef struct FrCall {
 /* The compact gradient part of a strided 1x1 conv (ops.h): conv2d_backward's input gradient written at dy's
  * positions only, add_relu_backward's second part b at those positions (FrAddReluBackwardParams). */
 #define FR_KERNEL_COMPACT_GRAD (1u << 7)
+/* batchnorm_add's subsampled output (ops.h): a fourth output with y's values at its even rows and columns. */
+#define FR_KERNEL_SUBSAMPLED_OUTPUT (1u << 8)
 
 typedef struct FrKernelDef {
   uint32_t struct_size;

@@ -2,7 +2,8 @@
 // with a compact b writes the bits of the full-size part (b at the strided positions, +0 elsewhere), with and
 // without gradient sums, on the vector and the scalar kernels; conv2d_backward's compact input gradient holds
 // the full-size one's values at those positions; a strided 1x1 conv's weight gradient (which reads x at those
-// positions) against a host reference. f32, bf16 and f16. Skipped without a GPU.
+// positions) against a host reference; batchnorm_add's subsampled output. f32, bf16 and f16. Skipped without
+// a GPU.
 #include <cmath>
 #include <random>
 #include <utility>
@@ -177,4 +178,58 @@ TEST(CudaCompactGrad, StridedOneByOneWeightGradient) {
     EXPECT_LE(worst / top, dt == DType::BF16 ? 1e-2 : 2e-3) << "largest |dw| " << top;
     EXPECT_GT(top, 10.0);  // a real sum over the 32768 positions
   }
+}
+
+// batchnorm_add's subsampled output (ops.h): y's even rows and columns, bit for bit, beside the same y as
+// without it, on the vector kernel (C = 64) and the scalar one (C = 7), odd sides (9 x 11).
+TEST(CudaCompactGrad, BatchnormAddWritesItsEvenRowsAndColumns) {
+  FRESCO_REQUIRE_GPU();
+  for (int64_t ch : {64, 7})
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " C=" + std::to_string(ch));
+      const int64_t nn = 4, h = 9, w = 11, p = 5, q = 6;
+      const Shape x{nn, h, w, ch}, v{1, 1, 1, ch};
+      SimpleTask t("cuda");
+      auto map = [&](const char* name) { return t.tensor(Region::T_TEMP, dt, x, name); };
+      auto vec = [&](const char* name) { return t.tensor(Region::T_TEMP, DType::F32, v, name); };
+      const TensorId xi = map("x"), r = map("r"), y1 = map("y plain"), y2 = map("y");
+      const TensorId sub = t.tensor(Region::T_TEMP, dt, Shape{nn, p, q, ch}, "y2");
+      const TensorId g = vec("gamma"), b = vec("beta"), m1 = vec("m1"), i1 = vec("i1"), m2 = vec("m2"),
+                     i2 = vec("i2"), rm1 = vec("rm1"), rv1 = vec("rv1"), rm2 = vec("rm2"), rv2 = vec("rv2");
+      t.lock_memory();
+      auto bn_add = [&](TensorId y, TensorId mean, TensorId invstd, TensorId rm, TensorId rv, bool with_sub) {
+        GraphNode n = node(FR_OP_BATCHNORM_ADD, {xi, g, b, r}, {y, mean, invstd});
+        if (with_sub) n.out.push_back(sub);
+        n.rout = {RangeRef::of(rm, DType::F32), RangeRef::of(rv, DType::F32)};
+        n.with_params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+        t.add(GraphId::DEEP_FWD_BWD, n);
+      };
+      bn_add(y1, m1, i1, rm1, rv1, false);
+      bn_add(y2, m2, i2, rm2, rv2, true);
+      t.compile();
+      std::mt19937 rng(31);
+      std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+      const size_t n = static_cast<size_t>(x.numel()), c = static_cast<size_t>(ch);
+      std::vector<float> xv(n), rv(n), gv(c), bv(c);
+      for (size_t i = 0; i < n; ++i) xv[i] = 2.0f * d(rng), rv[i] = d(rng);
+      for (size_t i = 0; i < c; ++i) gv[i] = 1.0f + 0.5f * d(rng), bv[i] = 0.2f * d(rng);
+      write_values(t, xi, dt, xv);
+      write_values(t, r, dt, rv);
+      t.write(g, gv);
+      t.write(b, bv);
+      for (const TensorId id : {rm1, rm2}) t.write(id, std::vector<float>(c, 0.0f));
+      for (const TensorId id : {rv1, rv2}) t.write(id, std::vector<float>(c, 1.0f));
+      t.run(GraphId::DEEP_FWD_BWD);
+      const std::vector<float> plain = read_floats(t, y1, dt, n), with = read_floats(t, y2, dt, n),
+                               half = read_floats(t, sub, dt, static_cast<size_t>(nn * p * q * ch));
+      EXPECT_EQ(with, plain) << "y";
+      size_t wrong = 0;
+      for (int64_t i = 0; i < nn; ++i)
+        for (int64_t a = 0; a < p; ++a)
+          for (int64_t e = 0; e < q; ++e)
+            for (size_t k = 0; k < c; ++k)
+              wrong += half[static_cast<size_t>(((i * p + a) * q + e) * ch) + k] !=
+                       plain[static_cast<size_t>(((i * h + 2 * a) * w + 2 * e) * ch) + k];
+      EXPECT_EQ(wrong, 0u) << "the even rows and columns";
+    }
 }

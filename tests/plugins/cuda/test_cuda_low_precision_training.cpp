@@ -178,9 +178,10 @@ TEST(CudaLowPrecision, JoinEpilogueTrainsLikeThePasses) {
 }
 
 // CompileOptions::compact_shortcut_grads on the GPU: the small residual network's projection shortcut (1x1,
-// stride 2) writes its input gradient at its output positions only and the join's pass adds it there; cuDNN
-// plans that input gradient as the 1x1 conv at stride 1, whose sums may run in another order than at stride
-// 2, so the training is compared within rounding (bf16 and fp16, grad_sums AUTO: on).
+// stride 2) writes its input gradient at its output positions only and the join's pass adds it there, and
+// (subsampled_shortcuts, AUTO too) reads its join's even rows and columns at stride 1; cuDNN's stride-1
+// plans may add in another order than its stride-2 ones, so the training is compared within rounding (bf16
+// and fp16, grad_sums AUTO: on).
 TEST(CudaLowPrecision, CompactShortcutGradsTrainLikeTheFullSizePart) {
   FRESCO_REQUIRE_GPU();
   const TempPath tuning("fresco_compact_shortcut_");  // both compiles take the same algorithms

@@ -97,6 +97,12 @@ struct LayerDescriptor {
   // add_relu_backward adds it there (compact_part_stride: the conv's stride; 0: none).
   bool compact_dx = false;
   int32_t compact_part_stride = 0;
+  // CompileOptions::subsampled_shortcuts: such a conv of stride 2 reads, in training, the subsampled map
+  // (subsample_in, at stride 1) that the batchnorm_add join it reads writes beside its output (on the join:
+  // subsample_out, ops.h's subsampled output).
+  bool reads_subsample = false;
+  TensorId subsample_in = kNoTensor, subsample_out = kNoTensor;
+  bool writes_subsample = false;
   // Set by create_memory_plans:
   TensorId weight = kNoTensor, bias = kNoTensor;
   TensorId grad_weight = kNoTensor, grad_bias = kNoTensor;
@@ -203,6 +209,15 @@ struct CompileOptions {
   // order than at stride 2). AUTO: in mixed precision, like the other fusions.
   enum class CompactShortcutGrads { AUTO, ON, OFF };
   CompactShortcutGrads compact_shortcut_grads = CompactShortcutGrads::AUTO;
+  // With compact_shortcut_grads: where such a shortcut has stride 2 and reads a residual join computed with
+  // its batchnorm (batchnorm_add), the join also writes the even rows and columns of its output as a quarter-
+  // size map (ops.h, batchnorm_add's subsampled output) and, in training, the shortcut reads that at stride
+  // 1: its forward and its weight gradient become plain 1x1 convolutions (GEMMs) over the positions they
+  // read instead of cuDNN's strided kernels, and its input gradient is the compact part as before. The same
+  // products and sums; a backend may order them otherwise at stride 1 than at stride 2 (the CPU's differ in
+  // rounding). One quarter-size map more of memory per such join. AUTO: in mixed precision.
+  enum class SubsampledShortcuts { AUTO, ON, OFF };
+  SubsampledShortcuts subsampled_shortcuts = SubsampledShortcuts::AUTO;
   // Weight gradients as separate nodes on a second stream, beside the input-gradient chain (device
   // permitting). Feature gradients then stay allocated until the end of backward, since the side stream may
   // still read them.
