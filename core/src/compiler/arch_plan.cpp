@@ -481,6 +481,17 @@ bool compact_dx_shape(const LayerDescriptor& l) {
          c.groups == 1;
 }
 
+// CompileOptions::subsampled_shortcuts at join m: ON, or AUTO in bf16 on joins of at most 256 channels, where
+// the shortcut is a thin, bandwidth-bound GEMM that cuDNN's strided kernels run slowly (ResNet-18 b512 on an
+// H100: 60 us a step faster for 28 MiB more; fp16 gains 42 us but its 1342 MiB would pass the 1321 of
+// PyTorch's best mode on the H200; ResNet-50's wider joins ran 0.2 ms slower with 171 MiB more:
+// docs/decisions.md).
+bool subsampled_shortcut_on(const CompileOptions& o, const LayerDescriptor& m) {
+  using Mode = CompileOptions::SubsampledShortcuts;
+  return o.subsampled_shortcuts == Mode::ON ||
+         (o.subsampled_shortcuts == Mode::AUTO && o.precision == DType::BF16 && m.out_sample.c <= 256);
+}
+
 void plan_compact_grads(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
   // CompileOptions::compact_shortcut_grads: at a relu whose output two layers read and whose two gradient
   // parts add_relu_backward sums (a fused join's relu, or one fused into a batchnorm with gradient sums; not
@@ -510,7 +521,7 @@ void plan_compact_grads(ArchPlan& a, const CompileOptions& o, const Readers& rd)
       m.compact_part_stride = static_cast<int32_t>(conv.spec.stride);
       // CompileOptions::subsampled_shortcuts: a stride-2 one reading a batchnorm_add join's relu reads the
       // join's subsampled output instead, at stride 1
-      if (option_on(o.subsampled_shortcuts, o) && conv.spec.stride == 2 && fused_join_relu(a, r) &&
+      if (subsampled_shortcut_on(o, m) && conv.spec.stride == 2 && fused_join_relu(a, r) &&
           m.kind == LayerKind::ADD && m.join_bn >= 0 && !m.writes_subsample) {
         conv.reads_subsample = true;
         m.writes_subsample = true;

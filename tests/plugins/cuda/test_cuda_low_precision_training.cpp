@@ -179,7 +179,7 @@ TEST(CudaLowPrecision, JoinEpilogueTrainsLikeThePasses) {
 
 // CompileOptions::compact_shortcut_grads on the GPU: the small residual network's projection shortcut (1x1,
 // stride 2) writes its input gradient at its output positions only and the join's pass adds it there, and
-// (subsampled_shortcuts, AUTO too) reads its join's even rows and columns at stride 1; cuDNN's stride-1
+// in bf16 (subsampled_shortcuts AUTO) reads its join's even rows and columns at stride 1; cuDNN's stride-1
 // plans may add in another order than its stride-2 ones, so the training is compared within rounding (bf16
 // and fp16, grad_sums AUTO: on).
 TEST(CudaLowPrecision, CompactShortcutGradsTrainLikeTheFullSizePart) {
@@ -196,13 +196,16 @@ TEST(CudaLowPrecision, CompactShortcutGradsTrainLikeTheFullSizePart) {
       t.data(random_images(32, 7), random_images(16, 8)).device("cuda").precision(precision);
       t.compact_shortcut_grads(mode);
       t.compile();
-      int compact = 0;
-      for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD))
+      int compact = 0, subsampled = 0;
+      for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD)) {
         compact += n.op == FR_OP_ADD_RELU_BACKWARD && !n.params.empty();
+        subsampled += n.op == FR_OP_BATCHNORM_ADD && n.out.size() == 4;
+      }
       const bool on = mode != CompileOptions::CompactShortcutGrads::OFF;
       const std::string what =
           std::string(dtype_name(precision)) + (on ? " compact part" : " full-size part");
       EXPECT_EQ(compact, on ? 1 : 0) << what;
+      EXPECT_EQ(subsampled, on && precision == DType::BF16 ? 1 : 0) << what;
       const std::vector<float> losses = test::train_small_residual(t, 6);
       const test::Snapshot state = t.snapshot();
       if (keep_reference(!on, what, losses, state, want_losses, want)) continue;
