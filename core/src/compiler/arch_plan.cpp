@@ -481,15 +481,16 @@ bool compact_dx_shape(const LayerDescriptor& l) {
          c.groups == 1;
 }
 
-// CompileOptions::subsampled_shortcuts at join m: ON, or AUTO in bf16 on joins of at most 256 channels, where
-// the shortcut is a thin, bandwidth-bound GEMM that cuDNN's strided kernels run slowly (ResNet-18 b512 on an
-// H100: 60 us a step faster for 28 MiB more; fp16 gains 42 us but its 1342 MiB would pass the 1321 of
-// PyTorch's best mode on the H200; ResNet-50's wider joins ran 0.2 ms slower with 171 MiB more:
-// docs/decisions.md).
-bool subsampled_shortcut_on(const CompileOptions& o, const LayerDescriptor& m) {
+// CompileOptions::subsampled_shortcuts for shortcut conv c: ON, or AUTO in bf16 where c is a small GEMM (at
+// most 2^34 multiply-adds at the step's batch), bandwidth-bound, which cuDNN's strided kernels run slowly
+// (ResNet-18 b512's three, 1.1e9 each, on an H100: 57-60 us a step faster for 28 MiB more; fp16 gains 42 us
+// but its 1342 MiB would pass the 1321 of PyTorch's best mode on the H200; ResNet-50 b256's, 2.6e10
+// each, ran 0.2 ms slower with 171 MiB more: docs/decisions.md).
+bool subsampled_shortcut_on(const CompileOptions& o, const LayerDescriptor& c) {
   using Mode = CompileOptions::SubsampledShortcuts;
+  const int64_t macs = o.batch * c.out_sample.per_sample() * c.in_sample.c;
   return o.subsampled_shortcuts == Mode::ON ||
-         (o.subsampled_shortcuts == Mode::AUTO && o.precision == DType::BF16 && m.out_sample.c <= 256);
+         (o.subsampled_shortcuts == Mode::AUTO && o.precision == DType::BF16 && macs <= (int64_t{1} << 34));
 }
 
 void plan_compact_grads(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
@@ -521,7 +522,7 @@ void plan_compact_grads(ArchPlan& a, const CompileOptions& o, const Readers& rd)
       m.compact_part_stride = static_cast<int32_t>(conv.spec.stride);
       // CompileOptions::subsampled_shortcuts: a stride-2 one reading a batchnorm_add join's relu reads the
       // join's subsampled output instead, at stride 1
-      if (subsampled_shortcut_on(o, m) && conv.spec.stride == 2 && fused_join_relu(a, r) &&
+      if (subsampled_shortcut_on(o, conv) && conv.spec.stride == 2 && fused_join_relu(a, r) &&
           m.kind == LayerKind::ADD && m.join_bn >= 0 && !m.writes_subsample) {
         conv.reads_subsample = true;
         m.writes_subsample = true;

@@ -150,7 +150,7 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::compact_shortcut_grads (default AUTO: in mixed precision): a strided 1x1 projection
   // shortcut's input gradient written at its output positions only, added there by the join's masking pass.
   DeepLearningTask& compact_shortcut_grads(CompileOptions::CompactShortcutGrads mode);
-  // CompileOptions::subsampled_shortcuts (default AUTO: bf16, joins of at most 256 channels): a stride-2
+  // CompileOptions::subsampled_shortcuts (default AUTO: bf16, small shortcut GEMMs): a stride-2
   // projection shortcut reads, in training, the even rows and columns its batchnorm_add join writes beside
   // its output.
   DeepLearningTask& subsampled_shortcuts(CompileOptions::SubsampledShortcuts mode);
