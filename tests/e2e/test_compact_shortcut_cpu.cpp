@@ -145,3 +145,18 @@ TEST(CompactShortcutCpu, TheShortcutReadsItsJoinsSubsampledOutput) {
     test::expect_same_training(losses, state, want_losses, want);
   }
 }
+
+// ON that cannot be taken is refused at compile, naming the option to set: subsampled_shortcuts needs the
+// compact part (compact_shortcut_grads AUTO is off in fp32).
+TEST(CompactShortcutCpu, SubsampledOnWithoutTheCompactPartIsRefused) {
+  DeepLearningTask t;
+  test::configure_small_residual(t);
+  t.subsampled_shortcuts(CompileOptions::SubsampledShortcuts::ON);
+  try {
+    t.compile();
+    ADD_FAILURE() << "subsampled_shortcuts ON compiled without the compact part";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+    EXPECT_NE(std::string(e.what()).find("compact_shortcut_grads"), std::string::npos) << e.what();
+  }
+}

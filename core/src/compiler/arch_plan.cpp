@@ -497,6 +497,16 @@ void plan_compact_grads(ArchPlan& a, const CompileOptions& o, const Readers& rd)
   // CompileOptions::compact_shortcut_grads: at a relu whose output two layers read and whose two gradient
   // parts add_relu_backward sums (a fused join's relu, or one fused into a batchnorm with gradient sums; not
   // a pass a conv's join epilogue does), a reader that is a strided 1x1 conv writes its part compact.
+  using Compact = CompileOptions::CompactShortcutGrads;
+  FRESCO_CHECK(
+      o.compact_shortcut_grads != Compact::ON || o.overlap_weight_gradients, ErrorCode::kBadConfig,
+      "compact_shortcut_grads ON writes a shortcut's input gradient as a node of its own, which needs "
+      "overlap_weight_gradients (or compact_shortcut_grads AUTO / OFF)");
+  FRESCO_CHECK(o.subsampled_shortcuts != CompileOptions::SubsampledShortcuts::ON ||
+                   option_on(o.compact_shortcut_grads, o),
+               ErrorCode::kBadConfig,
+               "subsampled_shortcuts ON makes the shortcut's input gradient the compact part, which "
+               "compact_shortcut_grads is off for here: set it ON too (or subsampled_shortcuts AUTO / OFF)");
   if (!option_on(o.compact_shortcut_grads, o) || !o.overlap_weight_gradients) return;
   std::vector<std::vector<int32_t>> readers(a.layers.size());
   for (const auto& l : a.layers)

@@ -1,7 +1,7 @@
 // CPU add_relu_backward dx = (a + b) * (y > 0): the backward of a fused add+relu join whose output gradient
-// arrives in two parts, summed and masked in one pass; dx may alias a or b. With x and save_mean as fourth
-// and fifth inputs it also writes gsums (ops.h, "Gradient sums"; ops/grad_sums.h). With
-// FrAddReluBackwardParams b is a strided 1x1 conv's compact input gradient (ops.h). Tests:
+// arrives in two parts, summed and masked in one pass; dx may alias a (or b when b is not compact). With x
+// and save_mean as fourth and fifth inputs it also writes gsums (ops.h, "Gradient sums"; ops/grad_sums.h).
+// With FrAddReluBackwardParams b is a strided 1x1 conv's compact input gradient (ops.h). Tests:
 // test_add_gelu_flatten.cpp, test_batchnorm.cpp (gradient sums).
 #include "cpu_common.h"
 #include "fresco/compact_grad.hpp"

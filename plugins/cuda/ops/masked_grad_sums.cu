@@ -201,8 +201,13 @@ bool run_masked_grad_sums(const Context* ctx, const FrCall* call, uint32_t x_at,
   const FrTensor& dx = call->out[0];
   const int64_t n = sdk::numel(dx);
   CompactB cb;
-  if (x_at == 3)  // add_relu_backward: b full-size or compact (ops.h; checked there)
-    cb = compact_b(sdk::add_relu_backward_part(call, op));
+  if (x_at == 3) {  // add_relu_backward: b full-size or compact (ops.h; checked there)
+    const sdk::CompactPart part = sdk::add_relu_backward_part(call, op);
+    cb = compact_b(part);
+    FR_PLUGIN_CHECK(!part.compact() || (g.c == part.c && g.rows == part.n * part.h * part.w),
+                    FR_ERR_INVALID_ARGUMENT,
+                    std::string(op) + ": with a compact part the batchnorm inputs x must have a's channels");
+  }
   for (uint32_t i = 0; i < x_at; ++i)
     FR_PLUGIN_CHECK((i == 1 && cb.h) || (sdk::numel(call->in[i]) == n && call->in[i].dtype == dx.dtype),
                     FR_ERR_INVALID_ARGUMENT,

@@ -25,7 +25,11 @@ inline const FrTensor* check_batchnorm_add(const FrCall* call) {
                   "batchnorm_add: at most four outputs {y, save_mean, save_invstd, y2}, got " +
                       std::to_string(call->n_out));
   if (call->n_out < 4) return nullptr;
-  const FrTensor& y2 = call->out[3];
+  const FrTensor &y = call->out[0], &y2 = call->out[3];
+  FR_PLUGIN_CHECK(x.ndim == 4 && y.ndim == 4 && y.dims[0] == x.dims[0] && y.dims[1] == x.dims[1] &&
+                      y.dims[2] == x.dims[2] && y.dims[3] == x.dims[3],
+                  FR_ERR_INVALID_ARGUMENT,
+                  "batchnorm_add: with a subsampled output y must be 4-d with x's shape");
   FR_PLUGIN_CHECK(x.ndim == 4 && y2.ndim == 4 && y2.dims[0] == x.dims[0] &&
                       y2.dims[1] == (x.dims[1] + 1) / 2 && y2.dims[2] == (x.dims[2] + 1) / 2 &&
                       y2.dims[3] == x.dims[3] && y2.dtype == x.dtype,

@@ -76,6 +76,9 @@ inline CompactPart add_relu_backward_part(const FrCall* call, const char* op) {
       a.ndim == 4 && b.ndim == 4, FR_ERR_INVALID_ARGUMENT,
       std::string(op) + ": a compact part needs 4-d a and b, got a " + shape_str(a) + ", b " + shape_str(b));
   part.n = a.dims[0], part.h = a.dims[1], part.w = a.dims[2], part.c = a.dims[3];
+  FR_PLUGIN_CHECK(
+      part.n >= 1 && part.h >= 1 && part.w >= 1 && part.c >= 1, FR_ERR_INVALID_ARGUMENT,
+      std::string(op) + ": a compact part needs a map with every side at least 1, got a " + shape_str(a));
   part.p = (part.h - 1) / part.stride_h + 1, part.q = (part.w - 1) / part.stride_w + 1;
   FR_PLUGIN_CHECK(b.dims[0] == part.n && b.dims[1] == part.p && b.dims[2] == part.q && b.dims[3] == part.c,
                   FR_ERR_INVALID_ARGUMENT,

@@ -465,7 +465,7 @@ TEST(CpuBatchNorm, FusedReluForwardAndMaskedBackward) {
 
 // batchnorm_add (a batchnorm computed by the residual join that reads it) is batchnorm, then + r, then the
 // join's relu, bit for bit, with the same statistics; it refuses inference params and a residual of another
-// size.
+// size; its subsampled output (a fourth) holds y's even rows and columns.
 TEST(CpuBatchNorm, BatchNormAddIsBatchNormThenAddThenRelu) {
   std::mt19937 rng(9);
   const Shape s{3, 4, 5, 16};
@@ -517,6 +517,30 @@ TEST(CpuBatchNorm, BatchNormAddIsBatchNormThenAddThenRelu) {
   infer.in(tensor(r, {s.n, s.h, s.w, s.c})).out(tensor(y, {s.n, s.h, s.w, s.c}));
   infer.params(FrBatchNormParams{1e-5f, 0.1f, 0, 1});
   EXPECT_TRUE(fresco::test::contains(infer.run_error(), "training only")) << infer.run_error();
+  // the subsampled output (ops.h): y's even rows and columns of the 4 x 5 map (2 x 3), and refused when y
+  // does not have x's shape (the kernel indexes y2 from it)
+  std::vector<float> y2(static_cast<size_t>(s.n * 2 * 3 * s.c), kNaN), y4(s.size(), kNaN), rm4 = in.rm,
+                                                                                           rv4 = in.rv;
+  auto with_sub = [&](std::initializer_list<int64_t> y_dims) {
+    OpCall f(FR_OP_BATCHNORM_ADD);
+    f.in(tensor(in.x, {s.n, s.h, s.w, s.c})).in(tensor(in.gamma, {s.c})).in(tensor(in.beta, {s.c}));
+    f.in(tensor(r, {s.n, s.h, s.w, s.c})).out(tensor(y4, y_dims)).out(tensor(m, {s.c})).out(tensor(v, {s.c}));
+    f.out(tensor(y2, {s.n, 2, 3, s.c}));
+    f.rout(fresco::test::range(rm4))
+        .rout(fresco::test::range(rv4))
+        .params(FrBatchNormParams{1e-5f, 0.1f, 1, 1});
+    return f;
+  };
+  OpCall sub = with_sub({s.n, s.h, s.w, s.c});
+  ASSERT_TRUE(sub.run());
+  for (int64_t i = 0; i < s.n; ++i)
+    for (int64_t p = 0; p < 2; ++p)
+      for (int64_t q = 0; q < 3; ++q)
+        for (int64_t k = 0; k < s.c; ++k)
+          ASSERT_EQ(y2[static_cast<size_t>(((i * 2 + p) * 3 + q) * s.c + k)],
+                    y4[static_cast<size_t>(((i * s.h + 2 * p) * s.w + 2 * q) * s.c + k)]);
+  OpCall mismatched = with_sub({s.n, s.w, s.h, s.c});
+  EXPECT_TRUE(fresco::test::contains(mismatched.run_error(), "x's shape")) << mismatched.run_error();
 }
 
 // The gradient sums (ops.h, "Gradient sums"): relu_backward and add_relu_backward with x and save_mean write
