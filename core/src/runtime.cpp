@@ -95,16 +95,11 @@ bool uses_join_epilogue(const GraphNode& n) {
 // Whether a node uses the compact gradient part of ops.h (CompileOptions::compact_shortcut_grads: an input
 // gradient smaller than the conv's input, add_relu_backward's strides), which its kernel must declare
 // (FR_KERNEL_COMPACT_GRAD).
-bool uses_compact_grad(const GraphNode& n, const std::vector<FrTensor>& in,
-                       const std::vector<FrTensor>& out) {
-  auto numel = [](const FrTensor& t) {
-    int64_t e = 1;
-    for (uint32_t i = 0; i < t.ndim && i < 4; ++i) e *= t.dims[i];
-    return e;
-  };
+bool uses_compact_grad(const GraphNode& n, const MemoryPlan& plan) {
   if (n.op == FR_OP_ADD_RELU_BACKWARD) return !n.params.empty();
-  return n.op == FR_OP_CONV2D_BACKWARD && writes_input_gradient(n) && in.size() > 1 && !out.empty() &&
-         n.params_as<FrConvBackwardParams>()->part == 1 && numel(out[0]) != numel(in[1]);
+  return n.op == FR_OP_CONV2D_BACKWARD && writes_input_gradient(n) && n.in.size() > 1 && !n.out.empty() &&
+         n.params_as<FrConvBackwardParams>()->part == 1 &&
+         plan.tensor(n.out[0]).shape.numel() != plan.tensor(n.in[1]).shape.numel();
 }
 
 // Whether a node uses batchnorm_add's subsampled output (ops.h; CompileOptions::subsampled_shortcuts: a
@@ -309,7 +304,7 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   require_form(uses_join_epilogue(node), FR_KERNEL_CONV_JOIN_EPILOGUE, "join epilogue of the input gradient",
                "(FR_KERNEL_CONV_JOIN_EPILOGUE) compile with CompileOptions::join_epilogue = OFF "
                "(DeepLearningTask::join_epilogue)");
-  require_form(uses_compact_grad(node, rc.in, rc.out), FR_KERNEL_COMPACT_GRAD, "compact gradient part",
+  require_form(uses_compact_grad(node, plan), FR_KERNEL_COMPACT_GRAD, "compact gradient part",
                "(FR_KERNEL_COMPACT_GRAD) compile with CompileOptions::compact_shortcut_grads = OFF "
                "(DeepLearningTask::compact_shortcut_grads)");
   require_form(uses_subsampled_output(node), FR_KERNEL_SUBSAMPLED_OUTPUT, "subsampled output",

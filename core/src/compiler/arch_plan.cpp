@@ -160,11 +160,13 @@ void check_map_size(const CompileOptions& o, const Shape& sample, const std::str
 
 namespace {
 
-// What the fusion passes read of the flattened layers: per layer, how many layers read its output and the
-// first that does (-1: none), and the first layer with parameters.
+// What the fusion passes read of the flattened layers: per layer, how many layers read its output, the first
+// that does (-1: none) and all of them in layer order (a join reading one layer twice is there twice), and
+// the first layer with parameters.
 struct Readers {
   std::vector<int> consumers;
   std::vector<int32_t> first_reader;
+  std::vector<std::vector<int32_t>> of;
   int fp = -1;
 };
 
@@ -172,11 +174,13 @@ Readers readers_of(const ArchPlan& a) {
   Readers rd;
   rd.consumers.assign(a.layers.size(), 0);
   rd.first_reader.assign(a.layers.size(), -1);
+  rd.of.resize(a.layers.size());
   for (const auto& l : a.layers)
     for (const int32_t in : {l.input, l.input2}) {
       if (in < 0) continue;
       ++rd.consumers[static_cast<size_t>(in)];
       if (rd.first_reader[static_cast<size_t>(in)] < 0) rd.first_reader[static_cast<size_t>(in)] = l.index;
+      rd.of[static_cast<size_t>(in)].push_back(l.index);
     }
   rd.fp = first_param_index(a);
   return rd;
@@ -438,7 +442,7 @@ void plan_grad_sums(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
     }
 }
 
-void plan_join_epilogues(ArchPlan& a, const CompileOptions& o) {
+void plan_join_epilogues(ArchPlan& a, const CompileOptions& o, const Readers& readers) {
   // CompileOptions::join_epilogue: a masking pass with one batchnorm's gradient sums at a relu whose output
   // a conv and a later layer read (so the later one's gradient part is written first) goes into that conv's
   // input gradient.
@@ -447,21 +451,17 @@ void plan_join_epilogues(ArchPlan& a, const CompileOptions& o) {
                "join_epilogue ON folds the masking passes that write a batchnorm's gradient sums, which "
                "grad_sums is off for here: set grad_sums ON too (or join_epilogue AUTO / OFF)");
   if (option_on(o.grad_sums, o)) {
-    std::vector<std::vector<int32_t>> readers(a.layers.size());
-    for (const auto& l : a.layers)
-      for (const int32_t in : {l.input, l.input2})
-        if (in >= 0) readers[static_cast<size_t>(in)].push_back(l.index);
     for (auto& m : a.layers) {
       if (m.grad_sums_bn < 0 || m.grad_sums_bn2 >= 0) continue;
       int32_t relu = -1;  // the layer whose output the two readers read
       if (m.kind == LayerKind::ADD && m.fused_relu) {
-        for (const int32_t r : readers[static_cast<size_t>(m.index)])
+        for (const int32_t r : readers.of[static_cast<size_t>(m.index)])
           if (fused_join_relu(a, a.layers[static_cast<size_t>(r)])) relu = r;
       } else if (m.kind == LayerKind::RELU) {
         relu = m.index;
       }
       if (relu < 0) continue;
-      const auto& rd = readers[static_cast<size_t>(relu)];
+      const auto& rd = readers.of[static_cast<size_t>(relu)];
       if (rd.size() != 2 || rd[0] == rd[1]) continue;
       auto& conv = a.layers[static_cast<size_t>(std::min(rd[0], rd[1]))];
       if (conv.kind != LayerKind::CONV || conv.input != relu || conv.grad_sums_bn >= 0 ||
@@ -508,15 +508,9 @@ void plan_compact_grads(ArchPlan& a, const CompileOptions& o, const Readers& rd)
                "subsampled_shortcuts ON makes the shortcut's input gradient the compact part, which "
                "compact_shortcut_grads is off for here: set it ON too (or subsampled_shortcuts AUTO / OFF)");
   if (!option_on(o.compact_shortcut_grads, o) || !o.overlap_weight_gradients) return;
-  std::vector<std::vector<int32_t>> readers(a.layers.size());
-  for (const auto& l : a.layers)
-    for (const int32_t in : {l.input, l.input2})
-      if (in >= 0) readers[static_cast<size_t>(in)].push_back(l.index);
   for (const auto& r : a.layers) {
-    const auto& rdr = readers[static_cast<size_t>(r.index)];
-    if (rd.consumers[static_cast<size_t>(r.index)] != 2 || rdr.size() != 2 || rdr[0] == rdr[1] ||
-        r.index <= rd.fp)
-      continue;
+    const auto& rdr = rd.of[static_cast<size_t>(r.index)];
+    if (rdr.size() != 2 || rdr[0] == rdr[1] || r.index <= rd.fp) continue;
     int32_t masking = -1;  // the layer whose backward is the add_relu_backward of the two parts
     if (fused_join_relu(a, r))
       masking = r.input;
@@ -670,7 +664,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   plan_conv_stats(a, o, rd);
   plan_conv_prologues(a, o, rd);
   plan_grad_sums(a, o, rd);
-  plan_join_epilogues(a, o);
+  plan_join_epilogues(a, o, rd);
   plan_compact_grads(a, o, rd);
   plan_wgrad_prologue(a, o, rd);
   check_output_and_count_parameters(a, o);

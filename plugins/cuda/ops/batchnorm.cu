@@ -26,6 +26,7 @@
 #include "ops/channel_moments.h"
 #include "ops/channel_sums.cuh"
 #include "ops/dependent_launch.cuh"
+#include "ops/strided_rows.h"
 
 namespace fresco::cuda {
 
@@ -53,18 +54,11 @@ __global__ void bn_finalize_sums_kernel(int64_t channels, const float* sums, BnO
   bn_finalize_totals(c, channels, make_double2(sums[c], sums[channels + c]), o, coef);
 }
 
-// batchnorm_add's subsampled output (ops.h): y's even rows and columns of its [N, H, W] positions, or none
-// (p null).
+// batchnorm_add's subsampled output (ops.h): y's even rows and columns, or none (p null).
 template <class T>
 struct Subsample {
   T* p = nullptr;
-  int64_t h = 0, w = 0;
-  // The position of y's row r (an NHWC position) in the subsampled map, or -1 when it is not kept.
-  __device__ __forceinline__ int64_t row(int64_t r) const {
-    const int64_t x = r % w, t = r / w, y = t % h;
-    if ((x | y) & 1) return -1;
-    return ((t / h) * ((h + 1) / 2) + y / 2) * ((w + 1) / 2) + x / 2;
-  }
+  StridedRows rows;
 };
 
 template <class T>
@@ -74,10 +68,11 @@ __global__ void bn_apply_kernel(const T* x, const T* r, const float* coef, T* y,
     const int64_t ch = i % c;
     float v = bn_normalized(to_f(x[i]), coef[ch], coef[c + ch]);
     if (r) v += to_f(r[i]);
-    y[i] = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
+    const T out = from_f<T>(relu && !(v > 0.0f) ? 0.0f : v);
+    y[i] = out;
     if (sub.p) {
-      const int64_t s = sub.row(i / c);
-      if (s >= 0) sub.p[s * c + ch] = y[i];
+      const int64_t s = sub.rows.row(i / c);
+      if (s >= 0) sub.p[s * c + ch] = out;
     }
   }
 }
@@ -103,7 +98,7 @@ __global__ void __launch_bounds__(kFixedThreads)
     bn_apply_vector<T, Residual>(a, b, scale, shift, relu);
     store16(y, i, a);
     if (sub.p) {
-      const int64_t cv = c / V, s = sub.row(i / cv);
+      const int64_t cv = c / V, s = sub.rows.row(i / cv);
       if (s >= 0) store16(sub.p, s * cv + i % cv, a);
     }
   }
@@ -204,7 +199,7 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       if (y2) {
         FR_PLUGIN_CHECK(y && call->out[0].ndim == 4, FR_ERR_INVALID_ARGUMENT,
                         "batchnorm_add: the subsampled output needs y, 4-d");
-        sub = Subsample<T>{sdk::data<T>(*y2), call->out[0].dims[1], call->out[0].dims[2]};
+        sub = Subsample<T>{sdk::data<T>(*y2), StridedRows{call->out[0].dims[1], call->out[0].dims[2], 2, 2}};
       }
       const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x, coef}) &&
                        (!sub.p || vectorizable<T>(total, {sub.p}));

@@ -22,21 +22,14 @@ __device__ __forceinline__ T masked(T a, T b, T y) {
   return from_f<T>(to_f(y) > 0.0f ? v : 0.0f);
 }
 
-// Row r's row of a compact b (CompactB, masked_grad_sums.h), or -1 where b has none.
-__device__ __forceinline__ int64_t compact_row(const CompactB& g, int64_t r) {
-  const int64_t w = r % g.w, t = r / g.w, h = t % g.h, n = t / g.h;
-  if (h % g.sh != 0 || w % g.sw != 0) return -1;
-  return (n * g.p + h / g.sh) * g.q + w / g.sw;
-}
-
 template <class T, int kB>
 __global__ void masked_grad_partials_kernel(const T* a, const T* b, const T* y, const T* x, const float* mean,
-                                            T* dx, ChannelChunks k, double* part, CompactB cb) {
+                                            T* dx, ChannelChunks k, double* part, StridedRows cb) {
   channel_partials(k, part, [&](int64_t r, int64_t c) {
     const int64_t i = r * k.c + c;
     T bi = from_f<T>(0.0f);
     if constexpr (kB != 0) {
-      const int64_t rb = cb.h ? compact_row(cb, r) : r;
+      const int64_t rb = cb.h ? cb.row(r) : r;
       if (rb >= 0) bi = b[rb * k.c + c];
     }
     const T d = masked<T, kB>(a[i], bi, y[i]);
@@ -48,11 +41,11 @@ __global__ void masked_grad_partials_kernel(const T* a, const T* b, const T* y, 
 // add_relu_backward with a compact b and no sums: 16 bytes a thread, grid-stride.
 template <class T>
 __global__ void compact_add_relu_backward_kernel(const T* a, const T* b, const T* y, T* dx, int64_t rows,
-                                                 int64_t cv, CompactB cb) {
+                                                 int64_t cv, StridedRows cb) {
   constexpr int V = Vec16<T>::kN;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cv;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t rb = compact_row(cb, i / cv);
+    const int64_t rb = cb.row(i / cv);
     Vec16<T> g = load16(a, i);
     const Vec16<T> yv = load16(y, i);
     Vec16<T> bv;
@@ -71,10 +64,10 @@ __global__ void compact_add_relu_backward_kernel(const T* a, const T* b, const T
 // The same, an element a thread (channels not a multiple of the vector or unaligned maps).
 template <class T>
 __global__ void compact_add_relu_backward_scalar_kernel(const T* a, const T* b, const T* y, T* dx,
-                                                        int64_t rows, int64_t c, CompactB cb) {
+                                                        int64_t rows, int64_t c, StridedRows cb) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * c;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t rb = compact_row(cb, i / c);
+    const int64_t rb = cb.row(i / c);
     dx[i] = masked<T, 1>(a[i], rb >= 0 ? b[rb * c + i % c] : from_f<T>(0.0f), y[i]);
   }
 }
@@ -87,7 +80,7 @@ struct MaskedOperands {
   const T* x[P];
   const float* mean[P];
   T* dx;
-  CompactB cb;  // b's positions when compact (cb.h > 0)
+  StridedRows cb;  // b's positions when compact (cb.h > 0)
 };
 
 // 16 bytes per load; the accumulators, terms (channel_sums.cuh), row order and chunks of
@@ -109,7 +102,7 @@ __global__ void __launch_bounds__(kVecThreads)
     Vec16<T> bv = g;
     if constexpr (kB == 1) bv = load16(o.b, i);
     if constexpr (kB == 2) {  // compact: b's row at this position, or +0 as the full-size part held
-      const int64_t rb = compact_row(o.cb, r);
+      const int64_t rb = o.cb.row(r);
       if (rb >= 0) {
         bv = load16(o.b, rb * (k.c / V) + cv);
       } else {
@@ -137,7 +130,7 @@ uint64_t masked_grad_sums_workspace(int64_t rows, int64_t c) {
 
 void launch_masked_grad_sums(const Context* ctx, uint32_t dtype, const void* a, const void* b, const void* y,
                              const sdk::GradSumsOperands& g, void* dx, void* ws, cudaStream_t s,
-                             const CompactB& cb) {
+                             const StridedRows& cb) {
   const ChannelChunks k = channel_chunks(g.rows, g.c);
   double* part[sdk::kMaxGradSumsTargets];
   for (int t = 0; t < g.targets; ++t) part[t] = partials_of(ws) + 2 * k.chunks * k.c * t;
@@ -170,7 +163,7 @@ void launch_masked_grad_sums(const Context* ctx, uint32_t dtype, const void* a, 
                                                                        part[t], cb);
         else
           masked_grad_partials_kernel<T, 0><<<partial_grid(k), dim3(kChanLanes, kRowLanes), 0, s>>>(
-              src, nullptr, yt, o.x[t], o.mean[t], dxt, k, part[t], CompactB{});
+              src, nullptr, yt, o.x[t], o.mean[t], dxt, k, part[t], StridedRows{});
       }
     };
     auto targets = [&](auto two) {
@@ -200,7 +193,7 @@ bool run_masked_grad_sums(const Context* ctx, const FrCall* call, uint32_t x_at,
   if (!g.targets) return false;
   const FrTensor& dx = call->out[0];
   const int64_t n = sdk::numel(dx);
-  CompactB cb;
+  StridedRows cb;
   if (x_at == 3) {  // add_relu_backward: b full-size or compact (ops.h; checked there)
     const sdk::CompactPart part = sdk::add_relu_backward_part(call, op);
     cb = compact_b(part);
@@ -222,7 +215,7 @@ bool run_masked_grad_sums(const Context* ctx, const FrCall* call, uint32_t x_at,
 }
 
 void launch_compact_add_relu_backward(uint32_t dtype, const void* a, const void* b, const void* y, void* dx,
-                                      int64_t rows, int64_t c, const CompactB& cb, int sm_count,
+                                      int64_t rows, int64_t c, const StridedRows& cb, int sm_count,
                                       cudaStream_t s) {
   with_float_type(dtype, "add_relu_backward", [&](auto tag) {
     using T = decltype(tag);

@@ -12,20 +12,16 @@
 #include "cuda_common.h"
 #include "fresco/compact_grad.hpp"
 #include "fresco/grad_sums_checks.hpp"
+#include "ops/strided_rows.h"
 
 namespace fresco::cuda {
 
 // Workspace bytes of the pass over a [rows, c] map.
 uint64_t masked_grad_sums_workspace(int64_t rows, int64_t c);
 
-// Where a compact part b adds (ops.h, add_relu_backward's FrAddReluBackwardParams): the map's H and W, b's
-// P and Q and the strides; h == 0: b is full-size.
-struct CompactB {
-  int64_t h = 0, w = 0, p = 0, q = 0;
-  int32_t sh = 1, sw = 1;
-};
-inline CompactB compact_b(const sdk::CompactPart& part) {
-  return part.compact() ? CompactB{part.h, part.w, part.p, part.q, part.stride_h, part.stride_w} : CompactB{};
+// Where a compact part b adds (ops.h, add_relu_backward's FrAddReluBackwardParams), or none (h == 0).
+inline StridedRows compact_b(const sdk::CompactPart& part) {
+  return part.compact() ? StridedRows{part.h, part.w, part.stride_h, part.stride_w} : StridedRows{};
 }
 
 // dx = (a + b) * (y > 0) (b may be null: a * (y > 0); compact with cb.h > 0), a gsums per target of g as
@@ -33,11 +29,11 @@ inline CompactB compact_b(const sdk::CompactPart& part) {
 // bytes. ctx (may be null) sets the sums finalize's form (launch_sums_finalize, channel_moments.h).
 void launch_masked_grad_sums(const Context* ctx, uint32_t dtype, const void* a, const void* b, const void* y,
                              const sdk::GradSumsOperands& g, void* dx, void* ws, cudaStream_t s,
-                             const CompactB& cb = {});
+                             const StridedRows& cb = {});
 
 // add_relu_backward without gradient sums and a compact b: dx = (a + b) * (y > 0) over a [rows, c] map.
 void launch_compact_add_relu_backward(uint32_t dtype, const void* a, const void* b, const void* y, void* dx,
-                                      int64_t rows, int64_t c, const CompactB& cb, int sm_count,
+                                      int64_t rows, int64_t c, const StridedRows& cb, int sm_count,
                                       cudaStream_t s);
 
 // The run of a masking pass with gsums (x at in[x_at]): checks the operands and launches; false when the call

@@ -84,6 +84,15 @@ inline void write_values(SimpleTask& t, TensorId id, DType dt, const std::vector
   t.write(id, b);
 }
 
+// The first n values of tensor id of dtype dt as floats (write_values' reverse).
+inline std::vector<float> read_values(SimpleTask& t, TensorId id, DType dt, size_t n) {
+  if (dt == DType::F32) return t.read<float>(id, n);
+  const auto b = t.read<uint16_t>(id, n);
+  std::vector<float> f(n);
+  for (size_t j = 0; j < n; ++j) f[j] = from_low(dt, b[j]);
+  return f;
+}
+
 // Runs the case on CUDA with low tensors in `dt` (F32 for the reference run); returns the outputs as floats.
 inline std::vector<std::vector<float>> run_low(const LowCase& c, DType dt,
                                                const std::vector<std::vector<float>>& v) {
@@ -110,15 +119,7 @@ inline std::vector<std::vector<float>> run_low(const LowCase& c, DType dt,
   std::vector<std::vector<float>> out;
   for (TensorId id : c.outputs) {
     const LowTensor& s = c.tensors[static_cast<size_t>(id)];
-    const size_t n = static_cast<size_t>(s.shape.numel());
-    if (dtype_of(s) == DType::F32) {
-      out.push_back(t.read<float>(id, n));
-    } else {
-      const auto b = t.read<uint16_t>(id, n);
-      std::vector<float> f(n);
-      for (size_t j = 0; j < n; ++j) f[j] = from_low(dtype_of(s), b[j]);
-      out.push_back(std::move(f));
-    }
+    out.push_back(read_values(t, id, dtype_of(s), static_cast<size_t>(s.shape.numel())));
   }
   return out;
 }

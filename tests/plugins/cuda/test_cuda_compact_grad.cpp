@@ -14,17 +14,6 @@
 using namespace fresco;
 using namespace fresco::gpu_test;
 
-namespace {
-// n values of tensor id of dtype dt as floats.
-std::vector<float> read_floats(SimpleTask& t, TensorId id, DType dt, size_t n) {
-  if (dt == DType::F32) return t.read<float>(id, n);
-  const auto b = t.read<uint16_t>(id, n);
-  std::vector<float> f(n);
-  for (size_t j = 0; j < n; ++j) f[j] = from_low(dt, b[j]);
-  return f;
-}
-}  // namespace
-
 TEST(CudaCompactGrad, AddReluBackwardGivesTheFullSizePartsBits) {
   FRESCO_REQUIRE_GPU();
   for (int64_t ch : {64, 7})
@@ -112,8 +101,8 @@ TEST(CudaCompactGrad, ConvInputGradientAtTheStridedPositions) {
       write_values(t, id, dt, f);
     }
     t.run(GraphId::DEEP_FWD_BWD);
-    const std::vector<float> fv = read_floats(t, full, dt, static_cast<size_t>(nn * h * w * ci)),
-                             cv = read_floats(t, compact, dt, static_cast<size_t>(nn * p * q * ci));
+    const std::vector<float> fv = read_values(t, full, dt, static_cast<size_t>(nn * h * w * ci)),
+                             cv = read_values(t, compact, dt, static_cast<size_t>(nn * p * q * ci));
     const double tol = dt == DType::F32 ? 1e-5 : dt == DType::BF16 ? 2e-2 : 3e-3;
     double worst = 0.0, zeros = 0.0;
     for (int64_t i = 0; i < nn; ++i)
@@ -160,7 +149,7 @@ TEST(CudaCompactGrad, StridedOneByOneWeightGradient) {
     write_values(t, x, dt, xv);
     write_values(t, wt, dt, std::vector<float>(static_cast<size_t>(co * ci), 0.5f));
     t.run(GraphId::DEEP_FWD_BWD);
-    const std::vector<float> got = read_floats(t, dw, dt, static_cast<size_t>(co * ci));
+    const std::vector<float> got = read_values(t, dw, dt, static_cast<size_t>(co * ci));
     std::vector<double> want(static_cast<size_t>(co * ci), 0.0);
     for (int64_t i = 0; i < nn; ++i)
       for (int64_t r = 0; r < p; ++r)
@@ -220,8 +209,8 @@ TEST(CudaCompactGrad, BatchnormAddWritesItsEvenRowsAndColumns) {
       for (const TensorId id : {rm1, rm2}) t.write(id, std::vector<float>(c, 0.0f));
       for (const TensorId id : {rv1, rv2}) t.write(id, std::vector<float>(c, 1.0f));
       t.run(GraphId::DEEP_FWD_BWD);
-      const std::vector<float> plain = read_floats(t, y1, dt, n), with = read_floats(t, y2, dt, n),
-                               half = read_floats(t, sub, dt, static_cast<size_t>(nn * p * q * ch));
+      const std::vector<float> plain = read_values(t, y1, dt, n), with = read_values(t, y2, dt, n),
+                               half = read_values(t, sub, dt, static_cast<size_t>(nn * p * q * ch));
       EXPECT_EQ(with, plain) << "y";
       size_t wrong = 0;
       for (int64_t i = 0; i < nn; ++i)
