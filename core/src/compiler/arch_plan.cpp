@@ -483,9 +483,9 @@ bool compact_dx_shape(const LayerDescriptor& l) {
 
 // CompileOptions::subsampled_shortcuts for shortcut conv c: ON, or AUTO in bf16 where c is a small GEMM (at
 // most 2^34 multiply-adds at the step's batch), bandwidth-bound, which cuDNN's strided kernels run slowly
-// (ResNet-18 b512's three, 1.1e9 each, on an H100: 57-60 us a step faster for 28 MiB more; fp16 gains 42 us
-// but its 1342 MiB would pass the 1321 of PyTorch's best mode on the H200; ResNet-50 b256's, 2.6e10
-// each, ran 0.2 ms slower with 171 MiB more: docs/decisions.md).
+// (ResNet-18 b512's three, 1.1e9 each, on three H100s: 40-61 us a step faster for 28 MiB more; fp16 gains 42
+// us but its 1342 MiB would pass the 1321 of PyTorch's best mode on the H200; ResNet-50
+// b256's, 2.6e10 each, ran 0.2 ms slower with 171 MiB more: docs/decisions.md).
 bool subsampled_shortcut_on(const CompileOptions& o, const LayerDescriptor& c) {
   using Mode = CompileOptions::SubsampledShortcuts;
   const int64_t macs = o.batch * c.out_sample.per_sample() * c.in_sample.c;

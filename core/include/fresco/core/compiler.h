@@ -216,7 +216,7 @@ struct CompileOptions {
   // read instead of cuDNN's strided kernels, and its input gradient is the compact part as before. The same
   // products and sums; a backend may order them otherwise at stride 1 than at stride 2 (the CPU's differ in
   // rounding). One quarter-size map more of memory per such join. AUTO: in bf16, for shortcuts of at most
-  // 2^34 multiply-adds at the step's batch (ResNet-18 b512's: 57-60 us a step faster on an H100, 28 MiB
+  // 2^34 multiply-adds at the step's batch (ResNet-18 b512's: 40-61 us a step faster on three H100s, 28 MiB
   // more; fp16 42 us faster but above the device memory of PyTorch's best mode on the H200;
   // ResNet-50 b256's, 24x larger, 0.2 ms slower and 171 MiB more: docs/decisions.md).
   enum class SubsampledShortcuts { AUTO, ON, OFF };
