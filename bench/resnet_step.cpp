@@ -15,7 +15,7 @@
 //                          [--early-update auto|on|off] [--early-parts N] [--conv-prologue auto|on|off]
 //                          [--fork-shortcuts 0|1] [--join-epilogue auto|on|off] [--fused-weight-cast 1|0]
 //                          [--deferred-update auto|on|off] [--compact-shortcut auto|on|off]
-//                          [--subsampled-shortcut auto|on|off]
+//                          [--subsampled-shortcut auto|on|off] [--speculative-update auto|on|off]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
 // --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
 // --grad-sums sets CompileOptions::grad_sums (batchnorm gradient sums from the masking pass before it).
@@ -26,6 +26,8 @@
 // --compact-shortcut sets CompileOptions::compact_shortcut_grads (a strided 1x1 shortcut's input gradient
 // at its output positions only). --subsampled-shortcut sets CompileOptions::subsampled_shortcuts (a stride-2
 // shortcut reads its join's even rows and columns at stride 1).
+// --speculative-update sets CompileOptions::speculative_update (fp16: the conv weights updated during the
+// backward, restored from backups on a skipped step).
 // --fused-weight-cast 0 casts W -> A after the updates instead of in them
 // (CompileOptions::fused_weight_cast).
 // --grads16-update auto|on|off sets CompileOptions::update_from_grads16 (the updates read the conv weights'
@@ -116,7 +118,8 @@ int main(int argc, char** argv) {
                           {"subsampled-shortcut", "auto"},
                           {"fused-weight-cast", "1"},
                           {"grads16-update", "auto"},
-                          {"deferred-update", "auto"}});
+                          {"deferred-update", "auto"},
+                          {"speculative-update", "auto"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
@@ -164,7 +167,9 @@ int main(int argc, char** argv) {
         .compact_shortcut_grads(parse_mode<CompileOptions::CompactShortcutGrads>(args.str("compact-shortcut"),
                                                                                  "compact-shortcut"))
         .subsampled_shortcuts(parse_mode<CompileOptions::SubsampledShortcuts>(args.str("subsampled-shortcut"),
-                                                                              "subsampled-shortcut"));
+                                                                              "subsampled-shortcut"))
+        .speculative_update(parse_mode<CompileOptions::SpeculativeUpdate>(args.str("speculative-update"),
+                                                                          "speculative-update"));
     const auto early = parse_mode<CompileOptions::EarlyUpdate>(args.str("early-update"), "early-update");
     if (early != CompileOptions::EarlyUpdate::AUTO)
       task.early_update(early == CompileOptions::EarlyUpdate::ON);
@@ -186,7 +191,8 @@ int main(int argc, char** argv) {
         "s\","
         "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d,\"conv_prologue\":\"%s\","
         "\"fork_shortcuts\":%d,\"join_epilogue\":\"%s\",\"fused_weight_cast\":%d,\"deferred_update\":%d,"
-        "\"grads16_update\":%d,\"compact_shortcut\":\"%s\",\"subsampled_shortcut\":\"%s\"}"
+        "\"grads16_update\":%d,\"compact_shortcut\":\"%s\",\"subsampled_shortcut\":\"%s\","
+        "\"speculative_update\":%d,\"speculative_layer\":%d}"
         "\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
@@ -198,7 +204,8 @@ int main(int argc, char** argv) {
         args.str("conv-prologue").c_str(), task.compiled().options.fork_shortcuts ? 1 : 0,
         args.str("join-epilogue").c_str(), task.compiled().options.fused_weight_cast ? 1 : 0,
         task.compiled().update_deferred() ? 1 : 0, task.compiled().updates_read_grads16() ? 1 : 0,
-        args.str("compact-shortcut").c_str(), args.str("subsampled-shortcut").c_str());
+        args.str("compact-shortcut").c_str(), args.str("subsampled-shortcut").c_str(),
+        task.compiled().speculative ? 1 : 0, task.compiled().speculative_layer);
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

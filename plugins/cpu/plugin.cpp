@@ -52,6 +52,7 @@ FR_DECLARE_RUN(cast)
 FR_DECLARE_RUN(cast_range)
 FR_DECLARE_RUN(unscale_grads)
 FR_DECLARE_RUN(check_grads)
+FR_DECLARE_RUN(restore_if_skipped)
 FR_DECLARE_RUN(loss_scale_update)
 FR_DECLARE_RUN(gelu)
 FR_DECLARE_RUN(gelu_backward)
@@ -127,6 +128,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run),
     FR_K(FR_RANGE, FR_OP_UNSCALE_GRADS, kF32, nullptr, unscale_grads_run),
     FR_K(FR_RANGE, FR_OP_CHECK_GRADS, kAny, nullptr, check_grads_run),
+    FR_K(FR_RANGE, FR_OP_RESTORE_IF_SKIPPED, kAny, nullptr, restore_if_skipped_run),
     FR_K(FR_RANGE, FR_OP_LOSS_SCALE_UPDATE, kAny, nullptr, loss_scale_update_run),
     FR_K(FR_COMPUTE, FR_OP_GELU, kF32, nullptr, gelu_run),
     FR_K(FR_COMPUTE, FR_OP_GELU_BACKWARD, kF32, nullptr, gelu_backward_run),

@@ -73,6 +73,7 @@ FR_CUDA_KERNEL_RUN(cast);
 FR_CUDA_KERNEL_RUN(cast_range);
 FR_CUDA_KERNEL_RUN(unscale_grads);
 FR_CUDA_KERNEL_RUN(check_grads);
+FR_CUDA_KERNEL_RUN(restore_if_skipped);
 FR_CUDA_KERNEL_RUN(loss_scale_update);
 
 namespace {
@@ -148,6 +149,7 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_CAST_RANGE, kFloats, nullptr, cast_range_run, nullptr),
     FR_K(FR_RANGE, FR_OP_UNSCALE_GRADS, kF32, nullptr, unscale_grads_run, nullptr),
     FR_K(FR_RANGE, FR_OP_CHECK_GRADS, kAny, nullptr, check_grads_run, nullptr),
+    FR_K(FR_RANGE, FR_OP_RESTORE_IF_SKIPPED, kAny, nullptr, restore_if_skipped_run, nullptr),
     FR_K(FR_RANGE, FR_OP_LOSS_SCALE_UPDATE, kAny, nullptr, loss_scale_update_run, nullptr),
 };
 #undef FR_K

@@ -1,5 +1,6 @@
 // fresco-plugin-check's reference cases for the step's other ops: input normalisation, casts, clear / copy,
-// metrics, the lr schedule, unscale, the gradients' check, the loss scale update, SGD, Adam and the EMA
+// metrics, the lr schedule, unscale, the gradients' check, the loss scale update, the skipped step's
+// restore, SGD, Adam and the EMA
 // (SGD's and Adam's through optimizer_case.h) (op_cases.h says what a case is).
 #include "cases/case_families.h"
 #include "cases/case_helpers.h"
@@ -117,6 +118,32 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
     c->tolerance = 0.0;
     sc.skip_step = 1;
     c->error = scalars_error(sc);
+    return true;
+  }
+  if (op == FR_OP_RESTORE_IF_SKIPPED) {  // a skipped step: two groups {w, m, bf16 copy} (the second with a
+    // tail past the 16-byte words) get their backups back and the copies their casts
+    const size_t n0 = 1024, n1 = 257;
+    const auto w0 = random(rng, n0), m0 = random(rng, n0), w1 = random(rng, n1), m1 = random(rng, n1);
+    FrStepScalars sc = scalars(3);
+    sc.skip_step = 1;
+    auto len = [](size_t n) { return static_cast<int64_t>(n); };
+    c->rin = {f32(w0, {1, 1, 1, len(n0)}), f32(m0, {1, 1, 1, len(n0)}), f32(w1, {1, 1, 1, len(n1)}),
+              f32(m1, {1, 1, 1, len(n1)}), pod(sc)};
+    auto nan = [&](size_t n) { return f32(std::vector<float>(n, NAN), {1, 1, 1, len(n)}); };
+    auto junk = [&](size_t n) { return raw(std::vector<uint16_t>(n, 0xffffu), FR_BF16, {1, 1, 1, len(n)}); };
+    c->rout = {nan(n0), nan(n0), junk(n0), nan(n1), nan(n1), junk(n1)};
+    c->params = params_of(FrRestoreParams{2, 1});
+    c->tolerance = 0.0;
+    c->error = [=](const auto&, const auto& rout) {
+      auto rounded = [](const std::vector<float>& w) {
+        std::vector<double> r(w.size());
+        for (size_t i = 0; i < w.size(); ++i) r[i] = bf16_round(w[i]);
+        return r;
+      };
+      return rel_err(floats(rout[0]), widen(w0)) + rel_err(floats(rout[1]), widen(m0)) +
+             rel_err(bf16_values(rout[2]), rounded(w0)) + rel_err(floats(rout[3]), widen(w1)) +
+             rel_err(floats(rout[4]), widen(m1)) + rel_err(bf16_values(rout[5]), rounded(w1));
+    };
     return true;
   }
   if (op == FR_OP_LOSS_SCALE_UPDATE) {  // after a skipped step: backoff and tracker reset

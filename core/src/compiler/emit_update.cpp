@@ -4,6 +4,7 @@
 // tests/core/test_mixed_precision_plan.cpp, test_early_update*.cpp, test_freeze_first_layer_plan.cpp.
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 
 #include "compiler/compile_internal.h"
 #include "fresco/core/error.h"
@@ -44,8 +45,9 @@ bool early_grads_on(const CompiledModel& m) {
 bool early_update_on(const CompiledModel& m) {
   // LARS updates tensor by tensor (its trust ratios), not in the byte parts the early update cuts
   // nor with several ranks: an update must wait for the gradients' all-reduce (CompileOptions::ranks)
-  // (CompileOptions::deferred_update: the updates wait for the next step instead)
-  return early_grads_on(m) && m.options.precision != DType::F16 &&
+  // (CompileOptions::deferred_update: the updates wait for the next step instead); fp16 only with backups
+  // to restore on a skipped step (CompileOptions::speculative_update)
+  return early_grads_on(m) && (m.options.precision != DType::F16 || m.speculative) &&
          m.options.optimizer.type != Optimizer::Type::LARS && m.options.ranks == 1 && !m.update_deferred();
 }
 
@@ -164,6 +166,73 @@ std::vector<GraphNode> update_nodes(const CompiledModel& m, const ParamGroup& gr
   }
   out.push_back(std::move(n));
   return out;
+}
+
+// CompileOptions::speculative_update: what restore_if_skipped puts back for one early update, the backups
+// (sources) over the f32 ranges it writes (destinations) and its 16-bit weight copy, if it writes one.
+struct RestoreGroup {
+  std::vector<RangeRef> src, dst;
+  std::optional<RangeRef> copy;
+};
+
+// The early updates `updates` (speculative: each after copies of the f32 ranges it writes into their
+// backups, CompiledModel::speculative_backups, recorded in `groups` for the restore); as they are otherwise.
+std::vector<GraphNode> with_backups(const CompiledModel& m, std::vector<GraphNode> updates,
+                                    std::vector<RestoreGroup>& groups) {
+  if (!m.speculative) return updates;
+  std::vector<GraphNode> out;
+  for (GraphNode& n : updates) {
+    RestoreGroup rg;
+    for (const RangeRef& r : n.rout) {
+      if (r.dtype != DType::F32) {
+        rg.copy = r;
+        continue;
+      }
+      const RegionSpan b = range_bytes(r, m.base_plan(), n.label);
+      const auto& all = m.speculative_backups;
+      const auto it = std::find_if(all.begin(), all.end(), [&](const CompiledModel::SpeculativeBackup& k) {
+        return k.at == b.offset && k.bytes == b.bytes;
+      });
+      FRESCO_CHECK(it != all.end() && it->tensor != kNoTensor, ErrorCode::kInternal,
+                   n.label + ": a speculative update's range has no backup planned");
+      const RangeRef keep = RangeRef::values_of(it->tensor, DType::F16);
+      out.push_back(range_node(FR_OP_COPY, {r}, {keep}, "backup for " + n.label));
+      rg.src.push_back(keep);
+      rg.dst.push_back(r);
+    }
+    groups.push_back(std::move(rg));
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+// restore_if_skipped over `groups` (one node for those with a weight copy, one for those without), in
+// OPTIMIZER after the updates and before the EMA, the loss scale's update and step_done (which read or
+// clear the skip flag).
+void emit_restores(ComputationGraph& g, const CompiledModel& m, const std::vector<RestoreGroup>& groups) {
+  std::vector<GraphNode>& nodes = g.mutable_nodes(GraphId::OPTIMIZER);
+  auto at = std::find_if(nodes.begin(), nodes.end(), [](const GraphNode& n) {
+    return n.op == FR_OP_EMA_UPDATE || n.op == FR_OP_LOSS_SCALE_UPDATE || n.op == FR_OP_STEP_DONE;
+  });
+  for (const bool copies : {false, true}) {
+    std::vector<RangeRef> rin, rout;
+    int32_t per_group = 0;
+    for (const RestoreGroup& rg : groups) {
+      if (rg.copy.has_value() != copies) continue;
+      FRESCO_CHECK(per_group == 0 || per_group == static_cast<int32_t>(rg.src.size()), ErrorCode::kInternal,
+                   "speculative updates writing different numbers of f32 ranges");
+      per_group = static_cast<int32_t>(rg.src.size());
+      rin.insert(rin.end(), rg.src.begin(), rg.src.end());
+      rout.insert(rout.end(), rg.dst.begin(), rg.dst.end());
+      if (copies) rout.push_back(*rg.copy);
+    }
+    if (per_group == 0) continue;
+    rin.push_back(RangeRef::of(m.t.step_scalars, DType::U8));
+    GraphNode n = range_node(FR_OP_RESTORE_IF_SKIPPED, std::move(rin), std::move(rout),
+                             copies ? "restore if skipped (with weight copies)" : "restore if skipped");
+    n.with_params(FrRestoreParams{per_group, copies ? 1 : 0});
+    at = nodes.insert(at, std::move(n)) + 1;
+  }
 }
 
 // A cast over bytes [skip, skip + take) of the conv kinds' span (FIRST_CONV..DEEP_CONV) in W-family bytes:
@@ -289,7 +358,8 @@ void add_late_and_early(ComputationGraph& g, GraphId late, uint64_t bytes, uint6
 // Each early part's nodes (bf16: grad cast, update, weight cast or the update with its weight copy; fp32: the
 // update) go into DEEP_FWD_BWD,
 // detached, after the first join that follows the weight gradient of the part's first layer.
-void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts) {
+void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts,
+                       std::vector<RestoreGroup>& restores) {
   const MemoryPlan& p = m.base_plan();
   const bool mixed = m.options.precision != DType::F32;
   const RegionSpan conv = conv_span(p);
@@ -298,7 +368,10 @@ void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::v
   std::vector<GraphNode>& nodes = g.mutable_nodes(GraphId::DEEP_FWD_BWD);
   for (size_t k = 0; k < parts.size(); ++k) {
     const EarlyPart& part = parts[k];
-    const LayerDescriptor& l = m.arch.layers[static_cast<size_t>(part.layer)];
+    // speculative: not before the layer where its backups fit (CompiledModel::speculative_layer)
+    const int32_t layer =
+        m.speculative && m.speculative_layer >= 0 ? std::min(part.layer, m.speculative_layer) : part.layer;
+    const LayerDescriptor& l = m.arch.layers[static_cast<size_t>(layer)];
     const TensorId grad = mixed ? l.grad_weight_low : l.grad_weight;
     // After the first join that waits for the weight gradient: a full join, or a lagged one past another
     // join (a lagged join waits only for the side work issued before the join before it). Without one the
@@ -324,10 +397,9 @@ void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::v
     if (mixed)
       for (GraphNode& n : grad_cast_nodes(m, part.lo - conv.offset, take, "grad cast" + tag))
         add.push_back(std::move(n));
-    for (GraphNode& n : update_nodes(m, gr, part.lo - group.offset, take)) {
-      n.label += tag;
-      add.push_back(std::move(n));
-    }
+    std::vector<GraphNode> updates = update_nodes(m, gr, part.lo - group.offset, take);
+    for (GraphNode& n : updates) n.label += tag;
+    for (GraphNode& n : with_backups(m, std::move(updates), restores)) add.push_back(std::move(n));
     if (mixed && !fused_cast_on(m))
       add.push_back(conv_cast_node(m, false, part.lo - conv.offset, take, "weight cast" + tag));
     for (GraphNode& n : add) n.side_stream = true, n.detached = detach;
@@ -335,11 +407,24 @@ void place_early_parts(ComputationGraph& g, const CompiledModel& m, const std::v
   }
 }
 
+// With an early update: the bytes of a parameter group's W span up to the end of the first layer's last
+// parameter in it, which are updated late. The gamma of the batchnorm whose backward the first conv's
+// weight gradient applies is read after DEEP_FWD_BWD, so it waits with the first layer's (an early update
+// would race that read on the side stream).
+uint64_t early_cut(const CompiledModel& m, const RegionSpan& span) {
+  const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
+  const TensorId read_late = first.wgrad_prologue_bn >= 0
+                                 ? m.arch.layers[static_cast<size_t>(first.wgrad_prologue_bn)].weight
+                                 : kNoTensor;
+  return first_layer_cut(m.base_plan(), span, {first.weight, first.bias, read_late});
+}
+
 // OPTIMIZER: one update per parameter group (region ranges), then step_done, which advances the step counter
 // and writes the next step's lr (the lr of step 0 is written by the host at compile time). With an early
 // update the parts past the first layer's are updated at the end of DEEP_FWD_BWD on the side stream (and the
 // early parts before, place_early_parts); in bf16 each update's W -> A cast follows it.
-void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts) {
+void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vector<EarlyPart>& parts,
+                    std::vector<RestoreGroup>& restores) {
   const RangeRef scalars = RangeRef::of(m.t.step_scalars, DType::U8);
   const MemoryPlan& p = m.base_plan();
   const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
@@ -348,14 +433,11 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
   for (const ParamGroup& gr : param_groups(m.options.optimizer)) {
     const RegionSpan span = group_span(p, gr);
     if (span.bytes == 0) continue;
-    // Bytes of the group up to the end of the first layer's last parameter in it: the rest has its gradient
-    // at the end of DEEP_FWD_BWD and is updated there (CompileOptions::early_update). The gamma of the
-    // batchnorm whose backward the first conv's weight gradient applies is read there, after DEEP_FWD_BWD, so
-    // it waits with the first layer's (an early update would race that read on the side stream).
-    const TensorId read_late = first.wgrad_prologue_bn >= 0
-                                   ? m.arch.layers[static_cast<size_t>(first.wgrad_prologue_bn)].weight
-                                   : kNoTensor;
-    uint64_t cut = early ? first_layer_cut(p, span, {first.weight, first.bias, read_late}) : span.bytes;
+    // The bytes past the cut have their gradients at the end of DEEP_FWD_BWD and are updated there
+    // (CompileOptions::early_update).
+    uint64_t cut = early ? early_cut(m, span) : span.bytes;
+    // speculative (fp16): the conv weights only; the f32 gradients are unscaled after the last check
+    if (m.speculative && gr.last != ParamKind::DEEP_CONV) cut = span.bytes;
     uint64_t end = gr.last == ParamKind::DEEP_CONV ? parts_begin - span.offset : span.bytes;
     if (m.update_deferred())  // the part past the cut beside the next step's forward (no early update then)
       cut = gr.last == ParamKind::DEEP_CONV ? deferred_cut(m) - span.offset : span.bytes, end = span.bytes;
@@ -384,12 +466,12 @@ void emit_optimizer(ComputationGraph& g, const CompiledModel& m, const std::vect
         g, GraphId::OPTIMIZER, span.bytes, cut, end,
         [&](uint64_t skip, int64_t take, bool e) {
           std::vector<GraphNode> nodes = update_nodes(m, gr, skip, take);
-          if (e)
-            for (GraphNode& n : nodes) {
-              n.label += m.update_deferred() ? " (beside the forward)" : " (early)";
-              n.detached = m.update_deferred();
-            }
-          return nodes;
+          if (!e) return nodes;
+          for (GraphNode& n : nodes) {
+            n.label += m.update_deferred() ? " (beside the forward)" : " (early)";
+            n.detached = m.update_deferred();
+          }
+          return with_backups(m, std::move(nodes), restores);
         },
         hole_lo, hole_hi, m.update_deferred() ? GraphId::OPTIMIZER : GraphId::DEEP_FWD_BWD);
   }
@@ -482,6 +564,36 @@ void mark_update_joins(ComputationGraph& g, const CompiledModel& m) {
 }
 }  // namespace
 
+bool speculative_update_wanted(const CompiledModel& m) {
+  const CompileOptions& o = m.options;
+  return o.precision == DType::F16 && o.speculative_update != CompileOptions::SpeculativeUpdate::OFF &&
+         early_grads_on(m) && o.optimizer.type != Optimizer::Type::LARS && o.ranks == 1 &&
+         !m.update_deferred();
+}
+
+std::vector<CompiledModel::SpeculativeBackup> speculative_ranges(const CompiledModel& m) {
+  FRESCO_CHECK(m.speculative, ErrorCode::kInternal, "speculative_ranges without a speculative update");
+  std::vector<CompiledModel::SpeculativeBackup> out;
+  const MemoryPlan& p = m.base_plan();
+  auto keep = [&](const std::vector<GraphNode>& nodes, int32_t layer) {
+    for (const GraphNode& n : nodes)
+      for (const RangeRef& r : n.rout)
+        if (r.dtype == DType::F32) {
+          const RegionSpan b = range_bytes(r, p, n.label);
+          out.push_back({b.offset, b.bytes, layer});
+        }
+  };
+  const std::vector<EarlyPart> parts = early_parts(m);
+  const ParamGroup gr = param_groups(m.options.optimizer).back();  // the group that ends with DEEP_CONV
+  const RegionSpan span = group_span(p, gr);
+  // as emit_optimizer's and add_late_and_early's early piece of that group, then place_early_parts' parts
+  const uint64_t cut = early_cut(m, span), end = early_parts_begin(m, parts) - span.offset;
+  if (cut < end) keep(update_nodes(m, gr, cut, end >= span.bytes ? -1 : static_cast<int64_t>(end - cut)), -1);
+  for (const EarlyPart& part : parts)
+    keep(update_nodes(m, gr, part.lo - span.offset, static_cast<int64_t>(part.hi - part.lo)), part.layer);
+  return out;
+}
+
 void emit_update(ComputationGraph& g, CompiledModel& m) {
   m.schedule = schedule_params(m.options);
   const std::vector<EarlyPart> parts = early_parts(m);
@@ -511,8 +623,10 @@ void emit_update(ComputationGraph& g, CompiledModel& m) {
             range_node(FR_OP_UNSCALE_GRADS, {}, {fp32_grads, RangeRef::of(m.t.step_scalars, DType::U8)},
                        "unscale grads"));
   }
-  emit_optimizer(g, m, parts);
-  place_early_parts(g, m, parts);
+  std::vector<RestoreGroup> restores;
+  emit_optimizer(g, m, parts, restores);
+  place_early_parts(g, m, parts, restores);
+  emit_restores(g, m, restores);
   if (m.update_deferred()) mark_update_joins(g, m);
 }
 

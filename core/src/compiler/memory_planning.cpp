@@ -245,6 +245,10 @@ static MemoryPlan plan_tensors(CompiledModel& m) {
   t.acc_train = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.train");
   t.acc_val = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.val");
   fit_feature_lifetimes(m, p);
+  for (auto& b : m.speculative_backups)  // CompileOptions::speculative_update: f32 bytes kept as 16-bit pairs
+    b.tensor = p.alloc_feature(Shape{1, 1, 1, static_cast<int64_t>(b.bytes / 2)},
+                               "backup of the early update's bytes at " + std::to_string(b.at), -1,
+                               b.live_begin, end, DType::F16);
   p.finalize();
   return p;
 }
@@ -256,6 +260,7 @@ namespace {
 MemoryPlan plan_at(const CompiledModel& m, const ArchPlan& fresh, const Shape& sample, const MemoryPlan& p) {
   CompiledModel sm;
   sm.options = m.options;
+  sm.speculative_backups = m.speculative_backups;
   sm.arch = Compiler::arch_at(fresh, sample);
   sm.batch_of = m.batch_of;
   MemoryPlan sp = plan_tensors(sm);
@@ -274,9 +279,60 @@ MemoryPlan plan_at(const CompiledModel& m, const ArchPlan& fresh, const Shape& s
 }
 }  // namespace
 
+namespace {
+// CompileOptions::speculative_update: the plan with the early updates' backups, each live from the
+// backward time of its part's layer (the update at the end of DEEP_FWD_BWD: after the last deep layer's),
+// no part placed before the first layer (the backward's order) at which the plan is no larger than `base`;
+// AUTO without one keeps `base` and the late update, ON takes the smallest plan.
+MemoryPlan plan_speculative(CompiledModel& m, const ArchPlan& fresh, MemoryPlan base) {
+  const int L = static_cast<int>(fresh.layers.size());
+  const int fp = first_param_index(fresh);
+  m.speculative = true;
+  m.plans[static_cast<int>(Variant::TRAIN_BASE)] = std::make_unique<MemoryPlan>(base);
+  const std::vector<CompiledModel::SpeculativeBackup> ranges = compile_detail::speculative_ranges(m);
+  m.plans[static_cast<int>(Variant::TRAIN_BASE)].reset();
+  // the layers a part may wait for, latest first: conv layers with parameters past the first layer's
+  std::vector<int32_t> wait_for;
+  int32_t top = -1;
+  for (const auto& r : ranges) top = std::max(top, r.layer);
+  for (int32_t i = top; i > fp; --i)
+    if (fresh.layers[static_cast<size_t>(i)].kind == LayerKind::CONV) wait_for.push_back(i);
+  if (wait_for.empty()) wait_for.push_back(-1);
+  auto plan_with = [&](int32_t c) {
+    m.arch = fresh;
+    m.speculative_backups = ranges;
+    for (auto& b : m.speculative_backups)
+      b.live_begin = b.layer < 0 ? 2 * L - fp : 2 * L + 1 - (c < 0 ? b.layer : std::min(b.layer, c));
+    m.speculative_layer = c;
+    return plan_tensors(m);
+  };
+  const bool on = m.options.speculative_update == CompileOptions::SpeculativeUpdate::ON;
+  int32_t best = -2;
+  uint64_t best_bytes = 0;
+  for (const int32_t c : wait_for) {
+    MemoryPlan q = plan_with(c);
+    if (q.total_bytes() <= base.total_bytes()) return q;
+    if (best == -2 || q.total_bytes() < best_bytes) best = c, best_bytes = q.total_bytes();
+  }
+  if (on && !ranges.empty()) return plan_with(best);
+  m.speculative = false;  // AUTO: no placement fits; the late update
+  m.speculative_backups.clear();
+  m.speculative_layer = -1;
+  m.arch = fresh;
+  return plan_tensors(m);
+}
+}  // namespace
+
 void Compiler::create_memory_plans(CompiledModel& m) {
   const ArchPlan fresh = m.arch;  // before plan_tensors assigns its handles: the other sizes start from it
-  const MemoryPlan p = plan_tensors(m);
+  MemoryPlan p = plan_tensors(m);
+  FRESCO_CHECK(
+      m.options.speculative_update != CompileOptions::SpeculativeUpdate::ON ||
+          compile_detail::speculative_update_wanted(m),
+      ErrorCode::kBadConfig,
+      "speculative_update on: needs fp16 with an early update (overlap_weight_gradients, early_update "
+      "on, or AUTO with a conv first layer), sgd or adam(w) (not LARS), one rank and no deferred update");
+  if (compile_detail::speculative_update_wanted(m)) p = plan_speculative(m, fresh, std::move(p));
   std::vector<std::pair<Shape, MemoryPlan>> other_sizes;  // the progressive stages' tensors
   // One plan per present variant: same offsets, shapes at that variant's batch and input size.
   for (int v = 0; v < kVariantCount; ++v) {

@@ -361,6 +361,18 @@ typedef struct FrAdamParams {
  * float(g) * (1 / loss_scale) is inf or NaN, the test unscale_grads makes, without storing anything (fp16's
  * check of the 16-bit gradients that the updates read themselves, CompileOptions::update_from_grads16). */
 
+/* restore_if_skipped (range; fp16's speculative update, CompileOptions::speculative_update): rin {G groups
+ * of `per_group` sources, then FrStepScalars}; rout {G groups of `per_group` destinations, each group
+ * followed by a 16-bit weight copy when `weight_copy` is 1}. When skip_step is set, every destination is
+ * its source byte for byte (the same bytes, any dtype) and a group's weight copy is its first destination
+ * (f32) cast to the copy's dtype, the bits cast_range gives; when it is clear, nothing is written. The
+ * updates that ran before the step's last gradient check are undone on a skipped step: their weights,
+ * buffers and 16-bit copies become what they were before the step. */
+typedef struct FrRestoreParams {
+  int32_t per_group;   /* >= 1 */
+  int32_t weight_copy; /* 0 or 1 */
+} FrRestoreParams;
+
 /* Op names (a kernel table entry names one of these, or an op library's own). */
 #define FR_OP_FC "fc"
 #define FR_OP_FC_BACKWARD "fc_backward"
@@ -419,6 +431,7 @@ typedef struct FrAdamParams {
 #define FR_OP_CAST_RANGE "cast_range"
 #define FR_OP_EMA_UPDATE "ema_update"
 #define FR_OP_LARS_UPDATE "lars_update"
+#define FR_OP_RESTORE_IF_SKIPPED "restore_if_skipped"
 /* allreduce_mean (range, collective; ABI 1.1): rout {x (f32)}, no params; needs FrCall.comm. Every rank of
  * the group calls it with a range of the same bytes, and each gets the mean over ranks in place, the same
  * bits on every rank whatever the timing: the cpu plugin's "threads" adds the ranks' values in rank order

@@ -246,6 +246,46 @@ inline FrStepScalars* check_grads_operands(const FrCall* call, int64_t* n) {
   return step_scalars(call->rout[0], "check_grads");
 }
 
+// restore_if_skipped's operands (ops.h): each group's destinations and sources of equal bytes, its weight
+// copy (f16 or bf16) holding one value per f32 value of the group's first destination; returns the step
+// scalars (the last range input) and the group count in *groups.
+inline FrStepScalars* restore_operands(const FrCall* call, const FrRestoreParams& p, int64_t* groups) {
+  const char* op = "restore_if_skipped";
+  FR_PLUGIN_CHECK(p.per_group >= 1 && (p.weight_copy == 0 || p.weight_copy == 1), FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": per_group must be >= 1 and weight_copy 0 or 1");
+  const uint32_t out_group = static_cast<uint32_t>(p.per_group + p.weight_copy);
+  FR_PLUGIN_CHECK(call->n_in == 0 && call->n_out == 0 && call->n_rin >= 2 &&
+                      (call->n_rin - 1) % static_cast<uint32_t>(p.per_group) == 0,
+                  FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": expects groups of " + std::to_string(p.per_group) +
+                      " range inputs and the step scalars, and no tensors");
+  const uint32_t g = (call->n_rin - 1) / static_cast<uint32_t>(p.per_group);
+  FR_PLUGIN_CHECK(call->n_rout == g * out_group, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": " + std::to_string(g) + " groups need " +
+                      std::to_string(g * out_group) + " range outputs, got " + std::to_string(call->n_rout));
+  for (uint32_t k = 0; k < g; ++k) {
+    for (int32_t i = 0; i < p.per_group; ++i) {
+      const FrRange& src = call->rin[k * static_cast<uint32_t>(p.per_group) + static_cast<uint32_t>(i)];
+      const FrRange& dst = call->rout[k * out_group + static_cast<uint32_t>(i)];
+      FR_PLUGIN_CHECK(src.bytes == dst.bytes, FR_ERR_INVALID_ARGUMENT,
+                      std::string(op) + ": group " + std::to_string(k) + "'s source " + std::to_string(i) +
+                          " has " + std::to_string(src.bytes) + " bytes, its destination " +
+                          std::to_string(dst.bytes));
+    }
+    if (p.weight_copy) {
+      const FrRange& w = call->rout[k * out_group];
+      const FrRange& c = call->rout[k * out_group + static_cast<uint32_t>(p.per_group)];
+      FR_PLUGIN_CHECK(w.dtype == FR_F32 && (c.dtype == FR_F16 || c.dtype == FR_BF16) && w.bytes % 4 == 0 &&
+                          c.bytes * 2 == w.bytes,
+                      FR_ERR_INVALID_ARGUMENT,
+                      std::string(op) + ": group " + std::to_string(k) +
+                          "'s weight copy must be f16 or bf16 with one value per f32 weight");
+    }
+  }
+  *groups = static_cast<int64_t>(g);
+  return step_scalars(call->rin[call->n_rin - 1], op);
+}
+
 // The lr table of a schedule-evaluating op: rin[0] for a table schedule (checked for size), else nullptr.
 inline const float* schedule_table(const FrCall* c, const FrScheduleParams& p, const char* op) {
   if (p.kind != FR_SCHED_TABLE || p.table_len <= 0) return nullptr;  // an empty table means base_lr

@@ -282,6 +282,19 @@ struct CompileOptions {
   // stay).
   enum class DeferredUpdate { AUTO, ON, OFF };
   DeferredUpdate deferred_update = DeferredUpdate::AUTO;
+  // fp16 with an early update's conditions (overlap_weight_gradients; sgd or adam(w), not LARS; one rank;
+  // no deferred update): the conv weights past the first layer's are updated while the backward still
+  // runs, as bf16's early update and its parts do, before the last gradients (the first layer's) are
+  // checked for inf and NaN. Each such update first copies the f32 ranges it writes (weights, buffers)
+  // into backups, and OPTIMIZER ends with restore_if_skipped (ops.h), which on a skipped step copies them
+  // back and recasts the 16-bit copies: GradScaler's skip, weights and buffers as before the step, the
+  // same bits as the late update on every step. The backups are feature-region tensors that live from
+  // their update to the end of the step, placed where the backward has freed maps: no early part is placed
+  // before the layer at which the backups fit without raising the plan's size (CompiledModel::
+  // speculative_layer). The batchnorm and fc parameters (f32 gradients, unscaled after the check) stay
+  // late. AUTO: on where such a placement exists; ON: also where the backups raise the plan's size.
+  enum class SpeculativeUpdate { AUTO, ON, OFF };
+  SpeculativeUpdate speculative_update = SpeculativeUpdate::AUTO;
   // With overlap_weight_gradients: an fc layer's weight gradient forks onto the side stream after the next
   // fc input gradient on the main stream instead of after its own, when that input gradient has at least
   // defer_fc_min_macs multiply-adds (batch x in x out): one that large fills a big GPU alone, and sharing it
@@ -382,6 +395,19 @@ struct CompiledModel {
            options.optimizer.type != Optimizer::Type::LARS && options.ranks == 1;
   }
   const MemoryPlan& base_plan() const { return *plans[static_cast<int>(Variant::TRAIN_BASE)]; }
+  // CompileOptions::speculative_update in effect: the backups of the f32 ranges its early updates write
+  // (emit order; `at`: the arena offset of the range kept, `tensor`: its backup in F_FP16, live from
+  // `live_begin` to the end of the step), and the layer whose weight gradient no early part is placed
+  // before (the backward's order: a part of a later layer waits until then; -1: none).
+  struct SpeculativeBackup {
+    uint64_t at = 0, bytes = 0;
+    int32_t layer = -1;  // the part's first layer; -1: the update at the end of DEEP_FWD_BWD
+    int32_t live_begin = 0;
+    TensorId tensor = kNoTensor;
+  };
+  bool speculative = false;
+  std::vector<SpeculativeBackup> speculative_backups;
+  int32_t speculative_layer = -1;
 };
 
 class Compiler {
