@@ -1,8 +1,9 @@
 // CompileOptions::speculative_update in the Compiler (fp16): the conv weights past the first layer's are
 // updated in DEEP_FWD_BWD, each update after copies of the f32 ranges it writes into backups (F_FP16
 // tensors live from their update to the end of the step), OPTIMIZER restores them with restore_if_skipped
-// before the loss scale's update, the batchnorm and fc parameters stay late, and AUTO places the parts
-// where the backups do not enlarge the plan. The bits on a GPU: test_cuda_speculative_update.cpp.
+// before the loss scale's update, the batchnorm and fc parameters stay late, and the parts are placed where
+// the backups do not enlarge the plan (ON; AUTO is off until measured on a GPU). The bits on a GPU:
+// test_cuda_speculative_update.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,10 +36,11 @@ bool same_range(const RangeRef& a, const RangeRef& b) {
 }  // namespace
 
 TEST(SpeculativeUpdatePlan, Fp16UpdatesEarlyWithBackupsAndRestoresThemLate) {
-  const CompiledModel m = compile_resnet18(SU::AUTO);
+  const CompiledModel m = compile_resnet18(SU::ON);
   const CompiledModel off = compile_resnet18(SU::OFF);
   ASSERT_TRUE(m.speculative);
   EXPECT_FALSE(off.speculative);
+  EXPECT_FALSE(compile_resnet18(SU::AUTO).speculative);  // off until measured on a GPU
   const MemoryPlan& p = m.base_plan();
   // ResNet-18 b512: the backups fit where stages 2-4's maps were, and the plan is no larger
   EXPECT_EQ(p.total_bytes(), off.base_plan().total_bytes());
@@ -126,7 +128,7 @@ TEST(SpeculativeUpdatePlan, Fp16UpdatesEarlyWithBackupsAndRestoresThemLate) {
 }
 
 TEST(SpeculativeUpdatePlan, PartsWaitForTheLayerWhereTheBackupsFit) {
-  const CompiledModel m = compile_resnet18(SU::AUTO);
+  const CompiledModel m = compile_resnet18(SU::ON);
   const int L = static_cast<int>(m.arch.layers.size());
   for (const auto& b : m.speculative_backups) {
     if (b.layer < 0) continue;
@@ -159,6 +161,11 @@ TEST(SpeculativeUpdatePlan, OnIsRefusedWhereItCannotRun) {
   o.early_update = CompileOptions::EarlyUpdate::AUTO;
   o.deferred_update = CompileOptions::DeferredUpdate::ON;
   refused(o, "fp16 with the deferred update");
-  // AUTO outside fp16: nothing
+  o.deferred_update = CompileOptions::DeferredUpdate::AUTO;
+  o.fused_weight_cast = false;  // the restore recasts the copies the updates write
+  refused(o, "fp16 with the weight casts after the updates");
+  o.fused_weight_cast = true;
+  o.optimizer = LARS();
+  refused(o, "LARS");
   EXPECT_FALSE(compile_resnet18(SU::AUTO, DType::BF16).speculative);
 }

@@ -48,8 +48,8 @@ GraphNode add_node(TensorId a, TensorId b, TensorId y, const std::string& label,
 // loss scale and step_done, and the early update's parts in DEEP_FWD_BWD; sets m.schedule and
 // m.weight_cast_in_step.
 void emit_update(ComputationGraph& g, CompiledModel& m);
-// CompileOptions::speculative_update's conditions (fp16, an early update's, not OFF), before its placement.
-bool speculative_update_wanted(const CompiledModel& m);
+// Whether CompileOptions::speculative_update can run: fp16 with an early update's conditions.
+bool speculative_update_possible(const CompiledModel& m);
 // The f32 ranges the speculative early updates write (arena offset and bytes, the part's first layer or -1
 // for the update at the end of DEEP_FWD_BWD), in emit order; needs m.speculative and m's base plan.
 std::vector<CompiledModel::SpeculativeBackup> speculative_ranges(const CompiledModel& m);

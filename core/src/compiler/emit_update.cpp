@@ -564,11 +564,11 @@ void mark_update_joins(ComputationGraph& g, const CompiledModel& m) {
 }
 }  // namespace
 
-bool speculative_update_wanted(const CompiledModel& m) {
+bool speculative_update_possible(const CompiledModel& m) {
+  // the updates write the 16-bit copies (fused_weight_cast), so the restore recasts those it undoes
   const CompileOptions& o = m.options;
-  return o.precision == DType::F16 && o.speculative_update != CompileOptions::SpeculativeUpdate::OFF &&
-         early_grads_on(m) && o.optimizer.type != Optimizer::Type::LARS && o.ranks == 1 &&
-         !m.update_deferred();
+  return o.precision == DType::F16 && early_grads_on(m) && o.optimizer.type != Optimizer::Type::LARS &&
+         o.ranks == 1 && !m.update_deferred() && fused_cast_on(m);
 }
 
 std::vector<CompiledModel::SpeculativeBackup> speculative_ranges(const CompiledModel& m) {

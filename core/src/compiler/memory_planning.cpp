@@ -282,9 +282,9 @@ MemoryPlan plan_at(const CompiledModel& m, const ArchPlan& fresh, const Shape& s
 namespace {
 // CompileOptions::speculative_update: the plan with the early updates' backups, each live from the
 // backward time of its part's layer (the update at the end of DEEP_FWD_BWD: after the last deep layer's),
-// no part placed before the first layer (the backward's order) at which the plan is no larger than `base`;
-// AUTO without one keeps `base` and the late update, ON takes the smallest plan.
-MemoryPlan plan_speculative(CompiledModel& m, const ArchPlan& fresh, MemoryPlan base) {
+// no part placed before the first layer (the backward's order) at which the plan is no larger than `base`,
+// or where it is smallest.
+MemoryPlan plan_speculative(CompiledModel& m, const ArchPlan& fresh, const MemoryPlan& base) {
   const int L = static_cast<int>(fresh.layers.size());
   const int fp = first_param_index(fresh);
   m.speculative = true;
@@ -306,33 +306,27 @@ MemoryPlan plan_speculative(CompiledModel& m, const ArchPlan& fresh, MemoryPlan 
     m.speculative_layer = c;
     return plan_tensors(m);
   };
-  const bool on = m.options.speculative_update == CompileOptions::SpeculativeUpdate::ON;
-  int32_t best = -2;
+  int32_t best = wait_for.front();
   uint64_t best_bytes = 0;
   for (const int32_t c : wait_for) {
     MemoryPlan q = plan_with(c);
     if (q.total_bytes() <= base.total_bytes()) return q;
-    if (best == -2 || q.total_bytes() < best_bytes) best = c, best_bytes = q.total_bytes();
+    if (c == wait_for.front() || q.total_bytes() < best_bytes) best = c, best_bytes = q.total_bytes();
   }
-  if (on && !ranges.empty()) return plan_with(best);
-  m.speculative = false;  // AUTO: no placement fits; the late update
-  m.speculative_backups.clear();
-  m.speculative_layer = -1;
-  m.arch = fresh;
-  return plan_tensors(m);
+  return plan_with(best);
 }
 }  // namespace
 
 void Compiler::create_memory_plans(CompiledModel& m) {
   const ArchPlan fresh = m.arch;  // before plan_tensors assigns its handles: the other sizes start from it
   MemoryPlan p = plan_tensors(m);
+  const bool speculative = m.options.speculative_update == CompileOptions::SpeculativeUpdate::ON;
   FRESCO_CHECK(
-      m.options.speculative_update != CompileOptions::SpeculativeUpdate::ON ||
-          compile_detail::speculative_update_wanted(m),
-      ErrorCode::kBadConfig,
+      !speculative || compile_detail::speculative_update_possible(m), ErrorCode::kBadConfig,
       "speculative_update on: needs fp16 with an early update (overlap_weight_gradients, early_update "
-      "on, or AUTO with a conv first layer), sgd or adam(w) (not LARS), one rank and no deferred update");
-  if (compile_detail::speculative_update_wanted(m)) p = plan_speculative(m, fresh, std::move(p));
+      "on, or AUTO with a conv first layer), sgd or adam(w) (not LARS), one rank, no deferred update and "
+      "the updates writing the 16-bit copies (fused_weight_cast)");
+  if (speculative) p = plan_speculative(m, fresh, p);
   std::vector<std::pair<Shape, MemoryPlan>> other_sizes;  // the progressive stages' tensors
   // One plan per present variant: same offsets, shapes at that variant's batch and input size.
   for (int v = 0; v < kVariantCount; ++v) {

@@ -308,8 +308,6 @@ TEST(CudaLowPrecision, EarlyUpdateGivesTheSameBits) {
       DeepLearningTask t;
       test::configure_small_residual(t);
       t.device("cuda").precision(precision).early_update(mode.early).early_update_parts(mode.parts);
-      // fp16's update itself during the backward: test_cuda_speculative_update.cpp
-      t.speculative_update(CompileOptions::SpeculativeUpdate::OFF);
       t.conv_join_lag(mode.join_lag)
           .fused_weight_cast(mode.fused)
           .update_from_grads16(mode.grads16 ? CompileOptions::Grads16Update::ON

@@ -49,13 +49,11 @@ TEST(CudaLowPrecision, SpeculativeUpdateGivesTheSameBitsAndUndoesASkippedStep) {
     SU su;
     int parts;
     int64_t lag = 0;      // CompileOptions::conv_join_lag_max
-    bool fused = true;    // CompileOptions::fused_weight_cast
     bool grads16 = true;  // CompileOptions::update_from_grads16
   };
   const std::vector<Mode> modes = {{SU::OFF, 0},          {SU::ON, 0},
                                    {SU::ON, 2},           {SU::ON, 2, int64_t{1} << 20},
-                                   {SU::ON, 2, 0, false}, {SU::ON, 2, 0, true, false},
-                                   {SU::AUTO, 5}};
+                                   {SU::ON, 2, 0, false}, {SU::ON, 5}};
   std::vector<float> want_losses;
   test::Snapshot want;
   FrStepScalars want_scalars{};
@@ -63,17 +61,13 @@ TEST(CudaLowPrecision, SpeculativeUpdateGivesTheSameBitsAndUndoesASkippedStep) {
     DeepLearningTask t;
     test::configure_small_residual(t);
     t.device("cuda").precision(DType::F16).early_update_parts(mode.parts).speculative_update(mode.su);
-    t.conv_join_lag(mode.lag)
-        .fused_weight_cast(mode.fused)
-        .update_from_grads16(mode.grads16 ? CompileOptions::Grads16Update::ON
-                                          : CompileOptions::Grads16Update::OFF);
+    t.conv_join_lag(mode.lag).update_from_grads16(mode.grads16 ? CompileOptions::Grads16Update::ON
+                                                               : CompileOptions::Grads16Update::OFF);
     t.compile();
     const std::string what = std::string("speculative ") + (mode.su == SU::OFF ? "off" : "on") + " parts " +
                              std::to_string(mode.parts) + " lag " + std::to_string(mode.lag) +
-                             (mode.fused ? " fused" : " casts") + (mode.grads16 ? " grads16" : " grad casts");
-    if (mode.su != SU::AUTO) {
-      EXPECT_EQ(t.compiled().speculative, mode.su == SU::ON) << what;
-    }
+                             (mode.grads16 ? " grads16" : " grad casts");
+    EXPECT_EQ(t.compiled().speculative, mode.su == SU::ON) << what;
     EXPECT_EQ(restores(t) > 0, t.compiled().speculative) << what;
     std::vector<float> losses = test::train_small_residual(t, 2);
     // a step whose scaled gradients overflow fp16: skipped

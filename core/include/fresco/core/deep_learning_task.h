@@ -115,8 +115,8 @@ class DeepLearningTask : public TaskBase {
   // start of the next step, beside its forward. The same numbers; every training call ends with the last
   // update.
   DeepLearningTask& deferred_update(CompileOptions::DeferredUpdate mode);
-  // CompileOptions::speculative_update (default AUTO: fp16's conv weights updated during the backward with
-  // backups restored on a skipped step, where the backups fit the plan; ON, OFF).
+  // CompileOptions::speculative_update (default AUTO, which is off until measured on a GPU; ON: fp16's conv
+  // weights updated during the backward, with backups restored on a skipped step).
   DeepLearningTask& speculative_update(CompileOptions::SpeculativeUpdate mode);
   // CompileOptions::freeze_first_layer (default off): the first layer (a bias-free conv) keeps its initial
   // weights (or those written by write_param) and gets no weight gradient.
