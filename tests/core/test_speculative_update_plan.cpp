@@ -127,13 +127,55 @@ TEST(SpeculativeUpdatePlan, Fp16UpdatesEarlyWithBackupsAndRestoresThemLate) {
     }
 }
 
-TEST(SpeculativeUpdatePlan, PartsWaitForTheLayerWhereTheBackupsFit) {
-  const CompiledModel m = compile_resnet18(SU::ON);
+namespace {
+// Each backup lives from the backward time of the layer its part waits for, and its copy comes after that
+// layer's weight gradient (the nodes before it touch only what lives until then).
+void expect_placed_after_their_layers(const CompiledModel& m) {
   const int L = static_cast<int>(m.arch.layers.size());
   for (const auto& b : m.speculative_backups) {
     if (b.layer < 0) continue;
     EXPECT_EQ(b.live_begin, 2 * L + 1 - std::min(b.layer, m.speculative_layer));
   }
+  // each backup's copy comes after the weight gradient of the layer its lifetime starts at (the nodes
+  // before it touch only what lives until then)
+  const auto& nodes = m.train->nodes(GraphId::DEEP_FWD_BWD);
+  auto writer_of = [&](TensorId id, const std::string& op) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i].op != op) continue;
+      for (TensorId o : nodes[i].out)
+        if (o == id) return static_cast<int64_t>(i);
+      for (const RangeRef& r : nodes[i].rout)
+        if (r.kind == RangeRef::Kind::TENSOR && r.tensor == id) return static_cast<int64_t>(i);
+    }
+    return int64_t{-1};
+  };
+  for (const auto& b : m.speculative_backups) {
+    const int64_t copy = writer_of(b.tensor, FR_OP_COPY);
+    ASSERT_GE(copy, 0);
+    if (b.layer < 0) continue;
+    const int32_t waits_for = std::min(b.layer, m.speculative_layer);
+    const TensorId grad = m.arch.layers[static_cast<size_t>(waits_for)].grad_weight_low;
+    const int64_t wgrad = writer_of(grad, FR_OP_CONV2D_BACKWARD);
+    ASSERT_GE(wgrad, 0) << m.arch.layers[static_cast<size_t>(waits_for)].name;
+    EXPECT_GT(copy, wgrad);
+  }
+}
+}  // namespace
+
+TEST(SpeculativeUpdatePlan, PartsWaitForTheLayerWhereTheBackupsFit) {
+  const CompiledModel m = compile_resnet18(SU::ON);
+  expect_placed_after_their_layers(m);
+  // ResNet-50 (ImageNet stem, 224 x 224, batch 256) too, its plan no larger than without (at 64 x 64 and
+  // batch 32 the maps are too small to hold its backups: ON then takes the smallest plan)
+  CompileOptions o = test::rgb_compile_options(224, 256);
+  o.precision = DType::F16;
+  o.speculative_update = SU::ON;
+  const CompiledModel r50 = Compiler().compile(models::resnet50(10, models::Stem::IMAGENET), o);
+  o.speculative_update = SU::OFF;
+  const CompiledModel r50_off = Compiler().compile(models::resnet50(10, models::Stem::IMAGENET), o);
+  ASSERT_TRUE(r50.speculative);
+  EXPECT_EQ(r50.base_plan().total_bytes(), r50_off.base_plan().total_bytes());
+  expect_placed_after_their_layers(r50);
   // a part that waits: a stage-4 part placed after the backward of a stage-3 conv
   EXPECT_TRUE(std::any_of(m.speculative_backups.begin(), m.speculative_backups.end(),
                           [&](const auto& b) { return b.layer > m.speculative_layer; }));
@@ -167,5 +209,17 @@ TEST(SpeculativeUpdatePlan, OnIsRefusedWhereItCannotRun) {
   o.fused_weight_cast = true;
   o.optimizer = LARS();
   refused(o, "LARS");
+  // a first fc: the other fc weights, whose f32 gradients are unscaled after the check, would update early
+  CompileOptions mlp = test::small_compile_options(8);
+  mlp.precision = DType::F16;
+  mlp.early_update = CompileOptions::EarlyUpdate::ON;
+  mlp.speculative_update = SU::ON;
+  try {
+    Compiler().compile(seq({flatten(), fc(64), relu(), fc(32), relu(), fc(10)}), mlp);
+    ADD_FAILURE() << "a first fc: compiled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadConfig);
+    EXPECT_NE(std::string(e.what()).find("conv first layer"), std::string::npos) << e.what();
+  }
   EXPECT_FALSE(compile_resnet18(SU::AUTO, DType::BF16).speculative);
 }

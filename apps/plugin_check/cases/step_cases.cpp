@@ -120,8 +120,8 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
     c->error = scalars_error(sc);
     return true;
   }
-  if (op == FR_OP_RESTORE_IF_SKIPPED) {  // a skipped step: two groups {w, m, bf16 copy} (the second with a
-    // tail past the 16-byte words) get their backups back and the copies their casts
+  if (op == FR_OP_RESTORE_IF_SKIPPED) {  // a skipped step: two groups {w, m, 16-bit copy} (an f16 copy, then
+    // a bf16 one with a tail past the 16-byte words) get their backups back and the copies their casts
     const size_t n0 = 1024, n1 = 257;
     const auto w0 = random(rng, n0), m0 = random(rng, n0), w1 = random(rng, n1), m1 = random(rng, n1);
     FrStepScalars sc = scalars(3);
@@ -130,19 +130,25 @@ bool step_case(const std::string& op, std::mt19937& rng, OpCase* c) {
     c->rin = {f32(w0, {1, 1, 1, len(n0)}), f32(m0, {1, 1, 1, len(n0)}), f32(w1, {1, 1, 1, len(n1)}),
               f32(m1, {1, 1, 1, len(n1)}), pod(sc)};
     auto nan = [&](size_t n) { return f32(std::vector<float>(n, NAN), {1, 1, 1, len(n)}); };
-    auto junk = [&](size_t n) { return raw(std::vector<uint16_t>(n, 0xffffu), FR_BF16, {1, 1, 1, len(n)}); };
-    c->rout = {nan(n0), nan(n0), junk(n0), nan(n1), nan(n1), junk(n1)};
+    auto junk = [&](size_t n, uint32_t dt) {
+      return raw(std::vector<uint16_t>(n, 0xffffu), dt, {1, 1, 1, len(n)});
+    };
+    c->rout = {nan(n0), nan(n0), junk(n0, FR_F16), nan(n1), nan(n1), junk(n1, FR_BF16)};
     c->params = params_of(FrRestoreParams{2, 1});
     c->tolerance = 0.0;
     c->error = [=](const auto&, const auto& rout) {
-      auto rounded = [](const std::vector<float>& w) {
-        std::vector<double> r(w.size());
-        for (size_t i = 0; i < w.size(); ++i) r[i] = bf16_round(w[i]);
-        return r;
-      };
-      return rel_err(floats(rout[0]), widen(w0)) + rel_err(floats(rout[1]), widen(m0)) +
-             rel_err(bf16_values(rout[2]), rounded(w0)) + rel_err(floats(rout[3]), widen(w1)) +
-             rel_err(floats(rout[4]), widen(m1)) + rel_err(bf16_values(rout[5]), rounded(w1));
+      std::vector<double> h(n0), b(n1);  // f16 through the compiler's _Float16 (nearest even)
+      std::vector<float> got_h(n0);
+      for (size_t i = 0; i < n0; ++i) {
+        h[i] = static_cast<double>(static_cast<_Float16>(w0[i]));
+        _Float16 v;
+        std::memcpy(&v, rout[2].data() + 2 * i, 2);
+        got_h[i] = static_cast<float>(v);
+      }
+      for (size_t i = 0; i < n1; ++i) b[i] = bf16_round(w1[i]);
+      return rel_err(floats(rout[0]), widen(w0)) + rel_err(floats(rout[1]), widen(m0)) + rel_err(got_h, h) +
+             rel_err(floats(rout[3]), widen(w1)) + rel_err(floats(rout[4]), widen(m1)) +
+             rel_err(bf16_values(rout[5]), b);
     };
     return true;
   }

@@ -565,10 +565,14 @@ void mark_update_joins(ComputationGraph& g, const CompiledModel& m) {
 }  // namespace
 
 bool speculative_update_possible(const CompiledModel& m) {
-  // the updates write the 16-bit copies (fused_weight_cast), so the restore recasts those it undoes
+  // the updates write the 16-bit copies (fused_weight_cast), so the restore recasts those it undoes; a
+  // conv first layer, so the early pieces hold conv weights only (their 16-bit gradients checked early):
+  // after a first fc the other fc weights would fall in them, whose f32 gradients are unscaled late
   const CompileOptions& o = m.options;
-  return o.precision == DType::F16 && early_grads_on(m) && o.optimizer.type != Optimizer::Type::LARS &&
-         o.ranks == 1 && !m.update_deferred() && fused_cast_on(m);
+  const LayerDescriptor& first = m.arch.layers[static_cast<size_t>(first_param_index(m.arch))];
+  return o.precision == DType::F16 && first.kind == LayerKind::CONV && early_grads_on(m) &&
+         o.optimizer.type != Optimizer::Type::LARS && o.ranks == 1 && !m.update_deferred() &&
+         fused_cast_on(m);
 }
 
 std::vector<CompiledModel::SpeculativeBackup> speculative_ranges(const CompiledModel& m) {

@@ -323,9 +323,9 @@ void Compiler::create_memory_plans(CompiledModel& m) {
   const bool speculative = m.options.speculative_update == CompileOptions::SpeculativeUpdate::ON;
   FRESCO_CHECK(
       !speculative || compile_detail::speculative_update_possible(m), ErrorCode::kBadConfig,
-      "speculative_update on: needs fp16 with an early update (overlap_weight_gradients, early_update "
-      "on, or AUTO with a conv first layer), sgd or adam(w) (not LARS), one rank, no deferred update and "
-      "the updates writing the 16-bit copies (fused_weight_cast)");
+      "speculative_update on: needs fp16 with a conv first layer and an early update "
+      "(overlap_weight_gradients, early_update not off), sgd or adam(w) (not LARS), one rank, no deferred "
+      "update and the updates writing the 16-bit copies (fused_weight_cast)");
   if (speculative) p = plan_speculative(m, fresh, p);
   std::vector<std::pair<Shape, MemoryPlan>> other_sizes;  // the progressive stages' tensors
   // One plan per present variant: same offsets, shapes at that variant's batch and input size.

@@ -2,8 +2,8 @@
 // on the device and returns at once on a step that was not skipped (every step but an fp16 overflow's);
 // on a skipped one it copies every source back over its destination and writes each group's 16-bit weight
 // copy as the cast of the restored weights (cast from the source, the same values: cast_range's bits).
-// Groups beyond one launch's table go to further launches. Test: tests/plugins/cuda/test_cuda_ops.cpp (vs
-// the CPU kernel) and CudaLowPrecision.SpeculativeUpdate*.
+// Groups beyond one launch's table go to further launches. Tests: fresco-plugin-check's case (vs the
+// reference) and tests/plugins/cuda/test_cuda_speculative_update.cpp.
 #include <cstring>
 
 #include "cuda_common.h"

@@ -1,13 +1,16 @@
 // CompileOptions::speculative_update on CUDA (fp16): the conv weights updated during the backward, with
 // backups restored by restore_if_skipped on a skipped step, train to the same bits as the update at the
 // step's end, a step whose gradients overflow included: its weights and buffers stay as they were, the loss
-// scale is halved and the skipped update is not counted. Skipped without a GPU. The op itself:
+// scale is halved and the skipped update is not counted (there every gradient overflows, so the parts' own
+// checks skip their updates; the restore of an update that ran is the by-hand graph's, below, as on the
+// CPU in tests/e2e/test_speculative_restore_cpu.cpp). Skipped without a GPU. The op itself:
 // fresco-plugin-check (apps/plugin_check/cases/step_cases.cpp) and
 // tests/plugins/cpu/test_restore_if_skipped.cpp.
 #include <string>
 #include <vector>
 
 #include "e2e/small_residual_task.h"
+#include "e2e/speculative_restore_case.h"
 #include "plugins/cuda/gpu_fixture.h"
 
 using namespace fresco;
@@ -102,6 +105,25 @@ TEST(CudaLowPrecision, SpeculativeUpdateGivesTheSameBitsAndUndoesASkippedStep) {
     for (size_t i = 0; i < state.size(); ++i) {
       EXPECT_EQ(state[i].first, want[i].first);
       EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
+    }
+  }
+}
+
+TEST(CudaLowPrecision, ALaterOverflowUndoesTheEarlyUpdate) {
+  FRESCO_REQUIRE_GPU();
+  for (bool overflow : {true, false}) {
+    const test::SpeculativeRestoreRun r = test::run_speculative_restore("cuda", overflow);
+    const test::SpeculativeRestoreRun cpu = test::run_speculative_restore("cpu", overflow);
+    EXPECT_EQ(r.copy, r.copy_of_w) << overflow;
+    EXPECT_EQ(r.s.updates, overflow ? 0 : 1);
+    EXPECT_EQ(r.s.loss_scale, overflow ? 512.0f : 1024.0f);
+    if (overflow) {
+      EXPECT_EQ(r.w, r.w0);
+      EXPECT_EQ(r.m, r.m0);
+    } else {
+      EXPECT_NE(r.w, r.w0);
+      EXPECT_EQ(r.w, cpu.w);  // the update's arithmetic is the CPU's
+      EXPECT_EQ(r.m, cpu.m);
     }
   }
 }

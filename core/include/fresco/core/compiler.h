@@ -282,15 +282,15 @@ struct CompileOptions {
   // stay).
   enum class DeferredUpdate { AUTO, ON, OFF };
   DeferredUpdate deferred_update = DeferredUpdate::AUTO;
-  // fp16 with an early update's conditions (overlap_weight_gradients; sgd or adam(w), not LARS; one rank;
-  // no deferred update) and fused_weight_cast: the conv weights past the first layer's are updated while the
-  // backward still runs, as bf16's early update and its parts do, before the last gradients (the first
-  // layer's) are checked for inf and NaN. Each such update first copies the f32 ranges it writes (weights,
-  // buffers) into backups, and OPTIMIZER ends with restore_if_skipped (ops.h), which on a skipped step copies
-  // them back and recasts the 16-bit copies: GradScaler's skip, weights and buffers as before the step, the
-  // same bits as the late update on every step. The backups are feature-region tensors that live from
-  // their update to the end of the step, placed where the backward has freed maps: no early part is placed
-  // before the layer at which the backups fit without raising the plan's size (CompiledModel::
+  // fp16 with a conv first layer, an early update's conditions (overlap_weight_gradients; sgd or adam(w),
+  // not LARS; one rank; no deferred update) and fused_weight_cast: the conv weights past the first layer's
+  // are updated while the backward still runs, as bf16's early update and its parts do, before the last
+  // gradients (the first layer's) are checked for inf and NaN. Each such update first copies the f32 ranges
+  // it writes (weights, buffers) into backups, and OPTIMIZER ends with restore_if_skipped (ops.h), which on a
+  // skipped step copies them back and recasts the 16-bit copies: GradScaler's skip, weights and buffers as
+  // before the step, the same bits as the late update on every step. The backups are feature-region tensors
+  // that live from their update to the end of the step, placed where the backward has freed maps: no early
+  // part is placed before the layer at which the backups fit without raising the plan's size (CompiledModel::
   // speculative_layer; where none exists, where the plan grows least). The batchnorm and fc parameters
   // (f32 gradients, unscaled after the check) stay late. AUTO is off: built in the thirty-fifth session,
   // which had no GPU, so neither its CUDA side nor its speed was measured (docs/decisions.md); ON turns it
