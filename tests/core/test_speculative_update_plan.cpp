@@ -223,3 +223,30 @@ TEST(SpeculativeUpdatePlan, OnIsRefusedWhereItCannotRun) {
   }
   EXPECT_FALSE(compile_resnet18(SU::AUTO, DType::BF16).speculative);
 }
+
+// With progressive resolution every variant's plan holds the same backups (the other sizes' plans are made
+// with them, tensor for tensor), and a last batch smaller than the others compiles too.
+TEST(SpeculativeUpdatePlan, ProgressiveResolutionPlansTheSameBackups) {
+  CompileOptions o = test::rgb_compile_options(32, 64);
+  o.train_samples = 160;  // batches of 64, 64 and 32: train_last and train_lowres_last exist
+  o.steps_per_epoch = 3;
+  o.total_steps = 6;
+  o.progressive.begin_h = o.progressive.begin_w = 16;
+  o.progressive.begin_epochs = 1;
+  o.precision = DType::F16;
+  o.speculative_update = SU::ON;
+  const CompiledModel m = Compiler().compile(models::resnet18(10, models::Stem::CIFAR), o);
+  ASSERT_TRUE(m.speculative);
+  ASSERT_FALSE(m.speculative_backups.empty());
+  int plans = 0;
+  for (const auto& p : m.plans) {
+    if (!p) continue;
+    ++plans;
+    for (const auto& b : m.speculative_backups) {
+      const DTensor& t = p->tensor(b.tensor);
+      EXPECT_EQ(t.offset, m.base_plan().tensor(b.tensor).offset);
+      EXPECT_EQ(static_cast<uint64_t>(t.shape.numel()) * 2, b.bytes);
+    }
+  }
+  EXPECT_GE(plans, 4);
+}
