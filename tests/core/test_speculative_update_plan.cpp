@@ -134,7 +134,7 @@ void expect_placed_after_their_layers(const CompiledModel& m) {
   const int L = static_cast<int>(m.arch.layers.size());
   for (const auto& b : m.speculative_backups) {
     if (b.layer < 0) continue;
-    EXPECT_EQ(b.live_begin, 2 * L + 1 - std::min(b.layer, m.speculative_layer));
+    EXPECT_EQ(m.base_plan().tensor(b.tensor).live_begin, 2 * L + 1 - std::min(b.layer, m.speculative_layer));
   }
   // each backup's copy comes after the weight gradient of the layer its lifetime starts at (the nodes
   // before it touch only what lives until then)

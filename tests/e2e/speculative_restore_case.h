@@ -7,6 +7,8 @@
 // at once, where the parts' own checks already skip their updates.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -15,6 +17,7 @@
 
 #include "fresco/core/task.h"
 #include "fresco/ops.h"
+#include "graph_nodes.h"
 
 namespace fresco::test {
 
@@ -48,14 +51,7 @@ inline SpeculativeRestoreRun run_speculative_restore(const std::string& device, 
   const RangeRef G16 = r(g16, DType::F16), W = r(w, DType::F32), M = r(m, DType::F32), A = r(a, DType::F16),
                  BW = r(bw, DType::F16), BM = r(bm, DType::F16), LATE = r(late, DType::F32),
                  S = RangeRef::of(sc, DType::U8);
-  auto node = [](const char* op, std::vector<RangeRef> rin, std::vector<RangeRef> rout) {
-    GraphNode k;
-    k.kind = NodeKind::RANGE;
-    k.op = op;
-    k.rin = std::move(rin);
-    k.rout = std::move(rout);
-    return k;
-  };
+  const auto node = range_node;
   const GraphId g = GraphId::DEEP_FWD_BWD;
   t.add(g, node(FR_OP_CHECK_GRADS, {G16}, {S}));
   t.add(g, node(FR_OP_COPY, {W}, {BW}));
@@ -90,6 +86,23 @@ inline SpeculativeRestoreRun run_speculative_restore(const std::string& device, 
   for (float v : out.w) out.copy_of_w.push_back(f16_bits_of(v));
   t.read(sc, &out.s, sizeof out.s);
   return out;
+}
+
+// What the step leaves: after an overflow the weights and buffer as before it, the update not counted and the
+// scale halved; otherwise both updated, one update counted, the scale kept; the f16 copy the cast of the
+// weights either way, and the skip flag cleared by step_done.
+inline void expect_restore_outcome(const SpeculativeRestoreRun& r, bool overflow) {
+  if (overflow) {
+    EXPECT_EQ(r.w, r.w0);
+    EXPECT_EQ(r.m, r.m0);
+  } else {
+    EXPECT_NE(r.w, r.w0);
+    EXPECT_NE(r.m, r.m0);
+  }
+  EXPECT_EQ(r.copy, r.copy_of_w);
+  EXPECT_EQ(r.s.updates, overflow ? 0 : 1);
+  EXPECT_EQ(r.s.loss_scale, overflow ? 512.0f : 1024.0f);
+  EXPECT_EQ(r.s.skip_step, 0);
 }
 
 }  // namespace fresco::test

@@ -245,10 +245,16 @@ static MemoryPlan plan_tensors(CompiledModel& m) {
   t.acc_train = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.train");
   t.acc_val = p.alloc_result(sizeof(FrMetricAccumulators), "metrics.val");
   fit_feature_lifetimes(m, p);
-  for (auto& b : m.speculative_backups)  // CompileOptions::speculative_update: f32 bytes kept as 16-bit pairs
+  // CompileOptions::speculative_update: f32 bytes kept as 16-bit pairs, live from the backward time of the
+  // layer its part waits for (CompiledModel::speculative_layer; the update at the end of DEEP_FWD_BWD: after
+  // the last deep layer's backward) to the end of the step
+  for (auto& b : m.speculative_backups) {
+    const int32_t c = m.speculative_layer;
+    const int32_t begin = b.layer < 0 ? 2 * L - fp : 2 * L + 1 - (c < 0 ? b.layer : std::min(b.layer, c));
     b.tensor = p.alloc_feature(Shape{1, 1, 1, static_cast<int64_t>(b.bytes / 2)},
-                               "backup of the early update's bytes at " + std::to_string(b.at), -1,
-                               b.live_begin, end, DType::F16);
+                               "backup of the early update's bytes at " + std::to_string(b.at), -1, begin,
+                               end, DType::F16);
+  }
   p.finalize();
   return p;
 }
@@ -261,6 +267,7 @@ MemoryPlan plan_at(const CompiledModel& m, const ArchPlan& fresh, const Shape& s
   CompiledModel sm;
   sm.options = m.options;
   sm.speculative_backups = m.speculative_backups;
+  sm.speculative_layer = m.speculative_layer;
   sm.arch = Compiler::arch_at(fresh, sample);
   sm.batch_of = m.batch_of;
   MemoryPlan sp = plan_tensors(sm);
@@ -285,7 +292,6 @@ namespace {
 // no part placed before the first layer (the backward's order) at which the plan is no larger than `base`,
 // or where it is smallest.
 MemoryPlan plan_speculative(CompiledModel& m, const ArchPlan& fresh, const MemoryPlan& base) {
-  const int L = static_cast<int>(fresh.layers.size());
   const int fp = first_param_index(fresh);
   m.speculative = true;
   m.plans[static_cast<int>(Variant::TRAIN_BASE)] = std::make_unique<MemoryPlan>(base);
@@ -301,8 +307,6 @@ MemoryPlan plan_speculative(CompiledModel& m, const ArchPlan& fresh, const Memor
   auto plan_with = [&](int32_t c) {
     m.arch = fresh;
     m.speculative_backups = ranges;
-    for (auto& b : m.speculative_backups)
-      b.live_begin = b.layer < 0 ? 2 * L - fp : 2 * L + 1 - (c < 0 ? b.layer : std::min(b.layer, c));
     m.speculative_layer = c;
     return plan_tensors(m);
   };

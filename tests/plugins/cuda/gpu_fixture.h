@@ -19,6 +19,7 @@
 #include "fresco/core/runtime.h"
 #include "fresco/core/task.h"
 #include "fresco/ops.h"
+#include "graph_nodes.h"
 
 namespace fresco::gpu_test {
 
@@ -139,21 +140,8 @@ struct TempPath {
 };
 
 // A compute node over tensor ids, and a range node over ranges.
-inline GraphNode node(const char* op, std::vector<TensorId> in, std::vector<TensorId> out) {
-  GraphNode n;
-  n.op = op;
-  n.in = std::move(in);
-  n.out = std::move(out);
-  return n;
-}
-inline GraphNode range_node(const char* op, std::vector<RangeRef> rin, std::vector<RangeRef> rout) {
-  GraphNode n;
-  n.kind = NodeKind::RANGE;
-  n.op = op;
-  n.rin = std::move(rin);
-  n.rout = std::move(rout);
-  return n;
-}
+using test::node;
+using test::range_node;
 
 // Runs the case's node on `device`; returns the bytes of every output tensor.
 inline std::vector<std::vector<uint8_t>> run_case(const std::string& device, const OpCase& c, uint32_t seed) {

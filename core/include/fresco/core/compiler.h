@@ -398,13 +398,12 @@ struct CompiledModel {
   }
   const MemoryPlan& base_plan() const { return *plans[static_cast<int>(Variant::TRAIN_BASE)]; }
   // CompileOptions::speculative_update in effect: the backups of the f32 ranges its early updates write
-  // (emit order; `at`: the arena offset of the range kept, `tensor`: its backup in F_FP16, live from
-  // `live_begin` to the end of the step), and the layer whose weight gradient no early part is placed
-  // before (the backward's order: a part of a later layer waits until then; -1: none).
+  // (emit order; `at`: the arena offset of the range kept, `tensor`: its backup in F_FP16, live from its
+  // update to the end of the step), and the layer whose weight gradient no early part is placed before (the
+  // backward's order: a part of a later layer waits until then; -1: none).
   struct SpeculativeBackup {
     uint64_t at = 0, bytes = 0;
     int32_t layer = -1;  // the part's first layer; -1: the update at the end of DEEP_FWD_BWD
-    int32_t live_begin = 0;
     TensorId tensor = kNoTensor;
   };
   bool speculative = false;
