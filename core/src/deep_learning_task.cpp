@@ -75,6 +75,7 @@ FRESCO_SETTER(conv_stats(CompileOptions::ConvStats mode), options_.conv_stats = 
 FRESCO_SETTER(grad_sums(CompileOptions::GradSums mode), options_.grad_sums = mode)
 FRESCO_SETTER(conv_prologue(CompileOptions::ConvPrologue mode), options_.conv_prologue = mode)
 FRESCO_SETTER(join_epilogue(CompileOptions::JoinEpilogue mode), options_.join_epilogue = mode)
+FRESCO_SETTER(join_prologue(CompileOptions::JoinPrologue mode), options_.join_prologue = mode)
 FRESCO_SETTER(compact_shortcut_grads(CompileOptions::CompactShortcutGrads mode),
               options_.compact_shortcut_grads = mode)
 FRESCO_SETTER(subsampled_shortcuts(CompileOptions::SubsampledShortcuts mode),

@@ -78,6 +78,13 @@ bool uses_prologue_operands(const GraphNode& n) {
   return n.op == FR_OP_BATCHNORM && p && p->training && n.out.size() == 2;
 }
 
+// Whether a node uses the join prologue of ops.h (CompileOptions::join_prologue: conv2d's fifth prologue
+// input), which its kernel must declare (FR_KERNEL_CONV_JOIN_PROLOGUE).
+bool uses_join_prologue(const GraphNode& n) {
+  const auto p = n.params_as<FrConvParams>();
+  return n.op == FR_OP_CONV2D && p && n.in.size() == (p->has_bias ? 3u : 2u) + 5u;
+}
+
 // Whether a node uses the batchnorm gradient prologue of a weight gradient (ops.h: conv2d_backward's five
 // prologue inputs on a part without dx, batchnorm_backward's weights-only form), which its kernel must
 // declare (FR_KERNEL_WGRAD_BN_PROLOGUE).
@@ -293,6 +300,9 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
   require_form(uses_sums_operands(node), FR_KERNEL_SUMS_OPERANDS, "per-channel sums operands",
                "(FR_KERNEL_SUMS_OPERANDS) compile with CompileOptions::conv_stats and grad_sums = OFF "
                "(DeepLearningTask::conv_stats, grad_sums)");
+  require_form(uses_join_prologue(node), FR_KERNEL_CONV_JOIN_PROLOGUE, "join prologue",
+               "(FR_KERNEL_CONV_JOIN_PROLOGUE) compile with CompileOptions::join_prologue = OFF "
+               "(DeepLearningTask::join_prologue)");
   require_form(uses_prologue_operands(node), FR_KERNEL_CONV_PROLOGUE, "batchnorm prologue forms",
                "(FR_KERNEL_CONV_PROLOGUE) compile with CompileOptions::conv_prologue = OFF "
                "(DeepLearningTask::conv_prologue; conv2d_backward's gradient epilogue also goes with "

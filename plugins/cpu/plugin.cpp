@@ -92,10 +92,11 @@ constexpr uint32_t kWeightCopy = FR_KERNEL_WEIGHT_COPY;
 constexpr uint32_t kHalfGrads = FR_KERNEL_HALF_GRADS;
 constexpr uint32_t kCompact = FR_KERNEL_COMPACT_GRAD;
 constexpr uint32_t kSubsample = FR_KERNEL_SUBSAMPLED_OUTPUT;
+constexpr uint32_t kJoinPrologue = FR_KERNEL_CONV_JOIN_PROLOGUE;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
-    FR_KF(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums | kPrologue, conv2d_prepare, conv2d_run),
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums | kPrologue | kJoinPrologue, conv2d_prepare, conv2d_run),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue | kWgradBn | kJoinEpilogue | kCompact,
           conv2d_backward_prepare, conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),

@@ -92,6 +92,7 @@ constexpr uint32_t kWeightCopy = FR_KERNEL_WEIGHT_COPY;
 constexpr uint32_t kHalfGrads = FR_KERNEL_HALF_GRADS;
 constexpr uint32_t kCompact = FR_KERNEL_COMPACT_GRAD;
 constexpr uint32_t kSubsample = FR_KERNEL_SUBSAMPLED_OUTPUT;
+constexpr uint32_t kJoinPrologue = FR_KERNEL_CONV_JOIN_PROLOGUE;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
@@ -124,7 +125,8 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_CHANNEL_AFFINE, kFloats, nullptr, channel_affine_run, nullptr),
     FR_KF(FR_COMPUTE, FR_OP_BATCHNORM_BACKWARD, kFloats, kSums | kWgradBn, batchnorm_backward_prepare,
           batchnorm_backward_run, nullptr),
-    FR_KF(FR_COMPUTE, FR_OP_CONV2D, kFloats, kSums | kPrologue, conv2d_prepare, conv2d_run, conv2d_destroy),
+    FR_KF(FR_COMPUTE, FR_OP_CONV2D, kFloats, kSums | kPrologue | kJoinPrologue, conv2d_prepare, conv2d_run,
+          conv2d_destroy),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kFloats, kPrologue | kWgradBn | kJoinEpilogue | kCompact,
           conv2d_backward_prepare, conv2d_backward_run, conv2d_backward_destroy),
     FR_K(FR_COMPUTE, FR_OP_FLATTEN_CHW, kFloats, nullptr, flatten_chw_run, nullptr),

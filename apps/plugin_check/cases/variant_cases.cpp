@@ -34,7 +34,7 @@ double epilogue_error(const std::vector<Bytes>& out, std::vector<double> dx, con
 }
 
 // A batchnorm's gamma, beta, saved mean and invstd over c channels, and its prologue's map of x:
-// relu(fma(x, scale, shift)) as ops.h defines it, in float.
+// relu(fma(x, scale, shift)) as ops.h defines it, in float (the join prologue: r added before the relu).
 struct BnOperands {
   std::vector<float> g, b, mean, invstd;
   BnOperands(std::mt19937& rng, int64_t c)
@@ -42,12 +42,13 @@ struct BnOperands {
         b(random(rng, static_cast<size_t>(c))),
         mean(random(rng, static_cast<size_t>(c))),
         invstd(random(rng, static_cast<size_t>(c), 0.5f, 2.0f)) {}
-  std::vector<float> applied(const std::vector<float>& x) const {
+  std::vector<float> applied(const std::vector<float>& x, const std::vector<float>* r = nullptr) const {
     std::vector<float> a(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
       const size_t k = i % g.size();
       const float scale = g[k] * invstd[k], shift = std::fma(-mean[k], scale, b[k]);
-      a[i] = std::max(0.0f, std::fma(x[i], scale, shift));
+      const float v = std::fma(x[i], scale, shift);
+      a[i] = std::max(0.0f, r ? v + (*r)[i] : v);
     }
     return a;
   }
@@ -94,6 +95,22 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
                        rel_err(floats(out[2]), ref::channel_sums(y, sh.k))});
     };
     cases.emplace_back("batchnorm prologue", std::move(p));
+    // the join prologue: a fifth prologue operand r, the join's other branch, added before the relu
+    const auto r = random(rng, sh.x_size(), -1.5f, 1.5f);
+    const std::vector<float> joined = bn.applied(x, &r);
+    OpCase jp;
+    jp.in = {f32(x, {sh.n, sh.h, sh.w, sh.c}), f32(w, {sh.k, sh.r, sh.s, sh.c})};
+    for (const Operand& o : bn.operands()) jp.in.push_back(o);
+    jp.in.push_back(f32(r, {sh.n, sh.h, sh.w, sh.c}));
+    jp.out = {f32(std::vector<float>(sh.y_size(), NAN), {sh.n, sh.p(), sh.q(), sh.k}),
+              f32(std::vector<float>(x.size(), NAN), {sh.n, sh.h, sh.w, sh.c})};
+    jp.params = params_of(cp);
+    jp.requires_flags = FR_KERNEL_CONV_PROLOGUE | FR_KERNEL_CONV_JOIN_PROLOGUE;
+    jp.error = [=](const auto& out, const auto&) {
+      const auto y = ref::conv2d_forward(widen(joined), widen(w), std::vector<double>(sh.k, 0.0), sh);
+      return std::max(rel_err(floats(out[0]), y), rel_err(floats(out[1]), widen(joined)));
+    };
+    cases.emplace_back("join prologue", std::move(jp));
   }
   if (op == FR_OP_CONV2D_BACKWARD) {
     // the input gradient's batchnorm epilogue: x is the relu output of a batchnorm whose input is bx; dx is

@@ -406,6 +406,27 @@ void plan_conv_prologues(ArchPlan& a, const CompileOptions& o, const Readers& rd
   }
 }
 
+void plan_join_prologues(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
+  // CompileOptions::join_prologue (ON only: AUTO is off until timed on a GPU): a conv that is the first
+  // reader of a batchnorm_add join's relu (the next join reads it later as its shortcut) applies the join's
+  // batchnorm, add and relu itself and writes the join's map; the join computes the statistics only.
+  if (o.join_prologue != CompileOptions::JoinPrologue::ON) return;
+  for (auto& l : a.layers) {
+    if (l.kind != LayerKind::CONV || l.input <= rd.fp || l.prologue_bn >= 0) continue;
+    const auto& relu = a.layers[static_cast<size_t>(l.input)];
+    if (relu.kind != LayerKind::RELU || !relu.fused_into_prev || relu.input <= rd.fp ||
+        rd.first_reader[static_cast<size_t>(l.input)] != l.index)
+      continue;
+    auto& join = a.layers[static_cast<size_t>(relu.input)];
+    if (join.kind != LayerKind::ADD || !join.fused_relu || join.join_bn < 0 || join.applied_by_conv ||
+        !conv_prologue_on(o, l))
+      continue;
+    join.applied_by_conv = true;
+    l.prologue_bn = join.join_bn;
+    l.prologue_join = join.index;
+  }
+}
+
 void plan_grad_sums(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
   const std::vector<int>& consumers = rd.consumers;
   const int fp = rd.fp;
@@ -416,7 +437,8 @@ void plan_grad_sums(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
   if (option_on(o.grad_sums, o))
     for (auto& l : a.layers) {
       int32_t b = -1;
-      if (l.kind == LayerKind::CONV && l.prologue_bn >= 0 && consumers[static_cast<size_t>(l.input)] == 1) {
+      if (l.kind == LayerKind::CONV && l.prologue_bn >= 0 && l.prologue_join < 0 &&
+          consumers[static_cast<size_t>(l.input)] == 1) {
         // the conv that applies a batchnorm only it reads: its input gradient is that batchnorm's masked
         // output gradient, written with the two sums (conv2d_backward's batchnorm gradient epilogue)
         l.grad_sums_bn = l.prologue_bn;
@@ -527,7 +549,7 @@ void plan_compact_grads(ArchPlan& a, const CompileOptions& o, const Readers& rd)
       // CompileOptions::subsampled_shortcuts: a stride-2 one reading a batchnorm_add join's relu reads the
       // join's subsampled output instead, at stride 1
       if (subsampled_shortcut_on(o, conv) && conv.spec.stride == 2 && fused_join_relu(a, r) &&
-          m.kind == LayerKind::ADD && m.join_bn >= 0 && !m.writes_subsample) {
+          m.kind == LayerKind::ADD && m.join_bn >= 0 && !m.writes_subsample && !m.applied_by_conv) {
         conv.reads_subsample = true;
         m.writes_subsample = true;
       }
@@ -663,6 +685,7 @@ ArchPlan Compiler::derive_arch_plan(const BluePrint& bp, const CompileOptions& o
   fuse_joins(a, o, rd);
   plan_conv_stats(a, o, rd);
   plan_conv_prologues(a, o, rd);
+  plan_join_prologues(a, o, rd);
   plan_grad_sums(a, o, rd);
   plan_join_epilogues(a, o, rd);
   plan_compact_grads(a, o, rd);

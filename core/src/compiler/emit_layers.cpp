@@ -12,6 +12,7 @@
 namespace fresco::compile_detail {
 
 using layers::batchnorm_add_node;
+using layers::batchnorm_statistics_node;
 using layers::compute_node;
 using layers::EmitContext;
 using layers::fc_weight_gradient_node;
@@ -66,9 +67,13 @@ ForkedBranch forked_branch(const CompiledModel& m, int32_t j) {
 // Forward of layer i in training (views emit nothing; residual joins emit their add).
 void emit_layer_forward(EmitContext& cx, const CompiledModel& m, int i) {
   const auto& l = m.arch.layers[static_cast<size_t>(i)];
-  if (l.fused_into_join) return;                     // a batchnorm the join below computes
-  if (is_fused_head(m, i)) return;                   // in fc_softmax_xent (emit_fused_head)
-  if (l.kind == LayerKind::ADD && l.join_bn >= 0) {  // batchnorm_add: bn(x) + the other branch
+  if (l.fused_into_join) return;    // a batchnorm the join below computes
+  if (is_fused_head(m, i)) return;  // in fc_softmax_xent (emit_fused_head)
+  if (l.kind == LayerKind::ADD && l.join_bn >= 0 && l.applied_by_conv) {
+    // CompileOptions::join_prologue: the statistics only; the conv that reads the join writes its map
+    cx.add(
+        batchnorm_statistics_node(m.arch.layers[static_cast<size_t>(l.join_bn)], layer_input(m, l.join_bn)));
+  } else if (l.kind == LayerKind::ADD && l.join_bn >= 0) {  // batchnorm_add: bn(x) + the other branch
     const auto& bn = m.arch.layers[static_cast<size_t>(l.join_bn)];
     const int32_t other = l.join_bn == l.input ? l.input2 : l.input;
     GraphNode& n =

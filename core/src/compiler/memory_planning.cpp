@@ -148,6 +148,10 @@ static MemoryPlan plan_tensors(CompiledModel& m) {
       const auto& bn = a.layers[static_cast<size_t>(l.prologue_bn)];
       l.prologue = {bn.weight, bn.bias, bn.save_mean, bn.save_invstd};
       l.prologue_input = input_tensor(bn.input);
+      if (l.prologue_join >= 0) {  // CompileOptions::join_prologue: the join's other branch
+        const auto& join = a.layers[static_cast<size_t>(l.prologue_join)];
+        l.prologue_residual = input_tensor(join.join_bn == join.input ? join.input2 : join.input);
+      }
     }
   for (auto& l : a.layers)  // the batchnorm whose backward the first conv's weight gradient applies
     if (l.wgrad_prologue_bn >= 0) {

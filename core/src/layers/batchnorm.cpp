@@ -36,6 +36,10 @@ GraphNode batchnorm_add_node(const LayerDescriptor& bn, TensorId x, TensorId res
   return training_node(FR_OP_BATCHNORM_ADD, bn, {x, bn.weight, bn.bias, residual}, y, relu);
 }
 
+GraphNode batchnorm_statistics_node(const LayerDescriptor& bn, TensorId x) {
+  return training_node(FR_OP_BATCHNORM, bn, {x, bn.weight, bn.bias}, kNoTensor, false);
+}
+
 class BatchNormRule final : public LayerRule {
  public:
   Shape out_shape(const LayerDescriptor&, const Shape& in) const override { return in; }

@@ -71,6 +71,7 @@ class ConvRule final : public LayerRule {
     if (l.spec.bias) n.in.push_back(l.bias);
     if (prologue) {
       n.in.insert(n.in.end(), l.prologue.begin(), l.prologue.end());
+      if (l.prologue_residual != kNoTensor) n.in.push_back(l.prologue_residual);  // the join prologue
       n.out.push_back(x);
     }
     if (training && l.sums != kNoTensor) n.out.push_back(l.sums);  // for the batchnorm that reads y

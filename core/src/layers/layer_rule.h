@@ -22,6 +22,9 @@ inline GraphNode compute_node(std::string op, std::string label, std::vector<Ten
 // The training forward of batchnorm `bn` computed by the residual join that reads it: y = bn(x) + residual,
 // then the join's relu when `relu` (layers/batchnorm.cpp).
 GraphNode batchnorm_add_node(const LayerDescriptor& bn, TensorId x, TensorId residual, TensorId y, bool relu);
+// The statistics-only training batchnorm of bn over x (ops.h; a join whose map a conv writes:
+// CompileOptions::join_prologue).
+GraphNode batchnorm_statistics_node(const LayerDescriptor& bn, TensorId x);
 
 // The weight gradient of fc `l` as a node of its own (fc_backward part 2: dw, db from dy and x), on the side
 // stream when `side` (layers/fc.cpp).

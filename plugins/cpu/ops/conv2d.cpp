@@ -96,9 +96,11 @@ FR_CPU_KERNEL_RUN(conv2d) {
                     "conv2d: workspace too small");
     const float* x = sdk::data<const float>(call->in[0]);
     void* applied = nullptr;
-    const sdk::BnPrologue bn = sdk::conv_prologue(call, &applied);
+    const void* residual = nullptr;
+    const sdk::BnPrologue bn = sdk::conv_prologue(call, &applied, &residual);
     if (bn.gamma) {
-      apply_conv_prologue(x, static_cast<float*>(applied), gm.n * gm.h * gm.w, gm.c, bn);
+      apply_conv_prologue(x, static_cast<float*>(applied), gm.n * gm.h * gm.w, gm.c, bn,
+                          static_cast<const float*>(residual));
       x = static_cast<const float*>(applied);
     }
     const float* w = sdk::data<const float>(call->in[1]);

@@ -3,8 +3,8 @@
 // a small kernel. The optional sums output (ops.h) comes from cuDNN's fused statistics or a separate pass,
 // whichever measured faster at prepare (ops/conv_plan.h). With a batchnorm prologue (ops.h) x is the
 // batchnorm's input and its applied map the second output (written by fresco's Hopper kernels as they read
-// their windows, else by a pass of its own: ops/conv_prologue.h). Test: tests/plugins/cuda/test_cuda_ops.cpp
-// (against the CPU kernel).
+// their windows, else by a pass of its own: ops/conv_prologue.h), the join prologue's residual added first.
+// Test: tests/plugins/cuda/test_cuda_ops.cpp (against the CPU kernel).
 #include "fresco/conv_prologue.hpp"
 #include "fresco/conv_stats_checks.hpp"
 #include "ops/conv_plan.h"
@@ -40,10 +40,11 @@ FR_CUDA_KERNEL_RUN(conv2d) {
     FR_PLUGIN_CHECK(plan, FR_ERR_INVALID_ARGUMENT, "cuda conv2d: run without prepare");
     const FrTensor& y = call->out[0];
     void* applied = nullptr;
-    const sdk::BnPrologue bn = sdk::conv_prologue(call, &applied);
+    const void* residual = nullptr;
+    const sdk::BnPrologue bn = sdk::conv_prologue(call, &applied, &residual);
     run_conv_forward(ctx_of(ctx), *plan, call->in[0].data, call->in[1].data, y.data, call->workspace,
                      call->workspace_bytes, stream_of(call), sdk::conv_sums_output(call, sdk::dim_or_1(y, 3)),
-                     bn.gamma ? &bn : nullptr, applied);
+                     bn.gamma ? &bn : nullptr, applied, residual);
     if (p.has_bias) {
       const int64_t k = sdk::dim_or_1(y, 3), total = sdk::numel(y);
       FR_PLUGIN_CHECK(sdk::numel(call->in[2]) == k, FR_ERR_INVALID_ARGUMENT,

@@ -147,13 +147,17 @@ __device__ __forceinline__ void pass_turn(int g, bool last) {
 // part added and the sum masked by the mask source (> 0), rounded again (add_relu_backward's bits), and part
 // gets the sums of it and of it times (x - mean) as with kGradSums; the three rows come by TMA (the helper,
 // two rows ahead, into L2 four ahead) into shared memory, where the MMA threads read them.
-template <class T, bool kTurns, bool kPrologue, bool kGradSums, bool kJoin = false>
+// kResidual (with kPrologue: the join prologue, ops.h): the prologue adds `res`, the join's other branch
+// (x's shape), before the relu; each MMA thread loads its vectors of it beside the window's, and prefetches
+// the next tile's rows into L2 while rewriting the current window's first part.
+template <class T, bool kTurns, bool kPrologue, bool kGradSums, bool kJoin = false, bool kResidual = false>
 __global__ void __launch_bounds__(kThreads, 1)
     conv3x3_wgmma_kernel(const T* __restrict__ w, T* __restrict__ y, double* __restrict__ part, int n, int h,
                          const __grid_constant__ CUtensorMap map, const Conv3x3Prologue bn,
                          T* __restrict__ applied, const T* __restrict__ bx, bool flip,
-                         const __grid_constant__ JoinMaps jm) {
+                         const __grid_constant__ JoinMaps jm, const T* __restrict__ res) {
   static_assert(!(kJoin && (kGradSums || kPrologue)), "one epilogue or prologue at a time");
+  static_assert(!kResidual || kPrologue, "the residual is the join prologue's");
   constexpr bool kDoubleSums = kGradSums || kJoin;
   extern __shared__ __align__(1024) uint4 smem[];  // 1024: the join rows' swizzle
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -292,11 +296,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto prologue = [&](int k, int part) {
     const int t = blockIdx.x * 2 + g + k * stride;
     if (part == 0) mbar_wait(win_full(g, k % 3), (k / 3) & 1);
+    const int64_t tile_at = static_cast<int64_t>(t) * kRows * kW * kC + 8 * (pt >> 4);
+    if constexpr (kResidual) {  // the next tile's residual rows (6 x 32 positions of 128 bytes) into L2
+      const int tn = t + stride;
+      if (part == 0 && tn < tiles) {
+        const int row0 = (tn % tiles_per_img) * kRows;
+        for (int q = pt; q < kWinRows * kW; q += 128) {
+          const int r = row0 - 1 + q / kW;
+          if (r >= 0 && r < h) prefetch_l2(res + static_cast<int64_t>(tn) * kRows * kW * kC + (q - kW) * kC);
+        }
+      }
+    }
     if (t < tiles)
-      prologue_vectors<T, 3>(
-          smem + (g * 3 + k % 3) * kWin + (pt >> 4) * kCS, cp, 1 + (pt & 15), 3 * part,
-          (t % tiles_per_img) * kRows, h,
-          applied ? applied + static_cast<int64_t>(t) * kRows * kW * kC + 8 * (pt >> 4) : nullptr);
+      prologue_vectors<T, 3, kResidual>(smem + (g * 3 + k % 3) * kWin + (pt >> 4) * kCS, cp, 1 + (pt & 15),
+                                        3 * part, (t % tiles_per_img) * kRows, h,
+                                        applied ? applied + tile_at : nullptr,
+                                        kResidual ? res + tile_at : nullptr);
     if (part == kRows - 1) fence_proxy_async();  // the rewritten window, for the wgmmas (async proxy)
   };
   if (kPrologue && rows > 0) {
@@ -408,13 +423,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     write_partials(ssum, ssq);
 }
 
-template <class T, bool kTurns, bool kPrologue, bool kGradSums = false, bool kJoin = false>
+template <class T, bool kTurns, bool kPrologue, bool kGradSums = false, bool kJoin = false,
+          bool kResidual = false>
 int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y, double* part,
            int sm_count, cudaStream_t s, const Conv3x3Prologue& bn, void* applied, const void* bx = nullptr,
-           bool flip = false, const Conv3x3JoinSums* join = nullptr) {
+           bool flip = false, const Conv3x3JoinSums* join = nullptr, const void* res = nullptr) {
   // its shared memory beyond the default 48 KB, set on the current device at each launch (captured once)
   constexpr size_t smem = kJoin ? kSmemJoin : kSmem;
-  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums, kJoin>,
+  FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums, kJoin, kResidual>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int64_t pairs = (g.n * (g.h / kRows) + 1) / 2;
   const int blocks = static_cast<int>(std::min<int64_t>(std::max(sm_count, 1), pairs));
@@ -425,9 +441,10 @@ int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
       jm.map[q] = join_rows_map(maps[q], dtype, g.n * g.h * kW), jm.ptr[q] = maps[q];
     jm.mean = join->mean;
   }
-  conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums, kJoin><<<blocks, kThreads, smem, s>>>(
+  conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums, kJoin, kResidual><<<blocks, kThreads, smem, s>>>(
       static_cast<const T*>(w), static_cast<T*>(y), part, static_cast<int>(g.n), static_cast<int>(g.h),
-      window_map(x, dtype, g.n, g.h), bn, static_cast<T*>(applied), static_cast<const T*>(bx), flip, jm);
+      window_map(x, dtype, g.n, g.h), bn, static_cast<T*>(applied), static_cast<const T*>(bx), flip, jm,
+      static_cast<const T*>(res));
   FR_CUDA_LAUNCH_CHECK();
   return blocks;
 }
@@ -436,13 +453,18 @@ int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
 template <class T>
 int launch_schedule(Conv3x3Schedule schedule, const sdk::ConvShape& g, FrDType dtype, const void* x,
                     const void* w, void* y, double* part, int sm_count, cudaStream_t s,
-                    const Conv3x3Prologue* bn, void* applied, bool flip) {
+                    const Conv3x3Prologue* bn, void* applied, bool flip, const void* res) {
   constexpr bool kProductTurns = kConv3x3Schedule == Conv3x3Schedule::kTurns;
   if (bn) {
     FR_PLUGIN_CHECK(schedule == kConv3x3Schedule && !flip, FR_ERR_INVALID_ARGUMENT,
                     "cuda conv3x3_wgmma: the batchnorm prologue runs with the product's schedule only");
+    if (res)
+      return launch<T, kProductTurns, true, false, false, true>(g, dtype, x, w, y, part, sm_count, s, *bn,
+                                                                applied, nullptr, false, nullptr, res);
     return launch<T, kProductTurns, true>(g, dtype, x, w, y, part, sm_count, s, *bn, applied);
   }
+  FR_PLUGIN_CHECK(!res, FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv3x3_wgmma: a residual needs the batchnorm prologue");
   switch (schedule) {
     case Conv3x3Schedule::kTurns:
       return launch<T, true, false>(g, dtype, x, w, y, part, sm_count, s, Conv3x3Prologue{}, nullptr, nullptr,
@@ -456,7 +478,7 @@ int launch_schedule(Conv3x3Schedule schedule, const sdk::ConvShape& g, FrDType d
 
 int launch_checked(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w, void* y,
                    double* part, int sm_count, cudaStream_t s, Conv3x3Schedule schedule,
-                   const Conv3x3Prologue* bn, void* applied, bool flip = false) {
+                   const Conv3x3Prologue* bn, void* applied, bool flip = false, const void* res = nullptr) {
   FR_PLUGIN_CHECK(conv3x3_wgmma_fits(g, dtype), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv3x3_wgmma: the convolution does not fit the kernel");
   FR_PLUGIN_CHECK(aligned16({x, w, y}), FR_ERR_INVALID_ARGUMENT,
@@ -465,10 +487,13 @@ int launch_checked(const sdk::ConvShape& g, FrDType dtype, const void* x, const 
                   "cuda conv3x3_wgmma: the batchnorm prologue needs gamma, beta, mean and invstd");
   FR_PLUGIN_CHECK(!applied || (bn && aligned16({applied})), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv3x3_wgmma: the applied map needs a prologue and 16-byte alignment");
+  FR_PLUGIN_CHECK(
+      !res || (applied && aligned16({res})), FR_ERR_INVALID_ARGUMENT,
+      "cuda conv3x3_wgmma: the join prologue's residual needs the applied map and 16-byte alignment");
   return dtype == FR_F16
-             ? launch_schedule<__half>(schedule, g, dtype, x, w, y, part, sm_count, s, bn, applied, flip)
+             ? launch_schedule<__half>(schedule, g, dtype, x, w, y, part, sm_count, s, bn, applied, flip, res)
              : launch_schedule<__nv_bfloat16>(schedule, g, dtype, x, w, y, part, sm_count, s, bn, applied,
-                                              flip);
+                                              flip, res);
 }
 
 }  // namespace
@@ -551,8 +576,9 @@ uint64_t conv3x3_wgmma_partials_bytes(int sm_count) {
 
 int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
                                  void* y, double* part, int sm_count, cudaStream_t s,
-                                 Conv3x3Schedule schedule, const Conv3x3Prologue* prologue, void* applied) {
-  return launch_checked(g, dtype, x, w, y, part, sm_count, s, schedule, prologue, applied);
+                                 Conv3x3Schedule schedule, const Conv3x3Prologue* prologue, void* applied,
+                                 const void* residual) {
+  return launch_checked(g, dtype, x, w, y, part, sm_count, s, schedule, prologue, applied, false, residual);
 }
 
 int launch_conv3x3_wgmma_backward_data(const sdk::ConvShape& g, FrDType dtype, const void* dy, const void* w,

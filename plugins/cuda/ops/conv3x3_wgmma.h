@@ -62,11 +62,15 @@ inline constexpr Conv3x3Schedule kConv3x3Schedule = Conv3x3Schedule::kTurns;
 using Conv3x3Prologue = sdk::BnPrologue;
 
 // y = conv(x, w); with `part` not null also the per-block sums of y as stored (double, laid out as
-// channel_moments.h's partials). Returns the number of blocks (partials) written.
+// channel_moments.h's partials). Returns the number of blocks (partials) written. With `residual` (the join
+// prologue, ops.h; needs `prologue` and `applied`) the prologue convolves relu(fma(x, scale, shift) + r),
+// the sum in f32 (batchnorm_add's bits), r read from global memory (x's shape, 16-byte aligned) beside each
+// window rewrite.
 int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
                                  void* y, double* part, int sm_count, cudaStream_t s,
                                  Conv3x3Schedule schedule = kConv3x3Schedule,
-                                 const Conv3x3Prologue* prologue = nullptr, void* applied = nullptr);
+                                 const Conv3x3Prologue* prologue = nullptr, void* applied = nullptr,
+                                 const void* residual = nullptr);
 // The input gradient's batchnorm epilogue (ops.h, conv2d_backward's gradient sums): x of the convolution is
 // the output of a training batchnorm with fused relu whose input is bx (x's shape and dtype); dx is written
 // masked by that relu (recomputed from bx as batchnorm_relu_mask.cuh does: the bits of dx * (x > 0)), and

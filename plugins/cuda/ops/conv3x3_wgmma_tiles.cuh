@@ -53,16 +53,23 @@ __device__ __forceinline__ ChunkPrologue chunk_prologue(const float* coef, int c
 // stored. Rows outside the image and the padding columns stay zero.
 // With `applied` (the tile's first position of the applied map, at the plane's channels) not null, the
 // vectors of the tile's own rows (window rows 1-4) are also stored there.
-template <class T, int kN>
+// kResidual (the join prologue, ops.h): `res` is the tile's first position of the join's other branch, at
+// the plane's channels (as `applied`), and each value is relu(fma(x, scale, shift) + r), the sum in f32 (the
+// bits of batchnorm_add's apply pass, ops/batchnorm.cu); r is loaded from global memory beside the window's
+// vectors, halo rows included (each read by the neighbouring tile too).
+template <class T, int kN, bool kResidual = false>
 __device__ __forceinline__ void prologue_vectors(uint4* plane, const ChunkPrologue& p, int col0, int first,
-                                                 int row0, int h, T* applied) {
-  uint4 v[kN];
+                                                 int row0, int h, T* applied, const T* res = nullptr) {
+  uint4 v[kN], rv[kResidual ? kN : 1];
   bool in[kN];
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
-    const int wr = (first + i) >> 1, r = row0 - 1 + wr;
+    const int wr = (first + i) >> 1, r = row0 - 1 + wr, col = col0 + 16 * ((first + i) & 1);
     in[i] = r >= 0 && r < h;
-    if (in[i]) v[i] = plane[wr * kWinCols + col0 + 16 * ((first + i) & 1)];
+    if (in[i]) v[i] = plane[wr * kWinCols + col];
+    if constexpr (kResidual) {  // window row wr, column col: the tile's position ((wr - 1), col - 1)
+      if (in[i]) rv[i] = __ldg(reinterpret_cast<const uint4*>(res + ((wr - 1) * kW + col - 1) * kC));
+    }
   }
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
@@ -70,7 +77,8 @@ __device__ __forceinline__ void prologue_vectors(uint4* plane, const ChunkProlog
     T* e = reinterpret_cast<T*>(&v[i]);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float f = bn_normalized(to_f(e[j]), p.scale[j], p.shift[j]);
+      float f = bn_normalized(to_f(e[j]), p.scale[j], p.shift[j]);
+      if constexpr (kResidual) f += to_f(reinterpret_cast<const T*>(&rv[i])[j]);
       e[j] = from_f<T>(f > 0.0f ? f : 0.0f);
     }
     const int wr = (first + i) >> 1, col = col0 + 16 * ((first + i) & 1);

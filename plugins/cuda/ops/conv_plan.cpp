@@ -276,21 +276,23 @@ void run_conv_plain_forward(Context* ctx, const ConvPlan& p, const void* x, cons
 
 void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
                       uint64_t ws_bytes, cudaStream_t s, float* sums, const sdk::BnPrologue* bn,
-                      void* applied) {
+                      void* applied, const void* residual) {
   FR_PLUGIN_CHECK(ws_bytes >= p.workspace, FR_ERR_INVALID_ARGUMENT, "cuda conv: workspace too small");
   FR_PLUGIN_CHECK(p.sums == (sums != nullptr), FR_ERR_INVALID_ARGUMENT,
                   "cuda conv: the sums output differs from the one prepared");
   FR_PLUGIN_CHECK(!bn == !applied, FR_ERR_INVALID_ARGUMENT,
                   "cuda conv: a batchnorm prologue needs its applied map, and only it");
+  FR_PLUGIN_CHECK(!residual || bn, FR_ERR_INVALID_ARGUMENT,
+                  "cuda conv: a join prologue's residual needs its batchnorm");
   if (p.wgmma_fwd) {
     auto* part = static_cast<double*>(sums ? ws : nullptr);
     const int blocks = launch_conv3x3_wgmma_forward(p.shape, p.dtype, x, w, y, part, ctx->sm_count, s,
-                                                    kConv3x3Schedule, bn, applied);
+                                                    kConv3x3Schedule, bn, applied, residual);
     if (sums) launch_sums_finalize(ctx, blocks, p.shape.k, part, sums, s);
     return;
   }
   if (bn) {  // the prologue as a pass of its own, then the convolution on its map
-    launch_conv_prologue(p.dtype, x, applied, p.shape.n * p.shape.h * p.shape.w, p.shape.c, *bn, s);
+    launch_conv_prologue(p.dtype, x, applied, p.shape.n * p.shape.h * p.shape.w, p.shape.c, *bn, s, residual);
     x = applied;
   }
   if (p.narrow_fwd) return launch_narrow_forward(ctx, p.shape, p.dtype, x, w, y, sums, ws, s);

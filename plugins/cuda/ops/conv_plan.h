@@ -57,10 +57,12 @@ void plan_conv(Context* ctx, ConvPlan& p, const sdk::ConvShape& g, FrDType dtype
                uint64_t max_workspace);
 // `sums` (2K floats) exactly when the plan was made with kConvForwardSums. With `bn` (a batchnorm prologue,
 // ops.h) x is the batchnorm's input and its applied map is written to `applied` (x's size), which the
-// convolution reads: fused into the Hopper kernels, else a pass of its own (ops/conv_prologue.h).
+// convolution reads: fused into the Hopper kernels, else a pass of its own (ops/conv_prologue.h); with
+// `residual` too (the join prologue, ops.h), the join's other branch added before the relu.
 void run_conv_forward(Context* ctx, const ConvPlan& p, const void* x, const void* w, void* y, void* ws,
                       uint64_t ws_bytes, cudaStream_t s, float* sums = nullptr,
-                      const sdk::BnPrologue* bn = nullptr, void* applied = nullptr);
+                      const sdk::BnPrologue* bn = nullptr, void* applied = nullptr,
+                      const void* residual = nullptr);
 void run_conv_backward_data(Context* ctx, const ConvPlan& p, const void* dy, const void* w, void* dx,
                             void* ws, uint64_t ws_bytes, cudaStream_t s);
 void run_conv_backward_filter(Context* ctx, const ConvPlan& p, const void* dy, const void* x, void* dw,

@@ -12,8 +12,10 @@
 
 namespace fresco::cuda {
 
-// out [rows, c] = the prologue of x [rows, c] (f32, f16 or bf16; out may not alias x).
+// out [rows, c] = the prologue of x [rows, c] (f32, f16 or bf16; out may not alias x); with r (the join
+// prologue's residual, x's shape and dtype) relu(fma(x, scale, shift) + r), the sum in f32 (batchnorm_add's
+// bits, ops/batchnorm.cu).
 void launch_conv_prologue(FrDType dtype, const void* x, void* out, int64_t rows, int64_t c,
-                          const sdk::BnPrologue& bn, cudaStream_t s);
+                          const sdk::BnPrologue& bn, cudaStream_t s, const void* r = nullptr);
 
 }  // namespace fresco::cuda

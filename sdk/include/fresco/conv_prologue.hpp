@@ -43,24 +43,41 @@ inline BnPrologue bn_operands(const FrCall* call, uint32_t first, int64_t c, con
 }
 
 // The prologue of a conv2d call: none (all null) without prologue inputs, else exactly four after the plain
-// ones, each f32 with x's C elements, and a second output of x's shape and dtype (the applied map, `applied`
-// when not null). Data pointers are null during prepare.
-inline BnPrologue conv_prologue(const FrCall* call, void** applied = nullptr) {
+// ones, each f32 with x's C elements, or five with the join prologue's r (x's shape and dtype; `residual`
+// when not null), and a second output of x's shape and dtype (the applied map, `applied` when not null).
+// Data pointers are null during prepare.
+inline BnPrologue conv_prologue(const FrCall* call, void** applied = nullptr,
+                                const void** residual = nullptr) {
   const uint32_t plain = conv_plain_inputs(call);
   if (applied) *applied = nullptr;
+  if (residual) *residual = nullptr;
   if (call->n_in == plain) return BnPrologue{nullptr, nullptr, nullptr, nullptr};
-  FR_PLUGIN_CHECK(call->n_in == plain + 4, FR_ERR_INVALID_ARGUMENT,
+  FR_PLUGIN_CHECK(call->n_in == plain + 4 || call->n_in == plain + 5, FR_ERR_INVALID_ARGUMENT,
                   "conv2d: expected " + std::to_string(plain) + " inputs, or " + std::to_string(plain + 4) +
-                      " with a batchnorm prologue, got " + std::to_string(call->n_in));
+                      " with a batchnorm prologue (" + std::to_string(plain + 5) +
+                      " with a join prologue), got " + std::to_string(call->n_in));
   const FrTensor& x = call->in[0];
   const BnPrologue bn =
       bn_operands(call, plain, x.ndim >= 1 ? x.dims[x.ndim - 1] : 0, "conv2d: the prologue's");
+  if (call->n_in == plain + 5) {
+    const FrTensor& r = call->in[plain + 4];
+    bool same = r.ndim == x.ndim && r.dtype == x.dtype;
+    for (uint32_t d = 0; same && d < x.ndim; ++d) same = r.dims[d] == x.dims[d];
+    FR_PLUGIN_CHECK(same, FR_ERR_INVALID_ARGUMENT,
+                    "conv2d: the join prologue's residual " + shape_str(r) + " must have x's shape " +
+                        shape_str(x) + " and dtype");
+    if (residual) *residual = r.data;
+  }
   FR_PLUGIN_CHECK(call->n_out >= 2 && numel(call->out[1]) == numel(x) && call->out[1].dtype == x.dtype,
                   FR_ERR_INVALID_ARGUMENT,
                   "conv2d: with a batchnorm prologue the second output is the applied map, of x's shape and "
                   "dtype");
   if (applied) *applied = call->out[1].data;
   return bn;
+}
+// Whether a conv2d call has the join prologue (ops.h: a fifth prologue input).
+inline bool has_conv_join_prologue(const FrCall* call) {
+  return call->n_in == conv_plain_inputs(call) + 5;
 }
 
 // conv2d_backward's operand t (named `what`) must have the shape and dtype of `like` (named `like_name`).
@@ -226,6 +243,11 @@ inline void bn_prologue_scale_shift(const BnPrologue& p, int64_t k, float* scale
 }
 inline float bn_prologue_value(float x, float scale, float shift) {
   const float v = std::fma(x, scale, shift);
+  return v > 0.0f ? v : 0.0f;
+}
+// The join prologue's value (ops.h): the residual r added to the normalized x in f32, then the relu.
+inline float bn_prologue_value(float x, float scale, float shift, float r) {
+  const float v = std::fma(x, scale, shift) + r;
   return v > 0.0f ? v : 0.0f;
 }
 

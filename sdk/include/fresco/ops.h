@@ -168,6 +168,12 @@ typedef struct FrConvParams {
  * convolves a (the padding zero). The sums output, when asked, comes third. The batchnorm itself runs in its
  * statistics-only form (below). Kernels that implement these forms declare FR_KERNEL_CONV_PROLOGUE
  * (plugin.h); the runtime refuses nodes that use them on other kernels.
+ * Join prologue (FR_KERNEL_CONV_JOIN_PROLOGUE with FR_KERNEL_CONV_PROLOGUE; CompileOptions::join_prologue):
+ * the batchnorm prologue with a fifth operand after the four, r (x's shape and dtype): the batchnorm is
+ * then one a residual join computes (batchnorm_add with its relu, below) and r the join's other branch; the
+ * kernel writes a = relu(fma(x, scale, shift) + r) (the sum in f32, rounded once to x's dtype: the values
+ * batchnorm_add would store) into its second output and convolves a. batchnorm_add then runs as a
+ * batchnorm in its statistics-only form.
  * Batchnorm gradient epilogue (the same flag; CompileOptions::grad_sums with conv_prologue): a
  * conv2d_backward call that writes dx (part 1, or part 0 with need_dx) may take five more inputs after {dy,
  * x, w}: bx, gamma, beta, save_mean, save_invstd, where x is the output of a training batchnorm with fused

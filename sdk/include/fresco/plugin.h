@@ -135,6 +135,9 @@ typedef struct FrCall {
 #define FR_KERNEL_COMPACT_GRAD (1u << 7)
 /* batchnorm_add's subsampled output (ops.h): a fourth output with y's values at its even rows and columns. */
 #define FR_KERNEL_SUBSAMPLED_OUTPUT (1u << 8)
+/* The join prologue of ops.h: conv2d's fifth prologue input, the residual join's other branch, added before
+ * the relu (the batchnorm prologue forms, FR_KERNEL_CONV_PROLOGUE, with one more operand). */
+#define FR_KERNEL_CONV_JOIN_PROLOGUE (1u << 9)
 
 typedef struct FrKernelDef {
   uint32_t struct_size;

@@ -3,7 +3,8 @@
 // its second output and gives the bits it gives on that map, before its sums when it has them; the
 // statistics-only batchnorm gives the full form's statistics; conv2d_backward's batchnorm gradient epilogue
 // gives the masking pass's masked gradient and sums; its weight gradient's batchnorm prologue gives the plain
-// weight gradient of the batchnorm's dx; malformed forms are refused. Part of test_cpu_ops.
+// weight gradient of the batchnorm's dx; the join prologue adds its residual before the relu; malformed forms
+// are refused. Part of test_cpu_ops.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -219,6 +220,43 @@ TEST(CpuConvPrologue, WeightGradientPrologueAppliesTheBatchnormsBackward) {
   no_sums.in(ymap(g)).in(ymap(y)).in(kvec(gamma)).in(kvec(mean)).in(kvec(invstd));
   no_sums.out(kvec(dg)).out(kvec(db)).params(FrBatchNormParams{1e-5f, 0.1f, 1, 0});
   EXPECT_NE(no_sums.run_error().find("weights-only"), std::string::npos) << no_sums.run_error();
+}
+
+// The join prologue (ops.h): with a fifth operand r, conv2d writes relu(fma(x, scale, shift) + r) (the sum
+// in float, computed here one operation at a time) as its applied map and gives the bits it gives on that
+// map; r of another shape or dtype is refused.
+TEST(CpuConvPrologue, JoinPrologueAddsTheResidualBeforeTheRelu) {
+  Data d(7);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+  std::vector<float> r(d.x.size()), joined(d.x.size());
+  for (float& f : r) f = u(rng);
+  for (size_t i = 0; i < d.x.size(); ++i) {
+    const size_t c = i % kC;
+    const float scale = d.gamma[c] * d.invstd[c], shift = std::fma(-d.mean[c], scale, d.beta[c]);
+    const float v = std::fma(d.x[i], scale, shift) + r[i];
+    joined[i] = v > 0.0f ? v : 0.0f;
+  }
+  const size_t zeros = static_cast<size_t>(std::count(joined.begin(), joined.end(), 0.0f));
+  ASSERT_GT(zeros, joined.size() / 10);  // the relu really cuts
+  ASSERT_LT(zeros, joined.size() - joined.size() / 10);
+  std::vector<float> y(kN * kH * kW * kK, kNaN), applied(d.x.size(), kNaN), y_plain(y.size(), kNaN);
+  OpCall fused(FR_OP_CONV2D);
+  d.prologue(fused.in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC}))).in(d.map(r));
+  fused.out(tensor(y, {kN, kH, kW, kK})).out(d.map(applied)).params(kConv);
+  ASSERT_TRUE(fused.run()) << fused.run_error();
+  EXPECT_EQ(applied, joined);
+  OpCall plain(FR_OP_CONV2D);
+  plain.in(d.map(joined))
+      .in(tensor(d.w, {kK, 3, 3, kC}))
+      .out(tensor(y_plain, {kN, kH, kW, kK}))
+      .params(kConv);
+  ASSERT_TRUE(plain.run());
+  EXPECT_EQ(y, y_plain);
+  OpCall reshaped(FR_OP_CONV2D);  // r with x's size but not its shape
+  d.prologue(reshaped.in(d.map(d.x)).in(tensor(d.w, {kK, 3, 3, kC}))).in(tensor(r, {kN, kH, kC, kW}));
+  reshaped.out(tensor(y, {kN, kH, kW, kK})).out(d.map(applied)).params(kConv);
+  EXPECT_NE(reshaped.run_error().find("residual"), std::string::npos) << reshaped.run_error();
 }
 
 TEST(CpuConvPrologue, MalformedFormsAreRefused) {

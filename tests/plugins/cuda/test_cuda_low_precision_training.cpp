@@ -1,7 +1,7 @@
-// Low-precision training on CUDA: the fused batchnorm prologue and join epilogue train like the separate
-// passes, the compact shortcut gradient like the full-size one, fp16's loss scaling skips an inf step and
-// halves the scale, and the early and the deferred update give the same bits as the update at the step's
-// end. Skipped without a GPU.
+// Low-precision training on CUDA: the fused batchnorm prologue, join prologue and join epilogue train like
+// the separate passes, the compact shortcut gradient like the full-size one, fp16's loss scaling skips an
+// inf step and halves the scale, and the early and the deferred update give the same bits as the update at
+// the step's end. Skipped without a GPU.
 #include <unistd.h>
 
 #include <cmath>
@@ -392,4 +392,50 @@ TEST(CudaLowPrecision, DeferredUpdateGivesTheSameBits) {
       }
     }
   }
+}
+
+// CompileOptions::join_prologue on the GPU gives batchnorm_add's bits: in a stage-1 network of two identity
+// blocks (64 channels, 32 wide: on compute capability 9.0 fresco's Hopper kernel adds the first block's join
+// to its windows, reading the residual from memory; elsewhere the prologue's own pass) and in the small
+// residual network (the prologue's own pass before cuDNN), in bf16 and fp16, six SGD steps with the product's
+// other defaults (the join epilogue, whose mask is the join's map the conv now writes) but the subsampled
+// shortcuts (a join applied by a conv writes no subsampled map, and the shortcut's strided form may add in
+// another order), join prologue ON against OFF: the same losses and every tensor the same bits.
+TEST(CudaLowPrecision, JoinPrologueGivesTheSameBits) {
+  FRESCO_REQUIRE_GPU();
+  const TempPath tuning("fresco_join_prologue_");  // both compiles take the same algorithms
+  const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
+  auto block = [] { return residual({conv(64, 3, 1, 1), bn(), relu(), conv(64, 3, 1, 1), bn()}); };
+  for (bool stage1 : {true, false})
+    for (DType precision : {DType::BF16, DType::F16}) {
+      std::vector<float> want_losses;
+      test::Snapshot want;
+      for (const auto mode : {CompileOptions::JoinPrologue::OFF, CompileOptions::JoinPrologue::ON}) {
+        DeepLearningTask t;
+        test::configure_small_residual(t);
+        if (stage1)
+          t.model(seq({conv(64, 3, 1, 1), bn(), relu(), block(), relu(), block(), relu(), gap(), fc(4)}))
+              .data(random_images(32, 7), random_images(16, 8));
+        t.device("cuda")
+            .precision(precision)
+            .conv_prologue(CompileOptions::ConvPrologue::ON)
+            .subsampled_shortcuts(CompileOptions::SubsampledShortcuts::OFF)
+            .join_prologue(mode);
+        t.compile();
+        int joins = 0;
+        for (const GraphNode& n : t.compiled().train->nodes(GraphId::DEEP_FWD_BWD))
+          joins += n.op == FR_OP_CONV2D && n.in.size() == 7;
+        const bool on = mode == CompileOptions::JoinPrologue::ON;
+        const std::string what = std::string(stage1 ? "stage-1 blocks " : "small residual ") +
+                                 dtype_name(precision) + (on ? " join prologue" : " batchnorm_add");
+        EXPECT_EQ(joins, on ? 1 : 0) << what;
+        const std::vector<float> losses = test::train_small_residual(t, 6);
+        const test::Snapshot state = t.snapshot();
+        if (keep_reference(!on, what, losses, state, want_losses, want)) continue;
+        EXPECT_EQ(losses, want_losses) << what;
+        ASSERT_EQ(state.size(), want.size());
+        for (size_t i = 0; i < state.size(); ++i)
+          EXPECT_EQ(state[i].second, want[i].second) << what << " " << state[i].first;
+      }
+    }
 }

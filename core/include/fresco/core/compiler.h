@@ -75,6 +75,11 @@ struct LayerDescriptor {
   bool applied_by_conv = false;
   int32_t prologue_bn = -1;
   TensorId prologue_input = kNoTensor;
+  // CompileOptions::join_prologue: on the conv, the join whose batchnorm it applies (prologue_bn is then
+  // that join's batchnorm; the join, applied_by_conv, computes only the statistics) and the join's other
+  // branch, added before the relu (prologue_residual).
+  int32_t prologue_join = -1;
+  TensorId prologue_residual = kNoTensor;
   std::array<TensorId, 4> prologue{kNoTensor, kNoTensor, kNoTensor, kNoTensor};
   // CompileOptions::conv_prologue with grad_sums at the first layer: a batchnorm whose premasked backward
   // with gradient sums writes no dx (dx_by_conv: its weights-only form) because the first conv, whose output
@@ -199,6 +204,16 @@ struct CompileOptions {
   // after the input gradient, the same work as without.
   enum class JoinEpilogue { AUTO, ON, OFF };
   JoinEpilogue join_epilogue = JoinEpilogue::AUTO;
+  // With conv_prologue: a residual join computed with its batchnorm and relu (batchnorm_add) whose output a
+  // conv reads first (the next block's, before the next join reads it as its shortcut) is applied by that
+  // conv as it reads its input (ops.h, "Join prologue": the batchnorm's input, its statistics and the join's
+  // other branch in, the join's output written beside the conv's); the join then computes only the
+  // batchnorm's statistics. One pass over three maps fewer per such join. The same values as batchnorm_add
+  // on the CUDA backend, bit for bit; the CPU's batchnorm rounds differently, as for conv_prologue. AUTO:
+  // off until a GPU has timed it (docs/decisions.md, "Join prologue"); ON: wherever the pattern occurs and
+  // conv_prologue is on for that conv.
+  enum class JoinPrologue { AUTO, ON, OFF };
+  JoinPrologue join_prologue = JoinPrologue::AUTO;
   // With overlap_weight_gradients: the input gradient of a strided 1x1 conv (padding 0, dilation 1, one
   // group: a projection shortcut) that reads a relu's output with one more layer, whose two gradient parts
   // add_relu_backward sums and masks, is written compact, at the conv's output positions only ([N, P, Q, C]:

@@ -150,6 +150,9 @@ class DeepLearningTask : public TaskBase {
   // reads it. It folds the masking passes that carry gradient sums, so it needs grad_sums: ON without them
   // is refused at compile.
   DeepLearningTask& join_epilogue(CompileOptions::JoinEpilogue mode);
+  // CompileOptions::join_prologue (default AUTO: off until timed on a GPU): a residual join's batchnorm, add
+  // and relu applied by the conv that first reads its output, as it reads its input.
+  DeepLearningTask& join_prologue(CompileOptions::JoinPrologue mode);
   // CompileOptions::compact_shortcut_grads (default AUTO: in mixed precision): a strided 1x1 projection
   // shortcut's input gradient written at its output positions only, added there by the join's masking pass.
   DeepLearningTask& compact_shortcut_grads(CompileOptions::CompactShortcutGrads mode);

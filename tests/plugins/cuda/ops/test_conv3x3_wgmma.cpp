@@ -314,31 +314,38 @@ float bn_pre_relu(const std::vector<float>& bn, int c, double x) {
 
 // The batchnorm prologue (ops.h): the forward (with its sums) on x through the prologue gives the bits it
 // gives on the applied map, computed on the host (one float fma, the relu, one rounding), and writes that
-// map when asked. Shifts are mostly positive, so a
-// window whose padding went through the prologue would differ.
-TEST_P(Conv3x3Wgmma, PrologueGivesTheBitsOfTheAppliedMap) {
-  REQUIRE_GPU();
-  if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
-  const FrDType t = GetParam();
-  std::mt19937 rng(5);
+// map when asked. Shifts are mostly positive, so a window whose padding went through the prologue would
+// differ. With `residual` (the join prologue) a random map r is added to the fma's result in float before
+// the relu (batchnorm_add's bits), halo rows included.
+void check_prologue(FrDType t, bool residual) {
+  std::mt19937 rng(residual ? 6 : 5);
   for (const Geometry& geo : {Geometry{1, 4, 132}, Geometry{5, 12, 132}, Geometry{8, 32, 2}}) {
     const sdk::ConvShape g = shape_of(geo);
     SCOPED_TRACE("n " + std::to_string(geo.n) + " h " + std::to_string(geo.h));
     const size_t nx = static_cast<size_t>(geo.n) * geo.h * kW * kC, nw = static_cast<size_t>(kC) * 9 * kC;
     const Values x = random_values(nx, 2.0f, t, rng), w = random_values(nw, 0.06f, t, rng);
+    const Values r = residual ? random_values(nx, 1.5f, t, rng) : Values{};
     const std::vector<float> bn = random_batchnorm(rng, 0.3f, 0.5f);  // gamma, beta, mean, invstd
     std::vector<uint16_t> applied(nx);
+    size_t zeros = 0;
     for (size_t i = 0; i < nx; ++i) {
-      const float v = bn_pre_relu(bn, static_cast<int>(i % kC), x.v[i]);
+      float v = bn_pre_relu(bn, static_cast<int>(i % kC), x.v[i]);
+      if (residual) v += static_cast<float>(r.v[i]);
       applied[i] = to_bits(v > 0.0f ? v : 0.0f, t);
+      zeros += !(v > 0.0f);
     }
-    DeviceBuffer dx(nx * 2), da(nx * 2), dw(nw * 2), dy(nx * 2), dbn(bn.size() * 4),
+    EXPECT_GT(zeros, nx / 20) << "the relu cuts";
+    DeviceBuffer dx(nx * 2), da(nx * 2), dw(nw * 2), dy(nx * 2), dr(nx * 2), dbn(bn.size() * 4),
         dpart(conv3x3_wgmma_partials_bytes(geo.sm_count));
     CUDA_OK(cudaMemcpy(dx.p, x.bits.data(), nx * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dw.p, w.bits.data(), nw * 2, cudaMemcpyHostToDevice));
+    if (residual) {
+      CUDA_OK(cudaMemcpy(dr.p, r.bits.data(), nx * 2, cudaMemcpyHostToDevice));
+    }
     CUDA_OK(cudaMemcpy(dbn.p, bn.data(), bn.size() * 4, cudaMemcpyHostToDevice));
     const auto* b = static_cast<const float*>(dbn.p);
     const Conv3x3Prologue pro{b, b + kC, b + 2 * kC, b + 3 * kC};
+    const void* res = residual ? dr.p : nullptr;
     auto fetch = [&](const void* p, size_t n) {
       std::vector<uint16_t> h(n);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -358,20 +365,37 @@ TEST_P(Conv3x3Wgmma, PrologueGivesTheBitsOfTheAppliedMap) {
                                                     geo.sm_count, nullptr);
     const std::vector<uint16_t> y = fetch(dy.p, nx);
     const std::vector<double> sums = fetch_parts(blocks);
-    CUDA_OK(cudaMemset(dy.p, 0xFF, nx * 2));
-    EXPECT_EQ(launch_conv3x3_wgmma_forward(g, t, dx.p, dw.p, dy.p, static_cast<double*>(dpart.p),
-                                           geo.sm_count, nullptr, kConv3x3Schedule, &pro),
-              blocks);
-    EXPECT_EQ(fetch(dy.p, nx), y) << "forward";
-    EXPECT_EQ(fetch_parts(blocks), sums) << "forward sums";
+    if (!residual) {  // (the join prologue always writes its map: the join's output)
+      CUDA_OK(cudaMemset(dy.p, 0xFF, nx * 2));
+      EXPECT_EQ(launch_conv3x3_wgmma_forward(g, t, dx.p, dw.p, dy.p, static_cast<double*>(dpart.p),
+                                             geo.sm_count, nullptr, kConv3x3Schedule, &pro),
+                blocks);
+      EXPECT_EQ(fetch(dy.p, nx), y) << "forward";
+      EXPECT_EQ(fetch_parts(blocks), sums) << "forward sums";
+    }
     // and writing the applied map (poisoned first: every element must be written)
     CUDA_OK(cudaMemset(dy.p, 0xFF, nx * 2));
     CUDA_OK(cudaMemset(da.p, 0xFF, nx * 2));
-    launch_conv3x3_wgmma_forward(g, t, dx.p, dw.p, dy.p, static_cast<double*>(dpart.p), geo.sm_count, nullptr,
-                                 kConv3x3Schedule, &pro, da.p);
+    EXPECT_EQ(launch_conv3x3_wgmma_forward(g, t, dx.p, dw.p, dy.p, static_cast<double*>(dpart.p),
+                                           geo.sm_count, nullptr, kConv3x3Schedule, &pro, da.p, res),
+              blocks);
     EXPECT_EQ(fetch(dy.p, nx), y) << "forward writing the applied map";
+    EXPECT_EQ(fetch_parts(blocks), sums) << "forward sums writing the applied map";
     EXPECT_EQ(fetch(da.p, nx), applied) << "the applied map";
   }
+}
+
+TEST_P(Conv3x3Wgmma, PrologueGivesTheBitsOfTheAppliedMap) {
+  REQUIRE_GPU();
+  if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
+  check_prologue(GetParam(), false);
+}
+
+// The join prologue (ops.h): the same with the join's other branch added before the relu.
+TEST_P(Conv3x3Wgmma, JoinPrologueGivesTheBitsOfTheJoinsMap) {
+  REQUIRE_GPU();
+  if (!conv3x3_wgmma_available(0)) GTEST_SKIP() << "not a compute capability 9.0 device: skipped";
+  check_prologue(GetParam(), true);
 }
 
 // The input gradient's batchnorm epilogue (ops.h, conv2d_backward's gradient sums): dx masked by the
