@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <memory>
 #include <string>
 
 #include "fresco/core/error.h"
@@ -35,6 +36,28 @@ inline void expect_refused(SimpleTask& t, const std::string& what, std::initiali
     const std::string m = e.what();
     for (const char* name : names) EXPECT_NE(m.find(name), std::string::npos) << m;
   }
+}
+
+// A conv2d node (f16, 2 x 4 x 4 x 8 maps, 3x3) with the batchnorm prologue's four operands and, with
+// `residual`, the join prologue's fifth, on a fresh CPU task whose compile must refuse it naming `names`.
+inline void expect_prologue_conv_refused(bool residual, const std::string& what,
+                                         std::initializer_list<const char*> names) {
+  auto t = std::make_unique<SimpleTask>("cpu");
+  auto map = [&](const char* name) { return t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 8}, name); };
+  const TensorId x = map("x"), y = map("y"), a = map("applied"), r = map("residual");
+  const TensorId w = t->tensor(Region::T_TEMP, DType::F16, Shape{8, 3, 3, 8}, "w");
+  GraphNode n;
+  n.op = FR_OP_CONV2D;
+  n.label = "conv";
+  n.in = {x, w};
+  for (const char* name : {"gamma", "beta", "mean", "invstd"})
+    n.in.push_back(t->tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 8}, name));
+  if (residual) n.in.push_back(r);
+  n.out = {y, a};
+  n.with_params(FrConvParams{3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
+  t->lock_memory();
+  t->add(GraphId::DEEP_FWD_BWD, n);
+  expect_refused(*t, what, names);
 }
 
 }  // namespace fresco::test

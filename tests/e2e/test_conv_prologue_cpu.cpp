@@ -91,23 +91,8 @@ TEST(ConvPrologueCpu, ItsConvWritesTheBatchnormsGradientSumsAndTrainsTheSame) {
 // them, never handed operands it would ignore.
 TEST(ConvPrologueCpu, AKernelWithoutThePrologueFormsIsRefusedForThem) {
   ASSERT_TRUE(test::load_legacy_conv());
-  auto t = std::make_unique<SimpleTask>("cpu");
-  const TensorId x = t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 8}, "x");
-  const TensorId w = t->tensor(Region::T_TEMP, DType::F16, Shape{8, 3, 3, 8}, "w");
-  const TensorId y = t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 8}, "y");
-  const TensorId a = t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 8}, "applied");
-  std::vector<TensorId> bn;
-  for (const char* name : {"gamma", "beta", "mean", "invstd"})
-    bn.push_back(t->tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 8}, name));
-  t->lock_memory();
-  GraphNode n;
-  n.op = FR_OP_CONV2D;
-  n.label = "conv";
-  n.in = {x, w, bn[0], bn[1], bn[2], bn[3]};
-  n.out = {y, a};
-  n.with_params(FrConvParams{3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
-  t->add(GraphId::DEEP_FWD_BWD, n);
-  test::expect_refused(*t, "a conv2d node with a prologue", {"FR_KERNEL_CONV_PROLOGUE", "conv_prologue"});
+  test::expect_prologue_conv_refused(false, "a conv2d node with a prologue",
+                                     {"FR_KERNEL_CONV_PROLOGUE", "conv_prologue"});
 }
 
 // The weight gradient's batchnorm prologue and batchnorm_backward's weights-only form (ops.h) are refused on

@@ -85,21 +85,6 @@ TEST(JoinPrologueCpu, ItsMapMasksTheJoinEpilogueAndTrainsTheSame) {
 // uses it, never handed a residual it would ignore.
 TEST(JoinPrologueCpu, AKernelWithoutTheJoinPrologueIsRefusedForIt) {
   ASSERT_TRUE(test::load_legacy_conv());
-  auto t = std::make_unique<SimpleTask>("cpu");
-  auto map = [&](const char* name) { return t->tensor(Region::T_TEMP, DType::F16, Shape{2, 4, 4, 8}, name); };
-  const TensorId x = map("x"), y = map("y"), a = map("applied"), r = map("residual");
-  const TensorId w = t->tensor(Region::T_TEMP, DType::F16, Shape{8, 3, 3, 8}, "w");
-  std::vector<TensorId> bn;
-  for (const char* name : {"gamma", "beta", "mean", "invstd"})
-    bn.push_back(t->tensor(Region::T_TEMP, DType::F32, Shape{1, 1, 1, 8}, name));
-  t->lock_memory();
-  GraphNode n;
-  n.op = FR_OP_CONV2D;
-  n.label = "conv";
-  n.in = {x, w, bn[0], bn[1], bn[2], bn[3], r};
-  n.out = {y, a};
-  n.with_params(FrConvParams{3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
-  t->add(GraphId::DEEP_FWD_BWD, n);
-  test::expect_refused(*t, "a conv2d node with a join prologue",
-                       {"FR_KERNEL_CONV_JOIN_PROLOGUE", "join_prologue"});
+  test::expect_prologue_conv_refused(true, "a conv2d node with a join prologue",
+                                     {"FR_KERNEL_CONV_JOIN_PROLOGUE", "join_prologue"});
 }
