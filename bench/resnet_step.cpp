@@ -16,7 +16,7 @@
 //                          [--fork-shortcuts 0|1] [--join-epilogue auto|on|off] [--fused-weight-cast 1|0]
 //                          [--deferred-update auto|on|off] [--compact-shortcut auto|on|off]
 //                          [--subsampled-shortcut auto|on|off] [--speculative-update auto|on|off]
-//                          [--join-prologue auto|on|off]
+//                          [--join-prologue auto|on|off] [--speculative-backups update|copies]
 // --fuse-joins 0 keeps a batchnorm read only by a residual join as its own node (CompileOptions::fuse_joins).
 // --conv-stats sets CompileOptions::conv_stats (batchnorm statistics from sums its conv writes).
 // --grad-sums sets CompileOptions::grad_sums (batchnorm gradient sums from the masking pass before it).
@@ -28,7 +28,8 @@
 // at its output positions only). --subsampled-shortcut sets CompileOptions::subsampled_shortcuts (a stride-2
 // shortcut reads its join's even rows and columns at stride 1).
 // --speculative-update sets CompileOptions::speculative_update (fp16: the conv weights updated during the
-// backward, restored from backups on a skipped step).
+// backward, restored from backups on a skipped step); --speculative-backups how it keeps them
+// (CompileOptions::speculative_backups: written by the update kernels, or by copy nodes before them).
 // --join-prologue sets CompileOptions::join_prologue (a residual join applied by the conv that first reads
 // it; the JSON's join_prologues counts them).
 // --fused-weight-cast 0 casts W -> A after the updates instead of in them
@@ -123,7 +124,8 @@ int main(int argc, char** argv) {
                           {"grads16-update", "auto"},
                           {"deferred-update", "auto"},
                           {"speculative-update", "auto"},
-                          {"join-prologue", "auto"}});
+                          {"join-prologue", "auto"},
+                          {"speculative-backups", "update"}});
   const std::string device = args.str("device"), model = args.str("model"), stem_name = args.str("stem"),
                     prec = args.str("precision");
   const int64_t batch = args.integer("batch"), side = args.integer("image");
@@ -175,6 +177,13 @@ int main(int argc, char** argv) {
         .speculative_update(parse_mode<CompileOptions::SpeculativeUpdate>(args.str("speculative-update"),
                                                                           "speculative-update"))
         .join_prologue(parse_mode<CompileOptions::JoinPrologue>(args.str("join-prologue"), "join-prologue"));
+    const std::string backups = args.str("speculative-backups");
+    if (backups != "update" && backups != "copies")
+      throw fresco::Error(
+          fresco::ErrorCode::kBadConfig,
+          "bench_resnet_step: --speculative-backups must be update or copies, got " + backups);
+    task.speculative_backups(backups == "update" ? CompileOptions::SpeculativeBackups::IN_UPDATE
+                                                 : CompileOptions::SpeculativeBackups::COPIES);
     const auto early = parse_mode<CompileOptions::EarlyUpdate>(args.str("early-update"), "early-update");
     if (early != CompileOptions::EarlyUpdate::AUTO)
       task.early_update(early == CompileOptions::EarlyUpdate::ON);
@@ -199,7 +208,8 @@ int main(int argc, char** argv) {
         "\"join_lag\":%lld,\"early_update\":\"%s\",\"early_parts\":%d,\"conv_prologue\":\"%s\","
         "\"fork_shortcuts\":%d,\"join_epilogue\":\"%s\",\"fused_weight_cast\":%d,\"deferred_update\":%d,"
         "\"grads16_update\":%d,\"compact_shortcut\":\"%s\",\"subsampled_shortcut\":\"%s\","
-        "\"speculative_update\":%d,\"speculative_layer\":%d,\"join_prologues\":%d}"
+        "\"speculative_update\":%d,\"speculative_layer\":%d,\"speculative_backups\":\"%s\","
+        "\"join_prologues\":%d}"
         "\n",
         model.c_str(), stem_name.c_str(), task.device_name().c_str(), static_cast<long long>(batch),
         static_cast<long long>(side), prec.c_str(), ms, 1000.0 * static_cast<double>(batch) / ms,
@@ -212,7 +222,8 @@ int main(int argc, char** argv) {
         args.str("join-epilogue").c_str(), task.compiled().options.fused_weight_cast ? 1 : 0,
         task.compiled().update_deferred() ? 1 : 0, task.compiled().updates_read_grads16() ? 1 : 0,
         args.str("compact-shortcut").c_str(), args.str("subsampled-shortcut").c_str(),
-        task.compiled().speculative ? 1 : 0, task.compiled().speculative_layer, join_prologues);
+        task.compiled().speculative ? 1 : 0, task.compiled().speculative_layer, backups.c_str(),
+        join_prologues);
     const int64_t profile = args.integer("profile");
     if (profile) {
       std::map<std::string, std::pair<double, int>> per_op;  // op -> (us, calls)

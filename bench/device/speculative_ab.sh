@@ -3,9 +3,11 @@
 # scripts/stage-device-run.sh, carry .devrun/stage, .devrun/fashion-mnist and .devrun/pytorch_baseline.py, run
 # `bash bench/device/speculative_ab.sh`. The whole test_cuda (the thirty-fourth session's last refactor,
 # 3fd288a, and the speculative update's CUDA side were never run on a GPU), fresco-plugin-check on the CUDA
-# plugin, ResNet-18 b512 fp16 with --speculative-update on against off and bf16 in three interleaved rounds,
-# CUPTI timelines of both fp16 forms, then PyTorch's eager and whole-step graph on the same card. Writes
-# fresco.json, log.txt, traces/ and pytorch_rn18.json under $OUT.
+# plugin, ResNet-18 b512 fp16 with --speculative-update on (its backups written by the updates, the default,
+# and by copy nodes: the thirty-sixth session's --speculative-backups) against off and bf16 in three
+# interleaved rounds, CUPTI timelines of fp16 on (in the updates) and off, then PyTorch's eager and
+# whole-step graph on the same card. Writes fresco.json, log.txt, traces/ and pytorch_rn18.json under $OUT.
+# The next call: bench/device/join_prologue_ab.sh.
 source bench/device/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 S=$SECONDS
@@ -16,13 +18,14 @@ L=$OUT/log.txt
 run() { timeout 60 $B/bench_resnet_step "$@" 2>>$L | grep resnet_step >> $OUT/fresco.json; }
 for r in 1 2 3; do
   run --model resnet18 --batch 512 --precision fp16 --speculative-update on
+  run --model resnet18 --batch 512 --precision fp16 --speculative-update on --speculative-backups copies
   run --model resnet18 --batch 512 --precision fp16 --speculative-update off
   run --model resnet18 --batch 512 --precision bf16
 done
 python3 -c "
 import json
 for l in open('$OUT/fresco.json'):
-  j=json.loads(l); print(j['dtype'], 'speculative', j['speculative_update'], j['speculative_layer'], j['ms_step'], 'ms', j['device_mib'], 'MiB')"
+  j=json.loads(l); print(j['dtype'], 'speculative', j['speculative_update'], j['speculative_backups'], j['speculative_layer'], j['ms_step'], 'ms', j['device_mib'], 'MiB')"
 echo "fresco done at ${SECONDS}s"
 T=$OUT/traces; mkdir -p $T
 for m in on off; do

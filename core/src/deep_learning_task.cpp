@@ -68,6 +68,8 @@ FRESCO_SETTER(fused_weight_cast(bool on), options_.fused_weight_cast = on)
 FRESCO_SETTER(update_from_grads16(CompileOptions::Grads16Update mode), options_.update_from_grads16 = mode)
 FRESCO_SETTER(deferred_update(CompileOptions::DeferredUpdate mode), options_.deferred_update = mode)
 FRESCO_SETTER(speculative_update(CompileOptions::SpeculativeUpdate mode), options_.speculative_update = mode)
+FRESCO_SETTER(speculative_backups(CompileOptions::SpeculativeBackups mode),
+              options_.speculative_backups = mode)
 FRESCO_SETTER(freeze_first_layer(bool on), options_.freeze_first_layer = on)
 FRESCO_SETTER(ema(double decay, int32_t every), (options_.ema_decay = decay, options_.ema_every = every))
 FRESCO_SETTER(fuse_joins(bool on), options_.fuse_joins = on)

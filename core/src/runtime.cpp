@@ -115,11 +115,31 @@ bool uses_subsampled_output(const GraphNode& n) {
   return n.op == FR_OP_BATCHNORM_ADD && n.out.size() > 3;
 }
 
+// How many trailing range outputs of an optimizer update are its backups (ops.h; CompileOptions::
+// speculative_update's in-update backups: params.backups), which its kernel must declare
+// (FR_KERNEL_UPDATE_BACKUPS): one per f32 range output before them.
+size_t update_backups(const GraphNode& n) {
+  int32_t on = 0;
+  if (n.op == FR_OP_SGD_UPDATE) {
+    const auto p = n.params_as<FrSgdParams>();
+    on = p ? p->backups : 0;
+  } else if (n.op == FR_OP_ADAM_UPDATE) {
+    const auto p = n.params_as<FrAdamParams>();
+    on = p ? p->backups : 0;
+  }
+  if (!on) return 0;
+  size_t f32 = 0;
+  while (f32 < n.rout.size() && n.rout[f32].dtype == DType::F32) ++f32;
+  return f32;
+}
+
 // Whether an optimizer update writes the weight copy of ops.h (CompileOptions::fused_weight_cast: its last
-// range output 16-bit), which its kernel must declare (FR_KERNEL_WEIGHT_COPY).
+// range output before any backups 16-bit), which its kernel must declare (FR_KERNEL_WEIGHT_COPY).
 bool uses_weight_copy(const GraphNode& n) {
-  return (n.op == FR_OP_SGD_UPDATE || n.op == FR_OP_ADAM_UPDATE) && n.rout.size() > 1 &&
-         (n.rout.back().dtype == DType::F16 || n.rout.back().dtype == DType::BF16);
+  const size_t tail = update_backups(n);
+  if ((n.op != FR_OP_SGD_UPDATE && n.op != FR_OP_ADAM_UPDATE) || n.rout.size() <= 1 + tail) return false;
+  const DType last = n.rout[n.rout.size() - 1 - tail].dtype;
+  return last == DType::F16 || last == DType::BF16;
 }
 
 // Whether an optimizer update reads 16-bit gradients (ops.h; CompileOptions::update_from_grads16: its first
@@ -295,6 +315,8 @@ ResolvedCall Runtime::resolve(const GraphNode& node, const MemoryPlan& plan) {
       "(FR_KERNEL_STEP_MOMENTUM) set the scheduler's cycle_momentum to false");
   require_form(uses_weight_copy(node), FR_KERNEL_WEIGHT_COPY, "weight copy",
                "(FR_KERNEL_WEIGHT_COPY) compile with CompileOptions::fused_weight_cast = false");
+  require_form(update_backups(node) > 0, FR_KERNEL_UPDATE_BACKUPS, "backups",
+               "(FR_KERNEL_UPDATE_BACKUPS) compile with CompileOptions::speculative_backups = COPIES");
   require_form(uses_half_grads(node), FR_KERNEL_HALF_GRADS, "16-bit gradients",
                "(FR_KERNEL_HALF_GRADS) compile with CompileOptions::update_from_grads16 = OFF");
   require_form(uses_sums_operands(node), FR_KERNEL_SUMS_OPERANDS, "per-channel sums operands",

@@ -93,6 +93,7 @@ constexpr uint32_t kHalfGrads = FR_KERNEL_HALF_GRADS;
 constexpr uint32_t kCompact = FR_KERNEL_COMPACT_GRAD;
 constexpr uint32_t kSubsample = FR_KERNEL_SUBSAMPLED_OUTPUT;
 constexpr uint32_t kJoinPrologue = FR_KERNEL_CONV_JOIN_PROLOGUE;
+constexpr uint32_t kBackups = FR_KERNEL_UPDATE_BACKUPS;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run, fc_destroy),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run, fc_backward_destroy),
@@ -141,10 +142,10 @@ const FrKernelDef kKernels[] = {
     FR_K(FR_RANGE, FR_OP_ACCUMULATE_METRICS, kAny, nullptr, accumulate_metrics_run, nullptr),
     FR_K(FR_RANGE, FR_OP_LR_SCHEDULE, kAny, nullptr, lr_schedule_run, nullptr),
     FR_K(FR_RANGE, FR_OP_STEP_DONE, kAny, nullptr, step_done_run, nullptr),
-    FR_KF(FR_RANGE, FR_OP_SGD_UPDATE, kF32, kStepMomentum | kWeightCopy | kHalfGrads, nullptr, sgd_update_run,
-          nullptr),
+    FR_KF(FR_RANGE, FR_OP_SGD_UPDATE, kF32, kStepMomentum | kWeightCopy | kHalfGrads | kBackups, nullptr,
+          sgd_update_run, nullptr),
     FR_K(FR_RANGE, FR_OP_EMA_UPDATE, kF32, nullptr, ema_update_run, nullptr),
-    FR_KF(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, kStepMomentum | kWeightCopy | kHalfGrads, nullptr,
+    FR_KF(FR_RANGE, FR_OP_ADAM_UPDATE, kF32, kStepMomentum | kWeightCopy | kHalfGrads | kBackups, nullptr,
           adam_update_run, nullptr),
     FR_KF(FR_RANGE, FR_OP_LARS_UPDATE, kF32, kStepMomentum, lars_update_prepare, lars_update_run, nullptr),
     FR_K(FR_COMPUTE, FR_OP_CAST, kFloats, nullptr, cast_run, nullptr),

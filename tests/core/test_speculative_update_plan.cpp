@@ -20,13 +20,21 @@ using namespace fresco;
 
 namespace {
 using SU = CompileOptions::SpeculativeUpdate;
+using SB = CompileOptions::SpeculativeBackups;
 
-CompiledModel compile_resnet18(SU mode, DType precision = DType::F16, int parts = 5) {
+CompiledModel compile_resnet18(SU mode, DType precision = DType::F16, int parts = 5,
+                               SB backups = SB::IN_UPDATE) {
   CompileOptions o = test::rgb_compile_options(32, 512);
   o.precision = precision;
   o.speculative_update = mode;
   o.early_update_parts = parts;
+  o.speculative_backups = backups;
   return Compiler().compile(models::resnet18(10, models::Stem::CIFAR), o);
+}
+
+// The op that writes the backups: the update itself, or the copy nodes before it.
+const char* backup_writer(SB backups) {
+  return backups == SB::IN_UPDATE ? FR_OP_SGD_UPDATE : FR_OP_COPY;
 }
 
 bool same_range(const RangeRef& a, const RangeRef& b) {
@@ -35,8 +43,11 @@ bool same_range(const RangeRef& a, const RangeRef& b) {
 }
 }  // namespace
 
-TEST(SpeculativeUpdatePlan, Fp16UpdatesEarlyWithBackupsAndRestoresThemLate) {
-  const CompiledModel m = compile_resnet18(SU::ON);
+class SpeculativeBackupsPlan : public testing::TestWithParam<SB> {};
+
+TEST_P(SpeculativeBackupsPlan, Fp16UpdatesEarlyWithBackupsAndRestoresThemLate) {
+  const SB form = GetParam();
+  const CompiledModel m = compile_resnet18(SU::ON, DType::F16, 5, form);
   const CompiledModel off = compile_resnet18(SU::OFF);
   ASSERT_TRUE(m.speculative);
   EXPECT_FALSE(off.speculative);
@@ -53,31 +64,51 @@ TEST(SpeculativeUpdatePlan, Fp16UpdatesEarlyWithBackupsAndRestoresThemLate) {
     EXPECT_EQ(p.tensor(b.tensor).live_end, 2 * static_cast<int>(m.arch.layers.size()) + 3);  // the step's end
     EXPECT_TRUE(backups.insert(b.tensor).second);
   }
-  // DEEP_FWD_BWD: every update there writes only deep conv weights and buffers (and their A copies), after a
-  // copy of each f32 range it writes into a backup
+  // DEEP_FWD_BWD: every update there writes only deep conv weights and buffers (and their A copies), keeping
+  // each f32 range it writes in a backup: its own trailing outputs (IN_UPDATE), or a copy node before it
   std::vector<std::pair<RangeRef, RangeRef>> kept;  // (backup, range)
   const auto& nodes = m.train->nodes(GraphId::DEEP_FWD_BWD);
   int updates = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i].op != FR_OP_SGD_UPDATE) continue;
     ++updates;
-    EXPECT_TRUE(nodes[i].side_stream) << nodes[i].label;
+    const GraphNode& u = nodes[i];
+    EXPECT_TRUE(u.side_stream) << u.label;
+    const auto sp = u.params_as<FrSgdParams>();
+    ASSERT_TRUE(sp.has_value());
+    EXPECT_EQ(sp->backups, form == SB::IN_UPDATE ? 1 : 0) << u.label;
+    size_t f32 = 0;
+    while (f32 < u.rout.size() && u.rout[f32].dtype == DType::F32) ++f32;
+    EXPECT_EQ(f32, 2u) << u.label << ": weights and momentum";
+    if (form == SB::IN_UPDATE) {
+      ASSERT_EQ(u.rout.size(), 2 * f32 + 1) << u.label << ": then the copy and backups";
+    }
     size_t k = i;
-    for (const RangeRef& r : nodes[i].rout) {
-      if (r.dtype != DType::F32) continue;
-      const RegionSpan b = range_bytes(r, p, nodes[i].label);
+    for (size_t j = 0; j < f32; ++j) {
+      const RangeRef& r = u.rout[j];
+      const RegionSpan b = range_bytes(r, p, u.label);
       auto within = [&](const RegionSpan& in) {
         return b.offset >= in.offset && b.offset + b.bytes <= in.offset + in.bytes;
       };
-      EXPECT_TRUE(within(deep) || within(deep_m)) << nodes[i].label;
-      ASSERT_GT(k, 0u);
-      const GraphNode& copy = nodes[--k];
-      ASSERT_EQ(copy.op, FR_OP_COPY) << nodes[i].label;
-      EXPECT_TRUE(std::any_of(nodes[i].rout.begin(), nodes[i].rout.end(),
-                              [&](const RangeRef& o) { return same_range(o, copy.rin[0]); }));
-      EXPECT_TRUE(backups.count(copy.rout[0].tensor)) << copy.label;
-      EXPECT_EQ(p.tensor(copy.rout[0].tensor).slot_bytes >= b.bytes, true);
-      kept.push_back({copy.rout[0], copy.rin[0]});
+      EXPECT_TRUE(within(deep) || within(deep_m)) << u.label;
+      RangeRef keep, kept_range = r;
+      if (form == SB::IN_UPDATE) {
+        keep = u.rout[f32 + 1 + j];
+        EXPECT_TRUE(keep.kind == RangeRef::Kind::TENSOR && keep.values_only) << u.label;
+      } else {
+        ASSERT_GT(k, 0u);
+        const GraphNode& copy = nodes[--k];
+        ASSERT_EQ(copy.op, FR_OP_COPY) << u.label;
+        EXPECT_TRUE(std::any_of(u.rout.begin(), u.rout.end(),
+                                [&](const RangeRef& o) { return same_range(o, copy.rin[0]); }));
+        keep = copy.rout[0], kept_range = copy.rin[0];
+      }
+      EXPECT_TRUE(backups.count(keep.tensor)) << u.label;
+      EXPECT_EQ(p.tensor(keep.tensor).slot_bytes >= b.bytes, true);
+      kept.push_back({keep, kept_range});
+    }
+    if (form == SB::IN_UPDATE) {  // no copy nodes
+      EXPECT_TRUE(i == 0 || nodes[i - 1].op != FR_OP_COPY) << u.label;
     }
   }
   EXPECT_EQ(updates, 5);  // four parts and the rest of the deep conv weights
@@ -131,6 +162,7 @@ namespace {
 // Each backup lives from the backward time of the layer its part waits for, and its copy comes after that
 // layer's weight gradient (the nodes before it touch only what lives until then).
 void expect_placed_after_their_layers(const CompiledModel& m) {
+  const char* writer = backup_writer(m.options.speculative_backups);
   const int L = static_cast<int>(m.arch.layers.size());
   for (const auto& b : m.speculative_backups) {
     if (b.layer < 0) continue;
@@ -150,7 +182,7 @@ void expect_placed_after_their_layers(const CompiledModel& m) {
     return int64_t{-1};
   };
   for (const auto& b : m.speculative_backups) {
-    const int64_t copy = writer_of(b.tensor, FR_OP_COPY);
+    const int64_t copy = writer_of(b.tensor, writer);
     ASSERT_GE(copy, 0);
     if (b.layer < 0) continue;
     const int32_t waits_for = std::min(b.layer, m.speculative_layer);
@@ -162,14 +194,15 @@ void expect_placed_after_their_layers(const CompiledModel& m) {
 }
 }  // namespace
 
-TEST(SpeculativeUpdatePlan, PartsWaitForTheLayerWhereTheBackupsFit) {
-  const CompiledModel m = compile_resnet18(SU::ON);
+TEST_P(SpeculativeBackupsPlan, PartsWaitForTheLayerWhereTheBackupsFit) {
+  const CompiledModel m = compile_resnet18(SU::ON, DType::F16, 5, GetParam());
   expect_placed_after_their_layers(m);
   // ResNet-50 (ImageNet stem, 224 x 224, batch 256) too, its plan no larger than without (at 64 x 64 and
   // batch 32 the maps are too small to hold its backups: ON then takes the smallest plan)
   CompileOptions o = test::rgb_compile_options(224, 256);
   o.precision = DType::F16;
   o.speculative_update = SU::ON;
+  o.speculative_backups = GetParam();
   const CompiledModel r50 = Compiler().compile(models::resnet50(10, models::Stem::IMAGENET), o);
   o.speculative_update = SU::OFF;
   const CompiledModel r50_off = Compiler().compile(models::resnet50(10, models::Stem::IMAGENET), o);
@@ -250,3 +283,8 @@ TEST(SpeculativeUpdatePlan, ProgressiveResolutionPlansTheSameBackups) {
   }
   EXPECT_GE(plans, 4);
 }
+
+INSTANTIATE_TEST_SUITE_P(Forms, SpeculativeBackupsPlan, testing::Values(SB::IN_UPDATE, SB::COPIES),
+                         [](const testing::TestParamInfo<SB>& i) {
+                           return std::string(i.param == SB::IN_UPDATE ? "InUpdate" : "Copies");
+                         });

@@ -393,6 +393,15 @@ std::vector<std::pair<std::string, OpCase>> make_variant_cases(const std::string
       optimizer_case(op, rng, g, s, 0.9f, 0.9, &c);
       cases.emplace_back("16-bit gradients", std::move(c));
     }
+    {  // the backups: the f32 ranges as they were before the step
+      const auto g = random(rng, 4096 + 17);
+      const FrStepScalars s = scalars(3);
+      OpCase c;
+      c.requires_flags = FR_KERNEL_UPDATE_BACKUPS;
+      c.rin = {f32(g, {1, 1, 1, static_cast<int64_t>(g.size())}), pod(s)};
+      optimizer_case(op, rng, widen(g), s, 0.9f, 0.9, &c, true);
+      cases.emplace_back("backups", std::move(c));
+    }
   }
   if (op == FR_OP_CHECK_GRADS) {  // f32 gradients: finite ones leave the step, and the loss scale counts
     for (bool overflow : {false, true}) {

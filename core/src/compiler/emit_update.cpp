@@ -175,11 +175,14 @@ struct RestoreGroup {
   std::optional<RangeRef> copy;
 };
 
-// The early updates `updates` (speculative: each after copies of the f32 ranges it writes into their
-// backups, CompiledModel::speculative_backups, recorded in `groups` for the restore); as they are otherwise.
+// The early updates `updates` (speculative: each keeping the f32 ranges it writes in their backups,
+// CompiledModel::speculative_backups, recorded in `groups` for the restore: as the update's own trailing
+// outputs, ops.h's backups, or by copy nodes before it, CompileOptions::speculative_backups); as they are
+// otherwise.
 std::vector<GraphNode> with_backups(const CompiledModel& m, std::vector<GraphNode> updates,
                                     std::vector<RestoreGroup>& groups) {
   if (!m.speculative) return updates;
+  const bool in_update = m.options.speculative_backups == CompileOptions::SpeculativeBackups::IN_UPDATE;
   std::vector<GraphNode> out;
   for (GraphNode& n : updates) {
     RestoreGroup rg;
@@ -196,9 +199,25 @@ std::vector<GraphNode> with_backups(const CompiledModel& m, std::vector<GraphNod
       FRESCO_CHECK(it != all.end() && it->tensor != kNoTensor, ErrorCode::kInternal,
                    n.label + ": a speculative update's range has no backup planned");
       const RangeRef keep = RangeRef::values_of(it->tensor, DType::F16);
-      out.push_back(range_node(FR_OP_COPY, {r}, {keep}, "backup for " + n.label));
+      if (!in_update) out.push_back(range_node(FR_OP_COPY, {r}, {keep}, "backup for " + n.label));
       rg.src.push_back(keep);
       rg.dst.push_back(r);
+    }
+    if (in_update) {  // the update's trailing outputs (ops.h, sgd_update's backups)
+      n.rout.insert(n.rout.end(), rg.src.begin(), rg.src.end());
+      if (n.op == FR_OP_SGD_UPDATE) {
+        auto p = n.params_as<FrSgdParams>();
+        FRESCO_CHECK(p.has_value(), ErrorCode::kInternal, n.label + ": an sgd_update without its params");
+        p->backups = 1;
+        n.with_params(*p);
+      } else {
+        auto p = n.params_as<FrAdamParams>();
+        FRESCO_CHECK(n.op == FR_OP_ADAM_UPDATE && p.has_value(), ErrorCode::kInternal,
+                     n.label + ": a speculative update that is neither sgd_update nor adam_update");
+        p->backups = 1;
+        n.with_params(*p);
+      }
+      n.label += " keeping backups";
     }
     groups.push_back(std::move(rg));
     out.push_back(std::move(n));

@@ -2,7 +2,8 @@
 // decay), bias correction with t = updates + 1: w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps); beta1 the step's
 // entry of a per-step table when the node has one (ops.h). With the weight copy (ops.h,
 // FR_KERNEL_WEIGHT_COPY) also writes w rounded to the copy's 16-bit type, skipped step or not. g may be f16
-// or bf16, unscaled as read (ops.h, FR_KERNEL_HALF_GRADS). Tests: test_optimizers.cpp, test_grads16.cpp.
+// or bf16, unscaled as read (ops.h, FR_KERNEL_HALF_GRADS). With backups (ops.h, FR_KERNEL_UPDATE_BACKUPS)
+// w, m and v are first copied into them. Tests: test_optimizers.cpp, test_grads16.cpp.
 #include "cpu_common.h"
 #include "fresco/update_rules.h"
 #include "ops/float_convert.h"
@@ -21,7 +22,10 @@ FR_CPU_KERNEL_RUN(adam_update) {
     const FrRange& gr = sdk::update_grads(call, n, "adam_update");
     FR_PLUGIN_CHECK(sdk::count<float>(call->rout[1]) == n && sdk::count<float>(call->rout[2]) == n,
                     FR_ERR_INVALID_ARGUMENT, "adam_update: w/m/v ranges differ in size");
-    const FrRange* copy = sdk::weight_copy(call, 3, n, "adam_update");
+    void* backup[3];
+    const uint32_t tail = sdk::update_backups(call, p.backups, 3, backup, "adam_update");
+    const FrRange* copy = sdk::weight_copy(call, 3, n, "adam_update", tail);
+    keep_backups(call, backup, 3);
     float* w = sdk::data<float>(call->rout[0]);
     if (s->skip_step) {
       if (copy) write_weight_copy(w, *copy, static_cast<int64_t>(n));

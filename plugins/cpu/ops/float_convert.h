@@ -57,6 +57,13 @@ inline void write_weight_copy(const float* w, const FrRange& copy, int64_t n) {
   for (int64_t i = 0; i < n; ++i) store_float(copy.data, copy.dtype, i, w[i]);
 }
 
+// An optimizer update's backups (ops.h, FR_KERNEL_UPDATE_BACKUPS; sdk::update_backups): rout[i]'s bytes as
+// they are into backup[i] (null: none), before the update writes them.
+inline void keep_backups(const FrCall* call, void* const* backup, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i)
+    if (backup[i]) std::memcpy(backup[i], call->rout[i].data, call->rout[i].bytes);
+}
+
 // Runs f(grad), grad(i) an optimizer update's gradient i (ops.h): g[i] of an f32 range, or for 16-bit
 // gradients (FR_KERNEL_HALF_GRADS) float(g[i]) * (1 / loss_scale), the products unscale_grads stores.
 template <class F>

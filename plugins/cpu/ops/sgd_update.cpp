@@ -2,7 +2,8 @@
 // g = nesterov ? g + momentum*buf : buf; w -= lr*g, the momentum the step's entry of a per-step table when
 // the node has one (ops.h). Skips the update when skip_step is set. With the weight copy (ops.h,
 // FR_KERNEL_WEIGHT_COPY) also writes w rounded to the copy's 16-bit type, skipped step or not. g may be f16
-// or bf16, unscaled as read (ops.h, FR_KERNEL_HALF_GRADS). Tests: test_optimizers.cpp, test_grads16.cpp.
+// or bf16, unscaled as read (ops.h, FR_KERNEL_HALF_GRADS). With backups (ops.h, FR_KERNEL_UPDATE_BACKUPS)
+// w and the buffer are first copied into them. Tests: test_optimizers.cpp, test_grads16.cpp.
 #include "cpu_common.h"
 #include "fresco/update_rules.h"
 #include "ops/float_convert.h"
@@ -22,7 +23,11 @@ FR_CPU_KERNEL_RUN(sgd_update) {
     const bool has_buf = p.momentum != 0.0f;
     FR_PLUGIN_CHECK(!has_buf || (call->n_rout >= 2 && sdk::count<float>(call->rout[1]) == n),
                     FR_ERR_INVALID_ARGUMENT, "sgd_update: momentum buffer missing or of another size");
-    const FrRange* copy = sdk::weight_copy(call, has_buf ? 2 : 1, n, "sgd_update");
+    const uint32_t kept = has_buf ? 2 : 1;  // the f32 ranges it writes
+    void* backup[2];
+    const uint32_t tail = sdk::update_backups(call, p.backups, kept, backup, "sgd_update");
+    const FrRange* copy = sdk::weight_copy(call, kept, n, "sgd_update", tail);
+    keep_backups(call, backup, kept);
     float* w = sdk::data<float>(call->rout[0]);
     if (s->skip_step) {
       if (copy) write_weight_copy(w, *copy, static_cast<int64_t>(n));

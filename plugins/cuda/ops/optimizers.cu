@@ -5,7 +5,9 @@
 // the optional per-step table (ops.h). With the weight copy (ops.h, FR_KERNEL_WEIGHT_COPY) each kernel also
 // stores the updated weights rounded to 16 bits (the W -> A cast_range's bits) from the same registers, on a
 // skipped step the weights as they are. The gradients may be f16 or bf16, unscaled as they are read (ops.h,
-// FR_KERNEL_HALF_GRADS). Test: tests/plugins/cuda (vs the CPU kernels).
+// FR_KERNEL_HALF_GRADS). With backups (ops.h, FR_KERNEL_UPDATE_BACKUPS) each kernel stores the values it
+// overwrites, as it loads them, into them (on a skipped step the ranges as they are). Test:
+// tests/plugins/cuda (vs the CPU kernels).
 #include <cstring>
 #include <initializer_list>
 #include <type_traits>
@@ -77,13 +79,35 @@ struct GradIn {
   }
 };
 
-// A skipped step: the weights as they are into the copy.
+// An update's backups (ops.h, FR_KERNEL_UPDATE_BACKUPS): b[k] gets the values of its k-th f32 range (w, then
+// the buffer; Adam: w, m, v) as they were before the step; null: none.
+struct Backups {
+  float* b[3];
+  __host__ __device__ bool any() const { return b[0] || b[1] || b[2]; }
+  __device__ __forceinline__ void one(int k, int64_t i, float v) const {
+    if (b[k]) b[k][i] = v;
+  }
+  __device__ __forceinline__ void group(int k, int64_t i, const float4& v) const {
+    if (b[k]) reinterpret_cast<float4*>(b[k])[i] = v;
+  }
+};
+
+// A skipped step: the ranges as they are into their backups, the weights into the copy.
 template <class C>
-struct CopyStep {
-  const float* w;
+struct SkipStep {
+  const float* r[3];  // w, then the buffer (Adam: m, v); null past the last
+  Backups bk;
   CopyOut<C> out;
-  __device__ void one(int64_t i) const { out.one(i, w[i]); }
-  __device__ void group(int64_t i) const { out.group(i, reinterpret_cast<const float4*>(w)[i]); }
+  __device__ void one(int64_t i) const {
+    for (int k = 0; k < 3; ++k)
+      if (r[k]) bk.one(k, i, r[k][i]);
+    out.one(i, r[0][i]);
+  }
+  __device__ void group(int64_t i) const {
+    for (int k = 0; k < 3; ++k)
+      if (r[k]) bk.group(k, i, reinterpret_cast<const float4*>(r[k])[i]);
+    out.group(i, reinterpret_cast<const float4*>(r[0])[i]);
+  }
 };
 
 template <class C, class G>
@@ -93,12 +117,17 @@ struct SgdStep {
   float lr;
   FrSgdParams p;
   CopyOut<C> out;
+  Backups bk;
   __device__ void one(int64_t i) const {
+    bk.one(0, i, w[i]);
+    if (buf) bk.one(1, i, buf[i]);
     fr_sgd_step(w + i, buf ? buf + i : nullptr, g.one(i), lr, p.weight_decay, p.momentum, p.nesterov);
     out.one(i, w[i]);
   }
   __device__ void group(int64_t i) const {
     float4 wv = reinterpret_cast<float4*>(w)[i], bv = buf ? reinterpret_cast<float4*>(buf)[i] : float4{};
+    bk.group(0, i, wv);
+    if (buf) bk.group(1, i, bv);
     const float4 gv = g.group(i);
     float* wp = &wv.x;
     float* bp = &bv.x;
@@ -118,13 +147,16 @@ struct AdamStep {
   FrAdamParams p;
   FrAdamStepConsts k;
   CopyOut<C> out;
+  Backups bk;
   __device__ void one(int64_t i) const {
+    bk.one(0, i, w[i]), bk.one(1, i, m[i]), bk.one(2, i, v[i]);
     fr_adam_step(w + i, m + i, v + i, g.one(i), &p, k);
     out.one(i, w[i]);
   }
   __device__ void group(int64_t i) const {
     float4 wv = reinterpret_cast<float4*>(w)[i], mv = reinterpret_cast<float4*>(m)[i],
            vv = reinterpret_cast<float4*>(v)[i];
+    bk.group(0, i, wv), bk.group(1, i, mv), bk.group(2, i, vv);
     const float4 gv = g.group(i);
     float *wp = &wv.x, *mp = &mv.x, *vp = &vv.x;
     const float* gp = &gv.x;
@@ -139,28 +171,30 @@ struct AdamStep {
 template <bool VEC, class C, class G>
 __global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ buf, const G* __restrict__ g, int64_t n,
                            FrSgdParams p, const FrStepScalars* __restrict__ s, MomentumTable t,
-                           CopyOut<C> out) {
+                           CopyOut<C> out, Backups bk) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) {
-    if constexpr (!std::is_void_v<C>) for_each_element<VEC>(n, CopyStep<C>{w, out});
+    if (!std::is_void_v<C> || bk.any()) for_each_element<VEC>(n, SkipStep<C>{{w, buf, nullptr}, bk, out});
     return;
   }
   p.momentum = t.at(s->step, p.momentum);
-  for_each_element<VEC>(n, SgdStep<C, G>{w, buf, {g, 1.0f / s->loss_scale}, s->lr, p, out});
+  for_each_element<VEC>(n, SgdStep<C, G>{w, buf, {g, 1.0f / s->loss_scale}, s->lr, p, out, bk});
 }
 
 template <bool VEC, class C, class G>
 __global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float* __restrict__ v,
                             const G* __restrict__ g, int64_t n, FrAdamParams p,
-                            const FrStepScalars* __restrict__ s, MomentumTable t, CopyOut<C> out) {
+                            const FrStepScalars* __restrict__ s, MomentumTable t, CopyOut<C> out,
+                            Backups bk) {
   allow_dependent_launch();  // step_done (ops/small_range_ops.cu) writes the scalars after this kernel
   if (s->skip_step) {
-    if constexpr (!std::is_void_v<C>) for_each_element<VEC>(n, CopyStep<C>{w, out});
+    if (!std::is_void_v<C> || bk.any()) for_each_element<VEC>(n, SkipStep<C>{{w, m, v}, bk, out});
     return;
   }
   p.beta1 = t.at(s->step, p.beta1);
   for_each_element<VEC>(
-      n, AdamStep<C, G>{w, m, v, {g, 1.0f / s->loss_scale}, p, fr_adam_consts(&p, s->lr, s->updates), out});
+      n,
+      AdamStep<C, G>{w, m, v, {g, 1.0f / s->loss_scale}, p, fr_adam_consts(&p, s->lr, s->updates), out, bk});
 }
 
 // Runs launch(CopyOut<C>) with C the copy's 16-bit type, or void without a copy.
@@ -208,15 +242,21 @@ FR_CUDA_KERNEL_RUN(sgd_update) {
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
     const MomentumTable t = momentum_table(call, "sgd_update");
-    const FrRange* copy = sdk::weight_copy(call, has_buf ? 2 : 1, static_cast<uint64_t>(n), "sgd_update");
-    const bool vec = aligned16({w, buf, copy ? copy->data : nullptr}) && grads_vectorizable(gr);
+    const uint32_t kept = has_buf ? 2 : 1;  // the f32 ranges it writes
+    void* backup[2];
+    const uint32_t tail = sdk::update_backups(call, p.backups, kept, backup, "sgd_update");
+    const FrRange* copy = sdk::weight_copy(call, kept, static_cast<uint64_t>(n), "sgd_update", tail);
+    const Backups bk{
+        {static_cast<float*>(backup[0]), kept > 1 ? static_cast<float*>(backup[1]) : nullptr, nullptr}};
+    const bool vec =
+        aligned16({w, buf, copy ? copy->data : nullptr, bk.b[0], bk.b[1]}) && grads_vectorizable(gr);
     with_copy_and_grads(copy, gr, "sgd_update", [&](auto out, auto g) {
       using C = typename decltype(out)::Type;
       using G = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
       if (vec)
-        sgd_kernel<true, C, G><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out);
+        sgd_kernel<true, C, G><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out, bk);
       else
-        sgd_kernel<false, C, G><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out);
+        sgd_kernel<false, C, G><<<grid, 256, 0, stream_of(call)>>>(w, buf, g, n, p, s, t, out, bk);
     });
     FR_CUDA_LAUNCH_CHECK();
   });
@@ -238,15 +278,20 @@ FR_CUDA_KERNEL_RUN(adam_update) {
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const unsigned grid = grid_for(n / 4 + 1, 256, ctx_of(ctx)->sm_count);
     const MomentumTable t = momentum_table(call, "adam_update");
-    const FrRange* copy = sdk::weight_copy(call, 3, static_cast<uint64_t>(n), "adam_update");
-    const bool vec = aligned16({w, m, v, copy ? copy->data : nullptr}) && grads_vectorizable(gr);
+    void* backup[3];
+    const uint32_t tail = sdk::update_backups(call, p.backups, 3, backup, "adam_update");
+    const FrRange* copy = sdk::weight_copy(call, 3, static_cast<uint64_t>(n), "adam_update", tail);
+    const Backups bk{
+        {static_cast<float*>(backup[0]), static_cast<float*>(backup[1]), static_cast<float*>(backup[2])}};
+    const bool vec = aligned16({w, m, v, copy ? copy->data : nullptr, bk.b[0], bk.b[1], bk.b[2]}) &&
+                     grads_vectorizable(gr);
     with_copy_and_grads(copy, gr, "adam_update", [&](auto out, auto g) {
       using C = typename decltype(out)::Type;
       using G = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
       if (vec)
-        adam_kernel<true, C, G><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out);
+        adam_kernel<true, C, G><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out, bk);
       else
-        adam_kernel<false, C, G><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out);
+        adam_kernel<false, C, G><<<grid, 256, 0, stream_of(call)>>>(w, m, v, g, n, p, s, t, out, bk);
     });
     FR_CUDA_LAUNCH_CHECK();
   });

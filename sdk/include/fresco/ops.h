@@ -329,12 +329,17 @@ typedef struct FrScheduleParams {
  * range with as many elements as w (mixed precision's G16); each gradient is then float(g) * (1 / loss_scale)
  * (loss_scale from the step scalars), the products unscale_grads' cast form stores, in registers: the same
  * update as cast (and unscale) to f32 first. adam_update takes it the same way.
+ * The backups (FR_KERNEL_UPDATE_BACKUPS; CompileOptions::speculative_update, whose updates run before the
+ * step's last gradient check): with params.backups 1 the range outputs end with one backup per f32 range the
+ * update writes (w, then the buffer when it has one; adam_update: w, m, v), after the weight copy if any,
+ * each of its range's bytes (any dtype: a byte copy); every f32 value as it was before this step goes into
+ * its backup, on a skipped step too, so that restore_if_skipped (below) can put it back.
  */
 typedef struct FrSgdParams {
   float momentum;
   float weight_decay;
   int32_t nesterov;
-  int32_t pad_;
+  int32_t backups; /* 0 or 1; earlier headers named this pad_ (always 0) */
 } FrSgdParams;
 
 /* lars_update: rout {w, momentum buffer}; rin {g, FrStepScalars[, momentum table]}, the range ONE parameter
@@ -360,7 +365,7 @@ typedef struct FrAdamParams {
   float eps;
   float weight_decay;
   int32_t decoupled;
-  int32_t pad_;
+  int32_t backups; /* 0 or 1 (sgd_update's backups); earlier headers named this pad_ (always 0) */
 } FrAdamParams;
 
 /* check_grads (range): rout {step scalars}; rin {gradients (f32, f16 or bf16)}: skip_step = 1 when any

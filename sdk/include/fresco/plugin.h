@@ -138,6 +138,9 @@ typedef struct FrCall {
 /* The join prologue of ops.h: conv2d's fifth prologue input, the residual join's other branch, added before
  * the relu (the batchnorm prologue forms, FR_KERNEL_CONV_PROLOGUE, with one more operand). */
 #define FR_KERNEL_CONV_JOIN_PROLOGUE (1u << 9)
+/* The backups of ops.h: sgd_update's and adam_update's trailing range outputs (params.backups), the f32
+ * values they overwrite as they were before the step. */
+#define FR_KERNEL_UPDATE_BACKUPS (1u << 10)
 
 typedef struct FrKernelDef {
   uint32_t struct_size;

@@ -214,17 +214,41 @@ inline const FrRange& update_grads(const FrCall* call, uint64_t n, const char* o
 }
 
 // The optional weight copy of an optimizer update (ops.h, FR_KERNEL_WEIGHT_COPY): the call's last range
-// output when there are more than `fixed` and it is f16 or bf16 (an f32 one past `fixed`, such as a momentum
-// buffer passed to an update without momentum, is not a copy), checked to hold `n` elements (w's count);
-// NULL when the call has none.
-inline const FrRange* weight_copy(const FrCall* call, uint32_t fixed, uint64_t n, const char* op) {
-  if (call->n_rout <= fixed) return nullptr;
-  const FrRange& c = call->rout[call->n_rout - 1];
+// output before `tail` trailing ones (its backups, update_backups) when there are more than `fixed` and it is
+// f16 or bf16 (an f32 one past `fixed`, such as a momentum buffer passed to an update without momentum, is
+// not a copy), checked to hold `n` elements (w's count); NULL when the call has none.
+inline const FrRange* weight_copy(const FrCall* call, uint32_t fixed, uint64_t n, const char* op,
+                                  uint32_t tail = 0) {
+  if (call->n_rout <= fixed + tail) return nullptr;
+  const FrRange& c = call->rout[call->n_rout - 1 - tail];
   if (c.dtype != FR_F16 && c.dtype != FR_BF16) return nullptr;
   FR_PLUGIN_CHECK(c.bytes == 2 * n, FR_ERR_INVALID_ARGUMENT,
                   std::string(op) + ": the weight copy (" + std::to_string(c.bytes) +
                       " bytes) does not hold one 16-bit value per weight (" + std::to_string(n) + ")");
   return &c;
+}
+
+// The backups of an optimizer update (ops.h, FR_KERNEL_UPDATE_BACKUPS): with `backups` 1 (its params) the
+// call's last `count` range outputs, the i-th with rout[i]'s bytes, into out[0 .. count - 1]; with 0 none
+// (out null). Returns how many trailing outputs they take (weight_copy's `tail`).
+inline uint32_t update_backups(const FrCall* call, int32_t backups, uint32_t count, void** out,
+                               const char* op) {
+  FR_PLUGIN_CHECK(backups == 0 || backups == 1, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": params.backups must be 0 or 1, got " + std::to_string(backups));
+  for (uint32_t i = 0; i < count; ++i) out[i] = nullptr;
+  if (!backups) return 0;
+  FR_PLUGIN_CHECK(call->n_rout >= 2 * count, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": with backups the " + std::to_string(count) +
+                      " f32 range outputs need as many backups after them, got " +
+                      std::to_string(call->n_rout) + " range outputs");
+  for (uint32_t i = 0; i < count; ++i) {
+    const FrRange& b = call->rout[call->n_rout - count + i];
+    FR_PLUGIN_CHECK(b.bytes == call->rout[i].bytes, FR_ERR_INVALID_ARGUMENT,
+                    std::string(op) + ": backup " + std::to_string(i) + " has " + std::to_string(b.bytes) +
+                        " bytes, the range it keeps " + std::to_string(call->rout[i].bytes));
+    out[i] = b.data;
+  }
+  return count;
 }
 
 // The step scalars (S region) a range holds, checked for size.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -533,4 +534,62 @@ TEST(CpuEma, CopiesThenAveragesEveryKthStep) {
   FrStepScalars s{};
   bad.rout(range(short_e)).rin(range(w)).rin(pod_range(s)).params(FrEmaParams{kWeight, 1});
   EXPECT_TRUE(fresco::test::contains(bad.run_error(), "E and W sizes differ")) << bad.run_error();
+}
+
+// The backups (ops.h, FR_KERNEL_UPDATE_BACKUPS): sgd_update and adam_update with params.backups write each
+// f32 range as it was before the step into its backup (after the weight copy, any dtype: a byte copy), on a
+// skipped step too, and update exactly as without; backups of another size, or a bad flag, are refused.
+TEST(CpuOptimizers, BackupsHoldTheRangesFromBeforeTheStep) {
+  const size_t n = 3 * 16384 + 5;
+  std::mt19937 rng(91);
+  for (bool adam : {false, true})
+    for (int skip : {0, 1}) {
+      SCOPED_TRACE(std::string(adam ? "adam" : "sgd") + (skip ? ", skipped step" : ""));
+      std::vector<float> g = fresco::test::random_floats(rng, n, -1.0f, 1.0f);
+      const std::vector<float> w0 = fresco::test::random_floats(rng, n, -1.0f, 1.0f),
+                               m0 = fresco::test::random_floats(rng, n, -0.1f, 0.1f),
+                               v0 = fresco::test::random_floats(rng, n, 0.01f, 0.1f);
+      FrStepScalars s{};
+      s.lr = 0.1f, s.skip_step = skip;
+      auto run = [&](bool backups, std::vector<std::vector<float>>& state, std::vector<uint16_t>& copy,
+                     std::vector<std::vector<uint16_t>>& kept) {
+        state = adam ? std::vector{w0, m0, v0} : std::vector{w0, m0};
+        copy.assign(n, 0);
+        kept.assign(state.size(), std::vector<uint16_t>(2 * n, 0xFFFF));  // f32 bytes as 16-bit pairs
+        OpCall c(adam ? FR_OP_ADAM_UPDATE : FR_OP_SGD_UPDATE);
+        for (auto& r : state) c.rout(range(r));
+        c.rout(range(copy.data(), 2 * n, FR_F16));
+        if (backups)
+          for (auto& k : kept) c.rout(range(k.data(), 4 * n, FR_F16));
+        c.rin(range(g)).rin(pod_range(s));
+        if (adam)
+          c.params(FrAdamParams{0.9f, 0.999f, 1e-8f, 1e-2f, 1, backups ? 1 : 0});
+        else
+          c.params(FrSgdParams{0.9f, 5e-4f, 1, backups ? 1 : 0});
+        ASSERT_TRUE(c.run()) << c.run_error();
+      };
+      std::vector<std::vector<float>> with, without;
+      std::vector<uint16_t> copy_with, copy_without;
+      std::vector<std::vector<uint16_t>> kept, unused;
+      run(true, with, copy_with, kept);
+      run(false, without, copy_without, unused);
+      for (size_t k = 0; k < with.size(); ++k) {
+        EXPECT_TRUE(fresco::test::bitwise_equal(with[k], without[k])) << "range " << k;
+        const std::vector<float>& before = k == 0 ? w0 : k == 1 ? m0 : v0;
+        EXPECT_EQ(std::memcmp(kept[k].data(), before.data(), n * sizeof(float)), 0) << "backup " << k;
+      }
+      EXPECT_EQ(copy_with, copy_without);
+      EXPECT_EQ(skip != 0, fresco::test::bitwise_equal(with[0], w0));
+    }
+  std::vector<float> w(16), buf(16), g(16);
+  std::vector<uint16_t> short_backup(30), right(32);
+  FrStepScalars s{};
+  OpCall small(FR_OP_SGD_UPDATE);
+  small.rout(range(w)).rout(range(buf)).rout(range(right.data(), 64, FR_F16));  // w's backup, then buf's
+  small.rout(range(short_backup.data(), 60, FR_F16)).rin(range(g)).rin(pod_range(s));
+  small.params(FrSgdParams{0.9f, 0, 0, 1});
+  EXPECT_TRUE(fresco::test::contains(small.run_error(), "backup 1")) << small.run_error();
+  OpCall flag(FR_OP_SGD_UPDATE);
+  flag.rout(range(w)).rout(range(buf)).rin(range(g)).rin(pod_range(s)).params(FrSgdParams{0.9f, 0, 0, 2});
+  EXPECT_TRUE(fresco::test::contains(flag.run_error(), "backups must be 0 or 1")) << flag.run_error();
 }

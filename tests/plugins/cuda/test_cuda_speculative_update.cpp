@@ -48,15 +48,21 @@ TEST(CudaLowPrecision, SpeculativeUpdateGivesTheSameBitsAndUndoesASkippedStep) {
   const TempPath tuning("fresco_speculative_update_");
   const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path), find("FRESCO_CUDNN_AUTOTUNE", "0");
   using SU = CompileOptions::SpeculativeUpdate;
+  using SB = CompileOptions::SpeculativeBackups;
   struct Mode {
     SU su;
     int parts;
     int64_t lag = 0;      // CompileOptions::conv_join_lag_max
     bool grads16 = true;  // CompileOptions::update_from_grads16
+    SB backups = SB::IN_UPDATE;
   };
-  const std::vector<Mode> modes = {{SU::OFF, 0},          {SU::ON, 0},
-                                   {SU::ON, 2},           {SU::ON, 2, int64_t{1} << 20},
-                                   {SU::ON, 2, 0, false}, {SU::ON, 5}};
+  const std::vector<Mode> modes = {{SU::OFF, 0},
+                                   {SU::ON, 0},
+                                   {SU::ON, 2},
+                                   {SU::ON, 2, int64_t{1} << 20},
+                                   {SU::ON, 2, 0, false},
+                                   {SU::ON, 5},
+                                   {SU::ON, 5, 0, true, SB::COPIES}};
   std::vector<float> want_losses;
   test::Snapshot want;
   FrStepScalars want_scalars{};
@@ -64,12 +70,14 @@ TEST(CudaLowPrecision, SpeculativeUpdateGivesTheSameBitsAndUndoesASkippedStep) {
     DeepLearningTask t;
     test::configure_small_residual(t);
     t.device("cuda").precision(DType::F16).early_update_parts(mode.parts).speculative_update(mode.su);
+    t.speculative_backups(mode.backups);
     t.conv_join_lag(mode.lag).update_from_grads16(mode.grads16 ? CompileOptions::Grads16Update::ON
                                                                : CompileOptions::Grads16Update::OFF);
     t.compile();
     const std::string what = std::string("speculative ") + (mode.su == SU::OFF ? "off" : "on") + " parts " +
                              std::to_string(mode.parts) + " lag " + std::to_string(mode.lag) +
-                             (mode.grads16 ? " grads16" : " grad casts");
+                             (mode.grads16 ? " grads16" : " grad casts") +
+                             (mode.backups == SB::COPIES ? " backup copies" : "");
     EXPECT_EQ(t.compiled().speculative, mode.su == SU::ON) << what;
     EXPECT_EQ(restores(t) > 0, t.compiled().speculative) << what;
     std::vector<float> losses = test::train_small_residual(t, 2);
@@ -111,13 +119,17 @@ TEST(CudaLowPrecision, SpeculativeUpdateGivesTheSameBitsAndUndoesASkippedStep) {
 
 TEST(CudaLowPrecision, ALaterOverflowUndoesTheEarlyUpdate) {
   FRESCO_REQUIRE_GPU();
-  for (bool overflow : {true, false}) {
-    const test::SpeculativeRestoreRun r = test::run_speculative_restore("cuda", overflow);
-    test::expect_restore_outcome(r, overflow);
-    if (!overflow) {  // the update's arithmetic is the CPU's
-      const test::SpeculativeRestoreRun cpu = test::run_speculative_restore("cpu", overflow);
-      EXPECT_EQ(r.w, cpu.w);
-      EXPECT_EQ(r.m, cpu.m);
+  using test::Overflow;
+  for (bool in_update : {true, false})
+    for (Overflow how : {Overflow::LATE, Overflow::EARLY, Overflow::NONE}) {
+      SCOPED_TRACE(std::string(in_update ? "backups in the update" : "backup copies") + ", overflow " +
+                   std::to_string(static_cast<int>(how)));
+      const test::SpeculativeRestoreRun r = test::run_speculative_restore("cuda", how, in_update);
+      test::expect_restore_outcome(r, how);
+      if (how == Overflow::NONE) {  // the update's arithmetic is the CPU's
+        const test::SpeculativeRestoreRun cpu = test::run_speculative_restore("cpu", how, in_update);
+        EXPECT_EQ(r.w, cpu.w);
+        EXPECT_EQ(r.m, cpu.m);
+      }
     }
-  }
 }

@@ -312,6 +312,11 @@ struct CompileOptions {
   // on (refused outside fp16 and the conditions above).
   enum class SpeculativeUpdate { AUTO, ON, OFF };
   SpeculativeUpdate speculative_update = SpeculativeUpdate::AUTO;
+  // How a speculative update keeps what it overwrites: IN_UPDATE (default) the update kernel stores each
+  // value into its backup as it loads it (ops.h, sgd_update's backups: 8 bytes a parameter written), COPIES
+  // a copy node of each range before the update (16 bytes a parameter read and written, any backend's copy).
+  enum class SpeculativeBackups { IN_UPDATE, COPIES };
+  SpeculativeBackups speculative_backups = SpeculativeBackups::IN_UPDATE;
   // With overlap_weight_gradients: an fc layer's weight gradient forks onto the side stream after the next
   // fc input gradient on the main stream instead of after its own, when that input gradient has at least
   // defer_fc_min_macs multiply-adds (batch x in x out): one that large fills a big GPU alone, and sharing it

@@ -118,6 +118,9 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::speculative_update (default AUTO, which is off until measured on a GPU; ON: fp16's conv
   // weights updated during the backward, with backups restored on a skipped step).
   DeepLearningTask& speculative_update(CompileOptions::SpeculativeUpdate mode);
+  // CompileOptions::speculative_backups (default IN_UPDATE: the update kernels write the backups; COPIES:
+  // copy nodes before them).
+  DeepLearningTask& speculative_backups(CompileOptions::SpeculativeBackups mode);
   // CompileOptions::freeze_first_layer (default off): the first layer (a bias-free conv) keeps its initial
   // weights (or those written by write_param) and gets no weight gradient.
   DeepLearningTask& freeze_first_layer(bool on);
