@@ -9,3 +9,15 @@ mkdir -p /work; [ -e /work/main ] || ln -s "$root" /work/main
 mkdir -p /usr/share/datasets && { [ -e /usr/share/datasets/fashion-mnist ] || ln -s "$root/.devrun/fashion-mnist" /usr/share/datasets/fashion-mnist; }
 source "$root/.devrun/stage/devenv.sh"; export LD_LIBRARY_PATH="$root/.devrun/stage/lib:$LD_LIBRARY_PATH"
 B=/work/main/build-gpu/bin
+# bench_step ARGS: one bench_resnet_step run's JSON line appended to $OUT/fresco.json (its log to $OUT/log.txt).
+bench_step() { timeout 60 $B/bench_resnet_step "$@" 2>>$OUT/log.txt | grep resnet_step >> $OUT/fresco.json; }
+# trace_step NAME ARGS: a CUPTI timeline of bench_resnet_step ARGS over 40 steps, the last 20 summarised by
+# kernel class into $OUT/traces/NAME.txt (its log NAME.log); prints the summary's first line.
+trace_step() {
+  local name=$1; shift
+  mkdir -p $OUT/traces
+  CUDA_INJECTION64_PATH=/work/main/build-gpu/lib/libfresco_cupti_trace.so FRESCO_TRACE_OUT=/tmp/$name.csv \
+    FRESCO_TRACE_KEEP=60000 timeout 100 $B/bench_resnet_step "$@" --steps 40 --warm 5 > $OUT/traces/$name.log 2>&1
+  python3 bench/trace/timeline.py /tmp/$name.csv --last 20 --classes > $OUT/traces/$name.txt 2>&1
+  head -1 $OUT/traces/$name.txt
+}

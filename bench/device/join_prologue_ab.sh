@@ -15,12 +15,10 @@ timeout 200 $B/test_cuda --gtest_brief=1 \
   --gtest_filter='CudaLowPrecision.JoinPrologue*:CudaLowPrecision.ConvPrologue*' 2>&1 |
   grep -E "PASSED|FAILED|SKIPPED|Failure|tests ran|\[          \]" | head -30
 echo "tests done at ${SECONDS}s"
-L=$OUT/log.txt
-run() { timeout 60 $B/bench_resnet_step "$@" 2>>$L | grep resnet_step >> $OUT/fresco.json; }
 for r in 1 2 3; do
   for p in bf16 fp16; do
-    run --model resnet18 --batch 512 --precision $p --join-prologue on
-    run --model resnet18 --batch 512 --precision $p --join-prologue off
+    bench_step --model resnet18 --batch 512 --precision $p --join-prologue on
+    bench_step --model resnet18 --batch 512 --precision $p --join-prologue off
   done
 done
 python3 -c "
@@ -28,12 +26,7 @@ import json
 for l in open('$OUT/fresco.json'):
   j=json.loads(l); print(j['dtype'], 'join prologues', j['join_prologues'], j['ms_step'], 'ms', j['device_mib'], 'MiB')"
 echo "fresco done at ${SECONDS}s"
-T=$OUT/traces; mkdir -p $T
 for m in on off; do
-  CUDA_INJECTION64_PATH=/work/main/build-gpu/lib/libfresco_cupti_trace.so FRESCO_TRACE_OUT=/tmp/rn18_$m.csv \
-    FRESCO_TRACE_KEEP=60000 timeout 100 $B/bench_resnet_step --model resnet18 --batch 512 --precision bf16 \
-    --join-prologue $m --steps 40 --warm 5 > $T/rn18_bf16_join_$m.log 2>&1
-  python3 bench/trace/timeline.py /tmp/rn18_$m.csv --last 20 --classes > $T/rn18_bf16_join_$m.txt 2>&1
-  head -1 $T/rn18_bf16_join_$m.txt
+  trace_step rn18_bf16_join_$m --model resnet18 --batch 512 --precision bf16 --join-prologue $m
 done
 echo "traces done at ${SECONDS}s"

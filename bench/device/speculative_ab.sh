@@ -14,26 +14,19 @@ S=$SECONDS
 timeout 300 $B/test_cuda --gtest_brief=1 2>&1 | grep -E "PASSED|FAILED|SKIPPED|Failure|tests ran" | head -30
 echo "test_cuda took $((SECONDS - S)) s"
 $B/fresco-plugin-check $B/../lib/libfresco-cuda.so 2>&1 | tail -1
-L=$OUT/log.txt
-run() { timeout 60 $B/bench_resnet_step "$@" 2>>$L | grep resnet_step >> $OUT/fresco.json; }
 for r in 1 2 3; do
-  run --model resnet18 --batch 512 --precision fp16 --speculative-update on
-  run --model resnet18 --batch 512 --precision fp16 --speculative-update on --speculative-backups copies
-  run --model resnet18 --batch 512 --precision fp16 --speculative-update off
-  run --model resnet18 --batch 512 --precision bf16
+  bench_step --model resnet18 --batch 512 --precision fp16 --speculative-update on
+  bench_step --model resnet18 --batch 512 --precision fp16 --speculative-update on --speculative-backups copies
+  bench_step --model resnet18 --batch 512 --precision fp16 --speculative-update off
+  bench_step --model resnet18 --batch 512 --precision bf16
 done
 python3 -c "
 import json
 for l in open('$OUT/fresco.json'):
   j=json.loads(l); print(j['dtype'], 'speculative', j['speculative_update'], j['speculative_backups'], j['speculative_layer'], j['ms_step'], 'ms', j['device_mib'], 'MiB')"
 echo "fresco done at ${SECONDS}s"
-T=$OUT/traces; mkdir -p $T
 for m in on off; do
-  CUDA_INJECTION64_PATH=/work/main/build-gpu/lib/libfresco_cupti_trace.so FRESCO_TRACE_OUT=/tmp/rn18_$m.csv \
-    FRESCO_TRACE_KEEP=60000 timeout 100 $B/bench_resnet_step --model resnet18 --batch 512 --precision fp16 \
-    --speculative-update $m --steps 40 --warm 5 > $T/rn18_fp16_$m.log 2>&1
-  python3 bench/trace/timeline.py /tmp/rn18_$m.csv --last 20 --classes > $T/rn18_fp16_$m.txt 2>&1
-  head -1 $T/rn18_fp16_$m.txt
+  trace_step rn18_fp16_$m --model resnet18 --batch 512 --precision fp16 --speculative-update $m
 done
 echo "traces done at ${SECONDS}s"
 [ $SECONDS -lt 400 ] && MODES=eager,graph DTYPES=float16,bfloat16 OUT=$OUT timeout 150 python3 .devrun/pytorch_baseline.py rn18 2>&1 | grep '^{'
