@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 timeout 120 $B/test_cuda_kernels --gtest_brief=1 --gtest_filter='*Conv3x3Wgmma*Prologue*' 2>&1 |
   grep -E "PASSED|FAILED|SKIPPED|Failure|tests ran" | head -20
 timeout 200 $B/test_cuda --gtest_brief=1 \
-  --gtest_filter='CudaLowPrecision.JoinPrologue*:CudaLowPrecision.ConvPrologue*' 2>&1 |
+  --gtest_filter='CudaLowPrecision.JoinPrologue*:CudaLowPrecision.ConvPrologue*:CudaLowPrecision.ALaterOverflow*' 2>&1 |
   grep -E "PASSED|FAILED|SKIPPED|Failure|tests ran|\[          \]" | head -30
 echo "tests done at ${SECONDS}s"
 for r in 1 2 3; do

@@ -87,6 +87,33 @@ TEST(ConvPrologueCpu, ItsConvWritesTheBatchnormsGradientSumsAndTrainsTheSame) {
   test::expect_same_training(fused.losses, fused.state, plain.losses, plain.state);
 }
 
+// With fork_shortcuts a projection shortcut that reads the same relu as the main branch's first conv runs
+// on the side stream before it, so that conv must not write the batchnorm's map: the stem's batchnorm here
+// keeps its apply pass, and the training is the plain one.
+TEST(ConvPrologueCpu, AForkedShortcutKeepsItsBatchnorm) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  std::vector<float> losses[2];
+  test::Snapshot state[2];
+  int prologues = 0;
+  for (int k = 0; k < 2; ++k) {
+    DeepLearningTask t;
+    test::configure_small_residual(t);
+    t.model(
+         seq({conv(8, 3, 1, 1), bn(), relu(),
+              residual({conv(16, 3, 2, 1), bn(), relu(), conv(16, 3, 1, 1), bn()}, {conv(16, 1, 2, 0), bn()}),
+              relu(), gap(), fc(4)}))
+        .fork_shortcuts(true)
+        .conv_prologue(k == 0 ? CompileOptions::ConvPrologue::ON : CompileOptions::ConvPrologue::OFF);
+    t.compile();
+    if (k == 0)
+      for (const LayerDescriptor& l : t.compiled().arch.layers) prologues += l.prologue_bn >= 0;
+    losses[k] = test::train_small_residual(t, 4);
+    state[k] = t.snapshot();
+  }
+  EXPECT_EQ(prologues, 1);  // the block's second conv's, whose relu only it reads
+  test::expect_same_training(losses[0], state[0], losses[1], state[1]);
+}
+
 // A kernel that does not declare the prologue forms (FR_KERNEL_CONV_PROLOGUE) is refused for a node that uses
 // them, never handed operands it would ignore.
 TEST(ConvPrologueCpu, AKernelWithoutThePrologueFormsIsRefusedForThem) {

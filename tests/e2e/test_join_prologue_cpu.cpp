@@ -25,9 +25,10 @@ struct Trained {
   int join_convs = 0, bn_adds = 0, stats_only_bn = 0, join_epilogues = 0;
 };
 
-Trained train(CompileOptions::JoinPrologue mode, bool backward_fusions) {
+Trained train(CompileOptions::JoinPrologue mode, bool backward_fusions, bool fork = false) {
   DeepLearningTask t;
   test::configure_small_residual(t);
+  t.fork_shortcuts(fork);
   t.conv_prologue(CompileOptions::ConvPrologue::ON);
   t.join_prologue(mode);
   if (backward_fusions) {
@@ -79,6 +80,17 @@ TEST(JoinPrologueCpu, ItsMapMasksTheJoinEpilogueAndTrainsTheSame) {
   EXPECT_GE(fused.join_epilogues, 1);
   EXPECT_EQ(fused.join_epilogues, plain.join_epilogues);
   test::expect_same_training(fused.losses, fused.state, plain.losses, plain.state);
+}
+
+// With fork_shortcuts the projection shortcut that also reads the join runs on the side stream before the
+// main branch's first conv, so that conv must not write the join's map: no join prologue there, and the
+// training is the plain one (a review found the shortcut reading the map before it was written).
+TEST(JoinPrologueCpu, AForkedShortcutKeepsItsJoin) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  const Trained forked = train(CompileOptions::JoinPrologue::ON, false, true);
+  const Trained plain = train(CompileOptions::JoinPrologue::OFF, false, true);
+  EXPECT_EQ(forked.join_convs, 0);
+  test::expect_same_training(forked.losses, forked.state, plain.losses, plain.state);
 }
 
 // A kernel that does not declare the join prologue (FR_KERNEL_CONV_JOIN_PROLOGUE) is refused for a node that

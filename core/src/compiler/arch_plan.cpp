@@ -385,6 +385,19 @@ void plan_conv_stats(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
   }
 }
 
+// Whether, with CompileOptions::fork_shortcuts, another layer than a join reads conv l's input: that reader
+// may head a forked branch (a projection shortcut), which the forward emits on the side stream before the
+// main branch's first layer, so it would read a map that a prologue conv l has not written yet.
+bool read_by_a_forked_branch(const ArchPlan& a, const CompileOptions& o, const Readers& rd,
+                             const LayerDescriptor& l) {
+  if (!o.fork_shortcuts) return false;
+  for (const int32_t r : rd.of[static_cast<size_t>(l.input)]) {
+    const LayerKind k = a.layers[static_cast<size_t>(r)].kind;
+    if (r != l.index && k != LayerKind::ADD && k != LayerKind::CONCAT) return true;
+  }
+  return false;
+}
+
 void plan_conv_prologues(ArchPlan& a, const CompileOptions& o, const Readers& rd) {
   const std::vector<int32_t>& first_reader = rd.first_reader;
   const int fp = rd.fp;
@@ -399,7 +412,7 @@ void plan_conv_prologues(ArchPlan& a, const CompileOptions& o, const Readers& rd
       continue;
     auto& bn = a.layers[static_cast<size_t>(relu.input)];
     if (bn.kind != LayerKind::BN || !bn.fused_relu || bn.fused_into_join || relu.input <= fp ||
-        !conv_prologue_on(o, l))
+        !conv_prologue_on(o, l) || read_by_a_forked_branch(a, o, rd, l))
       continue;
     bn.applied_by_conv = true;
     l.prologue_bn = relu.input;
@@ -419,7 +432,7 @@ void plan_join_prologues(ArchPlan& a, const CompileOptions& o, const Readers& rd
       continue;
     auto& join = a.layers[static_cast<size_t>(relu.input)];
     if (join.kind != LayerKind::ADD || !join.fused_relu || join.join_bn < 0 || join.applied_by_conv ||
-        !conv_prologue_on(o, l))
+        !conv_prologue_on(o, l) || read_by_a_forked_branch(a, o, rd, l))
       continue;
     join.applied_by_conv = true;
     l.prologue_bn = join.join_bn;

@@ -23,6 +23,10 @@ constexpr int kThreads = 384;              // MMA warpgroups 0, 1; helper warpgr
 // per MMA warpgroup: window full / empty [3], stage full / empty [2], join rows full / empty [2]
 constexpr int kBarriers = 2 * 14;
 constexpr size_t kSmem = 2 * 3 * kWin * 16 + 2 * 2 * kStage * 2 + kBarriers * 8 + 2 * kC * sizeof(float);
+// The join prologue's staged residual (kResidual): per MMA warpgroup two buffers of one prologue part's
+// vectors (3 per thread, 16 bytes each), the next part's copied while the current one's are read.
+constexpr int kResParts = 3 * 128;  // uint4 per buffer
+constexpr size_t kResOff = (kSmem + 15) / 16 * 16, kSmemRes = kResOff + 2 * 2 * kResParts * 16;
 // The join epilogue's rows (Conv3x3JoinSums): per MMA warpgroup two slots, each one output row of the other
 // gradient part, the mask source and the batchnorm input, 32 positions x 128 bytes each, 128-byte swizzled
 // by the copy (so the MMA threads' reads meet no bank conflicts), 1024-byte aligned.
@@ -148,8 +152,9 @@ __device__ __forceinline__ void pass_turn(int g, bool last) {
 // gets the sums of it and of it times (x - mean) as with kGradSums; the three rows come by TMA (the helper,
 // two rows ahead, into L2 four ahead) into shared memory, where the MMA threads read them.
 // kResidual (with kPrologue: the join prologue, ops.h): the prologue adds `res`, the join's other branch
-// (x's shape), before the relu; each MMA thread loads its vectors of it beside the window's, and prefetches
-// the next tile's rows into L2 while rewriting the current window's first part.
+// (x's shape), before the relu; each MMA thread copies the vectors of it that its next prologue part reads
+// into shared memory (cp.async, two buffers per warpgroup) before reading the current part's, and
+// prefetches the tile after next's rows into L2 while rewriting a window's first part.
 template <class T, bool kTurns, bool kPrologue, bool kGradSums, bool kJoin = false, bool kResidual = false>
 __global__ void __launch_bounds__(kThreads, 1)
     conv3x3_wgmma_kernel(const T* __restrict__ w, T* __restrict__ y, double* __restrict__ part, int n, int h,
@@ -293,25 +298,39 @@ __global__ void __launch_bounds__(kThreads, 1)
   // in the warpgroup) of every window row; part p of a tile's window is its vectors 3 p .. 3 p + 2
   const int pt = threadIdx.x & 127;
   const ChunkPrologue cp = kPrologue ? chunk_prologue(coef, pt >> 4) : ChunkPrologue{};
+  auto tile_at = [&](int t) { return static_cast<int64_t>(t) * kRows * kW * kC + 8 * (pt >> 4); };
+  // kResidual: prologue part q = 4 k + part's residual vectors, staged in buffer q % 2
+  const unsigned res_base = shared_address(smem) + static_cast<unsigned>(kResOff + g * 2 * kResParts * 16);
+  auto stage_part = [&](int q) {
+    const int k = q / kRows, t = blockIdx.x * 2 + g + k * stride;
+    if (k < my_tiles && t < tiles)
+      stage_residual<T, 3>(res_base + static_cast<unsigned>((q & 1) * kResParts * 16), pt, res + tile_at(t),
+                           1 + (pt & 15), 3 * (q % kRows), (t % tiles_per_img) * kRows, h);
+    cp_async_commit();  // (empty past the last part: one group per part either way)
+  };
+  if (kResidual && my_tiles > 0) stage_part(0);
   auto prologue = [&](int k, int part) {
     const int t = blockIdx.x * 2 + g + k * stride;
     if (part == 0) mbar_wait(win_full(g, k % 3), (k / 3) & 1);
-    const int64_t tile_at = static_cast<int64_t>(t) * kRows * kW * kC + 8 * (pt >> 4);
-    if constexpr (kResidual) {  // the next tile's residual rows (6 x 32 positions of 128 bytes) into L2
-      const int tn = t + stride;
+    const int q = k * kRows + part;
+    if constexpr (kResidual) {
+      const int tn = t + stride;  // the tile after: its residual rows (6 x 32 positions of 128 bytes) into L2
       if (part == 0 && tn < tiles) {
         const int row0 = (tn % tiles_per_img) * kRows;
-        for (int q = pt; q < kWinRows * kW; q += 128) {
-          const int r = row0 - 1 + q / kW;
-          if (r >= 0 && r < h) prefetch_l2(res + static_cast<int64_t>(tn) * kRows * kW * kC + (q - kW) * kC);
+        for (int p = pt; p < kWinRows * kW; p += 128) {
+          const int r = row0 - 1 + p / kW;
+          if (r >= 0 && r < h) prefetch_l2(res + static_cast<int64_t>(tn) * kRows * kW * kC + (p - kW) * kC);
         }
       }
+      stage_part(q + 1);  // the next part's vectors, then wait for this one's
+      cp_async_wait<1>();
     }
     if (t < tiles)
-      prologue_vectors<T, 3, kResidual>(smem + (g * 3 + k % 3) * kWin + (pt >> 4) * kCS, cp, 1 + (pt & 15),
-                                        3 * part, (t % tiles_per_img) * kRows, h,
-                                        applied ? applied + tile_at : nullptr,
-                                        kResidual ? res + tile_at : nullptr);
+      prologue_vectors<T, 3, kResidual>(
+          smem + (g * 3 + k % 3) * kWin + (pt >> 4) * kCS, cp, 1 + (pt & 15), 3 * part,
+          (t % tiles_per_img) * kRows, h, applied ? applied + tile_at(t) : nullptr,
+          reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(smem) + kResOff) +
+              (g * 2 + (q & 1)) * kResParts + pt);
     if (part == kRows - 1) fence_proxy_async();  // the rewritten window, for the wgmmas (async proxy)
   };
   if (kPrologue && rows > 0) {
@@ -429,7 +448,7 @@ int launch(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
            int sm_count, cudaStream_t s, const Conv3x3Prologue& bn, void* applied, const void* bx = nullptr,
            bool flip = false, const Conv3x3JoinSums* join = nullptr, const void* res = nullptr) {
   // its shared memory beyond the default 48 KB, set on the current device at each launch (captured once)
-  constexpr size_t smem = kJoin ? kSmemJoin : kSmem;
+  constexpr size_t smem = kJoin ? kSmemJoin : kResidual ? kSmemRes : kSmem;
   FR_CUDA_CHECK(cudaFuncSetAttribute(conv3x3_wgmma_kernel<T, kTurns, kPrologue, kGradSums, kJoin, kResidual>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int64_t pairs = (g.n * (g.h / kRows) + 1) / 2;

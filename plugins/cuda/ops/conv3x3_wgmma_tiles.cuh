@@ -10,6 +10,7 @@
 #include "cuda_common.h"
 #include "ops/batchnorm_relu_mask.cuh"
 #include "ops/conv3x3_wgmma.h"
+#include "ops/wgmma.cuh"
 
 namespace fresco::cuda::conv3x3 {
 
@@ -53,13 +54,28 @@ __device__ __forceinline__ ChunkPrologue chunk_prologue(const float* coef, int c
 // stored. Rows outside the image and the padding columns stay zero.
 // With `applied` (the tile's first position of the applied map, at the plane's channels) not null, the
 // vectors of the tile's own rows (window rows 1-4) are also stored there.
-// kResidual (the join prologue, ops.h): `res` is the tile's first position of the join's other branch, at
-// the plane's channels (as `applied`), and each value is relu(fma(x, scale, shift) + r), the sum in f32 (the
-// bits of batchnorm_add's apply pass, ops/batchnorm.cu); r is loaded from global memory beside the window's
-// vectors, halo rows included (each read by the neighbouring tile too).
+// The vectors of the join's other branch (x's shape) that one thread's prologue part reads (kN of them,
+// its vectors first .. first + kN - 1, as prologue_vectors numbers them), copied asynchronously (cp.async)
+// into its kN slots of a staging buffer (slot i at staged + 16 (i * 128 + lane index in the warpgroup)):
+// `res` is the tile's first position at the plane's channels; rows outside the image are not copied (the
+// prologue never reads them). The caller commits the group.
+template <class T, int kN>
+__device__ __forceinline__ void stage_residual(unsigned staged, int pt, const T* res, int col0, int first,
+                                               int row0, int h) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    const int wr = (first + i) >> 1, r = row0 - 1 + wr, col = col0 + 16 * ((first + i) & 1);
+    if (r >= 0 && r < h)  // window row wr, column col: the tile's position ((wr - 1), col - 1)
+      cp_async16(staged + static_cast<unsigned>((i * 128 + pt) * 16), res + ((wr - 1) * kW + col - 1) * kC);
+  }
+}
+
+// kResidual (the join prologue, ops.h): `res` is this thread's staged vectors of the join's other branch
+// (stage_residual's slots, landed), and each value is relu(fma(x, scale, shift) + r), the sum in f32 (the
+// bits of batchnorm_add's apply pass, ops/batchnorm.cu).
 template <class T, int kN, bool kResidual = false>
 __device__ __forceinline__ void prologue_vectors(uint4* plane, const ChunkPrologue& p, int col0, int first,
-                                                 int row0, int h, T* applied, const T* res = nullptr) {
+                                                 int row0, int h, T* applied, const uint4* res = nullptr) {
   uint4 v[kN], rv[kResidual ? kN : 1];
   bool in[kN];
 #pragma unroll
@@ -67,8 +83,8 @@ __device__ __forceinline__ void prologue_vectors(uint4* plane, const ChunkProlog
     const int wr = (first + i) >> 1, r = row0 - 1 + wr, col = col0 + 16 * ((first + i) & 1);
     in[i] = r >= 0 && r < h;
     if (in[i]) v[i] = plane[wr * kWinCols + col];
-    if constexpr (kResidual) {  // window row wr, column col: the tile's position ((wr - 1), col - 1)
-      if (in[i]) rv[i] = __ldg(reinterpret_cast<const uint4*>(res + ((wr - 1) * kW + col - 1) * kC));
+    if constexpr (kResidual) {
+      if (in[i]) rv[i] = res[i * 128];
     }
   }
 #pragma unroll

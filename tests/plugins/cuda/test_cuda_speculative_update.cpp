@@ -126,10 +126,11 @@ TEST(CudaLowPrecision, ALaterOverflowUndoesTheEarlyUpdate) {
                    std::to_string(static_cast<int>(how)));
       const test::SpeculativeRestoreRun r = test::run_speculative_restore("cuda", how, in_update);
       test::expect_restore_outcome(r, how);
-      if (how == Overflow::NONE) {  // the update's arithmetic is the CPU's
+      if (how ==
+          Overflow::NONE) {  // the CPU's update, within the GPU's contractions (as CudaOps compares them)
         const test::SpeculativeRestoreRun cpu = test::run_speculative_restore("cpu", how, in_update);
-        EXPECT_EQ(r.w, cpu.w);
-        EXPECT_EQ(r.m, cpu.m);
+        EXPECT_LT(test::max_rel_diff(r.w, cpu.w), 1e-6);
+        EXPECT_LT(test::max_rel_diff(r.m, cpu.m), 1e-6);
       }
     }
 }
