@@ -64,8 +64,8 @@ using Conv3x3Prologue = sdk::BnPrologue;
 // y = conv(x, w); with `part` not null also the per-block sums of y as stored (double, laid out as
 // channel_moments.h's partials). Returns the number of blocks (partials) written. With `residual` (the join
 // prologue, ops.h; needs `prologue` and `applied`) the prologue convolves relu(fma(x, scale, shift) + r),
-// the sum in f32 (batchnorm_add's bits), r read from global memory (x's shape, 16-byte aligned) beside each
-// window rewrite.
+// the sum in f32 (batchnorm_add's bits), r (x's shape, 16-byte aligned) copied by each MMA thread into shared
+// memory (cp.async) one prologue part ahead of the window rewrite that reads it.
 int launch_conv3x3_wgmma_forward(const sdk::ConvShape& g, FrDType dtype, const void* x, const void* w,
                                  void* y, double* part, int sm_count, cudaStream_t s,
                                  Conv3x3Schedule schedule = kConv3x3Schedule,

@@ -210,8 +210,8 @@ struct CompileOptions {
   // other branch in, the join's output written beside the conv's); the join then computes only the
   // batchnorm's statistics. One pass over three maps fewer per such join. The same values as batchnorm_add
   // on the CUDA backend, bit for bit; the CPU's batchnorm rounds differently, as for conv_prologue. AUTO:
-  // off until a GPU has timed it (docs/decisions.md, "Join prologue"); ON: wherever the pattern occurs and
-  // conv_prologue is on for that conv.
+  // off (measured no faster on an H100: docs/decisions.md, "Join prologue"); ON: wherever the pattern occurs
+  // and conv_prologue is on for that conv.
   enum class JoinPrologue { AUTO, ON, OFF };
   JoinPrologue join_prologue = JoinPrologue::AUTO;
   // With overlap_weight_gradients: the input gradient of a strided 1x1 conv (padding 0, dilation 1, one
@@ -307,9 +307,9 @@ struct CompileOptions {
   // that live from their update to the end of the step, placed where the backward has freed maps: no early
   // part is placed before the layer at which the backups fit without raising the plan's size (CompiledModel::
   // speculative_layer; where none exists, where the plan grows least). The batchnorm and fc parameters
-  // (f32 gradients, unscaled after the check) stay late. AUTO is off: built in the thirty-fifth session,
-  // which had no GPU, so neither its CUDA side nor its speed was measured (docs/decisions.md); ON turns it
-  // on (refused outside fp16 and the conditions above).
+  // (f32 gradients, unscaled after the check) stay late. AUTO is off: on an H100 it measured correct and no
+  // faster (its early updates share the backward's memory bandwidth; docs/decisions.md); ON turns it on
+  // (refused outside fp16 and the conditions above).
   enum class SpeculativeUpdate { AUTO, ON, OFF };
   SpeculativeUpdate speculative_update = SpeculativeUpdate::AUTO;
   // How a speculative update keeps what it overwrites: IN_UPDATE (default) the update kernel stores each
