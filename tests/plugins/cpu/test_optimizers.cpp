@@ -592,4 +592,11 @@ TEST(CpuOptimizers, BackupsHoldTheRangesFromBeforeTheStep) {
   OpCall flag(FR_OP_SGD_UPDATE);
   flag.rout(range(w)).rout(range(buf)).rin(range(g)).rin(pod_range(s)).params(FrSgdParams{0.9f, 0, 0, 2});
   EXPECT_TRUE(fresco::test::contains(flag.run_error(), "backups must be 0 or 1")) << flag.run_error();
+  OpCall extra(FR_OP_SGD_UPDATE);  // one range too many: which are the backups is ambiguous
+  extra.rout(range(w)).rout(range(buf)).rout(range(w)).rout(range(right.data(), 64, FR_F16));
+  extra.rout(range(right.data(), 64, FR_F16))
+      .rin(range(g))
+      .rin(pod_range(s))
+      .params(FrSgdParams{0.9f, 0, 0, 1});
+  EXPECT_TRUE(fresco::test::contains(extra.run_error(), "take as many backups")) << extra.run_error();
 }
