@@ -237,9 +237,10 @@ inline uint32_t update_backups(const FrCall* call, int32_t backups, uint32_t cou
                   std::string(op) + ": params.backups must be 0 or 1, got " + std::to_string(backups));
   for (uint32_t i = 0; i < count; ++i) out[i] = nullptr;
   if (!backups) return 0;
-  FR_PLUGIN_CHECK(call->n_rout >= 2 * count, FR_ERR_INVALID_ARGUMENT,
+  FR_PLUGIN_CHECK(call->n_rout == 2 * count || call->n_rout == 2 * count + 1, FR_ERR_INVALID_ARGUMENT,
                   std::string(op) + ": with backups the " + std::to_string(count) +
-                      " f32 range outputs need as many backups after them, got " +
+                      " f32 range outputs it writes take as many backups after them (and at most a weight "
+                      "copy between), got " +
                       std::to_string(call->n_rout) + " range outputs");
   for (uint32_t i = 0; i < count; ++i) {
     const FrRange& b = call->rout[call->n_rout - count + i];
