@@ -593,7 +593,7 @@ TEST(CpuOptimizers, BackupsHoldTheRangesFromBeforeTheStep) {
   flag.rout(range(w)).rout(range(buf)).rin(range(g)).rin(pod_range(s)).params(FrSgdParams{0.9f, 0, 0, 2});
   EXPECT_TRUE(fresco::test::contains(flag.run_error(), "backups must be 0 or 1")) << flag.run_error();
   OpCall extra(FR_OP_SGD_UPDATE);  // one range too many: which are the backups is ambiguous
-  extra.rout(range(w)).rout(range(buf)).rout(range(w)).rout(range(right.data(), 64, FR_F16));
+  extra.rout(range(w)).rout(range(buf)).rout(range(w)).rout(range(buf)).rout(range(right.data(), 64, FR_F16));
   extra.rout(range(right.data(), 64, FR_F16))
       .rin(range(g))
       .rin(pod_range(s))
