@@ -20,6 +20,10 @@ int first_param_index(const ArchPlan& a);
 int64_t fc_macs(const CompileOptions& o, const LayerDescriptor& l);
 // The relu fused into the residual join it follows (a view of the join's output).
 bool fused_join_relu(const ArchPlan& a, const LayerDescriptor& l);
+// A batchnorm_add join's other branch: the input that is not its batchnorm (LayerDescriptor::join_bn).
+inline int32_t join_other_input(const LayerDescriptor& join) {
+  return join.join_bn == join.input ? join.input2 : join.input;
+}
 
 // emit_layers.cpp
 GraphNode range_node(const char* op, std::vector<RangeRef> rin, std::vector<RangeRef> rout,

@@ -75,7 +75,7 @@ void emit_layer_forward(EmitContext& cx, const CompiledModel& m, int i) {
         batchnorm_statistics_node(m.arch.layers[static_cast<size_t>(l.join_bn)], layer_input(m, l.join_bn)));
   } else if (l.kind == LayerKind::ADD && l.join_bn >= 0) {  // batchnorm_add: bn(x) + the other branch
     const auto& bn = m.arch.layers[static_cast<size_t>(l.join_bn)];
-    const int32_t other = l.join_bn == l.input ? l.input2 : l.input;
+    const int32_t other = join_other_input(l);
     GraphNode& n =
         cx.add(batchnorm_add_node(bn, layer_input(m, l.join_bn), output_of(m, other), l.out, l.fused_relu));
     if (l.subsample_out != kNoTensor)

@@ -175,6 +175,15 @@ struct RestoreGroup {
   std::optional<RangeRef> copy;
 };
 
+// Sets params.backups on update n, whose params are P (ops.h, sgd_update's backups).
+template <class P>
+void set_backups(GraphNode& n) {
+  auto p = n.params_as<P>();
+  FRESCO_CHECK(p.has_value(), ErrorCode::kInternal, n.label + ": an optimizer update without its params");
+  p->backups = 1;
+  n.with_params(*p);
+}
+
 // The early updates `updates` (speculative: each keeping the f32 ranges it writes in their backups,
 // CompiledModel::speculative_backups, recorded in `groups` for the restore: as the update's own trailing
 // outputs, ops.h's backups, or by copy nodes before it, CompileOptions::speculative_backups); as they are
@@ -205,18 +214,12 @@ std::vector<GraphNode> with_backups(const CompiledModel& m, std::vector<GraphNod
     }
     if (in_update) {  // the update's trailing outputs (ops.h, sgd_update's backups)
       n.rout.insert(n.rout.end(), rg.src.begin(), rg.src.end());
-      if (n.op == FR_OP_SGD_UPDATE) {
-        auto p = n.params_as<FrSgdParams>();
-        FRESCO_CHECK(p.has_value(), ErrorCode::kInternal, n.label + ": an sgd_update without its params");
-        p->backups = 1;
-        n.with_params(*p);
-      } else {
-        auto p = n.params_as<FrAdamParams>();
-        FRESCO_CHECK(n.op == FR_OP_ADAM_UPDATE && p.has_value(), ErrorCode::kInternal,
-                     n.label + ": a speculative update that is neither sgd_update nor adam_update");
-        p->backups = 1;
-        n.with_params(*p);
-      }
+      FRESCO_CHECK(n.op == FR_OP_SGD_UPDATE || n.op == FR_OP_ADAM_UPDATE, ErrorCode::kInternal,
+                   n.label + ": a speculative update that is neither sgd_update nor adam_update");
+      if (n.op == FR_OP_SGD_UPDATE)
+        set_backups<FrSgdParams>(n);
+      else
+        set_backups<FrAdamParams>(n);
       n.label += " keeping backups";
     }
     groups.push_back(std::move(rg));

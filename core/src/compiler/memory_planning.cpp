@@ -150,7 +150,7 @@ static MemoryPlan plan_tensors(CompiledModel& m) {
       l.prologue_input = input_tensor(bn.input);
       if (l.prologue_join >= 0) {  // CompileOptions::join_prologue: the join's other branch
         const auto& join = a.layers[static_cast<size_t>(l.prologue_join)];
-        l.prologue_residual = input_tensor(join.join_bn == join.input ? join.input2 : join.input);
+        l.prologue_residual = input_tensor(compile_detail::join_other_input(join));
       }
     }
   for (auto& l : a.layers)  // the batchnorm whose backward the first conv's weight gradient applies

@@ -42,6 +42,16 @@ inline BnPrologue bn_operands(const FrCall* call, uint32_t first, int64_t c, con
                     data<float>(call->in[first + 2]), data<float>(call->in[first + 3])};
 }
 
+// Operand t (named `what`) of `op` must have the shape and dtype of `like` (named `like_name`).
+inline void expect_same_map(const FrTensor& t, const FrTensor& like, const char* what, const char* like_name,
+                            const char* op = "conv2d_backward") {
+  bool same = t.ndim == like.ndim && t.dtype == like.dtype;
+  for (uint32_t d = 0; same && d < like.ndim; ++d) same = t.dims[d] == like.dims[d];
+  FR_PLUGIN_CHECK(same, FR_ERR_INVALID_ARGUMENT,
+                  std::string(op) + ": " + what + " " + shape_str(t) + " must have " + like_name + " shape " +
+                      shape_str(like) + " and dtype");
+}
+
 // The prologue of a conv2d call: none (all null) without prologue inputs, else exactly four after the plain
 // ones, each f32 with x's C elements, or five with the join prologue's r (x's shape and dtype; `residual`
 // when not null), and a second output of x's shape and dtype (the applied map, `applied` when not null).
@@ -60,13 +70,8 @@ inline BnPrologue conv_prologue(const FrCall* call, void** applied = nullptr,
   const BnPrologue bn =
       bn_operands(call, plain, x.ndim >= 1 ? x.dims[x.ndim - 1] : 0, "conv2d: the prologue's");
   if (call->n_in == plain + 5) {
-    const FrTensor& r = call->in[plain + 4];
-    bool same = r.ndim == x.ndim && r.dtype == x.dtype;
-    for (uint32_t d = 0; same && d < x.ndim; ++d) same = r.dims[d] == x.dims[d];
-    FR_PLUGIN_CHECK(same, FR_ERR_INVALID_ARGUMENT,
-                    "conv2d: the join prologue's residual " + shape_str(r) + " must have x's shape " +
-                        shape_str(x) + " and dtype");
-    if (residual) *residual = r.data;
+    expect_same_map(call->in[plain + 4], x, "the join prologue's residual", "x's", "conv2d");
+    if (residual) *residual = call->in[plain + 4].data;
   }
   FR_PLUGIN_CHECK(call->n_out >= 2 && numel(call->out[1]) == numel(x) && call->out[1].dtype == x.dtype,
                   FR_ERR_INVALID_ARGUMENT,
@@ -74,20 +79,6 @@ inline BnPrologue conv_prologue(const FrCall* call, void** applied = nullptr,
                   "dtype");
   if (applied) *applied = call->out[1].data;
   return bn;
-}
-// Whether a conv2d call has the join prologue (ops.h: a fifth prologue input).
-inline bool has_conv_join_prologue(const FrCall* call) {
-  return call->n_in == conv_plain_inputs(call) + 5;
-}
-
-// conv2d_backward's operand t (named `what`) must have the shape and dtype of `like` (named `like_name`).
-inline void expect_same_map(const FrTensor& t, const FrTensor& like, const char* what,
-                            const char* like_name) {
-  bool same = t.ndim == like.ndim && t.dtype == like.dtype;
-  for (uint32_t d = 0; same && d < like.ndim; ++d) same = t.dims[d] == like.dims[d];
-  FR_PLUGIN_CHECK(same, FR_ERR_INVALID_ARGUMENT,
-                  std::string("conv2d_backward: ") + what + " " + shape_str(t) + " must have " + like_name +
-                      " shape " + shape_str(like) + " and dtype");
 }
 
 // The batchnorm gradient epilogue of a conv2d_backward call (ops.h): bx (the batchnorm's input), the
