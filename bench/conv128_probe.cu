@@ -385,10 +385,12 @@ __global__ void __launch_bounds__(kSsThreads, 1)
     if constexpr (kFused && (kParts & 1)) {  // the batchnorm applied to the window in place (and stored)
       uint4* wv = reinterpret_cast<uint4*>(reinterpret_cast<char*>(smem) + kWeightBytes + g * kBufBytes);
       T* applied = static_cast<T*>(fz.applied);
-      for (int v = t128; v < kPlanes * kWinRows * kWinCols; v += 128) {
-        const int c = v / (kWinRows * kWinCols), pos = v - c * (kWinRows * kWinCols);
+      // 16 lanes on 16 positions of one plane, the next 16 lanes on the next plane: each 32-byte piece of
+      // the applied map is written whole by one store instruction (positions 108-111 are past the window)
+      for (int v = t128; v < kPlanes * kCS; v += 128) {
+        const int grp = v >> 4, c = grp % kPlanes, pos = 16 * (grp / kPlanes) + (v & 15);
         const int wr = pos / kWinCols, wc = pos - wr * kWinCols, ir = row0 - 1 + wr, ic = wc - 1;
-        if (ir < 0 || ir >= h || ic < 0 || ic >= kW) continue;  // the padding stays zero
+        if (pos >= kWinRows * kWinCols || ir < 0 || ir >= h || ic < 0 || ic >= kW) continue;  // padding: zero
         uint4 val = wv[c * kCS + pos];
         T* e = reinterpret_cast<T*>(&val);
 #pragma unroll
