@@ -8,10 +8,14 @@ source bench/device/device_env.sh
 T=${T:-400}
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 A="--model resnet18 --batch 512"
+# bl LABEL "VAR=value ..." ARGS: bench_step ARGS with those variables set, its ms/step labelled in
+# $OUT/labelled.txt (FAILED when it printed no JSON line); nothing once $T seconds have passed.
 bl() { local label=$1 envs=$2; shift 2; [ $SECONDS -gt $T ] && return
-  local line=$(env $envs timeout 60 $B/bench_resnet_step "$@" 2>>$OUT/log.txt | grep resnet_step)
-  if [ -n "$line" ]; then echo "$line" >> $OUT/fresco.json; echo "$label $(echo "$line" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["dtype"], j["ms_step"], j["device_mib"])')" | tee -a $OUT/labelled.txt
-  else echo "$label FAILED" | tee -a $OUT/labelled.txt; fi; }
+  local n0=$(cat $OUT/fresco.json 2>/dev/null | wc -l)
+  ( [ -n "$envs" ] && export $envs; bench_step "$@" )
+  if [ "$(cat $OUT/fresco.json 2>/dev/null | wc -l)" -gt "$n0" ]; then
+    echo "$label $(tail -1 $OUT/fresco.json | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["dtype"], j["ms_step"], j["device_mib"])')"
+  else echo "$label FAILED"; fi | tee -a $OUT/labelled.txt; }
 for r in 1 2 3; do
   [ $SECONDS -gt $((T - 40)) ] && break
   echo "round $r at ${SECONDS}s"

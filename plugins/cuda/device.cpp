@@ -187,11 +187,11 @@ void host_free(void*, void* ptr) noexcept {
 
 FrError* stream_create(void* p, void** stream) noexcept {
   return sdk::guard([&] {
-    FR_CUDA_CHECK(cudaSetDevice(ctx_of(p)->device));
     Context* c = ctx_of(p);
+    FR_CUDA_CHECK(cudaSetDevice(c->device));
     cudaStream_t s = nullptr;
-    const size_t n = c ? static_cast<size_t>(c->streams_created++) : 0;
-    if (c && n < c->stream_priorities.size() && c->stream_priorities[n] > 0) {
+    const auto n = static_cast<size_t>(c->streams_created++);
+    if (n < c->stream_priorities.size() && c->stream_priorities[n] > 0) {
       int least = 0, greatest = 0;  // greatest is the numerically lowest
       FR_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
       FR_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking,
