@@ -307,7 +307,7 @@ __device__ __forceinline__ void wgmma72_ss(float (&d)[36], uint64_t a_desc, uint
   FR_WGMMA72_SS_ASM("bf16");
 }
 constexpr int kWeightBytes = kHalf * kKDim * 2;  // 147456
-constexpr size_t kSsSmem = kWeightBytes + 2 * kBufBytes + 2 * kStageBytes + 5 * 8 + 2 * kC * 4;
+constexpr size_t kSsSmem = kWeightBytes + 2 * kBufBytes + 2 * kStageBytes + 7 * 8 + 2 * kC * 4;
 // The batchnorm around the convolution (kFused): x is the input of a batchnorm with fused relu whose scale
 // and shift per channel (f32 [128] each) the kernel applies to each window before its MMAs (the padding
 // stays zero), storing the applied map (the blocks of output half 0) as the batchnorm's apply pass would; and
@@ -320,11 +320,41 @@ struct Fused {
 };
 constexpr int kSsThreads = 384;
 
+// The batchnorm + relu applied in place to a window buffer by 128 threads (thread t), and the applied map
+// stored (store_applied, by the blocks of output half 0) at the tile's own rows: 16 lanes on 16 positions of
+// one plane, the next 16 lanes on the next plane, so each 32-byte piece of the applied map is written whole
+// by one store instruction (positions 108-111 are past the window; the padding stays zero).
+template <class T>
+__device__ __forceinline__ void apply_window(const Fused& fz, const float* coef, char* window, int t,
+                                             int half, int img, int row0, int h, bool store_applied) {
+  uint4* wv = reinterpret_cast<uint4*>(window);
+  T* applied = static_cast<T*>(fz.applied);
+  for (int v = t; v < kPlanes * kCS; v += 128) {
+    const int grp = v >> 4, c = grp % kPlanes, pos = 16 * (grp / kPlanes) + (v & 15);
+    const int wr = pos / kWinCols, wc = pos - wr * kWinCols, ir = row0 - 1 + wr, ic = wc - 1;
+    if (pos >= kWinRows * kWinCols || ir < 0 || ir >= h || ic < 0 || ic >= kW) continue;
+    uint4 val = wv[c * kCS + pos];
+    T* e = reinterpret_cast<T*>(&val);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float f = fmaf(static_cast<float>(e[j]), coef[8 * c + j], coef[kC + 8 * c + j]);
+      e[j] = static_cast<T>(f > 0.0f ? f : 0.0f);
+    }
+    wv[c * kCS + pos] = val;
+    if (store_applied && half == 0 && wr >= 1 && wr <= kRows)
+      *reinterpret_cast<uint4*>(applied + ((static_cast<int64_t>(img) * h + ir) * kW + ic) * kC + 8 * c) =
+          val;
+  }
+}
+
 // kParts (diagnostics, with kFused): 3 all of it; 1 the prologue without storing the applied map; 2 the sums
 // without the prologue.
 // kTurns: the two MMA warpgroups take turns issuing their tiles' MMAs (named barriers 3 and 4, as the
 // stage-1 kernel's rows), so that one's epilogue runs while the other's MMAs are queued.
-template <class T, bool kTurns = false, bool kFused = false, int kParts = 3>
+// kProducer (with kFused): the producer warpgroup's 128 threads apply the prologue to each window once TMA
+// has brought it and then hand it to its MMA warpgroup (barrier ready), so the prologue runs beside the
+// MMA warpgroup's epilogue instead of after it.
+template <class T, bool kTurns = false, bool kFused = false, int kParts = 3, bool kProducer = false>
 __global__ void __launch_bounds__(kSsThreads, 1)
     conv128_ss_kernel(T* __restrict__ y, int n, int h, const __grid_constant__ CUtensorMap map,
                       const __grid_constant__ CUtensorMap wmap, const Fused fz) {
@@ -341,9 +371,10 @@ __global__ void __launch_bounds__(kSsThreads, 1)
   auto full = [&](int b) { return bars + static_cast<unsigned>(b * 8); };
   auto empty = [&](int b) { return bars + static_cast<unsigned>((2 + b) * 8); };
   const unsigned wbar = bars + 32;
-  float* const coef = reinterpret_cast<float*>(reinterpret_cast<char*>(stage_base) + 2 * kStageBytes + 40);
+  auto ready = [&](int b) { return bars + static_cast<unsigned>((5 + b) * 8); };
+  float* const coef = reinterpret_cast<float*>(reinterpret_cast<char*>(stage_base) + 2 * kStageBytes + 56);
   if (threadIdx.x == 0) {
-    for (int b = 0; b < 2; ++b) mbar_init(full(b), 1), mbar_init(empty(b), 128);
+    for (int b = 0; b < 2; ++b) mbar_init(full(b), 1), mbar_init(empty(b), 128), mbar_init(ready(b), 1);
     mbar_init(wbar, 1);
     mbar_init_fence();
   }
@@ -351,17 +382,32 @@ __global__ void __launch_bounds__(kSsThreads, 1)
     coef[threadIdx.x] = fz.scale[threadIdx.x], coef[kC + threadIdx.x] = fz.shift[threadIdx.x];
   __syncthreads();
   if (g == 2) {  // ---- producer: the weights once, then each tile's window into its warpgroup's buffer
-    if (threadIdx.x != 256) return;
-    mbar_arrive_expect_tx(wbar, kWeightBytes);
-    for (int kc = 0; kc < kKDim / 8; ++kc)
-      tma_load_2d(wbase + static_cast<unsigned>(kc * 1024), &wmap, 8 * kc, kHalf * half, wbar);
+    constexpr bool kApplies = kFused && kProducer && (kParts & 1);
+    const int p = threadIdx.x - 256;
+    if (!kApplies && p != 0) return;
+    if (p == 0) {
+      mbar_arrive_expect_tx(wbar, kWeightBytes);
+      for (int kc = 0; kc < kKDim / 8; ++kc)
+        tma_load_2d(wbase + static_cast<unsigned>(kc * 1024), &wmap, 8 * kc, kHalf * half, wbar);
+    }
     for (int k = 0; k < my_tiles; ++k) {  // local tile k: warpgroup k % 2, buffer k % 2
       const int b = k & 1, t = ts.tile(k);
-      if (k >= 2) mbar_wait(empty(b), ((k >> 1) - 1) & 1);
       const int img = ts.image(t), row0 = ts.row0(t);
-      mbar_arrive_expect_tx(full(b), kWinBytes);
-      for (int c = 0; c < kPlanes; ++c)
-        tma_load_4d(buf(b) + static_cast<unsigned>(c * kPlaneBytes), &map, 8 * c, -1, row0 - 1, img, full(b));
+      if (p == 0) {
+        if (k >= 2) mbar_wait(empty(b), ((k >> 1) - 1) & 1);
+        mbar_arrive_expect_tx(full(b), kWinBytes);
+        for (int c = 0; c < kPlanes; ++c)
+          tma_load_4d(buf(b) + static_cast<unsigned>(c * kPlaneBytes), &map, 8 * c, -1, row0 - 1, img,
+                      full(b));
+      }
+      if constexpr (kApplies) {
+        mbar_wait(full(b), (k >> 1) & 1);
+        apply_window<T>(fz, coef, reinterpret_cast<char*>(smem) + kWeightBytes + b * kBufBytes, p, half, img,
+                        row0, h, true);
+        fence_proxy_async();
+        named_sync(8, 128);
+        if (p == 0) mbar_arrive(ready(b));
+      }
     }
     return;
   }
@@ -381,28 +427,11 @@ __global__ void __launch_bounds__(kSsThreads, 1)
   for (int k = g; k < my_tiles; k += 2) {
     const int t = ts.tile(k), i = k >> 1;
     const int img = ts.image(t), row0 = ts.row0(t);
-    mbar_wait(full(g), (k >> 1) & 1);
-    if constexpr (kFused && (kParts & 1)) {  // the batchnorm applied to the window in place (and stored)
-      uint4* wv = reinterpret_cast<uint4*>(reinterpret_cast<char*>(smem) + kWeightBytes + g * kBufBytes);
-      T* applied = static_cast<T*>(fz.applied);
-      // 16 lanes on 16 positions of one plane, the next 16 lanes on the next plane: each 32-byte piece of
-      // the applied map is written whole by one store instruction (positions 108-111 are past the window)
-      for (int v = t128; v < kPlanes * kCS; v += 128) {
-        const int grp = v >> 4, c = grp % kPlanes, pos = 16 * (grp / kPlanes) + (v & 15);
-        const int wr = pos / kWinCols, wc = pos - wr * kWinCols, ir = row0 - 1 + wr, ic = wc - 1;
-        if (pos >= kWinRows * kWinCols || ir < 0 || ir >= h || ic < 0 || ic >= kW) continue;  // padding: zero
-        uint4 val = wv[c * kCS + pos];
-        T* e = reinterpret_cast<T*>(&val);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float f = fmaf(static_cast<float>(e[j]), coef[8 * c + j], coef[kC + 8 * c + j]);
-          e[j] = static_cast<T>(f > 0.0f ? f : 0.0f);
-        }
-        wv[c * kCS + pos] = val;
-        if (kParts != 1 && half == 0 && wr >= 1 && wr <= kRows)
-          *reinterpret_cast<uint4*>(applied + ((static_cast<int64_t>(img) * h + ir) * kW + ic) * kC + 8 * c) =
-              val;
-      }
+    constexpr bool kReady = kFused && kProducer && (kParts & 1);
+    mbar_wait(kReady ? ready(g) : full(g), (k >> 1) & 1);
+    if constexpr (kFused && (kParts & 1) && !kProducer) {  // the batchnorm applied to the window in place
+      apply_window<T>(fz, coef, reinterpret_cast<char*>(smem) + kWeightBytes + g * kBufBytes, t128, half, img,
+                      row0, h, kParts != 1);
       fence_proxy_async();
       named_sync(5 + g, 128);
     }
@@ -595,6 +624,11 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
                           static_cast<int>(kSsSmem)));
   CK(cudaFuncSetAttribute(conv128_ss_kernel<T, true, true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           static_cast<int>(kSsSmem)));
+  CK(cudaFuncSetAttribute(conv128_ss_kernel<T, true, true, 3, true>,
+                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSsSmem)));
+  auto fused_producer = [&] {
+    conv128_ss_kernel<T, true, true, 3, true><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, fz);
+  };
   auto fused_unstored = [&] {
     conv128_ss_kernel<T, true, true, 1><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, fz);
   };
@@ -671,38 +705,51 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   CK(cudaMemcpy(href.data(), yref, nx * sizeof(float), cudaMemcpyDeviceToHost));
-  CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
-  const double fused_err = checked(fused);
-  std::vector<T> hy(nx), happ(nx);
-  std::vector<double> hpart(static_cast<size_t>(blocks) * kHalf * 2);
-  CK(cudaMemcpy(hy.data(), y, nx * sizeof(T), cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(happ.data(), applied, nx * sizeof(T), cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(hpart.data(), part, hpart.size() * sizeof(double), cudaMemcpyDeviceToHost));
-  int64_t applied_mismatches = 0;
-  for (int64_t i = 0; i < nx; ++i) applied_mismatches += std::memcmp(&happ[i], &ha[i], sizeof(T)) != 0;
-  std::vector<double> want(2 * kC, 0.0), have(2 * kC, 0.0);
-  for (int64_t i = 0; i < nx; ++i) {
-    const double v = static_cast<float>(hy[i]);
-    want[i % kC] += v, want[kC + i % kC] += v * v;
-  }
-  for (int b = 0; b < blocks; ++b)
-    for (int c = 0; c < kHalf; ++c) {
-      const int ch = kHalf * (b & 1) + c;
-      have[ch] += hpart[(static_cast<size_t>(b) * kHalf + c) * 2];
-      have[kC + ch] += hpart[(static_cast<size_t>(b) * kHalf + c) * 2 + 1];
+  // a fused kernel's y error, applied map mismatches and sums error
+  struct FusedCheck {
+    double y_err;
+    int64_t applied_mismatches;
+    double sums_err;
+    bool ok() const { return y_err < 0.02 && applied_mismatches == 0 && sums_err < 1e-4; }
+  };
+  auto check_fused = [&](auto fn) {
+    CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
+    FusedCheck r{checked(fn), 0, 0.0};
+    std::vector<T> hy(nx), happ(nx);
+    std::vector<double> hpart(static_cast<size_t>(blocks) * kHalf * 2);
+    CK(cudaMemcpy(hy.data(), y, nx * sizeof(T), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(happ.data(), applied, nx * sizeof(T), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hpart.data(), part, hpart.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < nx; ++i) r.applied_mismatches += std::memcmp(&happ[i], &ha[i], sizeof(T)) != 0;
+    std::vector<double> want(2 * kC, 0.0), have(2 * kC, 0.0);
+    for (int64_t i = 0; i < nx; ++i) {
+      const double v = static_cast<float>(hy[i]);
+      want[i % kC] += v, want[kC + i % kC] += v * v;
     }
-  double sums_err = 0.0;
-  for (int c = 0; c < 2 * kC; ++c)
-    sums_err = std::max(sums_err, std::fabs(have[c] - want[c]) / (1.0 + std::fabs(want[c])));
-  const float fused_us = time_us(fused), unstored_us = time_us(fused_unstored), sums_us = time_us(sums_only);
+    for (int b = 0; b < blocks; ++b)
+      for (int c = 0; c < kHalf; ++c) {
+        const int ch = kHalf * (b & 1) + c;
+        have[ch] += hpart[(static_cast<size_t>(b) * kHalf + c) * 2];
+        have[kC + ch] += hpart[(static_cast<size_t>(b) * kHalf + c) * 2 + 1];
+      }
+    for (int c = 0; c < 2 * kC; ++c)
+      r.sums_err = std::max(r.sums_err, std::fabs(have[c] - want[c]) / (1.0 + std::fabs(want[c])));
+    return r;
+  };
+  const FusedCheck fc = check_fused(fused), pc = check_fused(fused_producer);
+  const float fused_us = time_us(fused), unstored_us = time_us(fused_unstored), sums_us = time_us(sums_only),
+              producer_us = time_us(fused_producer);
   std::printf(
       "{\"bench\":\"conv128_probe_fused\",\"dtype\":\"%s\",\"fused_us\":%.2f,\"fused_y_max_rel_err\":%.3g,"
       "\"fused_applied_mismatches\":%lld,\"fused_sums_max_rel_err\":%.3g,\"convolution_alone_us\":%.2f,"
-      "\"prologue_unstored_and_sums_us\":%.2f,\"sums_only_us\":%.2f}\n",
-      dtype_name, fused_us, fused_err, static_cast<long long>(applied_mismatches), sums_err, turns_us,
-      unstored_us, sums_us);
+      "\"prologue_unstored_and_sums_us\":%.2f,\"sums_only_us\":%.2f,\"producer_prologue_us\":%.2f,"
+      "\"producer_y_max_rel_err\":%.3g,\"producer_applied_mismatches\":%lld,"
+      "\"producer_sums_max_rel_err\":%.3g}\n",
+      dtype_name, fused_us, fc.y_err, static_cast<long long>(fc.applied_mismatches), fc.sums_err, turns_us,
+      unstored_us, sums_us, producer_us, pc.y_err, static_cast<long long>(pc.applied_mismatches),
+      pc.sums_err);
   return own_err < 0.02 && alt_err < 0.02 && alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 &&
-                 turns_err < 0.02 && fused_err < 0.02 && applied_mismatches == 0 && sums_err < 1e-4
+                 turns_err < 0.02 && fc.ok() && pc.ok()
              ? 0
              : 2;
 }
