@@ -10,7 +10,6 @@
 #include <initializer_list>
 #include <map>
 #include <string>
-#include <vector>
 
 #include "fresco/plugin.hpp"
 #include "ops/sgemm.h"
@@ -81,13 +80,6 @@ struct Context {
   // (cudaGraphDebugDotPrint, n counting from 0 per context), for looking at its branches.
   std::string graph_dot;
   int graphs_captured = 0;
-  // FRESCO_CUDA_STREAM_PRIORITIES=a,b,c,d,e (an experiment's knob, docs/decisions.md "Stream priorities"):
-  // the n-th stream this context creates gets n-th value levels above the lowest priority (0, the default,
-  // is the lowest; clamped to the device's range), and captured graphs run with those per-node priorities
-  // (cudaGraphInstantiateFlagUseNodePriority). The core creates its streams in StreamRole's order: TRANS,
-  // COMP_1 (a whole step's main stream), COMP_2 (its side stream: weight gradients), COMP_3, UPDATE.
-  std::vector<int> stream_priorities;
-  int streams_created = 0;
   bool conv_autotune = true;  // time cuDNN's algorithms at prepare (FRESCO_CUDNN_AUTOTUNE=0 turns it off)
   // FRESCO_CUDNN_DETERMINISTIC=0 also admits cuDNN's non-deterministic algorithms (results then vary from
   // run to run); FRESCO_CUDNN_LOG=1 prints each convolution choice with Find's times, 2 also every timed

@@ -4,7 +4,6 @@
 // a GPU).
 #include <cudnn.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -52,21 +51,6 @@ std::string machine_signature(int index, int sm_count) {
          std::to_string(cublasLtGetVersion()) + "/cudnn" + std::to_string(cudnnGetVersion());
 }
 
-// A comma-separated list of whole numbers 0..9 from the environment (empty when unset).
-std::vector<int> env_levels(const char* name) {
-  std::vector<int> out;
-  const char* v = std::getenv(name);
-  if (!v || !*v) return out;
-  for (const char* q = v;; ++q) {
-    FR_PLUGIN_CHECK(
-        *q >= '0' && *q <= '9' && (q[1] == ',' || q[1] == '\0'), FR_ERR_INVALID_ARGUMENT,
-        std::string("cuda: ") + name + " must be digits 0-9 separated by commas, found '" + v + "'");
-    out.push_back(*q - '0');
-    if (*++q == '\0') break;
-  }
-  return out;
-}
-
 bool env_switch(const char* name, bool fallback) {
   return env_int(name, fallback ? 1 : 0, 0, 1) != 0;
 }
@@ -107,7 +91,6 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->bn_recompute_mask = env_switch("FRESCO_CUDA_BN_RECOMPUTE_MASK", true);
     c->replace_memsets = env_switch("FRESCO_CUDA_GRAPH_MEMSETS", true);
     if (const char* dot = std::getenv("FRESCO_CUDA_GRAPH_DOT")) c->graph_dot = dot;
-    c->stream_priorities = env_levels("FRESCO_CUDA_STREAM_PRIORITIES");
     if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
       throw sdk::KernelError(FR_ERR_DEVICE, "cuda: cublasLtCreate failed");
     try {  // a failure from here on (a bad environment value, the tuning cache) frees the handle too
@@ -187,18 +170,9 @@ void host_free(void*, void* ptr) noexcept {
 
 FrError* stream_create(void* p, void** stream) noexcept {
   return sdk::guard([&] {
-    Context* c = ctx_of(p);
-    FR_CUDA_CHECK(cudaSetDevice(c->device));
+    FR_CUDA_CHECK(cudaSetDevice(ctx_of(p)->device));
     cudaStream_t s = nullptr;
-    const auto n = static_cast<size_t>(c->streams_created++);
-    if (n < c->stream_priorities.size() && c->stream_priorities[n] > 0) {
-      int least = 0, greatest = 0;  // greatest is the numerically lowest
-      FR_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      FR_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking,
-                                                 std::max(least - c->stream_priorities[n], greatest)));
-    } else {
-      FR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    }
+    FR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     *stream = s;
   });
 }
@@ -260,9 +234,7 @@ FrError* capture_end(void* p, void* stream, void** graph) noexcept {
       }
     }
     cudaGraphExec_t exec = nullptr;
-    const bool node_priority = ctx_of(p) && !ctx_of(p)->stream_priorities.empty();
-    FR_CUDA_CHECK(cudaGraphInstantiate(&exec, owned.get(),
-                                       node_priority ? cudaGraphInstantiateFlagUseNodePriority : 0));
+    FR_CUDA_CHECK(cudaGraphInstantiate(&exec, owned.get(), 0));
     *graph = exec;
   });
 }
