@@ -231,9 +231,12 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       continue;
     }
     ++considered;
-    if (ctx->conv_log >= 2)  // every timed candidate, for scripts/tune_step.py --convs (its cache key last)
+    if (ctx->conv_log >= 2) {  // every timed candidate (scripts/tune_step.py --convs: its cache key last)
       std::fprintf(stderr, "[fresco-cuda]   conv candidate #%zu\t%s\t%.3f us\t%s\n", i,
                    config_name(scratch_keep, cfgs[i], i, cfgs.size()).c_str(), ms * 1000.0f, tkey.c_str());
+      std::fprintf(stderr, "[fresco-cuda]   conv knobs #%zu\t%s\n", i,
+                   backend::knob_choices(scratch_keep, cfgs[i]).c_str());
+    }
     if (!best->plan || ms < best->ms) {  // the fastest (the first of equal times)
       keep_plan(f.plan, f.workspace, ms);
       best_index = i;

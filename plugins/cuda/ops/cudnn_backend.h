@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "ops/cudnn_common.h"
@@ -195,6 +196,30 @@ inline int64_t engine_index(std::vector<Desc>& keep, Desc cfg) {
                                           &global) != CUDNN_STATUS_SUCCESS)
     return -1;
   return global;
+}
+
+// "type=value ..." of cfg's knob choices (cudnnBackendKnobType_t numbers: 2 TILE_SIZE, 14 STAGES, 24
+// KERNEL_CFG, 40 TILE_M, 41 TILE_N, ...), for FRESCO_CUDNN_LOG=2; empty when they cannot be read.
+inline std::string knob_choices(std::vector<Desc>& keep, Desc cfg) {
+  std::vector<Desc> choices;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i)
+    choices.push_back(make(keep, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, kDesc, CUDNN_KNOB_TYPE_COUNTS, &n,
+                               choices.data()) != CUDNN_STATUS_SUCCESS)
+    return "";
+  std::string out;
+  for (int64_t i = 0; i < n; ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0, m = 0;
+    if (cudnnBackendGetAttribute(choices[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                 CUDNN_TYPE_KNOB_TYPE, 1, &m, &type) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(choices[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                 CUDNN_TYPE_INT64, 1, &m, &value) != CUDNN_STATUS_SUCCESS)
+      continue;
+    out += (out.empty() ? "" : " ") + std::to_string(static_cast<int>(type)) + "=" + std::to_string(value);
+  }
+  return out;
 }
 
 // Whether the engine of cfg carries any of `notes` (numerical notes); false when they cannot be read.
