@@ -11,6 +11,7 @@
 
 #include "ops/channel_moments.h"
 #include "ops/cudnn_common.h"
+#include "tuning/tied_choice.h"
 
 // The execution plan's handle attribute is deprecated in cuDNN 9.14's headers (ops/cudnn_backend.h says why
 // it is still used).
@@ -180,8 +181,10 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     best->workspace = static_cast<uint64_t>(ws);
     best->ms = ms;
   };
-  const std::string tkey = "conv " + ctx->machine + " " + what + (stats ? " stats" : "") + " candidates " +
-                           std::to_string(ctx->conv_engine_candidates) + " ws " + std::to_string(ws_cap);
+  const std::string tkey =
+      "conv " + ctx->machine + " " + what + (stats ? " stats" : "") + " candidates " +
+      std::to_string(ctx->conv_engine_candidates) + " ws " + std::to_string(ws_cap) +
+      (ctx->conv_tie_break_pct > 0 ? " cluster-ties " + std::to_string(ctx->conv_tie_break_pct) : "");
   const std::optional<TunedChoice> hit = ctx->tuning ? ctx->tuning->find(tkey) : std::nullopt;
   const auto valid_times = [&](const std::vector<float>& ms) {  // the plan's time (and the sums pass's)
     if (ms.size() != (stats ? 2u : 1u)) return false;
@@ -207,6 +210,12 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   FR_CUDNN_CHECK(cudnnSetStream(h, nullptr));
   int considered = 0;
   size_t best_index = 0;
+  struct Timed {
+    size_t index;
+    float ms;
+    int64_t cluster;
+  };
+  std::vector<Timed> timed;
   for (size_t i = 0; i < cfgs.size(); ++i) {
     const Finalized f = finalize_plan(scratch_keep, h, cfgs[i], ws_cap);
     if (!f.plan) continue;
@@ -231,15 +240,35 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       continue;
     }
     ++considered;
+    const std::vector<std::pair<int, int64_t>> knobs = backend::knob_choices(scratch_keep, cfgs[i]);
+    timed.push_back({i, ms, backend::cluster_size(knobs)});
     if (ctx->conv_log >= 2) {  // every timed candidate (scripts/tune_step.py --convs: its cache key last)
       std::fprintf(stderr, "[fresco-cuda]   conv candidate #%zu\t%s\t%.3f us\t%s\n", i,
                    config_name(scratch_keep, cfgs[i], i, cfgs.size()).c_str(), ms * 1000.0f, tkey.c_str());
-      std::fprintf(stderr, "[fresco-cuda]   conv knobs #%zu\t%s\n", i,
-                   backend::knob_choices(scratch_keep, cfgs[i]).c_str());
+      std::string line;
+      for (const auto& [type, value] : knobs)
+        line += (line.empty() ? "" : " ") + std::to_string(type) + "=" + std::to_string(value);
+      std::fprintf(stderr, "[fresco-cuda]   conv knobs #%zu\t%s\n", i, line.c_str());
     }
     if (!best->plan || ms < best->ms) {  // the fastest (the first of equal times)
       keep_plan(f.plan, f.workspace, ms);
       best_index = i;
+    }
+  }
+  if (best->plan && ctx->conv_tie_break_pct > 0) {
+    // FRESCO_CUDNN_TIE_BREAK=P: of the configurations within P% of the fastest alone, the largest cluster
+    // (then the fastest): docs/decisions.md "cuDNN engines that tie alone and differ in the step"
+    std::vector<float> us;
+    std::vector<int> rank;  // tied_choice takes the lowest: the negated cluster size
+    for (const Timed& t : timed) us.push_back(t.ms), rank.push_back(-static_cast<int>(t.cluster));
+    const int pick = tied_choice(us, rank, static_cast<float>(ctx->conv_tie_break_pct) / 100.0f);
+    if (pick >= 0 && timed[static_cast<size_t>(pick)].index != best_index) {
+      const Timed& t = timed[static_cast<size_t>(pick)];
+      const Finalized f = finalize_plan(scratch_keep, h, cfgs[t.index], ws_cap);
+      if (f.plan) {
+        keep_plan(f.plan, f.workspace, t.ms);
+        best_index = t.index;
+      }
     }
   }
   if (stats && best->plan) best->sums_pass_ms = time_sums_pass(s, dtype, rows, g.k);

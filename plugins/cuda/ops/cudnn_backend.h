@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/cudnn_common.h"
@@ -198,28 +199,39 @@ inline int64_t engine_index(std::vector<Desc>& keep, Desc cfg) {
   return global;
 }
 
-// "type=value ..." of cfg's knob choices (cudnnBackendKnobType_t numbers: 2 TILE_SIZE, 14 STAGES, 24
-// KERNEL_CFG, 40 TILE_M, 41 TILE_N, ...), for FRESCO_CUDNN_LOG=2; empty when they cannot be read.
-inline std::string knob_choices(std::vector<Desc>& keep, Desc cfg) {
+// cfg's knob choices as (cudnnBackendKnobType_t, value) pairs (2 TILE_SIZE, 14 STAGES, 24 KERNEL_CFG, 27 / 28
+// TILE_CGA_M / _N, 40 TILE_M, 41 TILE_N, ...); empty when they cannot be read.
+inline std::vector<std::pair<int, int64_t>> knob_choices(std::vector<Desc>& keep, Desc cfg) {
   std::vector<Desc> choices;
   for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i)
     choices.push_back(make(keep, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
   int64_t n = 0;
+  std::vector<std::pair<int, int64_t>> out;
   if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, kDesc, CUDNN_KNOB_TYPE_COUNTS, &n,
                                choices.data()) != CUDNN_STATUS_SUCCESS)
-    return "";
-  std::string out;
+    return out;
   for (int64_t i = 0; i < n; ++i) {
     cudnnBackendKnobType_t type{};
     int64_t value = 0, m = 0;
     if (cudnnBackendGetAttribute(choices[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
-                                 CUDNN_TYPE_KNOB_TYPE, 1, &m, &type) != CUDNN_STATUS_SUCCESS ||
+                                 CUDNN_TYPE_KNOB_TYPE, 1, &m, &type) == CUDNN_STATUS_SUCCESS &&
         cudnnBackendGetAttribute(choices[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
-                                 CUDNN_TYPE_INT64, 1, &m, &value) != CUDNN_STATUS_SUCCESS)
-      continue;
-    out += (out.empty() ? "" : " ") + std::to_string(static_cast<int>(type)) + "=" + std::to_string(value);
+                                 CUDNN_TYPE_INT64, 1, &m, &value) == CUDNN_STATUS_SUCCESS)
+      out.emplace_back(static_cast<int>(type), value);
   }
   return out;
+}
+
+// The thread-block cluster a configuration launches (TILE_CGA_M x TILE_CGA_N; 1 without those knobs): CTAs of
+// one cluster share their operand loads (TMA multicast), so of engines equally fast alone the larger cluster
+// moves fewer bytes through L2 beside concurrent kernels.
+inline int64_t cluster_size(const std::vector<std::pair<int, int64_t>>& knobs) {
+  int64_t m = 1, n = 1;
+  for (const auto& [type, value] : knobs) {
+    if (type == CUDNN_KNOB_TYPE_TILE_CGA_M && value > 0) m = value;
+    if (type == CUDNN_KNOB_TYPE_TILE_CGA_N && value > 0) n = value;
+  }
+  return m * n;
 }
 
 // Whether the engine of cfg carries any of `notes` (numerical notes); false when they cannot be read.

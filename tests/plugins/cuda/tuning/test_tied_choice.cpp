@@ -21,6 +21,15 @@ TEST(TiedChoice, FewerSplitsWinAmongTies) {
   EXPECT_EQ(tied_choice({10.03f, 10.0f, 10.01f}, {2, 8, 2}, 0.005f), 2);
 }
 
+// The convolution search's form (FRESCO_CUDNN_TIE_BREAK=1: a tie within 1%): ranks are negated cluster sizes.
+// An H100's fp16 stage-2 input gradient (thirty-eighth session): #10 66.58 us (cluster 1), #2 66.86 (8),
+// #3 67.00 (1), #1 68.10 (1): #2, which the whole step's tuning chose.
+TEST(TiedChoice, TheLargestClusterAmongTiedEngines) {
+  EXPECT_EQ(tied_choice({66.58f, 66.86f, 67.00f, 68.10f}, {-1, -8, -1, -1}, 0.01f), 1);
+  EXPECT_EQ(tied_choice({66.58f, 66.86f, 67.00f, 68.10f}, {-1, -8, -1, -1}, 0.0f), 0);  // off: the fastest
+  EXPECT_EQ(tied_choice({66.58f, 67.6f}, {-1, -8}, 0.01f), 0);  // 1.5% slower: not a tie
+}
+
 TEST(TiedChoice, TieZeroIsTheFastestFirst) {
   EXPECT_EQ(tied_choice({2.0f, 2.0f, 1.999f}, {1, 1, 8}, 0.0f), 2);
   EXPECT_EQ(tied_choice({2.0f, 1.999f}, {1, 8}, -0.5f), 1);  // a negative tie is 0
