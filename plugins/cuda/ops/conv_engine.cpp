@@ -240,7 +240,9 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       continue;
     }
     ++considered;
-    const std::vector<std::pair<int, int64_t>> knobs = backend::knob_choices(scratch_keep, cfgs[i]);
+    const std::vector<std::pair<int, int64_t>> knobs =  // read only where used (44 descriptors each)
+        ctx->conv_log >= 2 || ctx->conv_tie_break_pct > 0 ? backend::knob_choices(scratch_keep, cfgs[i])
+                                                          : std::vector<std::pair<int, int64_t>>{};
     timed.push_back({i, ms, backend::cluster_size(knobs)});
     if (ctx->conv_log >= 2) {  // every timed candidate (scripts/tune_step.py --convs: its cache key last)
       std::fprintf(stderr, "[fresco-cuda]   conv candidate #%zu\t%s\t%.3f us\t%s\n", i,
