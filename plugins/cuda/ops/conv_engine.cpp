@@ -13,6 +13,10 @@
 #include "ops/cudnn_common.h"
 #include "tuning/tied_choice.h"
 
+static_assert(CUDNN_KNOB_TYPE_TILE_CGA_M == fresco::cuda::kKnobTileCgaM &&
+                  CUDNN_KNOB_TYPE_TILE_CGA_N == fresco::cuda::kKnobTileCgaN,
+              "tuning/tied_choice.h's knob numbers are cuDNN's");
+
 // The execution plan's handle attribute is deprecated in cuDNN 9.14's headers (ops/cudnn_backend.h says why
 // it is still used).
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -243,7 +247,7 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     const std::vector<std::pair<int, int64_t>> knobs =  // read only where used (44 descriptors each)
         ctx->conv_log >= 2 || ctx->conv_tie_break_pct > 0 ? backend::knob_choices(scratch_keep, cfgs[i])
                                                           : std::vector<std::pair<int, int64_t>>{};
-    timed.push_back({i, ms, backend::cluster_size(knobs)});
+    timed.push_back({i, ms, cluster_size(knobs)});
     if (ctx->conv_log >= 2) {  // every timed candidate (scripts/tune_step.py --convs: its cache key last)
       std::fprintf(stderr, "[fresco-cuda]   conv candidate #%zu\t%s\t%.3f us\t%s\n", i,
                    config_name(scratch_keep, cfgs[i], i, cfgs.size()).c_str(), ms * 1000.0f, tkey.c_str());

@@ -222,18 +222,6 @@ inline std::vector<std::pair<int, int64_t>> knob_choices(std::vector<Desc>& keep
   return out;
 }
 
-// The thread-block cluster a configuration launches (TILE_CGA_M x TILE_CGA_N; 1 without those knobs): CTAs of
-// one cluster share their operand loads (TMA multicast), so of engines equally fast alone the larger cluster
-// moves fewer bytes through L2 beside concurrent kernels.
-inline int64_t cluster_size(const std::vector<std::pair<int, int64_t>>& knobs) {
-  int64_t m = 1, n = 1;
-  for (const auto& [type, value] : knobs) {
-    if (type == CUDNN_KNOB_TYPE_TILE_CGA_M && value > 0) m = value;
-    if (type == CUDNN_KNOB_TYPE_TILE_CGA_N && value > 0) n = value;
-  }
-  return m * n;
-}
-
 // Whether the engine of cfg carries any of `notes` (numerical notes); false when they cannot be read.
 inline bool has_numerical_note(std::vector<Desc>& keep, Desc cfg,
                                std::initializer_list<cudnnBackendNumericalNote_t> notes, bool* readable) {

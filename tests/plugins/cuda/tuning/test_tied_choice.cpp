@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+using fresco::cuda::cluster_size;
 using fresco::cuda::tied_choice;
 
 TEST(TiedChoice, TheFastestWhenNothingTies) {
@@ -41,4 +42,14 @@ TEST(TiedChoice, CandidatesThatDidNotRunAreSkipped) {
   EXPECT_EQ(tied_choice({INFINITY, 7.0f}, {1, 4}, 0.005f), 1);
   EXPECT_EQ(tied_choice({INFINITY, INFINITY}, {1, 1}, 0.005f), -1);
   EXPECT_EQ(tied_choice({}, {}, 0.005f), -1);
+}
+
+// The cluster from an engine configuration's knobs (type, value): TILE_CGA_M x TILE_CGA_N (27, 28), as
+// logged on an H100 (FRESCO_CUDNN_LOG=2).
+TEST(ClusterSize, TheProductOfTheClusterKnobs) {
+  EXPECT_EQ(cluster_size({{2, 0}, {13, 1}, {18, 0}, {25, 1}, {27, 8}, {28, 1}}), 8);
+  EXPECT_EQ(cluster_size({{2, 1}, {13, 1}, {18, 1}, {25, 0}, {27, 2}, {28, 4}}), 8);
+  EXPECT_EQ(cluster_size({{2, 3}, {13, 1}}), 1);    // no cluster knobs
+  EXPECT_EQ(cluster_size({{27, 0}, {28, -1}}), 1);  // unset values count as 1
+  EXPECT_EQ(cluster_size({}), 1);
 }
