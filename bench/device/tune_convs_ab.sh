@@ -5,7 +5,7 @@
 # stage-2 input gradient on engine #2 against #10 or #3, stage 3's on #26 against #1: 4.94-4.98 ms against
 # 5.01-5.03), so which one a fresh run picks is a draw; the step-tuned cache settles it, and
 # FRESCO_CUDNN_TIE_BREAK=1 or 3 (the largest cluster among engines within 1% or 3%) may: one session's three
-# timings of the stage-2 input gradient put the clustered #2 within 0.4%, 0.5% and 2.3% of the fastest. Each
+# timings of the stage-2 input gradient put the clustered #2 at 0%, 0.4% and 2.3% behind the fastest. Each
 # setting times afresh once (its own cache key) and later rounds read it. Stage with
 # scripts/stage-device-run.sh, carry .devrun/stage and .devrun/pytorch_baseline.py, run
 # `T=SECONDS bash bench/device/tune_convs_ab.sh` (default 220: stops starting runs then).
