@@ -352,6 +352,51 @@ __device__ __forceinline__ void apply_window(const Fused& fz, const float* coef,
   }
 }
 
+// One tile's 72 wgmmas (k = 128 tap + 16 kk) over the window at shared address win, planes kStride positions
+// apart (B: LBO one plane, SBO 8 positions), A from the weights' descriptor a_lo; committed, not waited.
+template <class T, int kStride>
+__device__ __forceinline__ void tile_mmas(float (&acc)[36], uint64_t a_lo, unsigned win) {
+  const uint64_t lo = static_cast<uint64_t>((win >> 4) & 0x3FFF) |
+                      (static_cast<uint64_t>((kStride * 16) >> 4) << 16) |
+                      (static_cast<uint64_t>(128 >> 4) << 32);
+  wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < 72; ++ks) {
+    const int tap = ks / 8, kk = ks % 8, r = tap / 3, c = tap % 3;
+    const uint64_t a_desc = a_lo + static_cast<uint64_t>((tap * 16 + 2 * kk) * (1024 >> 4));
+    const uint64_t desc = lo + static_cast<uint64_t>(2 * kk * kStride + r * kWinCols + c);
+    wgmma72_ss(acc, a_desc, desc, ks > 0, T{});
+  }
+  wg_commit();
+}
+
+// The block's sums of y and y^2 per channel (this thread's dsum / dsq: channels 16 wq + gid (+ 8) as stored)
+// into part[block][64][2]: the four lanes of a gid, then the two warpgroups in order through red ([2][64][2]
+// doubles of shared memory neither warpgroup uses any more once both reach named barrier 7).
+__device__ __forceinline__ void block_sums(double (&dsum)[2], double (&dsq)[2], double* red, double* part,
+                                           int g, int wq, int gid, int tq, int t128) {
+#pragma unroll
+  for (int mh = 0; mh < 2; ++mh)
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      dsum[mh] += __shfl_xor_sync(0xffffffffu, dsum[mh], o);
+      dsq[mh] += __shfl_xor_sync(0xffffffffu, dsq[mh], o);
+    }
+  named_sync(7, 256);
+  if (tq == 0)
+#pragma unroll
+    for (int mh = 0; mh < 2; ++mh) {
+      const int c = 16 * wq + gid + 8 * mh;
+      red[(g * kHalf + c) * 2] = dsum[mh], red[(g * kHalf + c) * 2 + 1] = dsq[mh];
+    }
+  named_sync(7, 256);
+  if (g == 0 && t128 < kHalf) {
+    part[(static_cast<int64_t>(blockIdx.x) * kHalf + t128) * 2] = red[t128 * 2] + red[(kHalf + t128) * 2];
+    part[(static_cast<int64_t>(blockIdx.x) * kHalf + t128) * 2 + 1] =
+        red[t128 * 2 + 1] + red[(kHalf + t128) * 2 + 1];
+  }
+}
+
 // kParts (diagnostics, with kFused): 3 all of it; 1 the prologue without storing the applied map; 2 the sums
 // without the prologue.
 // kTurns: the two MMA warpgroups take turns issuing their tiles' MMAs (named barriers 3 and 4, as the
@@ -441,18 +486,7 @@ __global__ void __launch_bounds__(kSsThreads, 1)
       named_sync(5 + g, 128);
     }
     if (kTurns) named_sync(g == 0 ? 4 : 3, 256);
-    const uint64_t lo = static_cast<uint64_t>((buf(g) >> 4) & 0x3FFF) |
-                        (static_cast<uint64_t>(kPlaneBytes >> 4) << 16) |
-                        (static_cast<uint64_t>(128 >> 4) << 32);
-    wg_fence();
-#pragma unroll
-    for (int ks = 0; ks < 72; ++ks) {  // k = 128 tap + 16 kk
-      const int tap = ks / 8, kk = ks % 8, r = tap / 3, c = tap % 3;
-      const uint64_t a_desc = a_lo + static_cast<uint64_t>((tap * 16 + 2 * kk) * (1024 >> 4));
-      const uint64_t desc = lo + static_cast<uint64_t>(2 * kk * kCS + r * kWinCols + c);
-      wgmma72_ss(acc, a_desc, desc, ks > 0, T{});
-    }
-    wg_commit();
+    tile_mmas<T, kCS>(acc, a_lo, buf(g));
     if (kTurns) {
       if (g == 0 && i < n1) named_arrive(3, 256);
       if (g == 1 && i + 1 < n0) named_arrive(4, 256);
@@ -472,30 +506,8 @@ __global__ void __launch_bounds__(kSsThreads, 1)
 #pragma unroll
       for (int mh = 0; mh < 2; ++mh) dsum[mh] += ssum[mh], dsq[mh] += ssq[mh];
   }
-  if constexpr (kFused) {  // the block's sums: the four lanes of a gid, then the two warpgroups in order
-#pragma unroll
-    for (int mh = 0; mh < 2; ++mh)
-#pragma unroll
-      for (int o = 1; o < 4; o <<= 1) {
-        dsum[mh] += __shfl_xor_sync(0xffffffffu, dsum[mh], o);
-        dsq[mh] += __shfl_xor_sync(0xffffffffu, dsq[mh], o);
-      }
-    named_sync(7, 256);  // both warpgroups' staging reads are done: the buffers hold the sums now
-    double* red = reinterpret_cast<double*>(stage_base);  // [warpgroup][64][2]
-    if (tq == 0)
-#pragma unroll
-      for (int mh = 0; mh < 2; ++mh) {
-        const int c = 16 * wq + gid + 8 * mh;
-        red[(g * kHalf + c) * 2] = dsum[mh], red[(g * kHalf + c) * 2 + 1] = dsq[mh];
-      }
-    named_sync(7, 256);
-    if (g == 0 && t128 < kHalf) {
-      fz.part[(static_cast<int64_t>(blockIdx.x) * kHalf + t128) * 2] =
-          red[t128 * 2] + red[(kHalf + t128) * 2];
-      fz.part[(static_cast<int64_t>(blockIdx.x) * kHalf + t128) * 2 + 1] =
-          red[t128 * 2 + 1] + red[(kHalf + t128) * 2 + 1];
-    }
-  }
+  if constexpr (kFused)  // both warpgroups' staging reads are done: the buffers hold the sums now
+    block_sums(dsum, dsq, reinterpret_cast<double*>(stage_base), fz.part, g, wq, gid, tq, t128);
 }
 
 // y[n][p][q][k] = sum of x[n][p + r - 1][q + s - 1][c] w[k][r][s][c] in fp32, one output per thread.
@@ -594,18 +606,7 @@ __global__ void __launch_bounds__(kSsThreads, 1)
     const int b = k % 3, t = ts.tile(k), i = k >> 1;
     const int img = ts.image(t), row0 = ts.row0(t);
     named_sync(g == 0 ? 4 : 3, 256);  // turns, as conv128_ss_kernel's
-    const uint64_t lo = static_cast<uint64_t>((buf(b) >> 4) & 0x3FFF) |
-                        (static_cast<uint64_t>((kRingStride * 16) >> 4) << 16) |
-                        (static_cast<uint64_t>(128 >> 4) << 32);
-    wg_fence();
-#pragma unroll
-    for (int ks = 0; ks < 72; ++ks) {  // k = 128 tap + 16 kk
-      const int tap = ks / 8, kk = ks % 8, r = tap / 3, c = tap % 3;
-      const uint64_t a_desc = a_lo + static_cast<uint64_t>((tap * 16 + 2 * kk) * (1024 >> 4));
-      const uint64_t desc = lo + static_cast<uint64_t>(2 * kk * kRingStride + r * kWinCols + c);
-      wgmma72_ss(acc, a_desc, desc, ks > 0, T{});
-    }
-    wg_commit();
+    tile_mmas<T, kRingStride>(acc, a_lo, buf(b));
     if (g == 0 && i < n1) named_arrive(3, 256);
     if (g == 1 && i + 1 < n0) named_arrive(4, 256);
     if (k + 2 < my_tiles) prologue(k + 2);  // beside this tile's MMAs
@@ -641,30 +642,8 @@ __global__ void __launch_bounds__(kSsThreads, 1)
 #pragma unroll
       for (int mh = 0; mh < 2; ++mh) dsum[mh] += ssum[mh], dsq[mh] += ssq[mh];
   }
-  if constexpr (kFused) {  // the block's sums, as conv128_ss_kernel's (the weights' buffer is free now)
-#pragma unroll
-    for (int mh = 0; mh < 2; ++mh)
-#pragma unroll
-      for (int o = 1; o < 4; o <<= 1) {
-        dsum[mh] += __shfl_xor_sync(0xffffffffu, dsum[mh], o);
-        dsq[mh] += __shfl_xor_sync(0xffffffffu, dsq[mh], o);
-      }
-    named_sync(7, 256);  // both warpgroups' MMAs are done: the weights' buffer holds the sums now
-    double* red = reinterpret_cast<double*>(smem);  // [warpgroup][64][2]
-    if (tq == 0)
-#pragma unroll
-      for (int mh = 0; mh < 2; ++mh) {
-        const int c = 16 * wq + gid + 8 * mh;
-        red[(g * kHalf + c) * 2] = dsum[mh], red[(g * kHalf + c) * 2 + 1] = dsq[mh];
-      }
-    named_sync(7, 256);
-    if (g == 0 && t128 < kHalf) {
-      fz.part[(static_cast<int64_t>(blockIdx.x) * kHalf + t128) * 2] =
-          red[t128 * 2] + red[(kHalf + t128) * 2];
-      fz.part[(static_cast<int64_t>(blockIdx.x) * kHalf + t128) * 2 + 1] =
-          red[t128 * 2 + 1] + red[(kHalf + t128) * 2 + 1];
-    }
-  }
+  if constexpr (kFused)  // both warpgroups' MMAs are done: the weights' buffer holds the sums now
+    block_sums(dsum, dsq, reinterpret_cast<double*>(smem), fz.part, g, wq, gid, tq, t128);
 }
 
 template <class T>
