@@ -214,12 +214,11 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   FR_CUDNN_CHECK(cudnnSetStream(h, nullptr));
   int considered = 0;
   size_t best_index = 0;
-  struct Timed {
-    size_t index;
-    float ms;
-    int64_t cluster;
-  };
-  std::vector<Timed> timed;
+  // the timed configurations: their indices, times and ranks for the tie-break (tied_choice takes the lowest
+  // rank: the negated cluster size)
+  std::vector<size_t> timed;
+  std::vector<float> timed_ms;
+  std::vector<int> timed_rank;
   for (size_t i = 0; i < cfgs.size(); ++i) {
     const Finalized f = finalize_plan(scratch_keep, h, cfgs[i], ws_cap);
     if (!f.plan) continue;
@@ -247,7 +246,7 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     const std::vector<std::pair<int, int64_t>> knobs =  // read only where used (44 descriptors each)
         ctx->conv_log >= 2 || ctx->conv_tie_break_pct > 0 ? backend::knob_choices(scratch_keep, cfgs[i])
                                                           : std::vector<std::pair<int, int64_t>>{};
-    timed.push_back({i, ms, cluster_size(knobs)});
+    timed.push_back(i), timed_ms.push_back(ms), timed_rank.push_back(-static_cast<int>(cluster_size(knobs)));
     if (ctx->conv_log >= 2) {  // every timed candidate (scripts/tune_step.py --convs: its cache key last)
       std::fprintf(stderr, "[fresco-cuda]   conv candidate #%zu\t%s\t%.3f us\t%s\n", i,
                    config_name(scratch_keep, cfgs[i], i, cfgs.size()).c_str(), ms * 1000.0f, tkey.c_str());
@@ -264,16 +263,13 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   if (best->plan && ctx->conv_tie_break_pct > 0) {
     // FRESCO_CUDNN_TIE_BREAK=P: of the configurations within P% of the fastest alone, the largest cluster
     // (then the fastest): docs/decisions.md "cuDNN engines that tie alone and differ in the step"
-    std::vector<float> us;
-    std::vector<int> rank;  // tied_choice takes the lowest: the negated cluster size
-    for (const Timed& t : timed) us.push_back(t.ms), rank.push_back(-static_cast<int>(t.cluster));
-    const int pick = tied_choice(us, rank, static_cast<float>(ctx->conv_tie_break_pct) / 100.0f);
-    if (pick >= 0 && timed[static_cast<size_t>(pick)].index != best_index) {
-      const Timed& t = timed[static_cast<size_t>(pick)];
-      const Finalized f = finalize_plan(scratch_keep, h, cfgs[t.index], ws_cap);
+    const int pick = tied_choice(timed_ms, timed_rank, static_cast<float>(ctx->conv_tie_break_pct) / 100.0f);
+    const size_t p = static_cast<size_t>(pick);
+    if (pick >= 0 && timed[p] != best_index) {
+      const Finalized f = finalize_plan(scratch_keep, h, cfgs[timed[p]], ws_cap);
       if (f.plan) {
-        keep_plan(f.plan, f.workspace, t.ms);
-        best_index = t.index;
+        keep_plan(f.plan, f.workspace, timed_ms[p]);
+        best_index = timed[p];
       }
     }
   }

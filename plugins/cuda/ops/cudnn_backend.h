@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <initializer_list>
-#include <string>
 #include <utility>
 #include <vector>
 
