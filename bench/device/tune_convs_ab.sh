@@ -3,10 +3,9 @@
 # fp16 and bf16, interleaved, beside PyTorch's eager and whole-step graph. Alone, a problem's best engines
 # often tie within 1% while they differ by 40-80 us inside the step (the thirty-eighth session, H100s: fp16's
 # stage-2 input gradient on engine #2 against #10 or #3, stage 3's on #26 against #1: 4.94-4.98 ms against
-# 5.01-5.03), so which one a fresh run picks is a draw; the step-tuned cache settles it, and
-# FRESCO_CUDNN_TIE_BREAK=1 or 3 (the largest cluster among engines within 1% or 3%) may: one session's three
-# timings of the stage-2 input gradient put the clustered #2 at 0%, 0.4% and 2.3% behind the fastest. Each
-# setting times afresh once (its own cache key) and later rounds read it. Stage with
+# 5.01-5.03), so which one a fresh run picks is a draw; the step-tuned cache settles it (on the thirty-ninth
+# session's H200 the default's draw was as fast; a tie-break by cluster size was slower there and is gone:
+# docs/decisions.md). The default times once and later rounds read its cache. Stage with
 # scripts/stage-device-run.sh, carry .devrun/stage and .devrun/pytorch_baseline.py, run
 # `T=SECONDS bash bench/device/tune_convs_ab.sh` (default 220: stops starting runs then).
 source bench/device/device_env.sh
@@ -33,8 +32,6 @@ for r in 1 2 3; do
   for p in fp16 bf16; do
     bl default "" $A --precision $p
     bl step-tuned FRESCO_CUDA_TUNING_CACHE=/tmp/step_$p.tsv $A --precision $p
-    bl tie-break-1 FRESCO_CUDNN_TIE_BREAK=1 $A --precision $p
-    bl tie-break-3 FRESCO_CUDNN_TIE_BREAK=3 $A --precision $p
   done
 done
 [ $SECONDS -lt $((T - 45)) ] && MODES=eager,graph DTYPES=float16,bfloat16 OUT=$OUT timeout 45 python3 .devrun/pytorch_baseline.py rn18 2>&1 | grep '^{'

@@ -94,10 +94,6 @@ struct Context {
   // (FRESCO_CUDNN_ENGINE_CANDIDATES, 1..1000; mode A lists about 30 for ResNet's convolutions, so the default
   // times them all: ResNet-18 0.7% faster than with the first 10, compile 2.1 s instead of 1.1 s).
   int conv_engine_candidates = 64;
-  // FRESCO_CUDNN_TIE_BREAK=P (0 off, the default; 1-10): of the engine configurations within P% of the
-  // fastest alone, take the one with the largest thread-block cluster (docs/decisions.md "cuDNN engines that
-  // tie alone and differ in the step"; not yet measured).
-  int conv_tie_break_pct = 0;
   // A conv2d with the sums output (ops.h) on an engine (FRESCO_CUDNN_GENSTATS): 0 (default while
   // conv_deterministic) = always the convolution, then a separate sums pass; 1 (default otherwise) = cuDNN's
   // fused statistics (genstats) when they measured faster than that pair at prepare; 2 = genstats whenever an

@@ -11,11 +11,6 @@
 
 #include "ops/channel_moments.h"
 #include "ops/cudnn_common.h"
-#include "tuning/tied_choice.h"
-
-static_assert(CUDNN_KNOB_TYPE_TILE_CGA_M == fresco::cuda::kKnobTileCgaM &&
-                  CUDNN_KNOB_TYPE_TILE_CGA_N == fresco::cuda::kKnobTileCgaN,
-              "tuning/tied_choice.h's knob numbers are cuDNN's");
 
 // The execution plan's handle attribute is deprecated in cuDNN 9.14's headers (ops/cudnn_backend.h says why
 // it is still used).
@@ -185,10 +180,8 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     best->workspace = static_cast<uint64_t>(ws);
     best->ms = ms;
   };
-  const std::string tkey =
-      "conv " + ctx->machine + " " + what + (stats ? " stats" : "") + " candidates " +
-      std::to_string(ctx->conv_engine_candidates) + " ws " + std::to_string(ws_cap) +
-      (ctx->conv_tie_break_pct > 0 ? " cluster-ties " + std::to_string(ctx->conv_tie_break_pct) : "");
+  const std::string tkey = "conv " + ctx->machine + " " + what + (stats ? " stats" : "") + " candidates " +
+                           std::to_string(ctx->conv_engine_candidates) + " ws " + std::to_string(ws_cap);
   const std::optional<TunedChoice> hit = ctx->tuning ? ctx->tuning->find(tkey) : std::nullopt;
   const auto valid_times = [&](const std::vector<float>& ms) {  // the plan's time (and the sums pass's)
     if (ms.size() != (stats ? 2u : 1u)) return false;
@@ -214,11 +207,6 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   FR_CUDNN_CHECK(cudnnSetStream(h, nullptr));
   int considered = 0;
   size_t best_index = 0;
-  // the timed configurations: their indices, times and ranks for the tie-break (tied_choice takes the lowest
-  // rank: the negated cluster size)
-  std::vector<size_t> timed;
-  std::vector<float> timed_ms;
-  std::vector<int> timed_rank;
   for (size_t i = 0; i < cfgs.size(); ++i) {
     const Finalized f = finalize_plan(scratch_keep, h, cfgs[i], ws_cap);
     if (!f.plan) continue;
@@ -243,34 +231,18 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
       continue;
     }
     ++considered;
-    const std::vector<std::pair<int, int64_t>> knobs =  // read only where used (44 descriptors each)
-        ctx->conv_log >= 2 || ctx->conv_tie_break_pct > 0 ? backend::knob_choices(scratch_keep, cfgs[i])
-                                                          : std::vector<std::pair<int, int64_t>>{};
-    timed.push_back(i), timed_ms.push_back(ms), timed_rank.push_back(-static_cast<int>(cluster_size(knobs)));
     if (ctx->conv_log >= 2) {  // every timed candidate (scripts/tune_step.py --convs: its cache key last)
       std::fprintf(stderr, "[fresco-cuda]   conv candidate #%zu\t%s\t%.3f us\t%s\n", i,
                    config_name(scratch_keep, cfgs[i], i, cfgs.size()).c_str(), ms * 1000.0f, tkey.c_str());
-      std::string line;
-      for (const auto& [type, value] : knobs)
+      std::string
+          line;  // its knob choices (tile sizes, clusters: docs/decisions.md "cuDNN engines that tie")
+      for (const auto& [type, value] : backend::knob_choices(scratch_keep, cfgs[i]))
         line += (line.empty() ? "" : " ") + std::to_string(type) + "=" + std::to_string(value);
       std::fprintf(stderr, "[fresco-cuda]   conv knobs #%zu\t%s\n", i, line.c_str());
     }
     if (!best->plan || ms < best->ms) {  // the fastest (the first of equal times)
       keep_plan(f.plan, f.workspace, ms);
       best_index = i;
-    }
-  }
-  if (best->plan && ctx->conv_tie_break_pct > 0) {
-    // FRESCO_CUDNN_TIE_BREAK=P: of the configurations within P% of the fastest alone, the largest cluster
-    // (then the fastest): docs/decisions.md "cuDNN engines that tie alone and differ in the step"
-    const int pick = tied_choice(timed_ms, timed_rank, static_cast<float>(ctx->conv_tie_break_pct) / 100.0f);
-    const size_t p = static_cast<size_t>(pick);
-    if (pick >= 0 && timed[p] != best_index) {
-      const Finalized f = finalize_plan(scratch_keep, h, cfgs[timed[p]], ws_cap);
-      if (f.plan) {
-        keep_plan(f.plan, f.workspace, timed_ms[p]);
-        best_index = timed[p];
-      }
     }
   }
   if (stats && best->plan) best->sums_pass_ms = time_sums_pass(s, dtype, rows, g.k);

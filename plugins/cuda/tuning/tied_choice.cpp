@@ -24,13 +24,4 @@ int tied_choice(const std::vector<float>& us, const std::vector<int>& splits, fl
   return pick;
 }
 
-int64_t cluster_size(const std::vector<std::pair<int, int64_t>>& knobs) {
-  int64_t m = 1, n = 1;
-  for (const auto& [type, value] : knobs) {
-    if (type == kKnobTileCgaM && value > 0) m = value;
-    if (type == kKnobTileCgaN && value > 0) n = value;
-  }
-  return m * n;
-}
-
 }  // namespace fresco::cuda

@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-using fresco::cuda::cluster_size;
 using fresco::cuda::tied_choice;
 
 TEST(TiedChoice, TheFastestWhenNothingTies) {
@@ -22,15 +21,6 @@ TEST(TiedChoice, FewerSplitsWinAmongTies) {
   EXPECT_EQ(tied_choice({10.03f, 10.0f, 10.01f}, {2, 8, 2}, 0.005f), 2);
 }
 
-// The convolution search's form (FRESCO_CUDNN_TIE_BREAK=1: a tie within 1%): ranks are negated cluster sizes.
-// An H100's fp16 stage-2 input gradient (thirty-eighth session): #10 66.58 us (cluster 1), #2 66.86 (8),
-// #3 67.00 (1), #1 68.10 (1): #2, which the whole step's tuning chose.
-TEST(TiedChoice, TheLargestClusterAmongTiedEngines) {
-  EXPECT_EQ(tied_choice({66.58f, 66.86f, 67.00f, 68.10f}, {-1, -8, -1, -1}, 0.01f), 1);
-  EXPECT_EQ(tied_choice({66.58f, 66.86f, 67.00f, 68.10f}, {-1, -8, -1, -1}, 0.0f), 0);  // off: the fastest
-  EXPECT_EQ(tied_choice({66.58f, 67.6f}, {-1, -8}, 0.01f), 0);  // 1.5% slower: not a tie
-}
-
 TEST(TiedChoice, TieZeroIsTheFastestFirst) {
   EXPECT_EQ(tied_choice({2.0f, 2.0f, 1.999f}, {1, 1, 8}, 0.0f), 2);
   EXPECT_EQ(tied_choice({2.0f, 1.999f}, {1, 8}, -0.5f), 1);  // a negative tie is 0
@@ -42,14 +32,4 @@ TEST(TiedChoice, CandidatesThatDidNotRunAreSkipped) {
   EXPECT_EQ(tied_choice({INFINITY, 7.0f}, {1, 4}, 0.005f), 1);
   EXPECT_EQ(tied_choice({INFINITY, INFINITY}, {1, 1}, 0.005f), -1);
   EXPECT_EQ(tied_choice({}, {}, 0.005f), -1);
-}
-
-// The cluster from an engine configuration's knobs (type, value): TILE_CGA_M x TILE_CGA_N (27, 28), as
-// logged on an H100 (FRESCO_CUDNN_LOG=2).
-TEST(ClusterSize, TheProductOfTheClusterKnobs) {
-  EXPECT_EQ(cluster_size({{2, 0}, {13, 1}, {18, 0}, {25, 1}, {27, 8}, {28, 1}}), 8);
-  EXPECT_EQ(cluster_size({{2, 1}, {13, 1}, {18, 1}, {25, 0}, {27, 2}, {28, 4}}), 8);
-  EXPECT_EQ(cluster_size({{2, 3}, {13, 1}}), 1);    // no cluster knobs
-  EXPECT_EQ(cluster_size({{27, 0}, {28, -1}}), 1);  // unset values count as 1
-  EXPECT_EQ(cluster_size({}), 1);
 }
