@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Issue 4's accuracy run (the small ResNet on Fashion-MNIST, 15 epochs, jobs/small_resnet_bf16_fashion_mnist.json)
+# over seeds, fresco then PyTorch on the same card: the spread a single run's >= 93.8% sits in. The
+# thirty-ninth session's H100 ended seed 1 in bf16 at 93.72% (earlier sessions' runs of it: 93.91-94.45%;
+# the issue's PyTorch runs: 94.18 and 94.32 for two seeds). Stage with scripts/stage-device-run.sh; carry
+# .devrun/stage and .devrun/fashion-mnist (drop the stage's devlibs/libfresco.so.0 and bench programs the
+# call does not run to stay under 64 MiB); run `SEEDS="1 2 3 4" T=SECONDS bash bench/device/accuracy_seeds.sh`.
+source bench/device/device_env.sh
+T=${T:-300}
+SEEDS=${SEEDS:-1 2 3 4}
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+for p in bf16 fp16; do
+  for s in $SEEDS; do
+    [ $SECONDS -gt $((T / 2)) ] && break 2
+    python3 -c "import json; j=json.load(open('jobs/small_resnet_bf16_fashion_mnist.json')); j['seed']=$s; json.dump(j, open('/tmp/job.json','w'))"
+    acc=$(timeout 40 $B/fresco train /tmp/job.json --precision $p 2>&1 | tee -a $OUT/train.log | grep "final test accuracy")
+    echo "fresco $p seed $s: $acc" | tee -a $OUT/seeds.txt
+  done
+done
+echo "fresco done at ${SECONDS}s"
+OUT=$OUT timeout $((T - SECONDS)) python3 bench/device/pytorch_small_resnet.py .devrun/fashion-mnist $SEEDS 2>&1 |
+  grep '^{' | tee -a $OUT/seeds.txt
+echo "done at ${SECONDS}s"
