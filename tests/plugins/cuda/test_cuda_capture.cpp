@@ -1,6 +1,7 @@
 // CUDA capture: graphs are native CUDA Graphs; replay equals eager execution of the same calls; dedup counts
 // of a compiled MLP with a partial last batch; parity of 20 AdamW steps CPU vs CUDA; the golden MLP cases on
-// CUDA, the CNN golden cases on CUDA; the README's main job on the GPU. All skipped without a GPU.
+// CUDA, the CNN golden cases on CUDA; the README's main job on the GPU. All skipped without a GPU, those that
+// read Fashion-MNIST also without it.
 #include <unistd.h>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "e2e/fashion_mnist_fixture.h"
 #include "e2e/small_residual_task.h"
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/golden.h"
@@ -93,6 +95,7 @@ TEST(CudaCapture, DedupCountsOfAnMlpWithPartialBatch) {
 
 TEST(CudaCapture, ParityOf20AdamWStepsCpuVsCuda) {
   FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   // The README's MLP and AdamW at a constant lr 1e-3. (Under the cosine warm-up the trajectory passes through
   // a phase where rounding differences grow about 2x per step: both devices agree step by step to 1e-7, but
   // the 20th step differs by 1e-3; see docs/performance.md.)
@@ -149,6 +152,7 @@ void expect_same_bits(const Snapshot& a, const Snapshot& b, const std::string& w
 // separate nodes gives the same bits (the fused kernel sums in small_fc's and the loss kernel's order).
 TEST(CudaCapture, FusedHeadGivesTheSameBitsOnCuda) {
   FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const TempPath tuning("fresco_fused_head_");
   const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path);
   Snapshot snaps[2];
@@ -165,6 +169,7 @@ TEST(CudaCapture, FusedHeadGivesTheSameBitsOnCuda) {
 // capability 9.0 both runs launch plainly.)
 TEST(CudaCapture, DependentLaunchGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const TempPath tuning("fresco_dependent_launch_");
   const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path);
   Snapshot snaps[2];
@@ -390,6 +395,7 @@ DotGraph read_dot(const std::string& path) {
 // side stream they used to share.
 TEST(CudaCapture, MetricsWaitForNoOptimizerUpdate) {
   FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string prefix = testing::TempDir() + "fresco_graph_" + std::to_string(getpid()) + "_";
   const TempPath tuning("fresco_graph_tuning_");
   const ScopedEnv dot("FRESCO_CUDA_GRAPH_DOT", prefix), cache("FRESCO_CUDA_TUNING_CACHE", tuning.path);
@@ -425,6 +431,7 @@ TEST(CudaCapture, MetricsWaitForNoOptimizerUpdate) {
 
 TEST(CudaCapture, NodeByNodeParityCpuVsCuda) {
   FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
   const NodeParityReport r = run_parity_nodes(job, "cpu", "cuda", 1e-4, 4000);
   for (const auto& row : r.rows)
@@ -475,6 +482,7 @@ double train_job(const std::string& file, std::optional<DType> precision = std::
 
 TEST(CudaEndToEnd, MainJobReaches895OnGpu) {
   FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   EXPECT_GE(train_job("mlp_fashion_mnist.json"), 0.895);
 }
 
@@ -482,6 +490,7 @@ TEST(CudaEndToEnd, MainJobReaches895OnGpu) {
 // smoothing 0.1, cosine with one warm-up epoch, 15 epochs, no augmentation) reaches >= 93.8% test top-1.
 TEST(CudaEndToEnd, SmallResnetBf16Reaches938OnFashionMnist) {
   FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   EXPECT_GE(train_job("small_resnet_bf16_fashion_mnist.json"), 0.938);
 }
 
@@ -489,5 +498,6 @@ TEST(CudaEndToEnd, SmallResnetBf16Reaches938OnFashionMnist) {
 // off on the device) also reaches 93.8%.
 TEST(CudaEndToEnd, SmallResnetFp16WithLossScalingReaches938OnFashionMnist) {
   FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   EXPECT_GE(train_job("small_resnet_bf16_fashion_mnist.json", DType::F16), 0.938);
 }

@@ -3,11 +3,12 @@
 // PyTorch's own CPU and CUDA runs of this job do (a relu mask flipped by one rounding, then amplified;
 // docs/decisions.md); resynced, every CUDA step starts from the CPU's state, so each of the 10 steps'
 // arithmetic (forward, backward, batchnorm, update) is held to the tolerance on its own (batchnorm biases to
-// PyTorch's own pair's, below). Skipped without a GPU.
+// PyTorch's own pair's, below). Skipped without a GPU or without Fashion-MNIST.
 #include <cmath>
 #include <cstdio>
 #include <string>
 
+#include "e2e/fashion_mnist_fixture.h"
 #include "fresco/core/job.h"
 #include "fresco/core/parity.h"
 #include "plugins/cuda/gpu_fixture.h"
@@ -16,6 +17,7 @@ using namespace fresco;
 
 TEST(CudaParity, ResNet18EveryStepOf10ResyncedCpuVsCuda) {
   FRESCO_REQUIRE_GPU();
+  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/resnet18_parity.json");
   const ParityReport r = run_parity(job, 10, "cpu", "cuda", 320, true);
   ASSERT_EQ(r.step_worst.size(), 10u);
