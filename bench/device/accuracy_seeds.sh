@@ -2,9 +2,9 @@
 # Issue 4's accuracy run (the small ResNet on Fashion-MNIST, 15 epochs, jobs/small_resnet_bf16_fashion_mnist.json)
 # over seeds, fresco then PyTorch on the same card: the spread a single run's >= 93.8% sits in. The
 # thirty-ninth session's H100 ended seed 1 in bf16 at 93.72% (earlier sessions' runs of it: 93.91-94.45%;
-# the issue's PyTorch runs: 94.18 and 94.32 for two seeds). Stage with scripts/stage-device-run.sh; carry
-# .devrun/stage and .devrun/fashion-mnist (drop the stage's devlibs/libfresco.so.0 and bench programs the
-# call does not run to stay under 64 MiB); run `SEEDS="1 2 3 4" T=SECONDS bash bench/device/accuracy_seeds.sh`.
+# the issue's PyTorch runs: 94.18 and 94.32 for two seeds). Stage with `scripts/stage-device-run.sh --lean`;
+# carry .devrun/stage and .devrun/fashion-mnist; run `SEEDS="1 2 3 4" T=SECONDS bash bench/device/accuracy_seeds.sh`
+# (each fresco run about 8 s on an H100, PyTorch's about as long as its steps take).
 source bench/device/device_env.sh
 T=${T:-300}
 SEEDS=${SEEDS:-1 2 3 4}
