@@ -10,9 +10,10 @@
 # running statistics, which fresco's parity does not compare (its state is the weights, gradients and moments);
 # the kinds to set side by side are the conv, bn and fc weights and biases.
 # Usage: FMNIST=dir [STEPS=10] [OUT=dir] [DEV2=cpu] [RESYNC=1] python3 pytorch_rn18_parity.py
-import gzip, json, os, sys
+import gzip, json, os
 import numpy as np
-import torch, torch.nn as nn, torch.nn.functional as F
+import torch, torch.nn.functional as F
+from torch_resnets import resnet18
 
 steps = int(os.environ.get("STEPS", "10"))
 batch = 32
@@ -27,32 +28,6 @@ def load(name, offset):
 images = load("train-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28)[: steps * batch].astype(np.float32)
 labels = load("train-labels-idx1-ubyte.gz", 8)[: steps * batch].astype(np.int64)
 images = (images / 255.0 - 0.2860) / 0.3530
-
-
-class Block(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.b1 = nn.BatchNorm2d(cout)
-        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.b2 = nn.BatchNorm2d(cout)
-        self.short = None
-        if stride != 1 or cin != cout:
-            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
-        return F.relu(y + (self.short(x) if self.short is not None else x))
-
-
-def resnet18():
-    layers = [nn.Conv2d(1, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
-    cin = 64
-    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-        layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
-        cin = cout
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10)]
-    return nn.Sequential(*layers)
 
 
 def make_optimizer(model):
