@@ -609,14 +609,13 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   auto mma_aligned = launcher(conv128_kernel<T, true, 4, 3>, 4);
   auto staged = launcher(conv128_kernel<T, true, 4, 0, true>, 4);
   const CUtensorMap wmap = weight_map(w, cudnn_type == CUDNN_DATA_HALF);
-  CK(cudaFuncSetAttribute(conv128_ss_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(kSsSmem)));
-  CK(cudaFuncSetAttribute(conv128_ss_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(kSsSmem)));
-  auto ss = [&] { conv128_ss_kernel<T><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, Fused{}); };
-  auto ss_turns = [&] {
-    conv128_ss_kernel<T, true><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, Fused{});
+  // launches conv128_ss_kernel form K with its shared memory and the batchnorm f (Fused{}: none)
+  auto ss_launcher = [&](auto kernel, const Fused& f) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSsSmem)));
+    return [=] { kernel<<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, f); };
   };
+  auto ss = ss_launcher(conv128_ss_kernel<T>, Fused{});
+  auto ss_turns = ss_launcher(conv128_ss_kernel<T, true>, Fused{});
   // the fused form: a batchnorm (scale, shift per channel) applied to x, y's sums for the next one
   std::vector<float> hcoef(2 * kC);
   for (int c = 0; c < kC; ++c) {
@@ -632,31 +631,11 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   CK(cudaMalloc(&part, static_cast<size_t>(blocks) * kHalf * 2 * sizeof(double)));
   CK(cudaMemcpy(dcoef, hcoef.data(), 2 * kC * sizeof(float), cudaMemcpyHostToDevice));
   const Fused fz{dcoef, dcoef + kC, applied, part};
-  CK(cudaFuncSetAttribute(conv128_ss_kernel<T, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(kSsSmem)));
-  auto fused = [&] {
-    conv128_ss_kernel<T, true, true><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, fz);
-  };
-  CK(cudaFuncSetAttribute(conv128_ss_kernel<T, true, true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(kSsSmem)));
-  CK(cudaFuncSetAttribute(conv128_ss_kernel<T, true, true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(kSsSmem)));
-  CK(cudaFuncSetAttribute(conv128_ss_kernel<T, true, true, 3, true>,
-                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSsSmem)));
-  auto fused_producer = [&] {
-    conv128_ss_kernel<T, true, true, 3, true><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, fz);
-  };
-  CK(cudaFuncSetAttribute(conv128_ss_kernel<T, true, true, 1, true>,
-                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSsSmem)));
-  auto producer_unstored = [&] {
-    conv128_ss_kernel<T, true, true, 1, true><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, fz);
-  };
-  auto fused_unstored = [&] {
-    conv128_ss_kernel<T, true, true, 1><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, fz);
-  };
-  auto sums_only = [&] {
-    conv128_ss_kernel<T, true, true, 2><<<blocks, kSsThreads, kSsSmem>>>(y, batch, h, map, wmap, fz);
-  };
+  auto fused = ss_launcher(conv128_ss_kernel<T, true, true>, fz);
+  auto fused_unstored = ss_launcher(conv128_ss_kernel<T, true, true, 1>, fz);
+  auto sums_only = ss_launcher(conv128_ss_kernel<T, true, true, 2>, fz);
+  auto fused_producer = ss_launcher(conv128_ss_kernel<T, true, true, 3, true>, fz);
+  auto producer_unstored = ss_launcher(conv128_ss_kernel<T, true, true, 1, true>, fz);
   reference_kernel<T><<<4096, 256>>>(x, w, yref, batch, h);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
