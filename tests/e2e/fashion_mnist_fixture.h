@@ -18,6 +18,12 @@ inline bool have_fashion_mnist() {
   return std::filesystem::exists(kFashionDir + "/train-images-idx3-ubyte.gz");
 }
 
+// Skips the calling test (as a statement: `FRESCO_REQUIRE_FASHION_MNIST();`) where the data is not installed.
+#define FRESCO_REQUIRE_FASHION_MNIST()       \
+  if (::fresco::e2e::have_fashion_mnist()) { \
+  } else                                     \
+    GTEST_SKIP() << "Fashion-MNIST not installed"
+
 inline data::Dataset first_samples(const data::Dataset& d, int64_t n) {
   data::Dataset s = d;
   s.n = n;

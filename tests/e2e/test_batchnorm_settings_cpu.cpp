@@ -14,7 +14,7 @@
 using namespace fresco;
 
 TEST(BatchnormSettings, MomentumAndEpsReachTheRunningStatisticsAndTheFold) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   const data::Dataset samples = e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 64);
   const float momentum = 0.3f, eps = 0.05f, mean = 0.286f, stdv = 0.353f;

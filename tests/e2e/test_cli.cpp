@@ -98,7 +98,7 @@ TEST_F(Cli, MissingDatasetPath) {
 
 // train --samples N trains on the first N training samples (a short run), and says so.
 TEST_F(Cli, TrainOnTheFirstSamples) {
-  if (!fresco::e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const Result r = run("train " + job(kMlp, fresco::e2e::kFashionDir) + " --samples 300");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("300 training / 10000 test samples"), std::string::npos) << r.out;
@@ -110,7 +110,7 @@ TEST_F(Cli, TrainOnTheFirstSamples) {
 // final accuracy as a run without a stop (the bits themselves: tests/e2e/test_checkpoint_cpu.cpp); another
 // job's checkpoint and a missing one are refused.
 TEST_F(Cli, SaveStopAndResume) {
-  if (!fresco::e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const std::string j = write("job2.json", R"({"model":)" + kMlp + R"(,"data":{"dataset":"fashion-mnist"},)" +
                                                R"("epochs":2,"device":"cpu"})");
   const std::string ckpt = (dir_ / "run.ckpt").string();
@@ -140,7 +140,7 @@ TEST_F(Cli, SaveStopAndResume) {
 // Within an epoch: --stop-after-steps stops there (--save-every-steps also saves on the way), and --resume
 // continues at that step to the uninterrupted run's final accuracy.
 TEST_F(Cli, SaveWithinAnEpochAndResume) {
-  if (!fresco::e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const std::string j = write("job3.json", R"({"model":)" + kMlp + R"(,"data":{"dataset":"fashion-mnist"},)" +
                                                R"("batch_size":64,"epochs":2,"device":"cpu"})");
   const std::string ckpt = (dir_ / "within.ckpt").string();
@@ -162,7 +162,7 @@ TEST_F(Cli, SaveWithinAnEpochAndResume) {
 
 // A whole number with a leading zero is decimal, as it was checked (CLI11 alone reads it as octal).
 TEST_F(Cli, LeadingZerosAreDecimal) {
-  if (!fresco::e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const Result r = run("train " + job(kMlp, fresco::e2e::kFashionDir) + " --samples 128 --epochs 010");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("10 epochs"), std::string::npos) << r.out;

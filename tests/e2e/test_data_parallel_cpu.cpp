@@ -58,7 +58,7 @@ void expect_same_bits(const State& a, const State& b, const std::string& what) {
 }  // namespace
 
 TEST(DataParallelCpu, TwoRanksTrainAsOneWithTheWholeBatch) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   auto one = mlp(1), two = mlp(2);
   one->compile();
@@ -81,7 +81,7 @@ TEST(DataParallelCpu, TwoRanksTrainAsOneWithTheWholeBatch) {
 }
 
 TEST(DataParallelCpu, ResidualNetworkOnThreeRanksWithAnUnevenEpoch) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   DeepLearningTask t;  // 200 samples on 3 ranks: 67 each (the start repeated), steps of 16 a rank, last 3
   t.model(seq({conv(8, 3, 1, 1), bn(), relu(),
@@ -106,7 +106,7 @@ TEST(DataParallelCpu, ResidualNetworkOnThreeRanksWithAnUnevenEpoch) {
 }
 
 TEST(DataParallelCpu, ACheckpointResumesEveryRank) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   test::TempDir dir;
   const std::string path = dir.file("ranks.ckpt");
@@ -132,7 +132,7 @@ TEST(DataParallelCpu, ACheckpointResumesEveryRank) {
 // callback runs before any rank starts the next epoch, so what it writes reaches every rank before its next
 // step; an error in it stops every rank, which then refuse to train or save.
 TEST(DataParallelCpu, TheEpochsEndIsAMeetingOfTheRanks) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   auto t = mlp(2);
   t->epochs(4);

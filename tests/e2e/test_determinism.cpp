@@ -59,7 +59,7 @@ void expect_same_bits(const std::vector<std::pair<std::string, std::vector<float
 }  // namespace
 
 TEST(Determinism, SameSeedSameBitsAcrossThreadCounts) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   const auto a = train_once(7, 2);
   const auto b = train_once(7, 1);
@@ -81,14 +81,14 @@ TEST(Determinism, SameSeedSameBitsAcrossThreadCounts) {
 // Updating the deep layers' parameters early (beside the first layer's backward) changes where the update
 // runs, not what it computes: the same bits as one update after the whole backward.
 TEST(Determinism, EarlyUpdateGivesTheSameBits) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   expect_same_bits(train_once(7, 2, true), train_once(7, 2, false), "with the early update");
 }
 
 // Deferring the fc weight gradients reorders independent nodes only: the same bits.
 TEST(Determinism, DeferredFcWeightGradientsGiveTheSameBits) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   expect_same_bits(train_once(7, 2, false, true), train_once(7, 2, false, false),
                    "with deferred weight gradients");
@@ -97,7 +97,7 @@ TEST(Determinism, DeferredFcWeightGradientsGiveTheSameBits) {
 // The fused head (fc + loss + input gradient + the previous relu mask in one node) computes the same bits as
 // the separate nodes, over whole epochs (memory plan and node order included).
 TEST(Determinism, FusedHeadGivesTheSameBits) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   for (bool defer : {false, true})
     expect_same_bits(train_once(7, 2, false, defer, true), train_once(7, 2, false, defer, false),
@@ -105,7 +105,7 @@ TEST(Determinism, FusedHeadGivesTheSameBits) {
 }
 
 TEST(NodeParity, SameDeviceAgreesNodeByNode) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
   const NodeParityReport r = run_parity_nodes(job, "cpu", "cpu", 0.0, 1000);

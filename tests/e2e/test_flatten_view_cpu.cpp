@@ -58,13 +58,13 @@ void expect_conv_gradient_matches(BluePrint model, float eps) {
 }  // namespace
 
 TEST(FlattenView, OneChannelConvThenFlattenGradient) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   expect_conv_gradient_matches(seq({conv(1, 3), flatten(), fc(10)}), 1e-2f);
 }
 
 TEST(FlattenView, OneChannelPoolThenFlattenGradient) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   expect_conv_gradient_matches(seq({conv(1, 3), maxpool(2), flatten(), fc(10)}), 1e-3f);
 }

@@ -65,7 +65,7 @@ bool all_zero(const std::vector<float>& a) {
 }  // namespace
 
 TEST(FreezeFirstLayer, TheFirstConvKeepsItsWeightsWhileTheRestTrains) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   const State init = train(true, 0);
   float first = 0, last = 0;
@@ -85,7 +85,7 @@ TEST(FreezeFirstLayer, TheFirstConvKeepsItsWeightsWhileTheRestTrains) {
 }
 
 TEST(FreezeFirstLayer, FirstStepOfTheOthersEqualsTheUnfrozenModels) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   for (bool sums : {false, true}) {
     const State init = train(false, 0), frozen = train(true, 1, nullptr, nullptr, sums),

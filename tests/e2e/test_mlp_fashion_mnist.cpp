@@ -9,7 +9,7 @@
 using namespace fresco;
 
 TEST(EndToEnd, MlpFashionMnistTwoEpochsCpu) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   DeepLearningTask t;
   t.model(seq({fc(1024), relu(), fc(512), relu(), fc(256), relu(), fc(10)}))

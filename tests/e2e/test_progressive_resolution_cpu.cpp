@@ -66,7 +66,7 @@ void expect_same_bits(const State& a, const State& b, const std::string& what) {
 }  // namespace
 
 TEST(ProgressiveResolution, EachStageTrainsAsTheJobAtItsSize) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   DeepLearningTask p;
   configure(p, train_set(), test_set());
@@ -102,7 +102,7 @@ TEST(ProgressiveResolution, EachStageTrainsAsTheJobAtItsSize) {
 }
 
 TEST(ProgressiveResolution, ACheckpointResumesTheSchedule) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   test::TempDir dir;
   const std::string path = dir.file("progressive.ckpt");

@@ -49,7 +49,7 @@ bool same_bits(const State& a, const State& b) {
 }  // namespace
 
 TEST(Restore, RestoredStateTrainsAsTheRunItCameFrom) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   std::vector<uint32_t> idx(256);
   std::iota(idx.begin(), idx.end(), 0u);
@@ -72,7 +72,7 @@ TEST(Restore, RestoredStateTrainsAsTheRunItCameFrom) {
 }
 
 TEST(Restore, RefusesAStateOfAnotherJob) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   auto a = make_task(7), wider = make_task(7, 96);
   const State sa = a->snapshot();
@@ -97,7 +97,7 @@ TEST(Restore, RefusesAStateOfAnotherJob) {
 // Resynced parity: device B initialised from another seed differs from A free-running, and agrees with it
 // bit for bit at every step when each step starts from A's state (the first included).
 TEST(Parity, ResyncedComparesEveryStepFromTheFirstDevicesState) {
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   e2e::load_plugins();
   JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
   const ParityReport apart = run_parity(job, 3, "cpu", "cpu", 1000, false, job.seed + 1);

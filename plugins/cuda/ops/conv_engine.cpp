@@ -234,8 +234,8 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     if (ctx->conv_log >= 2) {  // every timed candidate (scripts/tune_step.py --convs: its cache key last)
       std::fprintf(stderr, "[fresco-cuda]   conv candidate #%zu\t%s\t%.3f us\t%s\n", i,
                    config_name(scratch_keep, cfgs[i], i, cfgs.size()).c_str(), ms * 1000.0f, tkey.c_str());
-      std::string
-          line;  // its knob choices (tile sizes, clusters: docs/decisions.md "cuDNN engines that tie")
+      // its knob choices (tile sizes, clusters: docs/decisions.md "cuDNN engines that tie")
+      std::string line;
       for (const auto& [type, value] : backend::knob_choices(scratch_keep, cfgs[i]))
         line += (line.empty() ? "" : " ") + std::to_string(type) + "=" + std::to_string(value);
       std::fprintf(stderr, "[fresco-cuda]   conv knobs #%zu\t%s\n", i, line.c_str());

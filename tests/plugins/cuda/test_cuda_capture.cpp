@@ -95,7 +95,7 @@ TEST(CudaCapture, DedupCountsOfAnMlpWithPartialBatch) {
 
 TEST(CudaCapture, ParityOf20AdamWStepsCpuVsCuda) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   // The README's MLP and AdamW at a constant lr 1e-3. (Under the cosine warm-up the trajectory passes through
   // a phase where rounding differences grow about 2x per step: both devices agree step by step to 1e-7, but
   // the 20th step differs by 1e-3; see docs/performance.md.)
@@ -152,7 +152,7 @@ void expect_same_bits(const Snapshot& a, const Snapshot& b, const std::string& w
 // separate nodes gives the same bits (the fused kernel sums in small_fc's and the loss kernel's order).
 TEST(CudaCapture, FusedHeadGivesTheSameBitsOnCuda) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const TempPath tuning("fresco_fused_head_");
   const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path);
   Snapshot snaps[2];
@@ -169,7 +169,7 @@ TEST(CudaCapture, FusedHeadGivesTheSameBitsOnCuda) {
 // capability 9.0 both runs launch plainly.)
 TEST(CudaCapture, DependentLaunchGivesTheSameBits) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const TempPath tuning("fresco_dependent_launch_");
   const ScopedEnv cache("FRESCO_CUDA_TUNING_CACHE", tuning.path);
   Snapshot snaps[2];
@@ -395,7 +395,7 @@ DotGraph read_dot(const std::string& path) {
 // side stream they used to share.
 TEST(CudaCapture, MetricsWaitForNoOptimizerUpdate) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const std::string prefix = testing::TempDir() + "fresco_graph_" + std::to_string(getpid()) + "_";
   const TempPath tuning("fresco_graph_tuning_");
   const ScopedEnv dot("FRESCO_CUDA_GRAPH_DOT", prefix), cache("FRESCO_CUDA_TUNING_CACHE", tuning.path);
@@ -431,7 +431,7 @@ TEST(CudaCapture, MetricsWaitForNoOptimizerUpdate) {
 
 TEST(CudaCapture, NodeByNodeParityCpuVsCuda) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/mlp_fashion_mnist.json");
   const NodeParityReport r = run_parity_nodes(job, "cpu", "cuda", 1e-4, 4000);
   for (const auto& row : r.rows)
@@ -482,7 +482,7 @@ double train_job(const std::string& file, std::optional<DType> precision = std::
 
 TEST(CudaEndToEnd, MainJobReaches895OnGpu) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   EXPECT_GE(train_job("mlp_fashion_mnist.json"), 0.895);
 }
 
@@ -490,7 +490,7 @@ TEST(CudaEndToEnd, MainJobReaches895OnGpu) {
 // smoothing 0.1, cosine with one warm-up epoch, 15 epochs, no augmentation) reaches >= 93.8% test top-1.
 TEST(CudaEndToEnd, SmallResnetBf16Reaches938OnFashionMnist) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   EXPECT_GE(train_job("small_resnet_bf16_fashion_mnist.json"), 0.938);
 }
 
@@ -498,6 +498,6 @@ TEST(CudaEndToEnd, SmallResnetBf16Reaches938OnFashionMnist) {
 // off on the device) also reaches 93.8%.
 TEST(CudaEndToEnd, SmallResnetFp16WithLossScalingReaches938OnFashionMnist) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   EXPECT_GE(train_job("small_resnet_bf16_fashion_mnist.json", DType::F16), 0.938);
 }

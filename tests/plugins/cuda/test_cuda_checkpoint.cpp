@@ -68,7 +68,7 @@ std::string describe(const FrStepScalars& s) {
 // the same bits, in each precision.
 TEST(CudaCheckpoint, LoadedStateTrainsOnAsTheSavingTaskDoes) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const data::Dataset samples = thousand_samples();
   const std::string path = (std::filesystem::temp_directory_path() / "fresco_cuda_resume2.ckpt").string();
   const SameChoices same("fresco_checkpoint2_");
@@ -113,7 +113,7 @@ TEST(CudaCheckpoint, LoadedStateTrainsOnAsTheSavingTaskDoes) {
 // add with atomics, are off unless asked for (FRESCO_CUDNN_GENSTATS; docs/decisions.md).
 TEST(CudaCheckpoint, TwoCompilesOfOneJobTrainToTheSameBits) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const data::Dataset samples = thousand_samples();
   const SameChoices same("fresco_checkpoint3_");
   struct Variant {
@@ -152,7 +152,7 @@ TEST(CudaCheckpoint, TwoCompilesOfOneJobTrainToTheSameBits) {
 
 TEST(CudaCheckpoint, ResumedRunEndsWithTheBitsOfAnUninterruptedOne) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const data::Dataset samples = thousand_samples();
   const std::string path = (std::filesystem::temp_directory_path() / "fresco_cuda_resume.ckpt").string();
   const SameChoices same("fresco_checkpoint_");

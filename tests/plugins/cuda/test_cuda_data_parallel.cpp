@@ -47,7 +47,7 @@ std::unique_ptr<DeepLearningTask> job(BluePrint model, DType precision, int32_t 
 
 TEST(CudaDataParallel, TwoGpusTrainAsOneWithTheWholeBatch) {
   if (!two_gpus_and_nccl()) GTEST_SKIP() << "needs two GPUs and the NCCL plugin";
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   auto one = job(seq({flatten(), fc(256), relu(), fc(10)}), DType::F32, 1);
   auto two = job(seq({flatten(), fc(256), relu(), fc(10)}), DType::F32, 2);
   one->run();
@@ -63,7 +63,7 @@ TEST(CudaDataParallel, TwoGpusTrainAsOneWithTheWholeBatch) {
 
 TEST(CudaDataParallel, SmallResNetInBf16KeepsTheRanksInStep) {
   if (!two_gpus_and_nccl()) GTEST_SKIP() << "needs two GPUs and the NCCL plugin";
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   auto two = job(models::small_resnet(10), DType::BF16, 2);
   const TrainingResult r = two->run();
   ASSERT_EQ(r.epochs.size(), 2u);

@@ -15,7 +15,7 @@ using namespace fresco;
 
 TEST(CudaFreeze, FirstConvKeepsItsBitsInMixedPrecision) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const data::Dataset samples =
       e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1024);
   for (DType precision : {DType::BF16, DType::F16}) {

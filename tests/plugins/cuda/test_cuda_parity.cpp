@@ -17,7 +17,7 @@ using namespace fresco;
 
 TEST(CudaParity, ResNet18EveryStepOf10ResyncedCpuVsCuda) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const JobSpec job = load_job(std::string(FRESCO_TEST_DATA_DIR) + "/../../jobs/resnet18_parity.json");
   const ParityReport r = run_parity(job, 10, "cpu", "cuda", 320, true);
   ASSERT_EQ(r.step_worst.size(), 10u);

@@ -56,7 +56,7 @@ ProgressiveResolution stages(int64_t begin) {
 
 TEST(CudaProgressive, EachStageTrainsAsTheJobAtItsSize) {
   FRESCO_REQUIRE_GPU();
-  if (!e2e::have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  FRESCO_REQUIRE_FASHION_MNIST();
   const data::Dataset train =
       e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "train", "f"), 1000);  // last batch 104
   const data::Dataset test = e2e::first_samples(data::load_mnist_dir(e2e::kFashionDir, "test", "f"), 500);
