@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "conv128_rs.cuh"
 #include "ops/mma_sync.cuh"
 #include "ops/wgmma.cuh"
 #include "probe_common.h"
@@ -56,6 +57,7 @@
 namespace {
 
 using fresco::bench::check;
+namespace rs = fresco::bench::rs;
 
 using namespace fresco::cuda;  // NOLINT: the sm_90a building blocks (wgmma.cuh, mma_sync.cuh)
 
@@ -636,6 +638,28 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   auto sums_only = ss_launcher(conv128_ss_kernel<T, true, true, 2>, fz);
   auto fused_producer = ss_launcher(conv128_ss_kernel<T, true, true, 3, true>, fz);
   auto producer_unstored = ss_launcher(conv128_ss_kernel<T, true, true, 1, true>, fz);
+  // the register-A layout (conv128_rs.cuh): the weights as chunk planes [144][128][8], whole-image windows
+  std::vector<T> hwp(nw);
+  for (int kc = 0; kc < kKDim / 8; ++kc)
+    for (int o = 0; o < kC; ++o)
+      for (int e = 0; e < 8; ++e)
+        hwp[(kc * kC + o) * 8 + e] = hw[static_cast<size_t>(o) * kKDim + 8 * kc + e];
+  T* wperm = nullptr;
+  CK(cudaMalloc(&wperm, nw * sizeof(T)));
+  CK(cudaMemcpy(wperm, hwp.data(), nw * sizeof(T), cudaMemcpyHostToDevice));
+  const cuuint64_t rs_strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
+  const CUtensorMap rs_map = tiled_map<4>(
+      x, cudnn_type == CUDNN_DATA_HALF, {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(batch)},
+      rs_strides, {8, rs::kWin, rs::kWin, 1});
+  const int rs_blocks = std::min(sms, batch);
+  // launches conv128_rs_kernel form K with arguments a
+  auto rs_launcher = [&](auto kernel, const rs::Args& a) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, rs::kSmem));
+    return [=] { kernel<<<rs_blocks, rs::kThreads, rs::kSmem>>>(a, rs_map); };
+  };
+  const rs::Args rs_plain_args{wperm, y, batch, nullptr, nullptr, nullptr};
+  auto rs_plain = rs_launcher(rs::conv128_rs_kernel<T, false, 2, true>, rs_plain_args);
+  auto rs_plain_p1 = rs_launcher(rs::conv128_rs_kernel<T, false, 1, false>, rs_plain_args);
   reference_kernel<T><<<4096, 256>>>(x, w, yref, batch, h);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
@@ -660,6 +684,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     CK(cudaDeviceSynchronize());
     return worst_of(y);
   };
+  auto rs_mainloop = rs_launcher(rs::conv128_rs_kernel<T, false, 2, true, true>, rs_plain_args);
+  const double rs_err = std::max(checked(rs_plain), checked(rs_plain_p1));
   const double own_err = checked(own), alt_err = checked(own_alt), alt6_err = checked(alt6),
                staged_err = checked(staged), ss_err = checked(ss), turns_err = checked(ss_turns);
   const fresco::bench::BestTimer timer;
@@ -738,6 +764,53 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     return r;
   };
   const FusedCheck fc = check_fused(fused), pc = check_fused(fused_producer);
+  // the register-A form with the batchnorm in its fragments: y against the applied map's reference, its
+  // per-block sums ([block][128][2]) against the host's of its own y
+  double* rs_part = nullptr;
+  CK(cudaMalloc(&rs_part, static_cast<size_t>(rs_blocks) * kC * 2 * sizeof(double)));
+  const rs::Args rs_fz{wperm, y, batch, dcoef, dcoef + kC, rs_part};
+  // forms of the fused kernel: <T, fused, prefetch, storer>
+  auto rs_fused = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true>, rs_fz);
+  auto rs_fused_p2 = rs_launcher(rs::conv128_rs_kernel<T, true, 2, false>, rs_fz);
+  auto rs_fused_p1 = rs_launcher(rs::conv128_rs_kernel<T, true, 1, false>, rs_fz);
+  // a fused form's y error and the largest relative error of its per-block sums ([block][128][2]) against
+  // the host's of its own y
+  auto rs_check_fused = [&](auto fn, double& sums_err) {
+    const double err = checked(fn);
+    std::vector<T> hy(nx);
+    std::vector<double> hpart(static_cast<size_t>(rs_blocks) * kC * 2), want(2 * kC, 0.0), have(2 * kC, 0.0);
+    CK(cudaMemcpy(hy.data(), y, nx * sizeof(T), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hpart.data(), rs_part, hpart.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < nx; ++i) {
+      const double v = static_cast<float>(hy[i]);
+      want[i % kC] += v, want[kC + i % kC] += v * v;
+    }
+    for (int b = 0; b < rs_blocks; ++b)
+      for (int c = 0; c < kC; ++c)
+        have[c] += hpart[(static_cast<size_t>(b) * kC + c) * 2],
+            have[kC + c] += hpart[(static_cast<size_t>(b) * kC + c) * 2 + 1];
+    sums_err = 0.0;
+    for (int c = 0; c < 2 * kC; ++c)
+      sums_err = std::max(sums_err, std::fabs(have[c] - want[c]) / (1.0 + std::fabs(want[c])));
+    return err;
+  };
+  double rs_sums_err = 0.0, rs_sums_err_p2 = 0.0, rs_sums_err_p1 = 0.0;
+  const double rs_fused_err = rs_check_fused(rs_fused, rs_sums_err),
+               rs_fused_err_p2 = rs_check_fused(rs_fused_p2, rs_sums_err_p2),
+               rs_fused_err_p1 = rs_check_fused(rs_fused_p1, rs_sums_err_p1);
+  const double rs_fused_worst = std::max({rs_fused_err, rs_fused_err_p2, rs_fused_err_p1}),
+               rs_sums_worst = std::max({rs_sums_err, rs_sums_err_p2, rs_sums_err_p1});
+  const float rs_us = time_us(rs_plain), rs_p1_us = time_us(rs_plain_p1),
+              rs_mainloop_us = time_us(rs_mainloop), rs_fused_us = time_us(rs_fused),
+              rs_fused_p2_us = time_us(rs_fused_p2), rs_fused_p1_us = time_us(rs_fused_p1);
+  std::printf(
+      "{\"bench\":\"conv128_probe_register_a\",\"dtype\":\"%s\",\"conv_us\":%.2f,\"conv_tflops\":%.1f,"
+      "\"conv_y_max_rel_err\":%.3g,\"conv_prefetch1_own_stores_us\":%.2f,\"mainloop_us\":%.2f,"
+      "\"fused_us\":%.2f,\"fused_prefetch2_own_stores_us\":%.2f,\"fused_prefetch1_own_stores_us\":%.2f,"
+      "\"fused_y_max_rel_err\":%.3g,\"fused_sums_max_rel_err\":%.3g,\"blocks\":%d,\"cudnn_us\":%.2f}\n",
+      dtype_name, rs_us, flop / rs_us * 1e-6, rs_err, rs_p1_us, rs_mainloop_us, rs_fused_us, rs_fused_p2_us,
+      rs_fused_p1_us, rs_fused_worst, rs_sums_worst, rs_blocks, dnn_us);
+  std::fflush(stdout);
   const float fused_us = time_us(fused), unstored_us = time_us(fused_unstored), sums_us = time_us(sums_only),
               producer_us = time_us(fused_producer), producer_unstored_us = time_us(producer_unstored);
   std::printf(
@@ -749,8 +822,9 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       dtype_name, fused_us, fc.y_err, static_cast<long long>(fc.applied_mismatches), fc.sums_err, turns_us,
       unstored_us, sums_us, producer_us, pc.y_err, static_cast<long long>(pc.applied_mismatches), pc.sums_err,
       producer_unstored_us);
-  return own_err < 0.02 && alt_err < 0.02 && alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 &&
-                 turns_err < 0.02 && fc.ok() && pc.ok()
+  return rs_err < 0.02 && rs_fused_worst < 0.02 && rs_sums_worst < 1e-4 && own_err < 0.02 && alt_err < 0.02 &&
+                 alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 && turns_err < 0.02 && fc.ok() &&
+                 pc.ok()
              ? 0
              : 2;
 }

@@ -1,0 +1,311 @@
+// The stage-2 probe's register-A layout (bench/conv128_probe.cu; docs/decisions.md, "Next step"): ResNet-18's
+// 3x3 128 -> 128 convolution on 16x16 maps (NHWC, fp16 / bf16) with the positions as wgmma's M and the
+// activations as its A operand in registers, so a batchnorm + relu before the convolution (kFused) is applied
+// to the fragments in registers and nothing is written back to shared memory.
+//
+// A block takes whole images (persistent: images blockIdx.x, + gridDim.x, ...): 256 positions x 128 output
+// channels, two MMA warpgroups of two m64 tiles each (and a producer warpgroup) (warp wq of warpgroup g
+// computes output rows 8 g + wq and 8 g + wq + 4, its 16 columns the fragment's 16 rows), wgmma m64n128k16
+// with A from registers. The image's window (18 x 18 positions with the zero halo, 128 channels) comes by TMA
+// as 16 planes of 8 channels, two window buffers; each k16 step's A fragments are ldmatrix'd from it at the
+// tap's offset. The weights stream as B through three stages of 64 k x 128 outputs (16 KB, one bulk copy each
+// from a chunk-plane copy of the weights: [144 chunks][128 outputs][8 k]) issued by the producer's first
+// thread, so every image reads the 295 KB of weights once from L2. The epilogue rounds y into the image's
+// window buffer (rows of 272 bytes), stores it as 16-byte vectors and, with kFused, adds y's per-channel sums
+// and sums of squares (of the rounded values). Not stored: the applied map a weight gradient would need (the
+// design's next part). A diagnostic, not part of the product.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "ops/mma_sync.cuh"
+#include "ops/wgmma.cuh"
+
+namespace fresco::bench::rs {
+
+using namespace fresco::cuda;  // NOLINT: the sm_90a building blocks
+
+constexpr int kC = 128, kW = 16, kPos = 256, kWin = 18;  // channels, map side, positions, window side
+constexpr int kPlaneTx = kWin * kWin * 16;               // one window plane: 8 channels, 5184 bytes
+constexpr int kWinPlane = 5248;                          // its place in shared memory, 128-byte aligned
+constexpr int kWinBytes = 16 * kWinPlane;                // 83968
+constexpr int kStageBytes = 64 * kC * 2;                 // 64 k x 128 outputs
+constexpr int kStagesPerImage = 9 * kC / 64;             // 18
+constexpr int kStages = 3;
+constexpr int kRowBytes = 272;  // a staged output position: 256 bytes + 16 (conflict-free 4-byte writes)
+constexpr int kThreads = 384;   // two MMA warpgroups and the producer warpgroup (one thread issues)
+constexpr int kOffStages = 2 * kWinBytes;
+constexpr int kOffCoef = kOffStages + kStages * kStageBytes;
+constexpr int kOffRed = kOffCoef + 2 * kC * 4;
+constexpr int kOffBars = kOffRed + 2 * kC * 4;
+constexpr int kSmem = kOffBars + 10 * 8;
+static_assert(kPos * kRowBytes <= kWinBytes, "the staged image fits its window buffer");
+
+struct Args {
+  const void* wperm;  // [144][128][8]
+  void* y;            // [n][16][16][128]
+  int n;
+  const float *scale, *shift;  // kFused: the batchnorm's per-channel scale and shift (relu after)
+  double* part;                // kFused: [block][128][2] sums and sums of squares of y
+};
+
+#define FR_RS_D64                                                                                          \
+  FR_WGMMA_D32, "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), \
+      "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),           \
+      "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]),           \
+      "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),           \
+      "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define FR_RS_REGS                                                                                          \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
+  "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"    \
+  "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+FR_WGMMA(wgmma128, 64, "m64n128k16", FR_RS_REGS, "%69", FR_RS_D64)
+
+// bytes from global memory at src to shared memory at dst (both 16-byte aligned) by the copy engine,
+// completing on mbarrier bar
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+// relu(v * scale + shift) on the two 16-bit values of v, in fp32 and rounded once (the apply pass's
+// arithmetic)
+__device__ __forceinline__ uint32_t bn_relu2(uint32_t v, float2 sc, float2 sh, __half) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+  const float a = fmaf(f.x, sc.x, sh.x), b = fmaf(f.y, sc.y, sh.y);
+  const __half2 r = __floats2half2_rn(a > 0.0f ? a : 0.0f, b > 0.0f ? b : 0.0f);
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+__device__ __forceinline__ uint32_t bn_relu2(uint32_t v, float2 sc, float2 sh, __nv_bfloat16) {
+  const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+  const float a = fmaf(f.x, sc.x, sh.x), b = fmaf(f.y, sc.y, sh.y);
+  const __nv_bfloat162 r = __floats2bfloat162_rn(a > 0.0f ? a : 0.0f, b > 0.0f ? b : 0.0f);
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// The batchnorm applied to one tile's A fragment for k16 step (stage st, kk): registers 0 and 2 hold column
+// gid of the tile's row, 1 and 3 column gid + 8; channels 2 tq (+1) in 0 and 1, + 8 in 2 and 3. The halo
+// (window row 0 or 17, column 0 or 17) stays zero.
+template <class T>
+__device__ __forceinline__ void apply_fragment(uint32_t (&a)[4], const float* coef, int st, int kk, int tq,
+                                               bool row_halo, bool lo_halo, bool hi_halo) {
+  const int c0 = 64 * (st & 1) + 16 * kk + 2 * tq;
+  const float2 sc0 = *reinterpret_cast<const float2*>(coef + c0),
+               sc1 = *reinterpret_cast<const float2*>(coef + c0 + 8),
+               sh0 = *reinterpret_cast<const float2*>(coef + kC + c0),
+               sh1 = *reinterpret_cast<const float2*>(coef + kC + c0 + 8);
+  a[0] = row_halo || lo_halo ? 0u : bn_relu2(a[0], sc0, sh0, T{});
+  a[1] = row_halo || hi_halo ? 0u : bn_relu2(a[1], sc0, sh0, T{});
+  a[2] = row_halo || lo_halo ? 0u : bn_relu2(a[2], sc1, sh1, T{});
+  a[3] = row_halo || hi_halo ? 0u : bn_relu2(a[3], sc1, sh1, T{});
+}
+
+// Tile t's accumulators (output row h) rounded to T into the staging rows at stg.
+template <class T>
+__device__ __forceinline__ void stage_tile(const float (&acc)[64], uint8_t* stg, int h, int gid, int tq) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    float ra, rb;
+    const int col = (8 * j + 2 * tq) * 2, lo = (h * kW + gid) * kRowBytes;
+    *reinterpret_cast<uint32_t*>(stg + lo + col) = round2(acc[4 * j], acc[4 * j + 1], ra, rb, T{});
+    *reinterpret_cast<uint32_t*>(stg + lo + 8 * kRowBytes + col) =
+        round2(acc[4 * j + 2], acc[4 * j + 3], ra, rb, T{});
+  }
+}
+
+// y staged at stg (rows of kRowBytes) to yimg as 16-byte vectors by `threads` threads (a multiple of 16;
+// this one t), and with kSums its per-channel sums and sums of squares (of the rounded values) added to
+// red[0 .. 127] and red[128 .. 255].
+template <class T, bool kSums>
+__device__ __forceinline__ void drain(const uint8_t* stg, uint8_t* yimg, float* red, int t, int threads) {
+  const int chunk = t & 15;
+  float sum[8] = {}, sq[8] = {};
+#pragma unroll 4
+  for (int v = t; v < kPos * 16; v += threads) {
+    const int pos = v >> 4;
+    const uint4 val = *reinterpret_cast<const uint4*>(stg + pos * kRowBytes + chunk * 16);
+    *reinterpret_cast<uint4*>(yimg + pos * kC * 2 + chunk * 16) = val;
+    if constexpr (kSums) {
+      const T* e = reinterpret_cast<const T*>(&val);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float f = static_cast<float>(e[i]);
+        sum[i] += f, sq[i] += f * f;
+      }
+    }
+  }
+  if constexpr (kSums) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 16);
+      sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], 16);
+    }
+    if ((t & 31) < 16)
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        atomicAdd(red + chunk * 8 + i, sum[i]), atomicAdd(red + kC + chunk * 8 + i, sq[i]);
+  }
+}
+
+// kPrefetch: how many k16 steps' MMAs may be in flight while the next step's A fragments are loaded (and,
+// with kFused, the batchnorm applied): 1 waits for the step before before preparing the next, 2 for the one
+// before that (three A buffers). kStorer: the MMA warpgroups round y into the window buffer they have
+// finished and go on to the next image; three warps of the producer warpgroup store it (and add its sums),
+// then bring the window after next into that buffer. Else the MMA warpgroups store y themselves between
+// images. kMainloop (diagnostic, timing only): no epilogue (the accumulators kept alive, y not written).
+template <class T, bool kFused, int kPrefetch = 2, bool kStorer = true, bool kMainloop = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv128_rs_kernel(const Args args, const __grid_constant__ CUtensorMap map) {
+  static_assert(kPrefetch == 1 || kPrefetch == 2, "one or two steps in flight");
+  constexpr int kBufs = kPrefetch + 1, kUnroll = kBufs == 3 ? 3 : 1;  // A buffers, stages a loop turn
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const unsigned base = shared_address(smem), bars = base + kOffBars;
+  auto full = [&](int b) { return bars + static_cast<unsigned>(8 * b); };
+  auto empty = [&](int b) { return bars + static_cast<unsigned>(8 * (kStages + b)); };
+  auto win_full = [&](int b) { return bars + static_cast<unsigned>(8 * (2 * kStages + b)); };
+  auto staged = [&](int b) { return bars + static_cast<unsigned>(8 * (2 * kStages + 2 + b)); };
+  const int my_images =
+      static_cast<int>(blockIdx.x) < args.n ? (args.n - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  auto image = [&](int k) { return static_cast<int>(blockIdx.x + k * gridDim.x); };
+  auto load_window = [&](int k) {  // image k's window into buffer k % 2 (one thread)
+    const int b = k & 1;
+    mbar_arrive_expect_tx(win_full(b), 16 * kPlaneTx);
+    for (int c = 0; c < 16; ++c)
+      tma_load_4d(base + static_cast<unsigned>(b * kWinBytes + c * kWinPlane), &map, 8 * c, -1, -1, image(k),
+                  win_full(b));
+  };
+  auto y_of = [&](int k) {
+    return static_cast<uint8_t*>(args.y) + static_cast<int64_t>(image(k)) * kPos * kC * 2;
+  };
+  float* const coef = reinterpret_cast<float*>(smem + kOffCoef);
+  float* const red = reinterpret_cast<float*>(smem + kOffRed);
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < kStages; ++b) mbar_init(full(b), 1), mbar_init(empty(b), 256);
+    for (int b = 0; b < 2; ++b) mbar_init(win_full(b), 1), mbar_init(staged(b), 256);
+    mbar_init_fence();
+  }
+  if (kFused && threadIdx.x < kC) {
+    coef[threadIdx.x] = args.scale[threadIdx.x], coef[kC + threadIdx.x] = args.shift[threadIdx.x];
+    red[threadIdx.x] = 0.0f, red[kC + threadIdx.x] = 0.0f;
+  }
+  __syncthreads();
+  if (warp >= 8) {
+    lower_registers<56>();
+    if (warp == 8) {  // ---- producer: the weights' 18 stages for each image, in order
+      if (lane == 0)
+        for (int q = 0; q < my_images * kStagesPerImage; ++q) {
+          const int b = q % kStages;
+          if (q >= kStages) mbar_wait(empty(b), ((q / kStages) - 1) & 1);
+          mbar_arrive_expect_tx(full(b), kStageBytes);
+          bulk_load(base + static_cast<unsigned>(kOffStages + b * kStageBytes),
+                    static_cast<const uint8_t*>(args.wperm) + (q % kStagesPerImage) * kStageBytes,
+                    kStageBytes, full(b));
+        }
+      return;
+    }
+    if constexpr (kStorer) {  // ---- storers (warps 9-11): each image's y, then the window after next
+      const int t = threadIdx.x - 288;
+      for (int k = 0; k < my_images; ++k) {
+        const int b = k & 1;
+        mbar_wait(staged(b), (k >> 1) & 1);
+        if (!kMainloop) drain<T, kFused>(smem + b * kWinBytes, y_of(k), red, t, 96);
+        fence_proxy_async();  // the staging's reads before the next window's copy into the buffer
+        named_sync(2, 96);
+        if (t == 0 && k + 2 < my_images) load_window(k + 2);
+      }
+      if (kFused)
+        for (int c = t; c < kC; c += 96) {
+          double* part = args.part + static_cast<int64_t>(blockIdx.x) * kC * 2;
+          part[2 * c] = red[c], part[2 * c + 1] = red[kC + c];
+        }
+    }
+    return;
+  }
+  // ---- MMA warpgroups
+  raise_registers<224>();
+  if (threadIdx.x == 0)
+    for (int k = 0; k < 2 && k < my_images; ++k) load_window(k);
+  const int g = warp >> 2, wq = warp & 3, gid = lane >> 2, tq = lane & 3;
+  const int h0 = 8 * g + wq, h1 = h0 + 4;  // the output rows of this warp's tiles 0 and 1
+  // this lane's ldmatrix row: column lane & 15 of its tile's row, chunk plane lane >> 4 of the k16 step
+  const unsigned lane_off = static_cast<unsigned>((lane >> 4) * kWinPlane + (lane & 15) * 16);
+  const unsigned off0 = lane_off + h0 * kWin * 16, off1 = lane_off + h1 * kWin * 16;
+  float acc0[64], acc1[64];
+  uint32_t af[kBufs][2][4];
+  for (int k = 0; k < my_images; ++k) {
+    const int b = k & 1, q0 = k * kStagesPerImage;
+    const unsigned win = base + static_cast<unsigned>(b * kWinBytes);
+    // step (st, kk)'s A fragments of both tiles into af[i]
+    auto prep = [&](int i, int st, int kk) {
+      const int tap = st >> 1, r = tap / 3, s = tap - 3 * r;
+      const unsigned koff = static_cast<unsigned>((8 * (st & 1) + 2 * kk) * kWinPlane + (r * kWin + s) * 16);
+      ldmatrix_x4(af[i][0], win + off0 + koff);
+      ldmatrix_x4(af[i][1], win + off1 + koff);
+      if constexpr (kFused) {
+        const bool lo_halo = s == 0 && gid == 0, hi_halo = s == 2 && gid == 7;
+        apply_fragment<T>(af[i][0], coef, st, kk, tq, h0 + r == 0 || h0 + r == kWin - 1, lo_halo, hi_halo);
+        apply_fragment<T>(af[i][1], coef, st, kk, tq, h1 + r == 0 || h1 + r == kWin - 1, lo_halo, hi_halo);
+      }
+    };
+    mbar_wait(win_full(b), (k >> 1) & 1);
+    prep(0, 0, 0);
+#pragma unroll 1
+    for (int st0 = 0; st0 < kStagesPerImage; st0 += kUnroll) {
+#pragma unroll
+      for (int j = 0; j < 4 * kUnroll; ++j) {
+        const int st = st0 + j / 4, kk = j % 4, q = q0 + st;
+        if (kk == 0) mbar_wait(full(q % kStages), (q / kStages) & 1);
+        wg_fence();
+        const uint64_t desc = smem_desc(
+            base + static_cast<unsigned>(kOffStages + (q % kStages) * kStageBytes + kk * 4096), 2048, 128);
+        const int accumulate = st > 0 || kk > 0;
+        wgmma128(acc0, af[j % kBufs][0], desc, accumulate, T{});
+        wgmma128(acc1, af[j % kBufs][1], desc, accumulate, T{});
+        wg_commit();
+        wg_wait<kPrefetch>();  // step ks - kPrefetch is done: its stage may go, its A buffer is free
+        if (kk == kPrefetch - 1 && st > 0) mbar_arrive(empty((q - 1) % kStages));
+        if (st < kStagesPerImage - 1 || kk < 3) prep((j + 1) % kBufs, kk == 3 ? st + 1 : st, (kk + 1) % 4);
+      }
+    }
+    wg_wait<0>();
+    fence_regs(acc0);
+    fence_regs(acc1);
+    mbar_arrive(empty((q0 + kStagesPerImage - 1) % kStages));
+    uint8_t* const stg = smem + b * kWinBytes;
+    named_sync(1, 256);         // both warpgroups have finished reading window b
+    if constexpr (kMainloop) {  // keep the accumulators alive (ptxas drops MMAs whose results go unused)
+      float keep = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) keep += acc0[i] + acc1[i];
+      if (keep == 12345.0f) static_cast<T*>(args.y)[threadIdx.x] = static_cast<T>(keep);
+    } else {
+      stage_tile<T>(acc0, stg, h0, gid, tq);
+      stage_tile<T>(acc1, stg, h1, gid, tq);
+    }
+    if constexpr (kStorer) {
+      mbar_arrive(staged(b));
+      continue;
+    }
+    named_sync(1, 256);
+    if (!kMainloop) drain<T, kFused>(stg, y_of(k), red, threadIdx.x, 256);
+    fence_proxy_async();  // the staging's reads before the next window's copy into the buffer
+    named_sync(1, 256);
+    if (threadIdx.x == 0 && k + 2 < my_images) load_window(k + 2);
+  }
+  if (kFused && !kStorer) {
+    named_sync(1, 256);
+    if (threadIdx.x < kC) {
+      double* part = args.part + static_cast<int64_t>(blockIdx.x) * kC * 2;
+      part[2 * threadIdx.x] = red[threadIdx.x], part[2 * threadIdx.x + 1] = red[kC + threadIdx.x];
+    }
+  }
+}
+
+}  // namespace fresco::bench::rs
