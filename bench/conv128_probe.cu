@@ -657,7 +657,7 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, rs::kSmem));
     return [=] { kernel<<<rs_blocks, rs::kThreads, rs::kSmem>>>(a, rs_map); };
   };
-  const rs::Args rs_plain_args{wperm, y, batch, nullptr, nullptr, nullptr};
+  const rs::Args rs_plain_args{wperm, y, batch, nullptr, nullptr, nullptr, nullptr};
   auto rs_plain = rs_launcher(rs::conv128_rs_kernel<T, false, 2, true>, rs_plain_args);
   auto rs_plain_p1 = rs_launcher(rs::conv128_rs_kernel<T, false, 1, false>, rs_plain_args);
   reference_kernel<T><<<4096, 256>>>(x, w, yref, batch, h);
@@ -768,11 +768,13 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   // per-block sums ([block][128][2]) against the host's of its own y
   double* rs_part = nullptr;
   CK(cudaMalloc(&rs_part, static_cast<size_t>(rs_blocks) * kC * 2 * sizeof(double)));
-  const rs::Args rs_fz{wperm, y, batch, dcoef, dcoef + kC, rs_part};
+  const rs::Args rs_fz{wperm, y, batch, dcoef, dcoef + kC, rs_part, applied};
   // forms of the fused kernel: <T, fused, prefetch, storer>
   auto rs_fused = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true>, rs_fz);
   auto rs_fused_p2 = rs_launcher(rs::conv128_rs_kernel<T, true, 2, false>, rs_fz);
   auto rs_fused_p1 = rs_launcher(rs::conv128_rs_kernel<T, true, 1, false>, rs_fz);
+  auto rs_fused_packed = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, true>, rs_fz);
+  auto rs_fused_ahead = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true>, rs_fz);
   // a fused form's y error and the largest relative error of its per-block sums ([block][128][2]) against
   // the host's of its own y
   auto rs_check_fused = [&](auto fn, double& sums_err) {
@@ -798,6 +800,32 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   const double rs_fused_err = rs_check_fused(rs_fused, rs_sums_err),
                rs_fused_err_p2 = rs_check_fused(rs_fused_p2, rs_sums_err_p2),
                rs_fused_err_p1 = rs_check_fused(rs_fused_p1, rs_sums_err_p1);
+  // the 16-bit batchnorm rounds its scale and shift: its y against the same reference, sums as the others
+  double rs_sums_err_packed = 0.0;
+  const double rs_fused_err_packed = rs_check_fused(rs_fused_packed, rs_sums_err_packed);
+  const float rs_fused_packed_us = time_us(rs_fused_packed);
+  // applied ahead by the storers: y, sums and the applied map (bit for bit against the host's)
+  double rs_sums_err_ahead = 0.0;
+  CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
+  const double rs_fused_err_ahead = rs_check_fused(rs_fused_ahead, rs_sums_err_ahead);
+  int64_t rs_ahead_mismatches = 0;
+  {
+    std::vector<T> happ(nx);
+    CK(cudaMemcpy(happ.data(), applied, nx * sizeof(T), cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < nx; ++i) rs_ahead_mismatches += std::memcmp(&happ[i], &ha[i], sizeof(T)) != 0;
+  }
+  const float rs_fused_ahead_us = time_us(rs_fused_ahead);
+  // diagnostic: the same without storing the applied map (what its 33.5 MB of writes cost)
+  rs::Args rs_fz_unstored = rs_fz;
+  rs_fz_unstored.applied = nullptr;
+  const float rs_fused_ahead_unstored_us =
+      time_us(rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true>, rs_fz_unstored));
+  std::printf(
+      "{\"bench\":\"conv128_probe_register_a_ahead\",\"dtype\":\"%s\",\"fused_ahead_us\":%.2f,"
+      "\"fused_ahead_y_max_rel_err\":%.3g,\"fused_ahead_sums_max_rel_err\":%.3g,"
+      "\"fused_ahead_applied_mismatches\":%lld,\"fused_ahead_unstored_us\":%.2f}\n",
+      dtype_name, rs_fused_ahead_us, rs_fused_err_ahead, rs_sums_err_ahead,
+      static_cast<long long>(rs_ahead_mismatches), rs_fused_ahead_unstored_us);
   const double rs_fused_worst = std::max({rs_fused_err, rs_fused_err_p2, rs_fused_err_p1}),
                rs_sums_worst = std::max({rs_sums_err, rs_sums_err_p2, rs_sums_err_p1});
   const float rs_us = time_us(rs_plain), rs_p1_us = time_us(rs_plain_p1),
@@ -807,9 +835,12 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       "{\"bench\":\"conv128_probe_register_a\",\"dtype\":\"%s\",\"conv_us\":%.2f,\"conv_tflops\":%.1f,"
       "\"conv_y_max_rel_err\":%.3g,\"conv_prefetch1_own_stores_us\":%.2f,\"mainloop_us\":%.2f,"
       "\"fused_us\":%.2f,\"fused_prefetch2_own_stores_us\":%.2f,\"fused_prefetch1_own_stores_us\":%.2f,"
-      "\"fused_y_max_rel_err\":%.3g,\"fused_sums_max_rel_err\":%.3g,\"blocks\":%d,\"cudnn_us\":%.2f}\n",
+      "\"fused_y_max_rel_err\":%.3g,\"fused_sums_max_rel_err\":%.3g,\"fused_packed16_us\":%.2f,"
+      "\"fused_packed16_y_max_rel_err\":%.3g,\"fused_packed16_sums_max_rel_err\":%.3g,\"blocks\":%d,"
+      "\"cudnn_us\":%.2f}\n",
       dtype_name, rs_us, flop / rs_us * 1e-6, rs_err, rs_p1_us, rs_mainloop_us, rs_fused_us, rs_fused_p2_us,
-      rs_fused_p1_us, rs_fused_worst, rs_sums_worst, rs_blocks, dnn_us);
+      rs_fused_p1_us, rs_fused_worst, rs_sums_worst, rs_fused_packed_us, rs_fused_err_packed,
+      rs_sums_err_packed, rs_blocks, dnn_us);
   std::fflush(stdout);
   const float fused_us = time_us(fused), unstored_us = time_us(fused_unstored), sums_us = time_us(sums_only),
               producer_us = time_us(fused_producer), producer_unstored_us = time_us(producer_unstored);
@@ -822,7 +853,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       dtype_name, fused_us, fc.y_err, static_cast<long long>(fc.applied_mismatches), fc.sums_err, turns_us,
       unstored_us, sums_us, producer_us, pc.y_err, static_cast<long long>(pc.applied_mismatches), pc.sums_err,
       producer_unstored_us);
-  return rs_err < 0.02 && rs_fused_worst < 0.02 && rs_sums_worst < 1e-4 && own_err < 0.02 && alt_err < 0.02 &&
+  return rs_err < 0.02 && rs_fused_worst < 0.02 && rs_sums_worst < 1e-4 && rs_fused_err_ahead < 0.02 &&
+                 rs_sums_err_ahead < 1e-4 && rs_ahead_mismatches == 0 && own_err < 0.02 && alt_err < 0.02 &&
                  alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 && turns_err < 0.02 && fc.ok() &&
                  pc.ok()
              ? 0

@@ -41,8 +41,9 @@ constexpr int kThreads = 384;   // two MMA warpgroups and the producer warpgroup
 constexpr int kOffStages = 2 * kWinBytes;
 constexpr int kOffCoef = kOffStages + kStages * kStageBytes;
 constexpr int kOffRed = kOffCoef + 2 * kC * 4;
-constexpr int kOffBars = kOffRed + 2 * kC * 4;
-constexpr int kSmem = kOffBars + 10 * 8;
+constexpr int kOffCoef16 = kOffRed + 2 * kC * 4;
+constexpr int kOffBars = kOffCoef16 + kC * 4;
+constexpr int kSmem = kOffBars + 12 * 8;
 static_assert(kPos * kRowBytes <= kWinBytes, "the staged image fits its window buffer");
 
 struct Args {
@@ -51,6 +52,8 @@ struct Args {
   int n;
   const float *scale, *shift;  // kFused: the batchnorm's per-channel scale and shift (relu after)
   double* part;                // kFused: [block][128][2] sums and sums of squares of y
+  void*
+      applied;  // kAhead: the applied map (relu(x * scale + shift) as T, [n][16][16][128]); null: not stored
 };
 
 #define FR_RS_D64                                                                                          \
@@ -106,6 +109,33 @@ __device__ __forceinline__ void apply_fragment(uint32_t (&a)[4], const float* co
   a[3] = row_halo || hi_halo ? 0u : bn_relu2(a[3], sc1, sh1, T{});
 }
 
+// The same with 16-bit arithmetic (kPacked16: scale and shift rounded to T, one fused multiply-add and one
+// max per pair): ch holds the pairs' scale at [c / 2] and shift at [64 + c / 2].
+__device__ __forceinline__ uint32_t bn_relu2_packed(uint32_t v, uint32_t sc, uint32_t sh, __half) {
+  const __half2 r =
+      __hmax2(__hfma2(*reinterpret_cast<const __half2*>(&v), *reinterpret_cast<const __half2*>(&sc),
+                      *reinterpret_cast<const __half2*>(&sh)),
+              __half2{});
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+__device__ __forceinline__ uint32_t bn_relu2_packed(uint32_t v, uint32_t sc, uint32_t sh, __nv_bfloat16) {
+  const __nv_bfloat162 r = __hmax2(
+      __hfma2(*reinterpret_cast<const __nv_bfloat162*>(&v), *reinterpret_cast<const __nv_bfloat162*>(&sc),
+              *reinterpret_cast<const __nv_bfloat162*>(&sh)),
+      __nv_bfloat162{});
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+template <class T>
+__device__ __forceinline__ void apply_fragment_packed(uint32_t (&a)[4], const uint32_t* ch, int st, int kk,
+                                                      int tq, bool row_halo, bool lo_halo, bool hi_halo) {
+  const int p0 = 32 * (st & 1) + 8 * kk + tq;  // the pair of channels 2 tq, 2 tq + 1; + 4 for + 8
+  const uint32_t sc0 = ch[p0], sc1 = ch[p0 + 4], sh0 = ch[64 + p0], sh1 = ch[64 + p0 + 4];
+  a[0] = row_halo || lo_halo ? 0u : bn_relu2_packed(a[0], sc0, sh0, T{});
+  a[1] = row_halo || hi_halo ? 0u : bn_relu2_packed(a[1], sc0, sh0, T{});
+  a[2] = row_halo || lo_halo ? 0u : bn_relu2_packed(a[2], sc1, sh1, T{});
+  a[3] = row_halo || hi_halo ? 0u : bn_relu2_packed(a[3], sc1, sh1, T{});
+}
+
 // Tile t's accumulators (output row h) rounded to T into the staging rows at stg.
 template <class T>
 __device__ __forceinline__ void stage_tile(const float (&acc)[64], uint8_t* stg, int h, int gid, int tq) {
@@ -159,7 +189,12 @@ __device__ __forceinline__ void drain(const uint8_t* stg, uint8_t* yimg, float* 
 // finished and go on to the next image; three warps of the producer warpgroup store it (and add its sums),
 // then bring the window after next into that buffer. Else the MMA warpgroups store y themselves between
 // images. kMainloop (diagnostic, timing only): no epilogue (the accumulators kept alive, y not written).
-template <class T, bool kFused, int kPrefetch = 2, bool kStorer = true, bool kMainloop = false>
+// kPacked16 (with kFused): the batchnorm in 16-bit arithmetic (apply_fragment_packed), not the apply pass's.
+// kAhead (with kFused and kStorer): the storer warps apply the batchnorm to the next image's window in place
+// (once per element, the halo left zero) while the MMA warpgroups compute this one, and store the applied map
+// from it; the MMA warpgroups then run the plain mainloop on the applied window.
+template <class T, bool kFused, int kPrefetch = 2, bool kStorer = true, bool kMainloop = false,
+          bool kPacked16 = false, bool kAhead = false>
 __global__ void __launch_bounds__(kThreads, 1)
     conv128_rs_kernel(const Args args, const __grid_constant__ CUtensorMap map) {
   static_assert(kPrefetch == 1 || kPrefetch == 2, "one or two steps in flight");
@@ -171,6 +206,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto empty = [&](int b) { return bars + static_cast<unsigned>(8 * (kStages + b)); };
   auto win_full = [&](int b) { return bars + static_cast<unsigned>(8 * (2 * kStages + b)); };
   auto staged = [&](int b) { return bars + static_cast<unsigned>(8 * (2 * kStages + 2 + b)); };
+  auto win_ready = [&](int b) { return bars + static_cast<unsigned>(8 * (2 * kStages + 4 + b)); };
+  static_assert(!kAhead || (kFused && kStorer), "the storers apply the batchnorm ahead");
+  constexpr bool kInRegisters = kFused && !kAhead;  // the batchnorm applied to the A fragments
   const int my_images =
       static_cast<int>(blockIdx.x) < args.n ? (args.n - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   auto image = [&](int k) { return static_cast<int>(blockIdx.x + k * gridDim.x); };
@@ -188,12 +226,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* const red = reinterpret_cast<float*>(smem + kOffRed);
   if (threadIdx.x == 0) {
     for (int b = 0; b < kStages; ++b) mbar_init(full(b), 1), mbar_init(empty(b), 256);
-    for (int b = 0; b < 2; ++b) mbar_init(win_full(b), 1), mbar_init(staged(b), 256);
+    for (int b = 0; b < 2; ++b)
+      mbar_init(win_full(b), 1), mbar_init(staged(b), 256), mbar_init(win_ready(b), 96);
     mbar_init_fence();
   }
   if (kFused && threadIdx.x < kC) {
     coef[threadIdx.x] = args.scale[threadIdx.x], coef[kC + threadIdx.x] = args.shift[threadIdx.x];
     red[threadIdx.x] = 0.0f, red[kC + threadIdx.x] = 0.0f;
+  }
+  uint32_t* const coef16 = reinterpret_cast<uint32_t*>(smem + kOffCoef16);
+  if (kFused && kPacked16 && threadIdx.x < kC) {  // pairs of T: scale at [0, 64), shift at [64, 128)
+    const int c = 2 * (threadIdx.x & 63), hi = threadIdx.x >> 6;
+    const float* src = hi ? args.shift : args.scale;
+    const T pair[2] = {static_cast<T>(src[c]), static_cast<T>(src[c + 1])};
+    coef16[threadIdx.x] = *reinterpret_cast<const uint32_t*>(pair);
   }
   __syncthreads();
   if (warp >= 8) {
@@ -212,8 +258,36 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     if constexpr (kStorer) {  // ---- storers (warps 9-11): each image's y, then the window after next
       const int t = threadIdx.x - 288;
+      // image k's window: the batchnorm + relu applied in place at its 16 x 16 positions (a warp on one row's
+      // 16 columns of two planes: whole 32-byte pieces of the applied map), then handed to the MMA warpgroups
+      auto apply_ahead = [&](int k) {
+        const int b = k & 1;
+        mbar_wait(win_full(b), (k >> 1) & 1);
+        uint8_t* const app =
+            static_cast<uint8_t*>(args.applied) + static_cast<int64_t>(image(k)) * kPos * kC * 2;
+#pragma unroll 4
+        for (int v = t; v < kPos * 16; v += 96) {
+          const int plane = 2 * ((v >> 5) & 7) + (v & 1), col = (v >> 1) & 15, row = v >> 8;
+          uint4* const at = reinterpret_cast<uint4*>(smem + b * kWinBytes + plane * kWinPlane +
+                                                     ((row + 1) * kWin + col + 1) * 16);
+          uint4 val = *at;
+          T* e = reinterpret_cast<T*>(&val);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const float f = fmaf(static_cast<float>(e[i]), coef[8 * plane + i], coef[kC + 8 * plane + i]);
+            e[i] = static_cast<T>(f > 0.0f ? f : 0.0f);
+          }
+          *at = val;
+          if (args.applied) *reinterpret_cast<uint4*>(app + (row * kW + col) * kC * 2 + plane * 16) = val;
+        }
+        mbar_arrive(win_ready(b));
+      };
+      if constexpr (kAhead)
+        if (my_images > 0) apply_ahead(0);
       for (int k = 0; k < my_images; ++k) {
         const int b = k & 1;
+        if constexpr (kAhead)
+          if (k + 1 < my_images) apply_ahead(k + 1);
         mbar_wait(staged(b), (k >> 1) & 1);
         if (!kMainloop) drain<T, kFused>(smem + b * kWinBytes, y_of(k), red, t, 96);
         fence_proxy_async();  // the staging's reads before the next window's copy into the buffer
@@ -248,13 +322,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       const unsigned koff = static_cast<unsigned>((8 * (st & 1) + 2 * kk) * kWinPlane + (r * kWin + s) * 16);
       ldmatrix_x4(af[i][0], win + off0 + koff);
       ldmatrix_x4(af[i][1], win + off1 + koff);
-      if constexpr (kFused) {
+      if constexpr (kInRegisters) {
         const bool lo_halo = s == 0 && gid == 0, hi_halo = s == 2 && gid == 7;
-        apply_fragment<T>(af[i][0], coef, st, kk, tq, h0 + r == 0 || h0 + r == kWin - 1, lo_halo, hi_halo);
-        apply_fragment<T>(af[i][1], coef, st, kk, tq, h1 + r == 0 || h1 + r == kWin - 1, lo_halo, hi_halo);
+        const bool halo0 = h0 + r == 0 || h0 + r == kWin - 1, halo1 = h1 + r == 0 || h1 + r == kWin - 1;
+        if constexpr (kPacked16) {
+          apply_fragment_packed<T>(af[i][0], coef16, st, kk, tq, halo0, lo_halo, hi_halo);
+          apply_fragment_packed<T>(af[i][1], coef16, st, kk, tq, halo1, lo_halo, hi_halo);
+        } else {
+          apply_fragment<T>(af[i][0], coef, st, kk, tq, halo0, lo_halo, hi_halo);
+          apply_fragment<T>(af[i][1], coef, st, kk, tq, halo1, lo_halo, hi_halo);
+        }
       }
     };
-    mbar_wait(win_full(b), (k >> 1) & 1);
+    mbar_wait(kAhead ? win_ready(b) : win_full(b), (k >> 1) & 1);
     prep(0, 0, 0);
 #pragma unroll 1
     for (int st0 = 0; st0 < kStagesPerImage; st0 += kUnroll) {
