@@ -775,6 +775,13 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   auto rs_fused_p1 = rs_launcher(rs::conv128_rs_kernel<T, true, 1, false>, rs_fz);
   auto rs_fused_packed = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, true>, rs_fz);
   auto rs_fused_ahead = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true>, rs_fz);
+  // y straight from the accumulators: plain, the batchnorm in the fragments, the batchnorm applied ahead
+  auto rs_plain_direct =
+      rs_launcher(rs::conv128_rs_kernel<T, false, 2, false, false, false, false, true>, rs_plain_args);
+  auto rs_fused_direct =
+      rs_launcher(rs::conv128_rs_kernel<T, true, 2, false, false, false, false, true>, rs_fz);
+  auto rs_ahead_direct =
+      rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true, true>, rs_fz);
   // a fused form's y error and the largest relative error of its per-block sums ([block][128][2]) against
   // the host's of its own y
   auto rs_check_fused = [&](auto fn, double& sums_err) {
@@ -815,6 +822,28 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     for (int64_t i = 0; i < nx; ++i) rs_ahead_mismatches += std::memcmp(&happ[i], &ha[i], sizeof(T)) != 0;
   }
   const float rs_fused_ahead_us = time_us(rs_fused_ahead);
+  double rs_sums_err_fd = 0.0, rs_sums_err_ad = 0.0;
+  const double rs_plain_direct_err = checked(rs_plain_direct),
+               rs_fused_direct_err = rs_check_fused(rs_fused_direct, rs_sums_err_fd);
+  CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
+  const double rs_ahead_direct_err = rs_check_fused(rs_ahead_direct, rs_sums_err_ad);
+  int64_t rs_ad_mismatches = 0;
+  {
+    std::vector<T> happ(nx);
+    CK(cudaMemcpy(happ.data(), applied, nx * sizeof(T), cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < nx; ++i) rs_ad_mismatches += std::memcmp(&happ[i], &ha[i], sizeof(T)) != 0;
+  }
+  const float rs_plain_direct_us = time_us(rs_plain_direct), rs_fused_direct_us = time_us(rs_fused_direct),
+              rs_ahead_direct_us = time_us(rs_ahead_direct);
+  std::printf(
+      "{\"bench\":\"conv128_probe_register_a_direct\",\"dtype\":\"%s\",\"conv_direct_us\":%.2f,"
+      "\"conv_direct_y_max_rel_err\":%.3g,\"fused_direct_us\":%.2f,\"fused_direct_y_max_rel_err\":%.3g,"
+      "\"fused_direct_sums_max_rel_err\":%.3g,\"ahead_direct_us\":%.2f,\"ahead_direct_y_max_rel_err\":%.3g,"
+      "\"ahead_direct_sums_max_rel_err\":%.3g,\"ahead_direct_applied_mismatches\":%lld}\n",
+      dtype_name, rs_plain_direct_us, rs_plain_direct_err, rs_fused_direct_us, rs_fused_direct_err,
+      rs_sums_err_fd, rs_ahead_direct_us, rs_ahead_direct_err, rs_sums_err_ad,
+      static_cast<long long>(rs_ad_mismatches));
+  std::fflush(stdout);
   // diagnostic: the same without storing the applied map (what its 33.5 MB of writes cost)
   rs::Args rs_fz_unstored = rs_fz;
   rs_fz_unstored.applied = nullptr;
@@ -854,7 +883,9 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       unstored_us, sums_us, producer_us, pc.y_err, static_cast<long long>(pc.applied_mismatches), pc.sums_err,
       producer_unstored_us);
   return rs_err < 0.02 && rs_fused_worst < 0.02 && rs_sums_worst < 1e-4 && rs_fused_err_ahead < 0.02 &&
-                 rs_sums_err_ahead < 1e-4 && rs_ahead_mismatches == 0 && own_err < 0.02 && alt_err < 0.02 &&
+                 rs_sums_err_ahead < 1e-4 && rs_ahead_mismatches == 0 && rs_plain_direct_err < 0.02 &&
+                 rs_fused_direct_err < 0.02 && rs_sums_err_fd < 1e-4 && rs_ahead_direct_err < 0.02 &&
+                 rs_sums_err_ad < 1e-4 && rs_ad_mismatches == 0 && own_err < 0.02 && alt_err < 0.02 &&
                  alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 && turns_err < 0.02 && fc.ok() &&
                  pc.ok()
              ? 0

@@ -183,6 +183,62 @@ __device__ __forceinline__ void drain(const uint8_t* stg, uint8_t* yimg, float* 
   }
 }
 
+// one of v[0..3] by a runtime index (selects, not local memory)
+__device__ __forceinline__ uint32_t pick4(const uint32_t (&v)[4], int i) {
+  const uint32_t a = (i & 1) ? v[1] : v[0], b = (i & 1) ? v[3] : v[2];
+  return (i & 2) ? b : a;
+}
+
+// A transpose within each quad of lanes: lane tq holds in v[i] its two channels (2 tq, 2 tq + 1) of 8-channel
+// segment i; it gets in w[t] lane t's two channels of segment tq, i.e. the segment's 16 bytes in order.
+__device__ __forceinline__ void quad_transpose(const uint32_t (&v)[4], int tq, uint32_t (&w)[4]) {
+  uint32_t got[4];  // got[r]: from lane tq ^ r, its piece of segment tq (w[tq ^ r])
+  got[0] = pick4(v, tq);
+#pragma unroll
+  for (int r = 1; r < 4; ++r) got[r] = __shfl_xor_sync(0xffffffffu, pick4(v, tq ^ r), r);
+#pragma unroll
+  for (int t = 0; t < 4; ++t) w[t] = pick4(got, tq ^ t);
+}
+
+// Both tiles' accumulators (output rows h0, h1) rounded to T and stored to yimg straight from registers: per
+// group of four 8-channel segments a quad transpose, so that the four lanes of a position write its 64
+// contiguous bytes; with kSums y's per-channel sums and sums of squares (of the rounded values) over the
+// warp's positions added to red.
+template <class T, bool kSums>
+__device__ __forceinline__ void store_direct(const float (&acc0)[64], const float (&acc1)[64], uint8_t* yimg,
+                                             float* red, int h0, int h1, int gid, int tq) {
+#pragma unroll
+  for (int grp = 0; grp < 4; ++grp) {
+    uint32_t v[4][4];  // [tile 0 row gid, tile 0 row gid + 8, tile 1 ..., ...][segment]
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j = 4 * grp + i;
+      float r[4][2];
+      v[0][i] = round2(acc0[4 * j], acc0[4 * j + 1], r[0][0], r[0][1], T{});
+      v[1][i] = round2(acc0[4 * j + 2], acc0[4 * j + 3], r[1][0], r[1][1], T{});
+      v[2][i] = round2(acc1[4 * j], acc1[4 * j + 1], r[2][0], r[2][1], T{});
+      v[3][i] = round2(acc1[4 * j + 2], acc1[4 * j + 3], r[3][0], r[3][1], T{});
+      if constexpr (kSums) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float s = r[0][e] + r[1][e] + r[2][e] + r[3][e];
+          float q = r[0][e] * r[0][e] + r[1][e] * r[1][e] + r[2][e] * r[2][e] + r[3][e] * r[3][e];
+          add_over_lanes<4, 32>(s, q);  // the warp's eight gids
+          if (gid == 0) atomicAdd(red + 8 * j + 2 * tq + e, s), atomicAdd(red + kC + 8 * j + 2 * tq + e, q);
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      uint32_t w[4];
+      quad_transpose(v[c], tq, w);
+      const int pos = (c < 2 ? h0 : h1) * kW + gid + 8 * (c & 1);
+      *reinterpret_cast<uint4*>(yimg + pos * kC * 2 + (4 * grp + tq) * 16) =
+          make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
 // kPrefetch: how many k16 steps' MMAs may be in flight while the next step's A fragments are loaded (and,
 // with kFused, the batchnorm applied): 1 waits for the step before before preparing the next, 2 for the one
 // before that (three A buffers). kStorer: the MMA warpgroups round y into the window buffer they have
@@ -193,8 +249,11 @@ __device__ __forceinline__ void drain(const uint8_t* stg, uint8_t* yimg, float* 
 // kAhead (with kFused and kStorer): the storer warps apply the batchnorm to the next image's window in place
 // (once per element, the halo left zero) while the MMA warpgroups compute this one, and store the applied map
 // from it; the MMA warpgroups then run the plain mainloop on the applied window.
+// kDirect: y stored straight from the accumulators (store_direct), its sums by the MMA warpgroups; the
+// window after next is requested as soon as both have read the current one; the storers (kStorer, with
+// kAhead) only apply the batchnorm to each window.
 template <class T, bool kFused, int kPrefetch = 2, bool kStorer = true, bool kMainloop = false,
-          bool kPacked16 = false, bool kAhead = false>
+          bool kPacked16 = false, bool kAhead = false, bool kDirect = false>
 __global__ void __launch_bounds__(kThreads, 1)
     conv128_rs_kernel(const Args args, const __grid_constant__ CUtensorMap map) {
   static_assert(kPrefetch == 1 || kPrefetch == 2, "one or two steps in flight");
@@ -281,6 +340,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         mbar_arrive(win_ready(b));
       };
+      if constexpr (kDirect) {
+        for (int k = 0; k < my_images; ++k)
+          if (kAhead) apply_ahead(k);
+        return;
+      }
       if constexpr (kAhead)
         if (my_images > 0) apply_ahead(0);
       for (int k = 0; k < my_images; ++k) {
@@ -358,6 +422,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs(acc1);
     mbar_arrive(empty((q0 + kStagesPerImage - 1) % kStages));
     uint8_t* const stg = smem + b * kWinBytes;
+    if constexpr (kDirect && !kMainloop) {
+      fence_proxy_async();  // this thread's reads of window b before the copy of the window after next
+      named_sync(1, 256);   // both warpgroups have finished reading window b
+      if (threadIdx.x == 0 && k + 2 < my_images) load_window(k + 2);
+      store_direct<T, kFused>(acc0, acc1, y_of(k), red, h0, h1, gid, tq);
+      continue;
+    }
     named_sync(1, 256);         // both warpgroups have finished reading window b
     if constexpr (kMainloop) {  // keep the accumulators alive (ptxas drops MMAs whose results go unused)
       float keep = 0.0f;
@@ -378,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     named_sync(1, 256);
     if (threadIdx.x == 0 && k + 2 < my_images) load_window(k + 2);
   }
-  if (kFused && !kStorer) {
+  if (kFused && (!kStorer || kDirect)) {
     named_sync(1, 256);
     if (threadIdx.x < kC) {
       double* part = args.part + static_cast<int64_t>(blockIdx.x) * kC * 2;
