@@ -660,6 +660,9 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   const rs::Args rs_plain_args{wperm, y, batch, nullptr, nullptr, nullptr, nullptr};
   auto rs_plain = rs_launcher(rs::conv128_rs_kernel<T, false, 2, true>, rs_plain_args);
   auto rs_plain_p1 = rs_launcher(rs::conv128_rs_kernel<T, false, 1, false>, rs_plain_args);
+  // y straight from the accumulators (kDirect)
+  auto rs_plain_direct =
+      rs_launcher(rs::conv128_rs_kernel<T, false, 2, false, false, false, false, true>, rs_plain_args);
   reference_kernel<T><<<4096, 256>>>(x, w, yref, batch, h);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
@@ -685,7 +688,9 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     return worst_of(y);
   };
   auto rs_mainloop = rs_launcher(rs::conv128_rs_kernel<T, false, 2, true, true>, rs_plain_args);
-  const double rs_err = std::max(checked(rs_plain), checked(rs_plain_p1));
+  // checked here, against the plain reference (session 40's call 6 checked it against the applied map's)
+  const double rs_err = std::max(checked(rs_plain), checked(rs_plain_p1)),
+               rs_plain_direct_err = checked(rs_plain_direct);
   const double own_err = checked(own), alt_err = checked(own_alt), alt6_err = checked(alt6),
                staged_err = checked(staged), ss_err = checked(ss), turns_err = checked(ss_turns);
   const fresco::bench::BestTimer timer;
@@ -775,9 +780,7 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   auto rs_fused_p1 = rs_launcher(rs::conv128_rs_kernel<T, true, 1, false>, rs_fz);
   auto rs_fused_packed = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, true>, rs_fz);
   auto rs_fused_ahead = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true>, rs_fz);
-  // y straight from the accumulators: plain, the batchnorm in the fragments, the batchnorm applied ahead
-  auto rs_plain_direct =
-      rs_launcher(rs::conv128_rs_kernel<T, false, 2, false, false, false, false, true>, rs_plain_args);
+  // y straight from the accumulators: the batchnorm in the fragments, the batchnorm applied ahead
   auto rs_fused_direct =
       rs_launcher(rs::conv128_rs_kernel<T, true, 2, false, false, false, false, true>, rs_fz);
   auto rs_ahead_direct =
@@ -823,8 +826,7 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   }
   const float rs_fused_ahead_us = time_us(rs_fused_ahead);
   double rs_sums_err_fd = 0.0, rs_sums_err_ad = 0.0;
-  const double rs_plain_direct_err = checked(rs_plain_direct),
-               rs_fused_direct_err = rs_check_fused(rs_fused_direct, rs_sums_err_fd);
+  const double rs_fused_direct_err = rs_check_fused(rs_fused_direct, rs_sums_err_fd);
   CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
   const double rs_ahead_direct_err = rs_check_fused(rs_ahead_direct, rs_sums_err_ad);
   int64_t rs_ad_mismatches = 0;
@@ -835,6 +837,17 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   }
   const float rs_plain_direct_us = time_us(rs_plain_direct), rs_fused_direct_us = time_us(rs_fused_direct),
               rs_ahead_direct_us = time_us(rs_ahead_direct);
+  // diagnostic: the storers hand each window on without applying the batchnorm (timing only)
+  rs::Args rs_handoff = rs_fz;
+  rs_handoff.handoff_only = 1;
+  const float rs_handoff_us =
+      time_us(rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true>, rs_handoff));
+  const float rs_handoff_direct_us =
+      time_us(rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true, true>, rs_handoff));
+  std::printf(
+      "{\"bench\":\"conv128_probe_register_a_handoff\",\"dtype\":\"%s\",\"ahead_handoff_only_us\":%.2f,"
+      "\"ahead_direct_handoff_only_us\":%.2f}\n",
+      dtype_name, rs_handoff_us, rs_handoff_direct_us);
   std::printf(
       "{\"bench\":\"conv128_probe_register_a_direct\",\"dtype\":\"%s\",\"conv_direct_us\":%.2f,"
       "\"conv_direct_y_max_rel_err\":%.3g,\"fused_direct_us\":%.2f,\"fused_direct_y_max_rel_err\":%.3g,"

@@ -52,8 +52,10 @@ struct Args {
   int n;
   const float *scale, *shift;  // kFused: the batchnorm's per-channel scale and shift (relu after)
   double* part;                // kFused: [block][128][2] sums and sums of squares of y
-  void*
-      applied;  // kAhead: the applied map (relu(x * scale + shift) as T, [n][16][16][128]); null: not stored
+  // kAhead: the applied map (relu(x * scale + shift) as T, [n][16][16][128]); null: not stored
+  void* applied;
+  int handoff_only =
+      0;  // kAhead, diagnostic (timing only, y wrong): the storers hand each window on unapplied
 };
 
 #define FR_RS_D64                                                                                          \
@@ -324,7 +326,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(win_full(b), (k >> 1) & 1);
         uint8_t* const app =
             static_cast<uint8_t*>(args.applied) + static_cast<int64_t>(image(k)) * kPos * kC * 2;
-        for (int v = t; v < kPos * 16; v += 96) {  // unrolled by 4: slower (101 / 100 us, call 5)
+        for (int v = t; v < (args.handoff_only ? 0 : kPos * 16);
+             v += 96) {  // unrolled by 4: slower (101 / 100 us, call 5)
           const int plane = 2 * ((v >> 5) & 7) + (v & 1), col = (v >> 1) & 15, row = v >> 8;
           uint4* const at = reinterpret_cast<uint4*>(smem + b * kWinBytes + plane * kWinPlane +
                                                      ((row + 1) * kWin + col + 1) * 16);
