@@ -30,6 +30,8 @@
 // session; 137.0 / 136.4 on the thirty-ninth's H200), the producer form 149.1 / 147.8. A third layout (three
 // window buffers in one 5-d TMA box, the prologue of tile k + 2 beside tile k's MMAs) was correct and slower
 // on the H200 (fused 163.2 / 166.8 us): removed, kept in git history (commit 018bd90) and docs/decisions.md.
+// The register-A layout (bench/conv128_rs.cuh, fortieth session, H100s): the plain convolution at 64-67 us
+// (cuDNN's step engine: 64-65), the fused forms correct and 27-31 us slower (docs/performance.md).
 // A diagnostic, not part of the product.
 //
 // Usage: bench_conv128_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]

@@ -12,8 +12,10 @@
 // from a chunk-plane copy of the weights: [144 chunks][128 outputs][8 k]) issued by the producer's first
 // thread, so every image reads the 295 KB of weights once from L2. The epilogue rounds y into the image's
 // window buffer (rows of 272 bytes), stores it as 16-byte vectors and, with kFused, adds y's per-channel sums
-// and sums of squares (of the rounded values). Not stored: the applied map a weight gradient would need (the
-// design's next part). A diagnostic, not part of the product.
+// and sums of squares (of the rounded values). Other forms (the template flags below): the batchnorm
+// applied ahead by the storer warps (which then store the applied map a weight gradient needs), y straight
+// from the accumulators. Measured on H100s in the fortieth session (docs/performance.md): plain 64-67 us, the
+// fused forms 89-116 us. A diagnostic, not part of the product.
 #pragma once
 
 #include <cuda.h>
