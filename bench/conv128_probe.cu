@@ -816,27 +816,25 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   double rs_sums_err_packed = 0.0;
   const double rs_fused_err_packed = rs_check_fused(rs_fused_packed, rs_sums_err_packed);
   const float rs_fused_packed_us = time_us(rs_fused_packed);
-  // applied ahead by the storers: y, sums and the applied map (bit for bit against the host's)
-  double rs_sums_err_ahead = 0.0;
-  CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
-  const double rs_fused_err_ahead = rs_check_fused(rs_fused_ahead, rs_sums_err_ahead);
-  int64_t rs_ahead_mismatches = 0;
-  {
+  // a form applied ahead by the storers: y and sums as rs_check_fused, and its applied map's mismatches
+  // (bit for bit against the host's)
+  auto rs_check_ahead = [&](auto fn, double& sums_err, int64_t& mismatches) {
+    CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
+    const double err = rs_check_fused(fn, sums_err);
     std::vector<T> happ(nx);
     CK(cudaMemcpy(happ.data(), applied, nx * sizeof(T), cudaMemcpyDeviceToHost));
-    for (int64_t i = 0; i < nx; ++i) rs_ahead_mismatches += std::memcmp(&happ[i], &ha[i], sizeof(T)) != 0;
-  }
+    mismatches = 0;
+    for (int64_t i = 0; i < nx; ++i) mismatches += std::memcmp(&happ[i], &ha[i], sizeof(T)) != 0;
+    return err;
+  };
+  double rs_sums_err_ahead = 0.0;
+  int64_t rs_ahead_mismatches = 0;
+  const double rs_fused_err_ahead = rs_check_ahead(rs_fused_ahead, rs_sums_err_ahead, rs_ahead_mismatches);
   const float rs_fused_ahead_us = time_us(rs_fused_ahead);
   double rs_sums_err_fd = 0.0, rs_sums_err_ad = 0.0;
-  const double rs_fused_direct_err = rs_check_fused(rs_fused_direct, rs_sums_err_fd);
-  CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
-  const double rs_ahead_direct_err = rs_check_fused(rs_ahead_direct, rs_sums_err_ad);
   int64_t rs_ad_mismatches = 0;
-  {
-    std::vector<T> happ(nx);
-    CK(cudaMemcpy(happ.data(), applied, nx * sizeof(T), cudaMemcpyDeviceToHost));
-    for (int64_t i = 0; i < nx; ++i) rs_ad_mismatches += std::memcmp(&happ[i], &ha[i], sizeof(T)) != 0;
-  }
+  const double rs_fused_direct_err = rs_check_fused(rs_fused_direct, rs_sums_err_fd);
+  const double rs_ahead_direct_err = rs_check_ahead(rs_ahead_direct, rs_sums_err_ad, rs_ad_mismatches);
   const float rs_plain_direct_us = time_us(rs_plain_direct), rs_fused_direct_us = time_us(rs_fused_direct),
               rs_ahead_direct_us = time_us(rs_ahead_direct);
   // diagnostic: the storers hand each window on without applying the batchnorm (timing only)
