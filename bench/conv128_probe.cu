@@ -837,6 +837,24 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   const double rs_ahead_direct_err = rs_check_ahead(rs_ahead_direct, rs_sums_err_ad, rs_ad_mismatches);
   const float rs_plain_direct_us = time_us(rs_plain_direct), rs_fused_direct_us = time_us(rs_fused_direct),
               rs_ahead_direct_us = time_us(rs_ahead_direct);
+  // the MMA warpgroups applying the next window in their mainloop's shadow (kInterleave)
+  auto rs_interleave =
+      rs_launcher(rs::conv128_rs_kernel<T, true, 1, false, false, false, false, true, true>, rs_fz);
+  double rs_sums_err_il = 0.0;
+  int64_t rs_il_mismatches = 0;
+  const double rs_il_err = rs_check_ahead(rs_interleave, rs_sums_err_il, rs_il_mismatches);
+  const float rs_il_us = time_us(rs_interleave);
+  rs::Args rs_fz_unstored_il = rs_fz;
+  rs_fz_unstored_il.applied = nullptr;
+  const float rs_il_unstored_us = time_us(rs_launcher(
+      rs::conv128_rs_kernel<T, true, 1, false, false, false, false, true, true>, rs_fz_unstored_il));
+  std::printf(
+      "{\"bench\":\"conv128_probe_register_a_interleave\",\"dtype\":\"%s\",\"interleave_us\":%.2f,"
+      "\"interleave_y_max_rel_err\":%.3g,\"interleave_sums_max_rel_err\":%.3g,"
+      "\"interleave_applied_mismatches\":%lld,\"interleave_unstored_us\":%.2f}\n",
+      dtype_name, rs_il_us, rs_il_err, rs_sums_err_il, static_cast<long long>(rs_il_mismatches),
+      rs_il_unstored_us);
+  std::fflush(stdout);
   // diagnostic: the storers hand each window on without applying the batchnorm (timing only)
   rs::Args rs_handoff = rs_fz;
   rs_handoff.handoff_only = 1;
@@ -898,7 +916,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   return rs_err < 0.02 && rs_fused_worst < 0.02 && rs_sums_worst < 1e-4 && rs_fused_err_ahead < 0.02 &&
                  rs_sums_err_ahead < 1e-4 && rs_ahead_mismatches == 0 && rs_plain_direct_err < 0.02 &&
                  rs_fused_direct_err < 0.02 && rs_sums_err_fd < 1e-4 && rs_ahead_direct_err < 0.02 &&
-                 rs_sums_err_ad < 1e-4 && rs_ad_mismatches == 0 && own_err < 0.02 && alt_err < 0.02 &&
+                 rs_sums_err_ad < 1e-4 && rs_ad_mismatches == 0 && rs_il_err < 0.02 &&
+                 rs_sums_err_il < 1e-4 && rs_il_mismatches == 0 && own_err < 0.02 && alt_err < 0.02 &&
                  alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 && turns_err < 0.02 && fc.ok() &&
                  pc.ok()
              ? 0

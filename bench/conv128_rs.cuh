@@ -187,6 +187,26 @@ __device__ __forceinline__ void drain(const uint8_t* stg, uint8_t* yimg, float* 
   }
 }
 
+// Element v (of the 4096 16-byte elements of a window's 16 x 16 interior positions) of the window at
+// `window`: the batchnorm + relu applied in place (fp32, the apply pass's arithmetic; the halo stays zero)
+// and, where app is not null, stored to the image's applied map there. v's bits: 0 the plane's parity, 1-4
+// the column, 5-7 the plane pair, 8-11 the row, so 32 consecutive v are one row's 16 columns of two planes
+// and a warp writes whole 32-byte pieces of the map.
+template <class T>
+__device__ __forceinline__ void apply_element(uint8_t* window, int v, const float* coef, uint8_t* app) {
+  const int plane = 2 * ((v >> 5) & 7) + (v & 1), col = (v >> 1) & 15, row = v >> 8;
+  uint4* const at = reinterpret_cast<uint4*>(window + plane * kWinPlane + ((row + 1) * kWin + col + 1) * 16);
+  uint4 val = *at;
+  T* e = reinterpret_cast<T*>(&val);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float f = fmaf(static_cast<float>(e[i]), coef[8 * plane + i], coef[kC + 8 * plane + i]);
+    e[i] = static_cast<T>(f > 0.0f ? f : 0.0f);
+  }
+  *at = val;
+  if (app) *reinterpret_cast<uint4*>(app + (row * kW + col) * kC * 2 + plane * 16) = val;
+}
+
 // one of v[0..3] by a runtime index (selects, not local memory)
 __device__ __forceinline__ uint32_t pick4(const uint32_t (&v)[4], int i) {
   const uint32_t a = (i & 1) ? v[1] : v[0], b = (i & 1) ? v[3] : v[2];
@@ -256,8 +276,11 @@ __device__ __forceinline__ void store_direct(const float (&acc0)[64], const floa
 // kDirect: y stored straight from the accumulators (store_direct), its sums by the MMA warpgroups; the
 // window after next is requested as soon as both have read the current one; the storers (kStorer, with
 // kAhead) only apply the batchnorm to each window.
+// kInterleave (with kFused and kDirect, no storers): the MMA warpgroups themselves apply the batchnorm to the
+// next image's window in place (once per element, with the applied map's stores), two elements a thread at
+// one k16 step of each of the mainloop's last eight stages, in the MMAs' shadow.
 template <class T, bool kFused, int kPrefetch = 2, bool kStorer = true, bool kMainloop = false,
-          bool kPacked16 = false, bool kAhead = false, bool kDirect = false>
+          bool kPacked16 = false, bool kAhead = false, bool kDirect = false, bool kInterleave = false>
 __global__ void __launch_bounds__(kThreads, 1)
     conv128_rs_kernel(const Args args, const __grid_constant__ CUtensorMap map) {
   static_assert(kPrefetch == 1 || kPrefetch == 2, "one or two steps in flight");
@@ -271,7 +294,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto staged = [&](int b) { return bars + static_cast<unsigned>(8 * (2 * kStages + 2 + b)); };
   auto win_ready = [&](int b) { return bars + static_cast<unsigned>(8 * (2 * kStages + 4 + b)); };
   static_assert(!kAhead || (kFused && kStorer), "the storers apply the batchnorm ahead");
-  constexpr bool kInRegisters = kFused && !kAhead;  // the batchnorm applied to the A fragments
+  static_assert(!kInterleave || (kFused && kDirect && !kStorer && !kAhead),
+                "kInterleave: fused, direct alone");
+  constexpr bool kInRegisters =
+      kFused && !kAhead && !kInterleave;                 // the batchnorm applied to the A fragments
+  constexpr int kFirstApplyStage = kStagesPerImage - 8;  // kInterleave: stages 10-17
   const int my_images =
       static_cast<int>(blockIdx.x) < args.n ? (args.n - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   auto image = [&](int k) { return static_cast<int>(blockIdx.x + k * gridDim.x); };
@@ -281,6 +308,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int c = 0; c < 16; ++c)
       tma_load_4d(base + static_cast<unsigned>(b * kWinBytes + c * kWinPlane), &map, 8 * c, -1, -1, image(k),
                   win_full(b));
+  };
+  auto applied_of = [&](int k) {  // image k's applied map (kAhead, kInterleave), or null
+    return args.applied ? static_cast<uint8_t*>(args.applied) + static_cast<int64_t>(image(k)) * kPos * kC * 2
+                        : nullptr;
   };
   auto y_of = [&](int k) {
     return static_cast<uint8_t*>(args.y) + static_cast<int64_t>(image(k)) * kPos * kC * 2;
@@ -326,23 +357,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       auto apply_ahead = [&](int k) {
         const int b = k & 1;
         mbar_wait(win_full(b), (k >> 1) & 1);
-        uint8_t* const app =
-            static_cast<uint8_t*>(args.applied) + static_cast<int64_t>(image(k)) * kPos * kC * 2;
-        for (int v = t; v < (args.handoff_only ? 0 : kPos * 16);
-             v += 96) {  // unrolled by 4: slower (101 / 100 us, call 5)
-          const int plane = 2 * ((v >> 5) & 7) + (v & 1), col = (v >> 1) & 15, row = v >> 8;
-          uint4* const at = reinterpret_cast<uint4*>(smem + b * kWinBytes + plane * kWinPlane +
-                                                     ((row + 1) * kWin + col + 1) * 16);
-          uint4 val = *at;
-          T* e = reinterpret_cast<T*>(&val);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const float f = fmaf(static_cast<float>(e[i]), coef[8 * plane + i], coef[kC + 8 * plane + i]);
-            e[i] = static_cast<T>(f > 0.0f ? f : 0.0f);
-          }
-          *at = val;
-          if (args.applied) *reinterpret_cast<uint4*>(app + (row * kW + col) * kC * 2 + plane * 16) = val;
-        }
+        // (unrolled by 4: slower, 101 / 100 us in call 5)
+        for (int v = t; v < (args.handoff_only ? 0 : kPos * 16); v += 96)
+          apply_element<T>(smem + b * kWinBytes, v, coef, applied_of(k));
         mbar_arrive(win_ready(b));
       };
       if constexpr (kDirect) {
@@ -381,6 +398,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const unsigned off0 = lane_off + h0 * kWin * 16, off1 = lane_off + h1 * kWin * 16;
   float acc0[64], acc1[64];
   uint32_t af[kBufs][2][4];
+  if constexpr (kInterleave) {  // the first image's window, before its mainloop
+    if (my_images > 0) {
+      mbar_wait(win_full(0), 0);
+      for (int i = 0; i < 16; ++i) apply_element<T>(smem, threadIdx.x + 256 * i, coef, applied_of(0));
+      named_sync(1, 256);
+    }
+  }
   for (int k = 0; k < my_images; ++k) {
     const int b = k & 1, q0 = k * kStagesPerImage;
     const unsigned win = base + static_cast<unsigned>(b * kWinBytes);
@@ -419,6 +443,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         wg_commit();
         wg_wait<kPrefetch>();  // step ks - kPrefetch is done: its stage may go, its A buffer is free
         if (kk == kPrefetch - 1 && st > 0) mbar_arrive(empty((q - 1) % kStages));
+        if constexpr (kInterleave) {  // two elements of the next image's window
+          if (kk == 2 && st >= kFirstApplyStage && k + 1 < my_images) {
+            if (st == kFirstApplyStage) mbar_wait(win_full(b ^ 1), ((k + 1) >> 1) & 1);
+            const int i0 = 2 * (st - kFirstApplyStage);
+            apply_element<T>(smem + (b ^ 1) * kWinBytes, threadIdx.x + 256 * i0, coef, applied_of(k + 1));
+            apply_element<T>(smem + (b ^ 1) * kWinBytes, threadIdx.x + 256 * (i0 + 1), coef,
+                             applied_of(k + 1));
+          }
+        }
         if (st < kStagesPerImage - 1 || kk < 3) prep((j + 1) % kBufs, kk == 3 ? st + 1 : st, (kk + 1) % 4);
       }
     }
@@ -429,7 +462,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint8_t* const stg = smem + b * kWinBytes;
     if constexpr (kDirect && !kMainloop) {
       fence_proxy_async();  // this thread's reads of window b before the copy of the window after next
-      named_sync(1, 256);   // both warpgroups have finished reading window b
+      named_sync(1, 256);   // both warpgroups have finished reading window b (and applying the next)
       if (threadIdx.x == 0 && k + 2 < my_images) load_window(k + 2);
       store_direct<T, kFused>(acc0, acc1, y_of(k), red, h0, h1, gid, tq);
       continue;
