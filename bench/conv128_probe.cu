@@ -30,8 +30,8 @@
 // session; 137.0 / 136.4 on the thirty-ninth's H200), the producer form 149.1 / 147.8. A third layout (three
 // window buffers in one 5-d TMA box, the prologue of tile k + 2 beside tile k's MMAs) was correct and slower
 // on the H200 (fused 163.2 / 166.8 us): removed, kept in git history (commit 018bd90) and docs/decisions.md.
-// The register-A layout (bench/conv128_rs.cuh, fortieth session, H100s): the plain convolution at 64-67 us
-// (cuDNN's step engine: 64-65), the fused forms correct and 27-31 us slower (docs/performance.md).
+// The next layout, positions as wgmma's M and the activations as A from registers, has its own probe
+// (bench/conv128_rs_probe.cu; fortieth session: the plain convolution at cuDNN's speed).
 // A diagnostic, not part of the product.
 //
 // Usage: bench_conv128_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
@@ -51,19 +51,23 @@
 #include <string>
 #include <vector>
 
-#include "conv128_rs.cuh"
 #include "ops/mma_sync.cuh"
 #include "ops/wgmma.cuh"
 #include "probe_common.h"
+// after probe_common.h (check, CK)
+#include "conv128_common.cuh"
 
 namespace {
 
 using fresco::bench::check;
-namespace rs = fresco::bench::rs;
 
 using namespace fresco::cuda;  // NOLINT: the sm_90a building blocks (wgmma.cuh, mma_sync.cuh)
 
-constexpr int kC = 128, kW = 16, kTaps = 9, kKDim = kTaps * kC;    // in = out channels, row width, k = 1152
+using fresco::bench::conv128::kC;  // in = out channels 128, row width 16, k = 9 x 128
+using fresco::bench::conv128::kKDim;
+using fresco::bench::conv128::kW;
+using fresco::bench::conv128::reference_kernel;
+using fresco::bench::conv128::tiled_map;
 constexpr int kHalf = 64;                                          // output channels a block computes
 constexpr int kRows = 4, kWinRows = kRows + 2, kWinCols = kW + 2;  // a tile and its window
 constexpr int kN = kRows * kWinCols;                               // 72 positions computed per tile
@@ -514,62 +518,10 @@ __global__ void __launch_bounds__(kSsThreads, 1)
     block_sums(dsum, dsq, reinterpret_cast<double*>(stage_base), fz.part, g, wq, gid, tq, t128);
 }
 
-// y[n][p][q][k] = sum of x[n][p + r - 1][q + s - 1][c] w[k][r][s][c] in fp32, one output per thread.
-template <class T>
-__global__ void reference_kernel(const T* x, const T* w, float* y, int n, int h) {
-  const int64_t total = static_cast<int64_t>(n) * h * kW * kC;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int k = static_cast<int>(i % kC), q = static_cast<int>((i / kC) % kW),
-              p = static_cast<int>((i / (kC * kW)) % h);
-    const int64_t img = i / (static_cast<int64_t>(kC) * kW * h);
-    float s = 0.0f;
-    for (int r = 0; r < 3; ++r) {
-      const int yr = p + r - 1;
-      if (yr < 0 || yr >= h) continue;
-      for (int c3 = 0; c3 < 3; ++c3) {
-        const int xc = q + c3 - 1;
-        if (xc < 0 || xc >= kW) continue;
-        const T* xp = x + ((img * h + yr) * kW + xc) * kC;
-        const T* wp = w + (static_cast<int64_t>(k) * kTaps + r * 3 + c3) * kC;
-        for (int c = 0; c < kC; ++c) s += static_cast<float>(xp[c]) * static_cast<float>(wp[c]);
-      }
-    }
-    y[i] = s;
-  }
-}
-
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  void* f = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-  check(f != nullptr && q == cudaDriverEntryPointSuccess, __FILE__, __LINE__, "cuTensorMapEncodeTiled",
-        "the driver has no cuTensorMapEncodeTiled");
-  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-}
-
 // x [n, h, 16, 128] read in windows: boxes of 8 channels x 18 columns x 6 rows x 1 image at (8 c, -1, row0 -
 // 1, image); what lies outside the map arrives as zeros.
-// A tensor map of a 16-bit array (rank dims, the innermost first, strides in bytes of dims 1..), read in
-// boxes.
-template <int kRank>
-CUtensorMap tiled_map(const void* p, bool f16, const cuuint64_t (&dims)[kRank], const cuuint64_t* strides,
-                      const cuuint32_t (&box)[kRank]) {
-  CUtensorMap m;
-  cuuint32_t elem[kRank];
-  for (auto& e : elem) e = 1;
-  const CUresult r = encode_tiled()(
-      &m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, kRank,
-      const_cast<void*>(p), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  check(r == CUDA_SUCCESS, __FILE__, __LINE__, "cuTensorMapEncodeTiled", "failed");
-  return m;
-}
-
 CUtensorMap window_map(const void* x, bool f16, int n, int h) {
-  const cuuint64_t strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
-  return tiled_map<4>(x, f16, {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(n)}, strides,
-                      {8, kWinCols, kWinRows, 1});
+  return fresco::bench::conv128::window_map(x, f16, n, h, kWinCols, kWinRows);
 }
 
 // w [128 outputs, 1152 k] read in chunks: boxes of 8 k x 64 outputs (1024 bytes, outputs along the rows).
@@ -640,31 +592,6 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   auto sums_only = ss_launcher(conv128_ss_kernel<T, true, true, 2>, fz);
   auto fused_producer = ss_launcher(conv128_ss_kernel<T, true, true, 3, true>, fz);
   auto producer_unstored = ss_launcher(conv128_ss_kernel<T, true, true, 1, true>, fz);
-  // the register-A layout (conv128_rs.cuh): the weights as chunk planes [144][128][8], whole-image windows
-  std::vector<T> hwp(nw);
-  for (int kc = 0; kc < kKDim / 8; ++kc)
-    for (int o = 0; o < kC; ++o)
-      for (int e = 0; e < 8; ++e)
-        hwp[(kc * kC + o) * 8 + e] = hw[static_cast<size_t>(o) * kKDim + 8 * kc + e];
-  T* wperm = nullptr;
-  CK(cudaMalloc(&wperm, nw * sizeof(T)));
-  CK(cudaMemcpy(wperm, hwp.data(), nw * sizeof(T), cudaMemcpyHostToDevice));
-  const cuuint64_t rs_strides[3] = {kC * 2, kW * kC * 2, static_cast<cuuint64_t>(h) * kW * kC * 2};
-  const CUtensorMap rs_map = tiled_map<4>(
-      x, cudnn_type == CUDNN_DATA_HALF, {kC, kW, static_cast<cuuint64_t>(h), static_cast<cuuint64_t>(batch)},
-      rs_strides, {8, rs::kWin, rs::kWin, 1});
-  const int rs_blocks = std::min(sms, batch);
-  // launches conv128_rs_kernel form K with arguments a
-  auto rs_launcher = [&](auto kernel, const rs::Args& a) {
-    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, rs::kSmem));
-    return [=] { kernel<<<rs_blocks, rs::kThreads, rs::kSmem>>>(a, rs_map); };
-  };
-  const rs::Args rs_plain_args{wperm, y, batch, nullptr, nullptr, nullptr, nullptr};
-  auto rs_plain = rs_launcher(rs::conv128_rs_kernel<T, false, 2, true>, rs_plain_args);
-  auto rs_plain_p1 = rs_launcher(rs::conv128_rs_kernel<T, false, 1, false>, rs_plain_args);
-  // y straight from the accumulators (kDirect)
-  auto rs_plain_direct =
-      rs_launcher(rs::conv128_rs_kernel<T, false, 2, false, false, false, false, true>, rs_plain_args);
   reference_kernel<T><<<4096, 256>>>(x, w, yref, batch, h);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
@@ -689,10 +616,6 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     CK(cudaDeviceSynchronize());
     return worst_of(y);
   };
-  auto rs_mainloop = rs_launcher(rs::conv128_rs_kernel<T, false, 2, true, true>, rs_plain_args);
-  // checked here, against the plain reference (session 40's call 6 checked it against the applied map's)
-  const double rs_err = std::max(checked(rs_plain), checked(rs_plain_p1)),
-               rs_plain_direct_err = checked(rs_plain_direct);
   const double own_err = checked(own), alt_err = checked(own_alt), alt6_err = checked(alt6),
                staged_err = checked(staged), ss_err = checked(ss), turns_err = checked(ss_turns);
   const fresco::bench::BestTimer timer;
@@ -771,137 +694,6 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
     return r;
   };
   const FusedCheck fc = check_fused(fused), pc = check_fused(fused_producer);
-  // the register-A form with the batchnorm in its fragments: y against the applied map's reference, its
-  // per-block sums ([block][128][2]) against the host's of its own y
-  double* rs_part = nullptr;
-  CK(cudaMalloc(&rs_part, static_cast<size_t>(rs_blocks) * kC * 2 * sizeof(double)));
-  const rs::Args rs_fz{wperm, y, batch, dcoef, dcoef + kC, rs_part, applied};
-  // forms of the fused kernel: <T, fused, prefetch, storer>
-  auto rs_fused = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true>, rs_fz);
-  auto rs_fused_p2 = rs_launcher(rs::conv128_rs_kernel<T, true, 2, false>, rs_fz);
-  auto rs_fused_p1 = rs_launcher(rs::conv128_rs_kernel<T, true, 1, false>, rs_fz);
-  auto rs_fused_packed = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, true>, rs_fz);
-  auto rs_fused_ahead = rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true>, rs_fz);
-  // y straight from the accumulators: the batchnorm in the fragments, the batchnorm applied ahead
-  auto rs_fused_direct =
-      rs_launcher(rs::conv128_rs_kernel<T, true, 2, false, false, false, false, true>, rs_fz);
-  auto rs_ahead_direct =
-      rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true, true>, rs_fz);
-  // a fused form's y error and the largest relative error of its per-block sums ([block][128][2]) against
-  // the host's of its own y
-  auto rs_check_fused = [&](auto fn, double& sums_err) {
-    const double err = checked(fn);
-    std::vector<T> hy(nx);
-    std::vector<double> hpart(static_cast<size_t>(rs_blocks) * kC * 2), want(2 * kC, 0.0), have(2 * kC, 0.0);
-    CK(cudaMemcpy(hy.data(), y, nx * sizeof(T), cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hpart.data(), rs_part, hpart.size() * sizeof(double), cudaMemcpyDeviceToHost));
-    for (int64_t i = 0; i < nx; ++i) {
-      const double v = static_cast<float>(hy[i]);
-      want[i % kC] += v, want[kC + i % kC] += v * v;
-    }
-    for (int b = 0; b < rs_blocks; ++b)
-      for (int c = 0; c < kC; ++c)
-        have[c] += hpart[(static_cast<size_t>(b) * kC + c) * 2],
-            have[kC + c] += hpart[(static_cast<size_t>(b) * kC + c) * 2 + 1];
-    sums_err = 0.0;
-    for (int c = 0; c < 2 * kC; ++c)
-      sums_err = std::max(sums_err, std::fabs(have[c] - want[c]) / (1.0 + std::fabs(want[c])));
-    return err;
-  };
-  double rs_sums_err = 0.0, rs_sums_err_p2 = 0.0, rs_sums_err_p1 = 0.0;
-  const double rs_fused_err = rs_check_fused(rs_fused, rs_sums_err),
-               rs_fused_err_p2 = rs_check_fused(rs_fused_p2, rs_sums_err_p2),
-               rs_fused_err_p1 = rs_check_fused(rs_fused_p1, rs_sums_err_p1);
-  // the 16-bit batchnorm rounds its scale and shift: its y against the same reference, sums as the others
-  double rs_sums_err_packed = 0.0;
-  const double rs_fused_err_packed = rs_check_fused(rs_fused_packed, rs_sums_err_packed);
-  const float rs_fused_packed_us = time_us(rs_fused_packed);
-  // a form applied ahead by the storers: y and sums as rs_check_fused, and its applied map's mismatches
-  // (bit for bit against the host's)
-  auto rs_check_ahead = [&](auto fn, double& sums_err, int64_t& mismatches) {
-    CK(cudaMemset(applied, 0xff, nx * sizeof(T)));
-    const double err = rs_check_fused(fn, sums_err);
-    std::vector<T> happ(nx);
-    CK(cudaMemcpy(happ.data(), applied, nx * sizeof(T), cudaMemcpyDeviceToHost));
-    mismatches = 0;
-    for (int64_t i = 0; i < nx; ++i) mismatches += std::memcmp(&happ[i], &ha[i], sizeof(T)) != 0;
-    return err;
-  };
-  double rs_sums_err_ahead = 0.0;
-  int64_t rs_ahead_mismatches = 0;
-  const double rs_fused_err_ahead = rs_check_ahead(rs_fused_ahead, rs_sums_err_ahead, rs_ahead_mismatches);
-  const float rs_fused_ahead_us = time_us(rs_fused_ahead);
-  double rs_sums_err_fd = 0.0, rs_sums_err_ad = 0.0;
-  int64_t rs_ad_mismatches = 0;
-  const double rs_fused_direct_err = rs_check_fused(rs_fused_direct, rs_sums_err_fd);
-  const double rs_ahead_direct_err = rs_check_ahead(rs_ahead_direct, rs_sums_err_ad, rs_ad_mismatches);
-  const float rs_plain_direct_us = time_us(rs_plain_direct), rs_fused_direct_us = time_us(rs_fused_direct),
-              rs_ahead_direct_us = time_us(rs_ahead_direct);
-  // the MMA warpgroups applying the next window in their mainloop's shadow (kInterleave)
-  auto rs_interleave =
-      rs_launcher(rs::conv128_rs_kernel<T, true, 1, false, false, false, false, true, true>, rs_fz);
-  double rs_sums_err_il = 0.0;
-  int64_t rs_il_mismatches = 0;
-  const double rs_il_err = rs_check_ahead(rs_interleave, rs_sums_err_il, rs_il_mismatches);
-  const float rs_il_us = time_us(rs_interleave);
-  rs::Args rs_fz_unstored_il = rs_fz;
-  rs_fz_unstored_il.applied = nullptr;
-  const float rs_il_unstored_us = time_us(rs_launcher(
-      rs::conv128_rs_kernel<T, true, 1, false, false, false, false, true, true>, rs_fz_unstored_il));
-  std::printf(
-      "{\"bench\":\"conv128_probe_register_a_interleave\",\"dtype\":\"%s\",\"interleave_us\":%.2f,"
-      "\"interleave_y_max_rel_err\":%.3g,\"interleave_sums_max_rel_err\":%.3g,"
-      "\"interleave_applied_mismatches\":%lld,\"interleave_unstored_us\":%.2f}\n",
-      dtype_name, rs_il_us, rs_il_err, rs_sums_err_il, static_cast<long long>(rs_il_mismatches),
-      rs_il_unstored_us);
-  std::fflush(stdout);
-  // diagnostic: the storers hand each window on without applying the batchnorm (timing only)
-  rs::Args rs_handoff = rs_fz;
-  rs_handoff.handoff_only = 1;
-  const float rs_handoff_us =
-      time_us(rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true>, rs_handoff));
-  const float rs_handoff_direct_us =
-      time_us(rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true, true>, rs_handoff));
-  std::printf(
-      "{\"bench\":\"conv128_probe_register_a_handoff\",\"dtype\":\"%s\",\"ahead_handoff_only_us\":%.2f,"
-      "\"ahead_direct_handoff_only_us\":%.2f}\n",
-      dtype_name, rs_handoff_us, rs_handoff_direct_us);
-  std::printf(
-      "{\"bench\":\"conv128_probe_register_a_direct\",\"dtype\":\"%s\",\"conv_direct_us\":%.2f,"
-      "\"conv_direct_y_max_rel_err\":%.3g,\"fused_direct_us\":%.2f,\"fused_direct_y_max_rel_err\":%.3g,"
-      "\"fused_direct_sums_max_rel_err\":%.3g,\"ahead_direct_us\":%.2f,\"ahead_direct_y_max_rel_err\":%.3g,"
-      "\"ahead_direct_sums_max_rel_err\":%.3g,\"ahead_direct_applied_mismatches\":%lld}\n",
-      dtype_name, rs_plain_direct_us, rs_plain_direct_err, rs_fused_direct_us, rs_fused_direct_err,
-      rs_sums_err_fd, rs_ahead_direct_us, rs_ahead_direct_err, rs_sums_err_ad,
-      static_cast<long long>(rs_ad_mismatches));
-  std::fflush(stdout);
-  // diagnostic: the same without storing the applied map (what its 33.5 MB of writes cost)
-  rs::Args rs_fz_unstored = rs_fz;
-  rs_fz_unstored.applied = nullptr;
-  const float rs_fused_ahead_unstored_us =
-      time_us(rs_launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true>, rs_fz_unstored));
-  std::printf(
-      "{\"bench\":\"conv128_probe_register_a_ahead\",\"dtype\":\"%s\",\"fused_ahead_us\":%.2f,"
-      "\"fused_ahead_y_max_rel_err\":%.3g,\"fused_ahead_sums_max_rel_err\":%.3g,"
-      "\"fused_ahead_applied_mismatches\":%lld,\"fused_ahead_unstored_us\":%.2f}\n",
-      dtype_name, rs_fused_ahead_us, rs_fused_err_ahead, rs_sums_err_ahead,
-      static_cast<long long>(rs_ahead_mismatches), rs_fused_ahead_unstored_us);
-  const double rs_fused_worst = std::max({rs_fused_err, rs_fused_err_p2, rs_fused_err_p1}),
-               rs_sums_worst = std::max({rs_sums_err, rs_sums_err_p2, rs_sums_err_p1});
-  const float rs_us = time_us(rs_plain), rs_p1_us = time_us(rs_plain_p1),
-              rs_mainloop_us = time_us(rs_mainloop), rs_fused_us = time_us(rs_fused),
-              rs_fused_p2_us = time_us(rs_fused_p2), rs_fused_p1_us = time_us(rs_fused_p1);
-  std::printf(
-      "{\"bench\":\"conv128_probe_register_a\",\"dtype\":\"%s\",\"conv_us\":%.2f,\"conv_tflops\":%.1f,"
-      "\"conv_y_max_rel_err\":%.3g,\"conv_prefetch1_own_stores_us\":%.2f,\"mainloop_us\":%.2f,"
-      "\"fused_us\":%.2f,\"fused_prefetch2_own_stores_us\":%.2f,\"fused_prefetch1_own_stores_us\":%.2f,"
-      "\"fused_y_max_rel_err\":%.3g,\"fused_sums_max_rel_err\":%.3g,\"fused_packed16_us\":%.2f,"
-      "\"fused_packed16_y_max_rel_err\":%.3g,\"fused_packed16_sums_max_rel_err\":%.3g,\"blocks\":%d,"
-      "\"cudnn_us\":%.2f}\n",
-      dtype_name, rs_us, flop / rs_us * 1e-6, rs_err, rs_p1_us, rs_mainloop_us, rs_fused_us, rs_fused_p2_us,
-      rs_fused_p1_us, rs_fused_worst, rs_sums_worst, rs_fused_packed_us, rs_fused_err_packed,
-      rs_sums_err_packed, rs_blocks, dnn_us);
-  std::fflush(stdout);
   const float fused_us = time_us(fused), unstored_us = time_us(fused_unstored), sums_us = time_us(sums_only),
               producer_us = time_us(fused_producer), producer_unstored_us = time_us(producer_unstored);
   std::printf(
@@ -913,13 +705,8 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
       dtype_name, fused_us, fc.y_err, static_cast<long long>(fc.applied_mismatches), fc.sums_err, turns_us,
       unstored_us, sums_us, producer_us, pc.y_err, static_cast<long long>(pc.applied_mismatches), pc.sums_err,
       producer_unstored_us);
-  return rs_err < 0.02 && rs_fused_worst < 0.02 && rs_sums_worst < 1e-4 && rs_fused_err_ahead < 0.02 &&
-                 rs_sums_err_ahead < 1e-4 && rs_ahead_mismatches == 0 && rs_plain_direct_err < 0.02 &&
-                 rs_fused_direct_err < 0.02 && rs_sums_err_fd < 1e-4 && rs_ahead_direct_err < 0.02 &&
-                 rs_sums_err_ad < 1e-4 && rs_ad_mismatches == 0 && rs_il_err < 0.02 &&
-                 rs_sums_err_il < 1e-4 && rs_il_mismatches == 0 && own_err < 0.02 && alt_err < 0.02 &&
-                 alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 && turns_err < 0.02 && fc.ok() &&
-                 pc.ok()
+  return own_err < 0.02 && alt_err < 0.02 && alt6_err < 0.02 && staged_err < 0.02 && ss_err < 0.02 &&
+                 turns_err < 0.02 && fc.ok() && pc.ok()
              ? 0
              : 2;
 }

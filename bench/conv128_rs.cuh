@@ -1,7 +1,7 @@
-// The stage-2 probe's register-A layout (bench/conv128_probe.cu; docs/decisions.md, "Next step"): ResNet-18's
-// 3x3 128 -> 128 convolution on 16x16 maps (NHWC, fp16 / bf16) with the positions as wgmma's M and the
-// activations as its A operand in registers, so a batchnorm + relu before the convolution (kFused) is applied
-// to the fragments in registers and nothing is written back to shared memory.
+// The stage-2 probe's register-A layout (bench/conv128_rs_probe.cu; docs/decisions.md, "Next step"):
+// ResNet-18's 3x3 128 -> 128 convolution on 16x16 maps (NHWC, fp16 / bf16) with the positions as wgmma's M
+// and the activations as its A operand in registers, so a batchnorm + relu before the convolution (kFused) is
+// applied to the fragments in registers and nothing is written back to shared memory.
 //
 // A block takes whole images (persistent: images blockIdx.x, + gridDim.x, ...): 256 positions x 128 output
 // channels, two MMA warpgroups of two m64 tiles each (and a producer warpgroup) (warp wq of warpgroup g

@@ -28,7 +28,7 @@ if [ -e build-gpu/lib/libfresco_cupti_trace.so ]; then
 fi
 if [ $lean = 1 ]; then
   rm -f .devrun/stage/lib/libfresco-nccl.so .devrun/stage/lib/libcupti* .devrun/stage/devlibs/libcupti* \
-    .devrun/stage/bin/{bench_sgemm,bench_wgmma_rate_probe,test_cuda_tuning,bench_conv3x3_probe,bench_conv128_probe} \
+    .devrun/stage/bin/{bench_sgemm,bench_wgmma_rate_probe,test_cuda_tuning,bench_conv3x3_probe,bench_conv128_probe,bench_conv128_rs_probe} \
     .devrun/stage/bin/{mlp_fashion_mnist,bench_step_profile}
 fi
 [ -d .devrun/fashion-mnist ] || cp -r /usr/share/datasets/fashion-mnist .devrun/fashion-mnist
