@@ -277,8 +277,9 @@ __device__ __forceinline__ void store_direct(const float (&acc0)[64], const floa
 // window after next is requested as soon as both have read the current one; the storers (kStorer, with
 // kAhead) only apply the batchnorm to each window.
 // kInterleave (with kFused and kDirect, no storers): the MMA warpgroups themselves apply the batchnorm to the
-// next image's window in place (once per element, with the applied map's stores), two elements a thread at
-// one k16 step of each of the mainloop's last eight stages, in the MMAs' shadow.
+// next image's window in place (once per element, with the applied map's stores), one element a thread
+// before the wgmmas of k16 steps 0 and 2 of each of the mainloop's last eight stages, in the shadow of the
+// MMAs in flight (after the wgmmas, ptxas serialised them: C7513).
 template <class T, bool kFused, int kPrefetch = 2, bool kStorer = true, bool kMainloop = false,
           bool kPacked16 = false, bool kAhead = false, bool kDirect = false, bool kInterleave = false>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -433,6 +434,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 4 * kUnroll; ++j) {
         const int st = st0 + j / 4, kk = j % 4, q = q0 + st;
+        if constexpr (kInterleave) {  // two elements of the next image's window
+          if ((kk & 1) == 0 && st >= kFirstApplyStage && k + 1 < my_images) {  // one at kk 0, one at kk 2
+            if (st == kFirstApplyStage && kk == 0) mbar_wait(win_full(b ^ 1), ((k + 1) >> 1) & 1);
+            apply_element<T>(smem + (b ^ 1) * kWinBytes,
+                             threadIdx.x + 256 * (2 * (st - kFirstApplyStage) + kk / 2), coef,
+                             applied_of(k + 1));
+          }
+        }
         if (kk == 0) mbar_wait(full(q % kStages), (q / kStages) & 1);
         wg_fence();
         const uint64_t desc = smem_desc(
@@ -443,15 +452,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         wg_commit();
         wg_wait<kPrefetch>();  // step ks - kPrefetch is done: its stage may go, its A buffer is free
         if (kk == kPrefetch - 1 && st > 0) mbar_arrive(empty((q - 1) % kStages));
-        if constexpr (kInterleave) {  // two elements of the next image's window
-          if (kk == 2 && st >= kFirstApplyStage && k + 1 < my_images) {
-            if (st == kFirstApplyStage) mbar_wait(win_full(b ^ 1), ((k + 1) >> 1) & 1);
-            const int i0 = 2 * (st - kFirstApplyStage);
-            apply_element<T>(smem + (b ^ 1) * kWinBytes, threadIdx.x + 256 * i0, coef, applied_of(k + 1));
-            apply_element<T>(smem + (b ^ 1) * kWinBytes, threadIdx.x + 256 * (i0 + 1), coef,
-                             applied_of(k + 1));
-          }
-        }
         if (st < kStagesPerImage - 1 || kk < 3) prep((j + 1) % kBufs, kk == 3 ? st + 1 : st, (kk + 1) % 4);
       }
     }

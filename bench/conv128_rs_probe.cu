@@ -115,10 +115,10 @@ int run(int batch, int reps, const char* dtype_name, cudnnDataType_t cudnn_type)
   auto ahead_direct = launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true, true>, fz);
   auto ahead_direct_handoff =
       launcher(rs::conv128_rs_kernel<T, true, 2, true, false, false, true, true>, handoff);
-  // one step in flight: with two, ptxas serialises this form's wgmmas (C7513)
-  auto interleave = launcher(rs::conv128_rs_kernel<T, true, 1, false, false, false, false, true, true>, fz);
+  // (its apply sits before each step's wgmmas: placed after them, ptxas serialised the wgmmas, C7513)
+  auto interleave = launcher(rs::conv128_rs_kernel<T, true, 2, false, false, false, false, true, true>, fz);
   auto interleave_unstored =
-      launcher(rs::conv128_rs_kernel<T, true, 1, false, false, false, false, true, true>, unstored);
+      launcher(rs::conv128_rs_kernel<T, true, 2, false, false, false, false, true, true>, unstored);
 
   // the reference of xin into href
   std::vector<float> href(nx);
