@@ -41,6 +41,7 @@ int cmd_train(const TrainArgs& a) {
   JobSpec job = load_job(a.job);
   if (!a.device.empty()) job.device = a.device;
   if (a.epochs > 0) job.epochs = a.epochs;
+  if (a.seed >= 0) job.seed = static_cast<uint64_t>(a.seed);
   if (!a.precision.empty()) job.precision = parse_precision(a.precision, "--precision");
   if (!a.data_path.empty()) job.data.path = a.data_path;
   check_data_path(job, a.job, !a.data_path.empty());

@@ -16,6 +16,7 @@ struct TrainArgs {
   std::string job;
   std::string device;     // empty: the job's
   int epochs = 0;         // 0: the job's
+  int64_t seed = -1;      // -1: the job's; else its seed (initial draw, data order, augmentation, dropout)
   std::string precision;  // empty: the job's; fp32, bf16 or fp16
   std::string data_path;
   int64_t samples = 0;           // 0: all; else only the first N training samples

@@ -105,6 +105,12 @@ int main(int argc, char** argv) {
   train->add_option("--epochs", ta.epochs, "override the job's epoch count")
       ->transform(number_at_least(1, true, INT32_MAX));
   train
+      ->add_option(
+          "--seed", ta.seed,
+          "override the job's seed (the weights' initial draw, the data order, augmentation, dropout; a "
+          "checkpoint resumes only with its own)")
+      ->transform(number_at_least(0, true));
+  train
       ->add_option("--precision", ta.precision,
                    "fp32, bf16 or fp16 (default: the job's; low precision needs a GPU)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));

@@ -12,8 +12,8 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 for p in bf16 fp16; do
   for s in $SEEDS; do
     [ $SECONDS -gt $((T / 2)) ] && break 2
-    python3 -c "import json; j=json.load(open('jobs/small_resnet_bf16_fashion_mnist.json')); j['seed']=$s; json.dump(j, open('/tmp/job.json','w'))"
-    acc=$(timeout 40 $B/fresco train /tmp/job.json --precision $p 2>&1 | tee -a $OUT/train.log | grep "final test accuracy")
+    acc=$(timeout 40 $B/fresco train jobs/small_resnet_bf16_fashion_mnist.json --precision $p --seed $s 2>&1 |
+      tee -a $OUT/train.log | grep "final test accuracy")
     echo "fresco $p seed $s: $acc" | tee -a $OUT/seeds.txt
   done
 done

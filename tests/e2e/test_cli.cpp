@@ -168,6 +168,38 @@ TEST_F(Cli, LeadingZerosAreDecimal) {
   EXPECT_NE(r.out.find("10 epochs"), std::string::npos) << r.out;
 }
 
+// --seed overrides the job's seed: the same run as the job file's own seed, another run for another seed; a
+// checkpoint resumes only with the seed that wrote it; a negative seed is refused.
+TEST_F(Cli, SeedOption) {
+  FRESCO_REQUIRE_FASHION_MNIST();
+  const std::string seeded =
+      write("seeded.json", R"({"model":)" + kMlp + R"(,"data":{"dataset":"fashion-mnist","path":")" +
+                               fresco::e2e::kFashionDir + R"("},"epochs":1,"seed":7,"device":"cpu"})");
+  const std::string plain = job(kMlp, fresco::e2e::kFashionDir);  // seed 0
+  // the epoch line's losses and accuracy (not its timing)
+  const auto losses = [](const Result& r) {
+    const size_t at = r.out.find("train loss"), end = r.out.find("  lr ", at);
+    return at == std::string::npos || end == std::string::npos ? std::string() : r.out.substr(at, end - at);
+  };
+  const Result file = run("train " + seeded + " --samples 256"),
+               same = run("train " + plain + " --samples 256 --seed 7"),
+               other = run("train " + plain + " --samples 256 --seed 8");
+  ASSERT_EQ(file.status, 0) << file.err;
+  ASSERT_EQ(same.status, 0) << same.err;
+  ASSERT_EQ(other.status, 0) << other.err;
+  ASSERT_FALSE(losses(file).empty()) << file.out;
+  EXPECT_EQ(losses(same), losses(file));
+  EXPECT_NE(losses(other), losses(file));
+  const std::string ckpt = (dir_ / "seed7.ckpt").string();
+  ASSERT_EQ(run("train " + plain + " --samples 256 --seed 7 --save " + ckpt + " --stop-after-steps 1").status,
+            0);
+  expect_one_line(run("train " + plain + " --samples 256 --seed 8 --resume " + ckpt), 78,
+                  "was written by another job: seed 7 there, 8 here");
+  const Result negative = run("train " + plain + " --seed -1");
+  EXPECT_EQ(negative.status, 64);
+  EXPECT_NE(negative.err.find("--seed: must be at least 0, found -1"), std::string::npos) << negative.err;
+}
+
 // --plugin loads a named plugin before the command runs; a missing or refused one is an error.
 TEST_F(Cli, PluginOption) {
   expect_one_line(run("--plugin " + (dir_ / "absent.so").string() + " plugins"), 66,
