@@ -50,9 +50,11 @@ class Cli : public ::testing::Test {
     std::ofstream(p, std::ios::binary) << content;
     return p.string();
   }
-  std::string job(const std::string& model, const std::string& data_path) {
-    return write("job.json", R"({"model":)" + model + R"(,"data":{"dataset":"fashion-mnist","path":")" +
-                                 data_path + R"("},"epochs":1,"device":"cpu"})");
+  // A one-epoch CPU job on Fashion-MNIST at data_path, written to `name`, with `extra` fields (",..." JSON).
+  std::string job(const std::string& model, const std::string& data_path, const std::string& extra = "",
+                  const std::string& name = "job.json") {
+    return write(name, R"({"model":)" + model + R"(,"data":{"dataset":"fashion-mnist","path":")" + data_path +
+                           R"("},"epochs":1,"device":"cpu")" + extra + "}");
   }
   // An IDX images file with the given header words and `data_bytes` bytes of pixels.
   std::string idx(const std::string& name, std::vector<uint32_t> header, size_t data_bytes) {
@@ -172,9 +174,7 @@ TEST_F(Cli, LeadingZerosAreDecimal) {
 // checkpoint resumes only with the seed that wrote it; a negative seed is refused.
 TEST_F(Cli, SeedOption) {
   FRESCO_REQUIRE_FASHION_MNIST();
-  const std::string seeded =
-      write("seeded.json", R"({"model":)" + kMlp + R"(,"data":{"dataset":"fashion-mnist","path":")" +
-                               fresco::e2e::kFashionDir + R"("},"epochs":1,"seed":7,"device":"cpu"})");
+  const std::string seeded = job(kMlp, fresco::e2e::kFashionDir, R"(,"seed":7)", "seeded.json");
   const std::string plain = job(kMlp, fresco::e2e::kFashionDir);  // seed 0
   // the epoch line's losses and accuracy (not its timing)
   const auto losses = [](const Result& r) {
