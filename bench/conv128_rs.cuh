@@ -191,7 +191,8 @@ __device__ __forceinline__ void drain(const uint8_t* stg, uint8_t* yimg, float* 
 // `window`: the batchnorm + relu applied in place (fp32, the apply pass's arithmetic; the halo stays zero)
 // and, where app is not null, stored to the image's applied map there. v's bits: 0 the plane's parity, 1-4
 // the column, 5-7 the plane pair, 8-11 the row, so 32 consecutive v are one row's 16 columns of two planes
-// and a warp writes whole 32-byte pieces of the map.
+// and a warp writes whole 32-byte pieces of the map. bn_relu2's arithmetic written per value: through its
+// float2 pairs the storers' form spills at their 56 registers (ptxas -v).
 template <class T>
 __device__ __forceinline__ void apply_element(uint8_t* window, int v, const float* coef, uint8_t* app) {
   const int plane = 2 * ((v >> 5) & 7) + (v & 1), col = (v >> 1) & 15, row = v >> 8;
