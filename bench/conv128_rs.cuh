@@ -14,8 +14,10 @@
 // window buffer (rows of 272 bytes), stores it as 16-byte vectors and, with kFused, adds y's per-channel sums
 // and sums of squares (of the rounded values). Other forms (the template flags below): the batchnorm
 // applied ahead by the storer warps (which then store the applied map a weight gradient needs), y straight
-// from the accumulators. Measured on H100s in the fortieth session (docs/performance.md): plain 64-67 us, the
-// fused forms 89-116 us. A diagnostic, not part of the product.
+// from the accumulators. Measured on H100s in the fortieth and forty-first sessions (docs/performance.md):
+// plain 64-67 us, the fused forms 89-116 us (the storers' hand-off alone, with y's sums, 80-82; kInterleave
+// 104), where the product's three passes for such a layer take about 100. A diagnostic, not part of the
+// product.
 #pragma once
 
 #include <cuda.h>

@@ -7,10 +7,11 @@
 // the MMA warpgroups in their mainloop's shadow, kInterleave). Fused forms are checked against the reference
 // on the applied map (computed on the host as the apply pass does), their sums against the host's of their
 // own y, their applied map bit for bit. Prints the plain forms' line, a line per fused form as it is checked,
-// then the fused forms' timings; exits 2 if any check fails.
+// then the fused forms' timings; exits 2 if any check the product's arithmetic is held to fails (packed16's
+// line reports its larger error without failing the run).
 // Measured on H100s in the fortieth session (then inside bench_conv128_probe; bench/results/
-// 2026-12-06_session40.json, docs/performance.md): plain 64-67 us, the fused forms 89-116 us. The
-// handoff-only diagnostic and kInterleave were built after the last run and have not run yet.
+// 2026-12-06_session40.json) and the forty-first (2026-12-06_session41.json; docs/performance.md): plain
+// 64-67 us, the fused forms 89-116 us, the handoff-only diagnostic 80-82, kInterleave 104.
 // A diagnostic, not part of the product.
 //
 // Usage: bench_conv128_rs_probe [--batch 512] [--dtype fp16|bf16] [--reps 20]
