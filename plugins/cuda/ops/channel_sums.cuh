@@ -24,8 +24,13 @@ inline ChannelChunks channel_chunks(int64_t rows, int64_t c) {
   // At most 512 chunks: about one wave of the vectorized partials kernels (4 blocks of 256 threads per SM on
   // an H200's 132 SMs); 1024 chunks made two waves, the second nearly full only by luck (ResNet-18 bf16: the
   // statistics kernels 383 -> 337 us per step, backward sums 276 -> 262 us).
+  // ... of at least 32 rows: ResNet-18's stage-4 maps (8192 rows) then make 256 chunks instead of 128, so
+  // their partials passes keep twice the loads in flight (8 MiB from L2: the statistics pass 6.2 -> 4.8 us on
+  // an H100). The step, fp16 / bf16 on an H100, three interleaved rounds: 5.030 / 4.924 ms with 64 rows,
+  // 5.006 / 4.902 with 32, 5.009 / 4.901 with 16 (the backward's finalizes then read four times the
+  // partials), 5.004 / 4.903 with 8 (docs/performance.md, forty-second session).
   k.rows_per_chunk = (rows + 511) / 512;
-  if (k.rows_per_chunk < 64) k.rows_per_chunk = 64;  // ... of at least 64 rows
+  if (k.rows_per_chunk < 32) k.rows_per_chunk = 32;
   k.chunks = (rows + k.rows_per_chunk - 1) / k.rows_per_chunk;
   return k;
 }

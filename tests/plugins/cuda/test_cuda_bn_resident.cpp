@@ -220,10 +220,10 @@ void expect_three_kernel_bits(const std::vector<MapCase>& maps, bool backward, c
 TEST(CudaBnResident, GivesTheBitsOfTheThreeKernels) {
   FRESCO_REQUIRE_GPU();
   const std::vector<MapCase> maps = {
-      {Shape{32, 4, 4, 512}, true},     // 8 chunks of 64 rows, 512 channels (ResNet's stage 4)
-      {Shape{2, 4, 4, 512}, true},      // one chunk of 32 rows, fewer than a chunk's 64
-      {Shape{37, 5, 6, 64}, true},      // 18 chunks, the last of 22 rows
-      {Shape{64, 16, 16, 128}, true},   // 256 chunks of 16 KB in bf16 / f16
+      {Shape{32, 4, 4, 512}, true},     // 16 chunks of 32 rows, 512 channels (ResNet's stage 4)
+      {Shape{2, 4, 4, 512}, true},      // one chunk of 32 rows
+      {Shape{37, 5, 6, 64}, true},      // 35 chunks, the last of 22 rows
+      {Shape{64, 16, 16, 128}, true},   // 512 chunks of 8 KB in bf16 / f16
       {Shape{512, 8, 8, 64}, true},     // 512 chunks of 8 KB in bf16: two kept per block
       {Shape{256, 32, 32, 64}, false},  // 512 chunks of 512 rows: 32 MiB in bf16, kept in part
       {Shape{8, 5, 5, 48}, true},       // 6 (f32: 12) vectors a row: not a divisor of 256
@@ -235,9 +235,9 @@ TEST(CudaBnResident, GivesTheBitsOfTheThreeKernels) {
 TEST(CudaBnResident, BackwardGivesTheBitsOfTheThreeKernels) {
   FRESCO_REQUIRE_GPU();
   const std::vector<MapCase> maps = {
-      {Shape{16, 4, 4, 256}, true},    // 4 chunks of 64 rows: dy and x kept, 64 KB a chunk in bf16
-      {Shape{2, 4, 4, 256}, true},     // one chunk of 32 rows (sized as 64: 128 KB in f32)
-      {Shape{37, 5, 6, 64}, true},     // 18 chunks, the last of 22 rows
+      {Shape{16, 4, 4, 256}, true},    // 8 chunks of 32 rows: dy and x kept, 32 KB a chunk in bf16
+      {Shape{2, 4, 4, 256}, true},     // one chunk of 32 rows (64 KB in f32)
+      {Shape{37, 5, 6, 64}, true},     // 35 chunks, the last of 22 rows
       {Shape{512, 8, 8, 64}, true},    // 512 chunks of 16 KB (dy and x) in bf16: two kept per block
       {Shape{512, 8, 8, 256}, false},  // 512 chunks of 64 KB (dy and x) in bf16, 128 KB in f32: kept in part
       {Shape{8, 5, 5, 48}, true},      // not a vector channel count
