@@ -110,6 +110,10 @@ struct Context {
   // Blocks of that weight gradient (FRESCO_CUDA_WGMMA_WGRAD_SMS; default 0 = three quarters of the SMs):
   // fewer leave SMs to the main stream it runs beside.
   int conv3x3_wgrad_sms = 0;
+  // The device's peak memory bandwidth in GB/s (memory clock x bus width x 2), 0 when the driver does not
+  // say: how many SMs that weight gradient leaves to the memory-bound passes beside it depends on it
+  // (conv_plan.cpp).
+  double memory_gbs = 0;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0 whose
   // kernels were built for 9.0 or newer (device_code_has_dependent_launch), unless

@@ -114,6 +114,12 @@ FrError* context_create(int32_t index, void** out) noexcept {
       c->memset_dependent_launch = c->dependent_launch && memset_pdl;
       c->conv3x3_wgmma = conv3x3_wgmma_available(index) ? env_int("FRESCO_CUDA_WGMMA_CONV", 2, 0, 2) : 0;
       c->conv3x3_wgrad_sms = env_int("FRESCO_CUDA_WGMMA_WGRAD_SMS", 0, 0, 100000);
+      int mem_khz = 0, bus_bits = 0;
+      if (cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, index) == cudaSuccess &&
+          cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, index) == cudaSuccess)
+        c->memory_gbs = 2.0 * mem_khz * 1e3 * (bus_bits / 8.0) / 1e9;
+      else
+        cudaGetLastError();  // attributes this driver does not report: the default below takes 3/4
       c->machine = machine_signature(index, c->sm_count);
       c->tuning = std::make_unique<TuningCache>(default_tuning_cache_path());
     } catch (...) {

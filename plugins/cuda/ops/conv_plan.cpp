@@ -120,15 +120,18 @@ std::shared_ptr<EnginePlan> engine_for(Context* ctx, const sdk::ConvShape& g, Fr
   return hit->second;
 }
 
-// The blocks fresco's Hopper weight gradient may use (ops/conv3x3_wgmma.h): by default three quarters of the
-// SMs, since it runs beside the main stream's input gradients and batchnorm passes and one of its blocks
-// holds an SM's whole register file (ResNet-18 b512 on the H200, sixteenth session: 4.79 ms fp16 with 66
-// blocks, 4.89-4.90 with 132, 4.95-4.96 with 33; twenty-second session, with the join epilogue: 100 blocks
-// 5-23 us faster on average than 66 over five interleaved rounds per dtype, 80 / 88 no better, 50 slower; the
-// workspace grows by 9.6 MiB; docs/performance.md). FRESCO_CUDA_WGMMA_WGRAD_SMS overrides it.
+// The blocks fresco's Hopper weight gradient may use (ops/conv3x3_wgmma.h). It runs beside the main stream's
+// memory-bound batchnorm dx passes and one of its blocks holds an SM's whole register file, so how many SMs
+// it should leave them depends on the memory bandwidth an SM has: three quarters of the SMs where it is at
+// least 30 GB/s an SM (the H200's 4.8 TB/s over 132 SMs; sixteenth session: 4.79 ms fp16 with 66 blocks,
+// 4.89-4.90 with 132; twenty-second session, with the join epilogue: 100 blocks 5-23 us faster than 66, 80 /
+// 88 no better), seven twelfths below it (the H100's 3.35 TB/s: forty-second and forty-third sessions, 77
+// blocks 19-33 us a step faster than 99 in both precisions over three H100s, 70 and 66 no faster than 99;
+// docs/performance.md). Each block adds 147 KB of workspace. FRESCO_CUDA_WGMMA_WGRAD_SMS overrides it.
 int wgrad_blocks(const Context* ctx) {
-  return ctx->conv3x3_wgrad_sms > 0 ? std::min(ctx->conv3x3_wgrad_sms, ctx->sm_count)
-                                    : std::max(ctx->sm_count * 3 / 4, 1);
+  if (ctx->conv3x3_wgrad_sms > 0) return std::min(ctx->conv3x3_wgrad_sms, ctx->sm_count);
+  const bool lean_memory = ctx->memory_gbs > 0 && ctx->memory_gbs / std::max(ctx->sm_count, 1) < 30.0;
+  return std::max(lean_memory ? ctx->sm_count * 7 / 12 : ctx->sm_count * 3 / 4, 1);
 }
 
 int as_int(int64_t v, const std::string& shape) {
