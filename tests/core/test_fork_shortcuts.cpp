@@ -124,8 +124,8 @@ TEST(ForkShortcuts, TheForkedMapsLiveFromTheFork) {
     }
 }
 
-TEST(ForkShortcuts, IdentityShortcutsAndTheDefaultForkNothing) {
-  EXPECT_FALSE(CompileOptions{}.fork_shortcuts);
+TEST(ForkShortcuts, IdentityShortcutsForkNothingAndProjectionsForkByDefault) {
+  EXPECT_TRUE(CompileOptions{}.fork_shortcuts);
   CompileOptions o = test::rgb_compile_options(8, 4);
   o.fork_shortcuts = true;
   const CompiledModel m = Compiler().compile(

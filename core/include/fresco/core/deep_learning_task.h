@@ -101,7 +101,7 @@ class DeepLearningTask : public TaskBase {
   // CompileOptions::conv_join_lag_max (default 65536; 0: off): conv input gradients over at most this many
   // values per sample let the latest weight gradient run beside them. The same numbers; may need more memory.
   DeepLearningTask& conv_join_lag(int64_t max_values);
-  // CompileOptions::fork_shortcuts (default off): a projection shortcut's layers run on the side stream
+  // CompileOptions::fork_shortcuts (default on): a projection shortcut's layers run on the side stream
   // beside the residual block's main branch.
   DeepLearningTask& fork_shortcuts(bool on);
   // CompileOptions::fused_weight_cast (default on): in mixed precision the optimizer's updates write the
