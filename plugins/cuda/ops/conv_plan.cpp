@@ -126,8 +126,9 @@ std::shared_ptr<EnginePlan> engine_for(Context* ctx, const sdk::ConvShape& g, Fr
 // least 30 GB/s an SM (the H200's 4.8 TB/s over 132 SMs; sixteenth session: 4.79 ms fp16 with 66 blocks,
 // 4.89-4.90 with 132; twenty-second session, with the join epilogue: 100 blocks 5-23 us faster than 66, 80 /
 // 88 no better), seven twelfths below it (the H100's 3.35 TB/s: forty-second and forty-third sessions, 77
-// blocks 19-33 us a step faster than 99 in both precisions over three H100s, 70 and 66 no faster than 99;
-// docs/performance.md). Each block adds 147 KB of workspace. FRESCO_CUDA_WGMMA_WGRAD_SMS overrides it.
+// blocks 19-33 us a step faster than 99 in both precisions in three calls on H100s, 10-42 in two earlier
+// ones, 66 and 70 within 11 us of 99; docs/performance.md). Each block adds 147 KB of workspace.
+// FRESCO_CUDA_WGMMA_WGRAD_SMS overrides it.
 int wgrad_blocks(const Context* ctx) {
   if (ctx->conv3x3_wgrad_sms > 0) return std::min(ctx->conv3x3_wgrad_sms, ctx->sm_count);
   const bool lean_memory = ctx->memory_gbs > 0 && ctx->memory_gbs / std::max(ctx->sm_count, 1) < 30.0;
