@@ -114,6 +114,10 @@ struct Context {
   // say: how many SMs that weight gradient leaves to the memory-bound passes beside it depends on it
   // (conv_plan.cpp).
   double memory_gbs = 0;
+  // SMs asked of cuDNN's weight-gradient engines (CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET;
+  // FRESCO_CUDNN_WGRAD_SMS, 0 = every SM): -1 (unset) chooses by the memory bandwidth an SM has
+  // (ops/side_stream_sms.h).
+  int cudnn_wgrad_sms = -1;
   std::map<std::string, std::shared_ptr<EnginePlan>> engine_plans;
   // Programmatic dependent launch (ops/dependent_launch.cuh): on devices of compute capability >= 9.0 whose
   // kernels were built for 9.0 or newer (device_code_has_dependent_launch), unless

@@ -79,6 +79,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
     c->own_sgemm = env_int("FRESCO_CUDA_SGEMM", 0, 0, 2);
     c->conv_engines = env_int("FRESCO_CUDNN_ENGINES", 1, 0, 2);
     c->conv_engine_candidates = env_int("FRESCO_CUDNN_ENGINE_CANDIDATES", 64, 1, 1000);
+    c->cudnn_wgrad_sms = env_int("FRESCO_CUDNN_WGRAD_SMS", -1, 0, 100000);
     c->narrow_conv = env_switch("FRESCO_CUDA_NARROW_CONV", true);
     c->conv_autotune = env_switch("FRESCO_CUDNN_AUTOTUNE", true);
     c->conv_deterministic = env_switch("FRESCO_CUDNN_DETERMINISTIC", true);

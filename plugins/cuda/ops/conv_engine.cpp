@@ -11,6 +11,7 @@
 
 #include "ops/channel_moments.h"
 #include "ops/cudnn_common.h"
+#include "ops/side_stream_sms.h"
 
 // The execution plan's handle attribute is deprecated in cuDNN 9.14's headers (ops/cudnn_backend.h says why
 // it is still used).
@@ -170,7 +171,11 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     std::vector<Desc>& k;
     ~Guard() { destroy_all(k); }
   } guard{scratch_keep};
-  const std::vector<Desc> cfgs = backend::engine_configs(scratch_keep, graph, ctx->conv_engine_candidates);
+  const int32_t sms = d == ConvDir::BACKWARD_FILTER
+                          ? cudnn_wgrad_sm_target(ctx->sm_count, ctx->memory_gbs, ctx->cudnn_wgrad_sms)
+                          : 0;
+  const std::vector<Desc> cfgs =
+      backend::engine_configs(scratch_keep, graph, ctx->conv_engine_candidates, sms);
   const uint64_t ws_cap = max_workspace < (1ull << 30) ? max_workspace : (1ull << 30);
   const int64_t rows = g.n * g.p * g.q;  // of y, for the statistics
   auto keep_plan = [&](Desc plan, int64_t ws, float ms) {
@@ -181,7 +186,8 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     best->ms = ms;
   };
   const std::string tkey = "conv " + ctx->machine + " " + what + (stats ? " stats" : "") + " candidates " +
-                           std::to_string(ctx->conv_engine_candidates) + " ws " + std::to_string(ws_cap);
+                           std::to_string(ctx->conv_engine_candidates) + " ws " + std::to_string(ws_cap) +
+                           (sms ? " sms " + std::to_string(sms) : std::string());
   const std::optional<TunedChoice> hit = ctx->tuning ? ctx->tuning->find(tkey) : std::nullopt;
   const auto valid_times = [&](const std::vector<float>& ms) {  // the plan's time (and the sums pass's)
     if (ms.size() != (stats ? 2u : 1u)) return false;

@@ -6,6 +6,7 @@
 #include "ops/conv_prologue.h"
 #include "ops/cudnn_common.h"
 #include "ops/narrow_conv.h"
+#include "ops/side_stream_sms.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -120,19 +121,9 @@ std::shared_ptr<EnginePlan> engine_for(Context* ctx, const sdk::ConvShape& g, Fr
   return hit->second;
 }
 
-// The blocks fresco's Hopper weight gradient may use (ops/conv3x3_wgmma.h). It runs beside the main stream's
-// memory-bound batchnorm dx passes and one of its blocks holds an SM's whole register file, so how many SMs
-// it should leave them depends on the memory bandwidth an SM has: three quarters of the SMs where it is at
-// least 30 GB/s an SM (the H200's 4.8 TB/s over 132 SMs; sixteenth session: 4.79 ms fp16 with 66 blocks,
-// 4.89-4.90 with 132; twenty-second session, with the join epilogue: 100 blocks 5-23 us faster than 66, 80 /
-// 88 no better), seven twelfths below it (the H100's 3.35 TB/s: forty-second and forty-third sessions, 77
-// blocks 19-33 us a step faster than 99 in both precisions in three calls on H100s, 10-42 in two earlier
-// ones, 66 and 70 within 11 us of 99; docs/performance.md). Each block adds 147 KB of workspace.
-// FRESCO_CUDA_WGMMA_WGRAD_SMS overrides it.
+// The blocks fresco's Hopper weight gradient may use (ops/side_stream_sms.h; each adds 147 KB of workspace).
 int wgrad_blocks(const Context* ctx) {
-  if (ctx->conv3x3_wgrad_sms > 0) return std::min(ctx->conv3x3_wgrad_sms, ctx->sm_count);
-  const bool lean_memory = ctx->memory_gbs > 0 && ctx->memory_gbs / std::max(ctx->sm_count, 1) < 30.0;
-  return std::max(lean_memory ? ctx->sm_count * 7 / 12 : ctx->sm_count * 3 / 4, 1);
+  return conv3x3_wgrad_blocks(ctx->sm_count, ctx->memory_gbs, ctx->conv3x3_wgrad_sms);
 }
 
 int as_int(int64_t v, const std::string& shape) {

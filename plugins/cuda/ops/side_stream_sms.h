@@ -1,0 +1,45 @@
+// How many SMs the weight gradients take on the side stream, beside the main stream's chain of input
+// gradients and memory-bound batchnorm passes. Both kinds are persistent (about one block an SM that stays
+// resident), so the SMs they leave are the ones the main stream's small kernels (finalizes, dx passes) can
+// start on before the weight gradient ends; how many to leave depends on the memory bandwidth an SM has.
+// Pure functions of the device's SM count and peak memory bandwidth (GB/s, 0 when the driver does not say)
+// and the environment's override (-1 when unset); test: tests/plugins/cuda/ops/test_side_stream_sms.cpp.
+#pragma once
+
+namespace fresco::cuda {
+
+// Under 30 GB/s of memory bandwidth an SM: an H100 SXM (3.35 TB/s over 132 SMs, 25 GB/s); an H200 has 36.
+constexpr bool lean_memory_per_sm(int sm_count, double memory_gbs) {
+  return memory_gbs > 0 && memory_gbs / (sm_count > 0 ? sm_count : 1) < 30.0;
+}
+
+// Blocks of fresco's Hopper 3x3 weight gradient (ops/conv3x3_wgmma.h; one block holds an SM's whole
+// register file): three quarters of the SMs where an SM has at least 30 GB/s (sixteenth session: 4.79 ms fp16
+// with 66 blocks, 4.89-4.90 with 132; twenty-second session, with the join epilogue: 100 blocks 5-23 us
+// faster than 66, 80 / 88 no better), seven twelfths below it (forty-second and forty-third sessions, H100s:
+// 77 blocks 19-33 us a step faster than 99 in both precisions in three calls, 10-42 in two earlier ones, 66
+// and 70 within 11 us of 99; docs/performance.md). `override_sms` > 0 (FRESCO_CUDA_WGMMA_WGRAD_SMS) names
+// them, at most every SM.
+constexpr int conv3x3_wgrad_blocks(int sm_count, double memory_gbs, int override_sms) {
+  if (override_sms > 0) return override_sms < sm_count ? override_sms : sm_count;
+  const int blocks = lean_memory_per_sm(sm_count, memory_gbs) ? sm_count * 7 / 12 : sm_count * 3 / 4;
+  return blocks > 1 ? blocks : 1;
+}
+
+// The SMs asked of cuDNN's weight-gradient engines (CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET), 0 for no target
+// (every SM): 7/8 of the SMs to the nearest (116 of 132) under 30 GB/s an SM, every SM otherwise (the twelfth
+// session's H200: fewer no faster). Forty-fourth session, ResNet-18 b512 on H100s, each run timing its
+// engines afresh (near-tied engines move the step by +-23 us from one choice to the next): 116 SMs against
+// every SM over eight runs each, fp16 4.927 against 4.970 ms, bf16 4.885 against 4.868 (within the spread);
+// with one cached choice each, 108-116 SMs were 31-37 us faster in fp16 on one card, 116 9 us slower in
+// fp16 and 28 in bf16 on another; ResNet-50 b256 bf16 40.68 against 40.91 ms. The engine and its time alone
+// stay the same (engine 65). `override_sms` >= 0 (FRESCO_CUDNN_WGRAD_SMS) names them, 0 or at least sm_count
+// meaning every SM.
+constexpr int cudnn_wgrad_sm_target(int sm_count, double memory_gbs, int override_sms) {
+  const int want = override_sms >= 0                          ? override_sms
+                   : lean_memory_per_sm(sm_count, memory_gbs) ? (sm_count * 7 + 4) / 8
+                                                              : 0;
+  return want > 0 && want < sm_count ? want : 0;
+}
+
+}  // namespace fresco::cuda
