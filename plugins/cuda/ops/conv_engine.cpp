@@ -171,9 +171,10 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
     std::vector<Desc>& k;
     ~Guard() { destroy_all(k); }
   } guard{scratch_keep};
-  const int32_t sms = d == ConvDir::BACKWARD_FILTER
-                          ? cudnn_wgrad_sm_target(ctx->sm_count, ctx->memory_gbs, ctx->cudnn_wgrad_sms)
-                          : 0;
+  const int32_t sms =
+      d == ConvDir::BACKWARD_FILTER
+          ? cudnn_wgrad_sm_target(ctx->sm_count, ctx->memory_gbs, ctx->cudnn_wgrad_sms, dtype == FR_F16)
+          : 0;
   const std::vector<Desc> cfgs =
       backend::engine_configs(scratch_keep, graph, ctx->conv_engine_candidates, sms);
   const uint64_t ws_cap = max_workspace < (1ull << 30) ? max_workspace : (1ull << 30);

@@ -27,18 +27,20 @@ constexpr int conv3x3_wgrad_blocks(int sm_count, double memory_gbs, int override
 }
 
 // The SMs asked of cuDNN's weight-gradient engines (CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET), 0 for no target
-// (every SM): 7/8 of the SMs to the nearest (116 of 132) under 30 GB/s an SM, every SM otherwise (the twelfth
-// session's H200: fewer no faster). Forty-fourth session, ResNet-18 b512 on H100s, each run timing its
-// engines afresh (near-tied engines move the step by +-23 us from one choice to the next): 116 SMs against
-// every SM over eight runs each, fp16 4.927 against 4.970 ms, bf16 4.885 against 4.868 (within the spread);
-// with one cached choice each, 108-116 SMs were 31-37 us faster in fp16 on one card, 116 9 us slower in
-// fp16 and 28 in bf16 on another; ResNet-50 b256 bf16 40.68 against 40.91 ms. The engine and its time alone
-// stay the same (engine 65). `override_sms` >= 0 (FRESCO_CUDNN_WGRAD_SMS) names them, 0 or at least sm_count
-// meaning every SM.
-constexpr int cudnn_wgrad_sm_target(int sm_count, double memory_gbs, int override_sms) {
-  const int want = override_sms >= 0                          ? override_sms
-                   : lean_memory_per_sm(sm_count, memory_gbs) ? (sm_count * 7 + 4) / 8
-                                                              : 0;
+// (every SM): for fp16 (`f16`) 7/8 of the SMs to the nearest (116 of 132) under 30 GB/s an SM, every SM
+// otherwise (the twelfth session's H200: fewer no faster). Forty-fourth session, ResNet-18 b512 on H100s,
+// each run timing its engines afresh (near-tied engines move the step by +-23 us from one choice to the
+// next): 116 SMs against every SM over eight runs each, fp16 4.927 against 4.970 ms, bf16 4.885
+// against 4.868; one cached choice each: fp16 108-116 SMs 31-37 us faster on one card, 116 9 us slower on
+// another, bf16 even on the first and 28 us slower on the second, and the final check's one bf16 run with
+// it 4.974 ms, the slowest bf16 step of the session. bf16 runs its early updates in parts beside the
+// backward, which may take the SMs left free; it keeps every SM. The engine and its time alone stay the same
+// (engine 65). `override_sms` >= 0 (FRESCO_CUDNN_WGRAD_SMS) names them in every precision, 0 or at least
+// sm_count meaning every SM.
+constexpr int cudnn_wgrad_sm_target(int sm_count, double memory_gbs, int override_sms, bool f16) {
+  const int want = override_sms >= 0                                 ? override_sms
+                   : f16 && lean_memory_per_sm(sm_count, memory_gbs) ? (sm_count * 7 + 4) / 8
+                                                                     : 0;
   return want > 0 && want < sm_count ? want : 0;
 }
 

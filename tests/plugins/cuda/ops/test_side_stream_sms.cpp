@@ -30,14 +30,15 @@ TEST(SideStreamSms, HopperWeightGradientBlocks) {
 }
 
 TEST(SideStreamSms, CudnnWeightGradientTarget) {
-  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH100Sxm, -1), 116);  // 7/8, to the nearest
-  EXPECT_EQ(cudnn_wgrad_sm_target(114, 2039.0, -1), 100);    // an H100 PCIe: 17.9 GB/s an SM
-  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH200, -1), 0);       // every SM
-  EXPECT_EQ(cudnn_wgrad_sm_target(132, 0.0, -1), 0);
-  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH200, 116), 116);   // named
-  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH100Sxm, 0), 0);    // 0: every SM
-  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH100Sxm, 132), 0);  // every SM asked: no target
-  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH100Sxm, 400), 0);
+  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH100Sxm, -1, true), 116);  // fp16: 7/8, to the nearest
+  EXPECT_EQ(cudnn_wgrad_sm_target(114, 2039.0, -1, true), 100);    // an H100 PCIe: 17.9 GB/s an SM
+  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH100Sxm, -1, false), 0);   // other precisions: every SM
+  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH200, -1, true), 0);       // every SM
+  EXPECT_EQ(cudnn_wgrad_sm_target(132, 0.0, -1, true), 0);
+  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH200, 116, false), 116);  // named, in any precision
+  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH100Sxm, 0, true), 0);    // 0: every SM
+  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH100Sxm, 132, true), 0);  // every SM asked: no target
+  EXPECT_EQ(cudnn_wgrad_sm_target(132, kH100Sxm, 400, true), 0);
 }
 
 }  // namespace
