@@ -152,7 +152,7 @@ inline Desc operation_graph(std::vector<Desc>& keep, cudnnHandle_t h, const std:
 
 // Up to max_count engine configurations from heuristics mode A (best first), else the fallback list; owned
 // by `keep`. `sm_target` > 0 asks for configurations that use that many SMs (the plugin's weight gradients
-// on some devices: conv_engine.cpp, cudnn_wgrad_sms).
+// on some devices: ops/side_stream_sms.h, cudnn_wgrad_sm_target).
 inline std::vector<Desc> engine_configs(std::vector<Desc>& keep, Desc graph, int64_t max_count,
                                         int32_t sm_target = 0) {
   std::vector<Desc> out;
