@@ -107,11 +107,11 @@ struct Context {
   // (ops/conv3x3_wgmma.h; compute capability 9.0 only; FRESCO_CUDA_WGMMA_CONV): 0 = cuDNN, 1 = the forward
   // and the input gradient, 2 (default) = also the weight gradient.
   int conv3x3_wgmma = 0;
-  // Blocks of that weight gradient (FRESCO_CUDA_WGMMA_WGRAD_SMS; default 0 = chosen by the memory bandwidth
-  // an SM has, ops/side_stream_sms.h): fewer leave SMs to the main stream it runs beside.
+  // Blocks of that weight gradient (FRESCO_CUDA_WGMMA_WGRAD_SMS; default 0 = seven twelfths of the SMs,
+  // ops/side_stream_sms.h): fewer leave SMs to the main stream it runs beside.
   int conv3x3_wgrad_sms = 0;
   // The device's peak memory bandwidth in GB/s (memory clock x bus width x 2), 0 when the driver does not
-  // say: how many SMs the weight gradients leave to the memory-bound passes beside them depends on it
+  // say: how many SMs cuDNN's weight gradients leave to the memory-bound passes beside them depends on it
   // (ops/side_stream_sms.h).
   double memory_gbs = 0;
   // SMs asked of cuDNN's weight-gradient engines (CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET;

@@ -120,7 +120,7 @@ FrError* context_create(int32_t index, void** out) noexcept {
           cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, index) == cudaSuccess)
         c->memory_gbs = 2.0 * mem_khz * 1e3 * (bus_bits / 8.0) / 1e9;
       else
-        cudaGetLastError();  // attributes this driver does not report: the default below takes 3/4
+        cudaGetLastError();  // attributes this driver does not report: cuDNN's weight gradients take every SM
       c->machine = machine_signature(index, c->sm_count);
       c->tuning = std::make_unique<TuningCache>(default_tuning_cache_path());
     } catch (...) {

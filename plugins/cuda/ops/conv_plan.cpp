@@ -123,7 +123,7 @@ std::shared_ptr<EnginePlan> engine_for(Context* ctx, const sdk::ConvShape& g, Fr
 
 // The blocks fresco's Hopper weight gradient may use (ops/side_stream_sms.h; each adds 147 KB of workspace).
 int wgrad_blocks(const Context* ctx) {
-  return conv3x3_wgrad_blocks(ctx->sm_count, ctx->memory_gbs, ctx->conv3x3_wgrad_sms);
+  return conv3x3_wgrad_blocks(ctx->sm_count, ctx->conv3x3_wgrad_sms);
 }
 
 int as_int(int64_t v, const std::string& shape) {

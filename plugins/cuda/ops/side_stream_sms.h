@@ -1,9 +1,9 @@
 // How many SMs the weight gradients take on the side stream, beside the main stream's chain of input
 // gradients and memory-bound batchnorm passes. Both kinds are persistent (about one block an SM that stays
 // resident), so the SMs they leave are the ones the main stream's small kernels (finalizes, dx passes) can
-// start on before the weight gradient ends; how many to leave depends on the memory bandwidth an SM has.
-// Pure functions of the device's SM count and peak memory bandwidth (GB/s, 0 when the driver does not say)
-// and the environment's override (-1 when unset); test: tests/plugins/cuda/ops/test_side_stream_sms.cpp.
+// start on before the weight gradient ends; for cuDNN's, how many to leave depends on the memory bandwidth an
+// SM has. Pure functions of the device's SM count, its peak memory bandwidth (GB/s, 0 when the driver does
+// not say) and the environment's overrides; test: tests/plugins/cuda/ops/test_side_stream_sms.cpp.
 #pragma once
 
 namespace fresco::cuda {
@@ -14,15 +14,16 @@ constexpr bool lean_memory_per_sm(int sm_count, double memory_gbs) {
 }
 
 // Blocks of fresco's Hopper 3x3 weight gradient (ops/conv3x3_wgmma.h; one block holds an SM's whole
-// register file): three quarters of the SMs where an SM has at least 30 GB/s (sixteenth session: 4.79 ms fp16
-// with 66 blocks, 4.89-4.90 with 132; twenty-second session, with the join epilogue: 100 blocks 5-23 us
-// faster than 66, 80 / 88 no better), seven twelfths below it (forty-second and forty-third sessions, H100s:
-// 77 blocks 19-33 us a step faster than 99 in both precisions in three calls, 10-42 in two earlier ones, 66
-// and 70 within 11 us of 99; docs/performance.md). `override_sms` > 0 (FRESCO_CUDA_WGMMA_WGRAD_SMS) names
-// them, at most every SM.
-constexpr int conv3x3_wgrad_blocks(int sm_count, double memory_gbs, int override_sms) {
+// register file): seven twelfths of the SMs (77 of 132). History: the sixteenth session's H200 took 4.79 ms
+// fp16 with 66 blocks against 4.89-4.90 with 132; the twenty-second's, with the join epilogue, preferred 100
+// to 66, 80 and 88, so three quarters were the default; on H100s (forty-second and forty-third sessions) 77
+// blocks were 19-33 us a step faster than 99 in both precisions, and the forty-fifth session's H200 agreed
+// with the current build (six interleaved rounds: fp16 4.562 ms at 77 against 4.576 at 99 and 4.573 at 88,
+// bf16 4.520 against 4.535 and 4.530; 66 and 70 slower; docs/performance.md). `override_sms` > 0
+// (FRESCO_CUDA_WGMMA_WGRAD_SMS) names them, at most every SM.
+constexpr int conv3x3_wgrad_blocks(int sm_count, int override_sms) {
   if (override_sms > 0) return override_sms < sm_count ? override_sms : sm_count;
-  const int blocks = lean_memory_per_sm(sm_count, memory_gbs) ? sm_count * 7 / 12 : sm_count * 3 / 4;
+  const int blocks = sm_count * 7 / 12;
   return blocks > 1 ? blocks : 1;
 }
 

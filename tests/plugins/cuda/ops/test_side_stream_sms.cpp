@@ -21,12 +21,11 @@ TEST(SideStreamSms, LeanMemoryIsUnder30GbsAnSm) {
 }
 
 TEST(SideStreamSms, HopperWeightGradientBlocks) {
-  EXPECT_EQ(conv3x3_wgrad_blocks(132, kH100Sxm, 0), 77);  // 7/12
-  EXPECT_EQ(conv3x3_wgrad_blocks(132, kH200, 0), 99);     // 3/4
-  EXPECT_EQ(conv3x3_wgrad_blocks(132, 0.0, 0), 99);
-  EXPECT_EQ(conv3x3_wgrad_blocks(132, kH100Sxm, 88), 88);  // named
-  EXPECT_EQ(conv3x3_wgrad_blocks(132, kH200, 500), 132);   // at most every SM
-  EXPECT_EQ(conv3x3_wgrad_blocks(1, kH200, 0), 1);         // at least one block
+  EXPECT_EQ(conv3x3_wgrad_blocks(132, 0), 77);  // 7/12, on an H100 and an H200 alike
+  EXPECT_EQ(conv3x3_wgrad_blocks(114, 0), 66);
+  EXPECT_EQ(conv3x3_wgrad_blocks(132, 88), 88);    // named
+  EXPECT_EQ(conv3x3_wgrad_blocks(132, 500), 132);  // at most every SM
+  EXPECT_EQ(conv3x3_wgrad_blocks(1, 0), 1);        // at least one block
 }
 
 TEST(SideStreamSms, CudnnWeightGradientTarget) {
