@@ -90,16 +90,20 @@ __global__ void __launch_bounds__(kFixedThreads)
   float scale[V], shift[V];
   load_channels(coef, ch, scale);
   load_channels(coef, c + ch, shift);
+  // The subsample's row of vector i: the stride is a whole number of rows (fixed_channels_fit), so the
+  // thread's row advances by stride / cv and its vector within the row stays ch / V, no division a vector.
+  const int64_t cv = c / V, dq = stride / cv, cq = ch / V;
+  int64_t q = fixed_first_vector<T>() / cv;
 #pragma unroll 4
-  for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride) {
+  for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride, q += dq) {
     Vec16<T> a = load16(x, i);
     Vec16<T> b;
     if constexpr (Residual) b = load16(r, i);
     bn_apply_vector<T, Residual>(a, b, scale, shift, relu);
     store16(y, i, a);
     if (sub.p) {
-      const int64_t cv = c / V, s = sub.rows.row(i / cv);
-      if (s >= 0) store16(sub.p, s * cv + i % cv, a);
+      const int64_t s = sub.rows.row(q);
+      if (s >= 0) store16(sub.p, s * cv + cq, a);
     }
   }
   allow_dependent_launch();  // a small memset kernel after it may wait beside the tail (memset_nodes.h)
@@ -199,7 +203,8 @@ void run_batchnorm(void* ctx, const FrCall* call, const void* residual, uint32_t
       if (y2) {
         FR_PLUGIN_CHECK(y && call->out[0].ndim == 4, FR_ERR_INVALID_ARGUMENT,
                         "batchnorm_add: the subsampled output needs y, 4-d");
-        sub = Subsample<T>{sdk::data<T>(*y2), StridedRows{call->out[0].dims[1], call->out[0].dims[2], 2, 2}};
+        const int64_t* d = call->out[0].dims;
+        sub = Subsample<T>{sdk::data<T>(*y2), strided_rows(d[0] * d[1] * d[2], d[1], d[2], 2, 2)};
       }
       const bool vec = fixed_channels_fit<T>(c) && vectorizable<T>(total, {x, y, r ? r : x, coef}) &&
                        (!sub.p || vectorizable<T>(total, {sub.p}));

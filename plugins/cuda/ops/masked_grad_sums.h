@@ -21,7 +21,8 @@ uint64_t masked_grad_sums_workspace(int64_t rows, int64_t c);
 
 // Where a compact part b adds (ops.h, add_relu_backward's FrAddReluBackwardParams), or none (h == 0).
 inline StridedRows compact_b(const sdk::CompactPart& part) {
-  return part.compact() ? StridedRows{part.h, part.w, part.stride_h, part.stride_w} : StridedRows{};
+  return part.compact() ? strided_rows(part.n * part.h * part.w, part.h, part.w, part.stride_h, part.stride_w)
+                        : StridedRows{};
 }
 
 // dx = (a + b) * (y > 0) (b may be null: a * (y > 0); compact with cb.h > 0), a gsums per target of g as
