@@ -239,9 +239,12 @@ template <class T>
 __device__ __forceinline__ int64_t fixed_first_vector() {
   return static_cast<int64_t>(blockIdx.x) * kFixedThreads + threadIdx.x;
 }
+// A block's first vector is a multiple of the vectors per row (kFixedThreads is), so the thread's vector
+// within its row is threadIdx.x's: a 32-bit remainder instead of a 64-bit one ahead of every pass's first
+// load.
 template <class T>
 __device__ __forceinline__ int64_t fixed_channel_base(int64_t c) {
-  return (fixed_first_vector<T>() % (c / Vec16<T>::kN)) * Vec16<T>::kN;
+  return static_cast<int64_t>(threadIdx.x % static_cast<unsigned>(c / Vec16<T>::kN)) * Vec16<T>::kN;
 }
 
 // out[j] = p[ch + j] for a thread's V channels, as V / 4 16-byte loads (p + ch 16-byte aligned: ch is a
