@@ -101,6 +101,13 @@ TEST(CudaLowPrecision, PointwiseAndPools) {
   LowCase gap_b{
       {{g, Fill::RANDOM, true}, {x, Fill::ZERO, true}}, node(FR_OP_GLOBAL_AVG_POOL_BACKWARD, {0}, {1}), {1}};
   expect_close_to_f32(gap_b, 4e-3, 5e-4, "global_avg_pool_backward");
+  // channels in whole 16-byte vectors that divide 256 threads: the vector kernel (8 and 256 vectors a row)
+  for (const int64_t c : {int64_t{64}, int64_t{2048}}) {
+    LowCase gap_bv{{{Shape{3, 1, 1, c}, Fill::RANDOM, true}, {Shape{3, 5, 5, c}, Fill::ZERO, true}},
+                   node(FR_OP_GLOBAL_AVG_POOL_BACKWARD, {0}, {1}),
+                   {1}};
+    expect_close_to_f32(gap_bv, 4e-3, 5e-4, "global_avg_pool_backward c " + std::to_string(c));
+  }
   LowCase mp{{{x, Fill::RANDOM, true}, {pooled, Fill::ZERO, true}}, node(FR_OP_MAX_POOL2D, {0}, {1}), {1}};
   mp.node.with_params(FrPoolParams{2, 2, 2, 2, 0, 0});
   expect_close_to_f32(mp, 0.0, 0.0, "max_pool2d");

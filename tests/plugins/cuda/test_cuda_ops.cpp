@@ -177,6 +177,15 @@ TEST(CudaOps, Pools) {
   gb.node = node(FR_OP_GLOBAL_AVG_POOL_BACKWARD, {0}, {1});
   gb.outputs = {1};
   expect_same(gb, 1e-6, "global_avg_pool_backward");
+  // channels in whole 16-byte vectors that divide 256 threads (16 and 256 vectors a row: the vector kernel),
+  // and 2048 f32 channels (512 vectors a row: the scalar one)
+  for (const int64_t c : {int64_t{64}, int64_t{1024}, int64_t{2048}}) {
+    OpCase gv;
+    gv.tensors = {{DType::F32, {3, 1, 1, c}, Fill::RANDOM}, {DType::F32, {3, 4, 4, c}, Fill::ZERO}};
+    gv.node = node(FR_OP_GLOBAL_AVG_POOL_BACKWARD, {0}, {1});
+    gv.outputs = {1};
+    expect_same(gv, 1e-6, "global_avg_pool_backward c " + std::to_string(c));
+  }
 }
 
 // Batchnorm training (y, saved mean/invstd, running statistics moved in place), inference, and backward.
