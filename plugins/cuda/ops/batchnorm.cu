@@ -91,11 +91,9 @@ __global__ void __launch_bounds__(kFixedThreads)
   load_channels(coef, ch, scale);
   load_channels(coef, c + ch, shift);
   // The subsample's row of vector i: the stride is a whole number of rows (fixed_channels_fit), so the
-  // thread's row advances by stride / cv and its vector within the row stays ch / V, no division a vector.
-  // In 32 bits (cv divides kFixedThreads): 64-bit divisions ahead of the first load cost a pass 1-2 us.
-  const auto cv = static_cast<unsigned>(c / V), rows_per_block = kFixedThreads / cv;
-  const int64_t dq = static_cast<int64_t>(gridDim.x) * rows_per_block, cq = ch / V;
-  int64_t q = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / cv;
+  // thread's row advances by a fixed count and its vector within the row stays ch / V, no division a vector.
+  const int64_t cv = c / V, cq = ch / V, dq = fixed_row_stride<T>(c);
+  int64_t q = fixed_first_row<T>(c);
 #pragma unroll 4
   for (int64_t i = fixed_first_vector<T>(); i < nvec; i += stride, q += dq) {
     Vec16<T> a = load16(x, i);

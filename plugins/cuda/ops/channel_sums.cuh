@@ -246,6 +246,17 @@ template <class T>
 __device__ __forceinline__ int64_t fixed_channel_base(int64_t c) {
   return static_cast<int64_t>(threadIdx.x % static_cast<unsigned>(c / Vec16<T>::kN)) * Vec16<T>::kN;
 }
+// The row (of C / V vectors) of the thread's first vector, and the rows each grid stride advances it by:
+// the same layout, in 32-bit divisions, for passes that need the row as well (a subsampled output).
+template <class T>
+__device__ __forceinline__ int64_t fixed_first_row(int64_t c) {
+  const auto cv = static_cast<unsigned>(c / Vec16<T>::kN);
+  return static_cast<int64_t>(blockIdx.x) * (kFixedThreads / cv) + threadIdx.x / cv;
+}
+template <class T>
+__device__ __forceinline__ int64_t fixed_row_stride(int64_t c) {
+  return static_cast<int64_t>(gridDim.x) * (kFixedThreads / static_cast<unsigned>(c / Vec16<T>::kN));
+}
 
 // out[j] = p[ch + j] for a thread's V channels, as V / 4 16-byte loads (p + ch 16-byte aligned: ch is a
 // multiple of V and the launch checked p). Neighbouring threads hold neighbouring channel vectors, so one

@@ -6,6 +6,7 @@
 // the covering windows). Test:
 // tests/plugins/cuda/test_cuda_ops.cpp.
 #include "fresco/pool_geometry.hpp"
+#include "ops/channel_sums.cuh"
 #include "ops/dtype.cuh"
 
 namespace fresco::cuda {
@@ -213,15 +214,16 @@ __global__ void gap_backward_kernel(const T* dy, T* dx, int64_t n, int64_t hw, i
   }
 }
 
-// The same, 16 bytes a thread: block b takes images b, b + gridDim.x, ..., thread t the channel vector
-// t % cv (cv = C / V vectors a position, a divisor of 256) at positions t / cv, t / cv + 256 / cv, ...: the
-// image's gradient is loaded and scaled once and stored hw / (256 / cv) times, and no 64-bit division runs
-// per element (the scalar form, 2 bytes a store and two divisions an element, took 15.7 us at ResNet-18's
-// b512 stage 4 on an H200: ncu, forty-fifth session).
+// The same, 16 bytes a thread in blocks of kFixedThreads (C fits them: fixed_channels_fit): block b takes
+// images b, b + gridDim.x, ..., thread t the channel vector t % cv (cv = C / V vectors a position) at
+// positions t / cv, t / cv + kFixedThreads / cv, ...: the image's gradient is loaded and scaled once and
+// stored hw / (kFixedThreads / cv) times, and no 64-bit division runs per element (the scalar form, 2 bytes
+// a store and two divisions an element, took 15.7 us at ResNet-18's b512 stage 4 on an H200: ncu,
+// forty-fifth session).
 template <class T>
 __global__ void gap_backward_vec_kernel(const T* dy, T* dx, int64_t n, int64_t hw, int64_t c, float inv) {
   constexpr int V = Vec16<T>::kN;
-  const int cv = static_cast<int>(c / V), per = 256 / cv;
+  const int cv = static_cast<int>(c / V), per = kFixedThreads / cv;
   const int j = static_cast<int>(threadIdx.x) % cv, s0 = static_cast<int>(threadIdx.x) / cv;
   for (int64_t img = blockIdx.x; img < n; img += gridDim.x) {
     Vec16<T> g = load16(dy, img * cv + j);
@@ -361,12 +363,10 @@ FR_CUDA_KERNEL_RUN(global_avg_pool_backward) {
       const T* dy = sdk::data<T>(call->in[0]);
       T* dx = sdk::data<T>(call->out[0]);
       const auto inv = static_cast<float>(1.0 / static_cast<double>(hw));
-      constexpr int V = Vec16<T>::kN;
-      if (n > 0 && c % V == 0 && c / V <= 256 && 256 % (c / V) == 0 && aligned16({dy, dx})) {
-        const int64_t most =
-            static_cast<int64_t>(ctx_of(ctx)->sm_count > 0 ? ctx_of(ctx)->sm_count : 132) * 8;
+      if (fixed_channels_fit<T>(c) && aligned16({dy, dx})) {  // a block an image, up to 8 an SM
         gap_backward_vec_kernel<T>
-            <<<static_cast<unsigned>(n < most ? n : most), 256, 0, stream_of(call)>>>(dy, dx, n, hw, c, inv);
+            <<<grid_for(n, 1, ctx_of(ctx)->sm_count), kFixedThreads, 0, stream_of(call)>>>(dy, dx, n, hw, c,
+                                                                                           inv);
       } else {
         gap_backward_kernel<T><<<grid(ctx, n * hw * c), 256, 0, stream_of(call)>>>(dy, dx, n, hw, c, inv);
       }
