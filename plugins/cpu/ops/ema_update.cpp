@@ -1,21 +1,15 @@
 // CPU range op ema_update (ops.h): E = W after the first averaged step, then E = lerp(E, W, weight) after
 // every `every`-th step (fr_ema_step, fr_ema_action). Test: test_optimizers.cpp.
 #include "cpu_common.h"
+#include "fresco/ema_checks.hpp"
 #include "fresco/update_rules.h"
 
 namespace fresco::cpu {
 
 FR_CPU_KERNEL_RUN(ema_update) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 0, 0, 2, 1, "ema_update");
-    FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                    "ema_update: step scalars range too small");
-    const auto& p = sdk::params<FrEmaParams>(call);
-    FR_PLUGIN_CHECK(p.weight > 0.0f && p.weight <= 1.0f && p.every >= 1, FR_ERR_INVALID_ARGUMENT,
-                    "ema_update: need 0 < weight <= 1 and every >= 1");
-    const uint64_t n = sdk::count<float>(call->rout[0]);
-    FR_PLUGIN_CHECK(sdk::count<float>(call->rin[0]) == n, FR_ERR_INVALID_ARGUMENT,
-                    "ema_update: E and W sizes differ");
+    uint64_t n = 0;
+    const FrEmaParams& p = sdk::ema_checked(call, &n);
     const auto* s = static_cast<const FrStepScalars*>(call->rin[1].data);
     const int action = fr_ema_action(s->step, p.every);
     if (action == 0) return;

@@ -3,6 +3,7 @@
 // memory inside the kernel. A plain launch: it starts after the last update has finished, and step_done
 // (launched after it as a programmatic dependent) starts only once it has exited. Test:
 // tests/plugins/cuda/test_cuda_ema.cpp.
+#include "fresco/ema_checks.hpp"
 #include "fresco/update_rules.h"
 #include "ops/dependent_launch.cuh"
 
@@ -22,15 +23,9 @@ __global__ void ema_kernel(float* __restrict__ e, const float* __restrict__ w, i
 
 FR_CUDA_KERNEL_RUN(ema_update) {
   return sdk::guard([&] {
-    sdk::expect_arity(call, 0, 0, 2, 1, "ema_update");
-    FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                    "ema_update: step scalars range too small");
-    const auto& p = sdk::params<FrEmaParams>(call);
-    FR_PLUGIN_CHECK(p.weight > 0.0f && p.weight <= 1.0f && p.every >= 1, FR_ERR_INVALID_ARGUMENT,
-                    "ema_update: need 0 < weight <= 1 and every >= 1");
-    const int64_t n = static_cast<int64_t>(sdk::count<float>(call->rout[0]));
-    FR_PLUGIN_CHECK(static_cast<int64_t>(sdk::count<float>(call->rin[0])) == n, FR_ERR_INVALID_ARGUMENT,
-                    "ema_update: E and W sizes differ");
+    uint64_t elements = 0;
+    const FrEmaParams& p = sdk::ema_checked(call, &elements);
+    const auto n = static_cast<int64_t>(elements);
     if (n == 0) return;
     const unsigned grid = grid_for(n, 256, ctx_of(ctx)->sm_count);
     ema_kernel<<<grid, 256, 0, stream_of(call)>>>(sdk::data<float>(call->rout[0]),

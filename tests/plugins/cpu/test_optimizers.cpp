@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -529,6 +530,8 @@ TEST(CpuEma, CopiesThenAveragesEveryKthStep) {
   }
   EXPECT_FALSE(run(e, 5, {0.0f, 3}).run());     // the weight (1 - decay) must be above 0
   EXPECT_FALSE(run(e, 5, {kWeight, 0}).run());  // every at least 1
+  EXPECT_FALSE(run(e, 5, {std::numeric_limits<float>::quiet_NaN(), 3}).run());
+  EXPECT_FALSE(run(e, 5, {1.5f, 3}).run());  // above 1: not an average
   std::vector<float> short_e(7);
   OpCall bad(FR_OP_EMA_UPDATE);
   FrStepScalars s{};
