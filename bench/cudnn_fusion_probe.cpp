@@ -333,7 +333,7 @@ Result probe(cudnnHandle_t h, const std::string& pattern, cudnnDataType_t t, int
         continue;
       }
       ++r.timed;
-      const bool q = be::qualifies(k.d, cfg), rtc = compiles_at_run_time(k.d, cfg);
+      const bool q = be::qualifies(k.d, cfg, true), rtc = compiles_at_run_time(k.d, cfg);
       if (r.best_any < 0 || ms < r.best_any)
         r.best_any = ms, r.eng_any = be::engine_index(k.d, cfg), r.rtc_any = rtc;
       if (q && (r.best_q < 0 || ms < r.best_q))

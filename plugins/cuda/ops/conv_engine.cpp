@@ -131,9 +131,10 @@ struct Finalized {
   Desc plan = nullptr;
   int64_t workspace = 0;
 };
-Finalized finalize_plan(std::vector<Desc>& keep, cudnnHandle_t h, Desc cfg, uint64_t ws_cap) {
+Finalized finalize_plan(std::vector<Desc>& keep, cudnnHandle_t h, Desc cfg, uint64_t ws_cap,
+                        bool deterministic) {
   Finalized f;
-  if (!backend::qualifies(keep, cfg)) return f;
+  if (!backend::qualifies(keep, cfg, deterministic)) return f;
   Desc plan = make(keep, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
   int64_t ws = 0, n = 0;
   if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) !=
@@ -188,7 +189,8 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   };
   const std::string tkey = "conv " + ctx->machine + " " + what + (stats ? " stats" : "") + " candidates " +
                            std::to_string(ctx->conv_engine_candidates) + " ws " + std::to_string(ws_cap) +
-                           (sms ? " sms " + std::to_string(sms) : std::string());
+                           (sms ? " sms " + std::to_string(sms) : std::string()) +
+                           (ctx->conv_deterministic ? "" : " nondeterministic");
   const std::optional<TunedChoice> hit = ctx->tuning ? ctx->tuning->find(tkey) : std::nullopt;
   const auto valid_times = [&](const std::vector<float>& ms) {  // the plan's time (and the sums pass's)
     if (ms.size() != (stats ? 2u : 1u)) return false;
@@ -199,7 +201,8 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   if (hit && valid_times(hit->ms) && hit->index < static_cast<int>(cfgs.size()) &&
       hit->name == config_name(scratch_keep, cfgs[static_cast<size_t>(hit->index)],
                                static_cast<size_t>(hit->index), cfgs.size())) {
-    const Finalized f = finalize_plan(scratch_keep, h, cfgs[static_cast<size_t>(hit->index)], ws_cap);
+    const Finalized f = finalize_plan(scratch_keep, h, cfgs[static_cast<size_t>(hit->index)], ws_cap,
+                                      ctx->conv_deterministic);
     if (f.plan) {
       keep_plan(f.plan, f.workspace, hit->ms[0]);
       best->sums_pass_ms = stats ? hit->ms[1] : 0.0f;
@@ -215,7 +218,7 @@ std::shared_ptr<EnginePlan> search_engines(Context* ctx, const sdk::ConvShape& g
   int considered = 0;
   size_t best_index = 0;
   for (size_t i = 0; i < cfgs.size(); ++i) {
-    const Finalized f = finalize_plan(scratch_keep, h, cfgs[i], ws_cap);
+    const Finalized f = finalize_plan(scratch_keep, h, cfgs[i], ws_cap, ctx->conv_deterministic);
     if (!f.plan) continue;
     std::vector<Desc> vk;
     struct VpGuard {

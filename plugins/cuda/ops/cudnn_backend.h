@@ -238,13 +238,18 @@ inline bool has_numerical_note(std::vector<Desc>& keep, Desc cfg,
   return false;
 }
 
-// Whether an engine configuration keeps fresco's guarantees: deterministic, fp32 accumulation (readable
-// notes, neither non-deterministic nor reduced-precision reduction).
-inline bool qualifies(std::vector<Desc>& keep, Desc cfg) {
+// Whether an engine configuration keeps fresco's guarantees: fp32 accumulation and, with `deterministic`
+// (FRESCO_CUDNN_DETERMINISTIC, on by default), the same bits on every run (readable notes, no
+// reduced-precision reduction, and no non-determinism unless it is admitted).
+inline bool qualifies(std::vector<Desc>& keep, Desc cfg, bool deterministic) {
   bool readable = false;
-  const bool bad = has_numerical_note(
-      keep, cfg, {CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC, CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION},
-      &readable);
+  const bool bad =
+      deterministic
+          ? has_numerical_note(
+                keep, cfg,
+                {CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC, CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION},
+                &readable)
+          : has_numerical_note(keep, cfg, {CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION}, &readable);
   return readable && !bad;
 }
 

@@ -49,7 +49,8 @@ TEST(CudaLowPrecision, Conv2dOnTensorCores) {
 }
 
 // cuDNN engine choices are kept in the tuning cache: the second run of the same f16 convolution takes the
-// engine from the file without timing, and computes the same bits.
+// engine from the file without timing, and computes the same bits; with FRESCO_CUDNN_DETERMINISTIC=0 the
+// engines are timed again (a key of its own).
 TEST(CudaLowPrecision, ConvEngineChoicesComeBackFromTheTuningCache) {
   FRESCO_REQUIRE_GPU();
   const std::string path = testing::TempDir() + "fresco_conv_tuning_" + std::to_string(getpid()) + ".tsv";
@@ -75,6 +76,13 @@ TEST(CudaLowPrecision, ConvEngineChoicesComeBackFromTheTuningCache) {
     }
   }
   EXPECT_EQ(out[0], out[1]);
+  {  // a choice among deterministic engines is not reused where non-deterministic ones are admitted
+    const ScopedEnv nondet("FRESCO_CUDNN_DETERMINISTIC", "0");
+    testing::internal::CaptureStderr();
+    (void)run_low(f, DType::F16, v);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find(" configurations, "), std::string::npos) << err;
+  }
   std::remove(path.c_str());
 }
 
