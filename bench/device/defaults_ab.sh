@@ -12,28 +12,15 @@ case "$(cat $OUT/card.txt)" in
   *H200*) ;;
   *) [ "${ANY_CARD:-0}" = 1 ] || { echo "not an H200: nothing run (ANY_CARD=1 runs it anyway)"; exit 0; } ;;
 esac
-run() {
-  local tag=$1
-  shift
-  [ $SECONDS -gt 540 ] && return
-  env "$@" timeout 60 $B/bench_resnet_step --model resnet18 --batch 512 --precision $P $ARGS 2>>$OUT/log.txt |
-    grep resnet_step | sed "s/^{/{\"variant\":\"$tag\",/" >> $OUT/fresco.json
-}
 for r in 1 2 3 4; do
   for P in fp16 bf16; do
-    ARGS="" run default X=0
-    ARGS="--fork-shortcuts 0" run fork0 X=0
-    ARGS="" run sms77 FRESCO_CUDA_WGMMA_WGRAD_SMS=77
-    ARGS="" run sms88 FRESCO_CUDA_WGMMA_WGRAD_SMS=88
-    ARGS="--join-lag 0" run lag0 X=0
-    ARGS="--fork-shortcuts 0" run old FRESCO_CUDA_WGMMA_WGRAD_SMS=99
+    ab_run default
+    ab_run fork0 -- --fork-shortcuts 0
+    ab_run sms77 FRESCO_CUDA_WGMMA_WGRAD_SMS=77
+    ab_run sms88 FRESCO_CUDA_WGMMA_WGRAD_SMS=88
+    ab_run lag0 -- --join-lag 0
+    ab_run old FRESCO_CUDA_WGMMA_WGRAD_SMS=99 -- --fork-shortcuts 0
   done
   echo "round $r done at $SECONDS s"
 done
-python3 - <<'PY'
-import json, collections, os
-d = collections.defaultdict(list); mem = {}
-for l in open(os.environ['OUT'] + '/fresco.json'):
-    j = json.loads(l); k = (j['dtype'], j['variant']); d[k].append(j['ms_step']); mem[k] = j.get('device_mib')
-for k, v in sorted(d.items()): print(k, v, round(sum(v) / len(v), 4), mem[k])
-PY
+ab_summary

@@ -8,32 +8,19 @@
 # `bash bench/device/determinism_ab.sh`; means per setting at the end, every run in $OUT/fresco.json.
 source bench/device/device_env.sh 2>/dev/null
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee -a $OUT/card.txt
-run() {
-  local tag=$1
-  shift
-  [ $SECONDS -gt ${STOP_AT:-560} ] && return
-  env "$@" timeout 90 $B/bench_resnet_step --model resnet18 --batch 512 --precision $P 2>>$OUT/log.txt |
-    grep resnet_step | sed "s/^{/{\"variant\":\"$tag\",/" >> $OUT/fresco.json
-}
 for P in fp16 bf16; do  # the engines timed once per setting (kept in the tuning cache for the rounds)
-  echo "== $P default" >> $OUT/log.txt; FRESCO_CUDNN_LOG=1 run warm_det X=0
+  echo "== $P default" >> $OUT/log.txt; ab_run warm_det FRESCO_CUDNN_LOG=1
   echo "== $P nondet" >> $OUT/log.txt
-  FRESCO_CUDNN_LOG=1 run warm_nondet FRESCO_CUDNN_DETERMINISTIC=0 FRESCO_CUDNN_GENSTATS=0
-  echo "== $P nondet genstats" >> $OUT/log.txt; FRESCO_CUDNN_LOG=1 run warm_nondet_gs FRESCO_CUDNN_DETERMINISTIC=0
+  ab_run warm_nondet FRESCO_CUDNN_LOG=1 FRESCO_CUDNN_DETERMINISTIC=0 FRESCO_CUDNN_GENSTATS=0
+  echo "== $P nondet genstats" >> $OUT/log.txt; ab_run warm_nondet_gs FRESCO_CUDNN_LOG=1 FRESCO_CUDNN_DETERMINISTIC=0
 done
 echo "engines timed at $SECONDS s"
 for r in $(seq 1 ${ROUNDS:-3}); do
   for P in fp16 bf16; do
-    run det X=0
-    run nondet FRESCO_CUDNN_DETERMINISTIC=0 FRESCO_CUDNN_GENSTATS=0
-    run nondet_gs FRESCO_CUDNN_DETERMINISTIC=0
+    ab_run det
+    ab_run nondet FRESCO_CUDNN_DETERMINISTIC=0 FRESCO_CUDNN_GENSTATS=0
+    ab_run nondet_gs FRESCO_CUDNN_DETERMINISTIC=0
   done
   echo "round $r done at $SECONDS s"
 done
-python3 - <<'PY'
-import json, collections, os
-d = collections.defaultdict(list); mem = {}
-for l in open(os.environ['OUT'] + '/fresco.json'):
-    j = json.loads(l); k = (j['dtype'], j['variant']); d[k].append(j['ms_step']); mem[k] = j.get('device_mib')
-for k, v in sorted(d.items()): print(k, v, round(sum(v) / len(v), 4), mem[k])
-PY
+ab_summary

@@ -21,3 +21,25 @@ trace_step() {
   python3 bench/trace/timeline.py /tmp/$name.csv --last 20 --classes > $OUT/traces/$name.txt 2>&1
   head -1 $OUT/traces/$name.txt
 }
+# ab_run TAG [VAR=VALUE...] -- [ARGS...]: one ResNet-18 b512 step run at precision $P with those environment
+# variables and bench_resnet_step arguments, its JSON line tagged "variant": TAG in $OUT/fresco.json (the
+# interleaved A/B scripts); nothing once $SECONDS passes ${STOP_AT:-560}.
+ab_run() {
+  local tag=$1 envs=()
+  shift
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  [ $SECONDS -gt ${STOP_AT:-560} ] && return
+  env "${envs[@]}" timeout 90 $B/bench_resnet_step --model resnet18 --batch 512 --precision $P "$@" \
+    2>>$OUT/log.txt | grep resnet_step | sed "s/^{/{\"variant\":\"$tag\",/" >> $OUT/fresco.json
+}
+# ab_summary: each (dtype, variant)'s step times in $OUT/fresco.json, their mean and device memory.
+ab_summary() {
+  python3 - <<'PY'
+import json, collections, os
+d = collections.defaultdict(list); mem = {}
+for l in open(os.environ['OUT'] + '/fresco.json'):
+    j = json.loads(l); k = (j['dtype'], j['variant']); d[k].append(j['ms_step']); mem[k] = j.get('device_mib')
+for k, v in sorted(d.items()): print(k, v, round(sum(v) / len(v), 4), mem[k])
+PY
+}

@@ -9,25 +9,12 @@
 # setting at the end, every run in $OUT/fresco.json.
 source bench/device/device_env.sh 2>/dev/null
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee -a $OUT/card.txt
-run() {
-  local tag=$1
-  shift
-  [ $SECONDS -gt ${STOP_AT:-560} ] && return
-  timeout 90 $B/bench_resnet_step --model resnet18 --batch 512 --precision $P "$@" 2>>$OUT/log.txt |
-    grep resnet_step | sed "s/^{/{\"variant\":\"$tag\",/" >> $OUT/fresco.json
-}
 for r in $(seq 1 ${ROUNDS:-4}); do
-  P=fp16 run default
-  P=fp16 run spec_tail --speculative-update on --early-parts 0
-  P=fp16 run spec_parts --speculative-update on
-  P=bf16 run default
-  P=bf16 run parts0 --early-parts 0
+  P=fp16 ab_run default
+  P=fp16 ab_run spec_tail -- --speculative-update on --early-parts 0
+  P=fp16 ab_run spec_parts -- --speculative-update on
+  P=bf16 ab_run default
+  P=bf16 ab_run parts0 -- --early-parts 0
   echo "round $r done at $SECONDS s"
 done
-python3 - <<'PY'
-import json, collections, os
-d = collections.defaultdict(list); mem = {}
-for l in open(os.environ['OUT'] + '/fresco.json'):
-    j = json.loads(l); k = (j['dtype'], j['variant']); d[k].append(j['ms_step']); mem[k] = j.get('device_mib')
-for k, v in sorted(d.items()): print(k, v, round(sum(v) / len(v), 4), mem[k])
-PY
+ab_summary
