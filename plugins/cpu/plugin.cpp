@@ -16,6 +16,7 @@ FR_DECLARE_PREPARE(fc_backward)
 FR_DECLARE_RUN(fc_backward)
 FR_DECLARE_PREPARE(conv2d)
 FR_DECLARE_RUN(conv2d)
+void conv2d_destroy(void* ctx, void* state) noexcept;
 FR_DECLARE_PREPARE(conv2d_backward)
 FR_DECLARE_RUN(conv2d_backward)
 FR_DECLARE_RUN(relu)
@@ -97,7 +98,8 @@ constexpr uint32_t kBackups = FR_KERNEL_UPDATE_BACKUPS;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
-    FR_KF(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums | kPrologue | kJoinPrologue, conv2d_prepare, conv2d_run),
+    {sizeof(FrKernelDef), FR_COMPUTE, FR_OP_CONV2D, "cpu", kF32, kSums | kPrologue | kJoinPrologue,
+     conv2d_prepare, in_arena<conv2d_run>, conv2d_destroy},
     FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue | kWgradBn | kJoinEpilogue | kCompact,
           conv2d_backward_prepare, conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),

@@ -4,8 +4,10 @@
 // on the shapes and every output element is produced by one GEMM dot product, so results are bitwise equal
 // for any thread count. With a second output, the per-channel sums of y and y^2 (ops.h) in double per fixed
 // row chunk, combined in chunk order and rounded to f32 once. With a batchnorm prologue (ops.h) x is first
-// transformed into the applied-map output, which the convolution then reads (ops/conv_prologue.h). Test:
-// tests/plugins/cpu/test_conv2d.cpp (double reference, many geometries).
+// transformed into the applied-map output, which the convolution then reads (ops/conv_prologue.h). A
+// convolution of at most 32 taps per group (a stem) runs on XNNPACK instead (xnn/xnn_conv.h: chosen at
+// prepare, its allocations in the workspace). Test: tests/plugins/cpu/test_conv2d.cpp (double reference,
+// many geometries), tests/plugins/cpu/test_xnn_conv.cpp.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -16,6 +18,7 @@
 #include "ops/batchnorm_chunks.h"
 #include "ops/conv_im2col.h"
 #include "ops/conv_prologue.h"
+#include "xnn_conv.h"
 
 namespace fresco::cpu {
 
@@ -37,6 +40,11 @@ uint64_t workspace_of(const FrCall* call, const ConvGeom& gm) {
   const uint64_t sb = sums_bytes(call, gm);
   return sb ? sums_offset(gm) + sb : gm.col_bytes + gm.gemm_bytes;
 }
+
+// The XNNPACK path's state (prepare's choice): its arena at the workspace's start, the sums' partials after.
+struct XnnState {
+  uint64_t arena_bytes;
+};
 
 // sums[k] = sum of y[.., k], sums[K + k] = sum of its squares: double per chunk, chunks added in order.
 void channel_sums(const float* y, int64_t rows, int64_t k, double* part, float* sums) {
@@ -85,15 +93,26 @@ FR_CPU_KERNEL_PREPARE(conv2d) {
     const auto& p = sdk::params<FrConvParams>(call);
     const ConvGeom gm = checked_geometry(call, p);
     *workspace_bytes = workspace_of(call, gm);
+    if (!xnn_conv_wanted(gm)) return;
+    const uint64_t arena = xnn_conv_arena_bytes(gm, p.has_bias != 0, max_threads());
+    if (arena == 0) return;  // XNNPACK not usable here: the packed GEMM
+    *state = new XnnState{arena};
+    *workspace_bytes = arena + sums_bytes(call, gm);
   });
+}
+
+void conv2d_destroy(void*, void* state) noexcept {
+  delete static_cast<XnnState*>(state);
 }
 
 FR_CPU_KERNEL_RUN(conv2d) {
   return sdk::guard([&] {
     const auto& p = sdk::params<FrConvParams>(call);
     const ConvGeom gm = checked_geometry(call, p);
-    FR_PLUGIN_CHECK(call->workspace_bytes >= workspace_of(call, gm), FR_ERR_INVALID_ARGUMENT,
-                    "conv2d: workspace too small");
+    const auto* xs = static_cast<const XnnState*>(call->state);  // prepare's choice: XNNPACK
+    FR_PLUGIN_CHECK(
+        call->workspace_bytes >= (xs ? xs->arena_bytes + sums_bytes(call, gm) : workspace_of(call, gm)),
+        FR_ERR_INVALID_ARGUMENT, "conv2d: workspace too small");
     const float* x = sdk::data<const float>(call->in[0]);
     void* applied = nullptr;
     const void* residual = nullptr;
@@ -105,6 +124,14 @@ FR_CPU_KERNEL_RUN(conv2d) {
     }
     const float* w = sdk::data<const float>(call->in[1]);
     float* y = sdk::data<float>(call->out[0]);
+    if (xs) {
+      xnn_conv_forward(gm, x, w, p.has_bias ? sdk::data<const float>(call->in[2]) : nullptr, y,
+                       call->workspace, xs->arena_bytes);
+      if (float* sums = sdk::conv_sums_output(call, gm.k))
+        channel_sums(y, gm.n * gm.p * gm.q, gm.k,
+                     reinterpret_cast<double*>(static_cast<char*>(call->workspace) + xs->arena_bytes), sums);
+      return;
+    }
     float* col = static_cast<float*>(call->workspace);
     void* gemm_ws = static_cast<char*>(call->workspace) + gm.col_bytes;
     const int64_t pq = gm.p * gm.q;

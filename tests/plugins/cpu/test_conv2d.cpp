@@ -16,6 +16,7 @@
 #include "reference/batchnorm.h"
 #include "reference/conv2d.h"
 #include "reference/finite_difference.h"
+#include "support/scoped_env.h"
 
 namespace {
 
@@ -250,6 +251,43 @@ TEST(CpuConv2d, IsDeterministic) {
     EXPECT_TRUE(fresco::test::bitwise_equal(a.db, b.db)) << "db";
     EXPECT_TRUE(fresco::test::bitwise_equal(a.dx, b.dx)) << "dx";
   }
+}
+
+// Convolutions of at most 32 taps per group run on XNNPACK (plugins/cpu/xnn/xnn_conv.h; every shape above
+// of that size did): against the packed GEMM (FRESCO_CPU_XNNPACK=0) the same values within float rounding,
+// over blocks of images (41 images: two of XNNPACK's blocks of 32), with a bias and through the sums output;
+// the workspace shows which path prepare chose (XNNPACK's arena against im2col and the GEMM's packing).
+TEST(CpuConv2d, FewTapsRunOnXnnpackLikeThePackedGemm) {
+  const ConvShape shapes[] = {sq(41, 12, 12, 3, 16, 3, 1, 1, 1, 1), sq(5, 14, 14, 1, 8, 5, 2, 2, 1, 1),
+                              sq(4, 9, 9, 6, 6, 3, 2, 1, 1, 6)};
+  uint32_t seed = 900;
+  for (const ConvShape& s : shapes)
+    for (int bias = 0; bias < 2; ++bias)
+      for (bool sums : {false, true}) {
+        if (bias && sums) continue;  // the sums output takes no bias (ops.h)
+        SCOPED_TRACE(str(s) + " bias=" + std::to_string(bias) + (sums ? " sums" : ""));
+        ConvData d(s, seed++);
+        std::vector<float> y[2], sm[2];
+        uint64_t ws[2] = {0, 0};
+        for (int xnn = 0; xnn < 2; ++xnn) {
+          fresco::test::ScopedEnv env("FRESCO_CPU_XNNPACK", xnn ? "1" : "0");
+          y[xnn].assign(static_cast<size_t>(s.y_size()), kNaN);
+          sm[xnn].assign(static_cast<size_t>(2 * s.k), kNaN);
+          OpCall c(FR_OP_CONV2D);
+          c.in(d.xt()).in(d.wt());
+          if (bias) c.in(d.bt());
+          c.out(tensor(y[xnn], {s.n, s.p(), s.q(), s.k}));
+          if (sums) c.out(tensor(sm[xnn], {2 * s.k}));
+          c.params(params_of(s, bias));
+          ASSERT_TRUE(c.run());
+          ws[xnn] = c.workspace_bytes();
+        }
+        EXPECT_NE(ws[0], ws[1]) << "both runs took one path";
+        EXPECT_TRUE(fresco::test::all_close(y[1], y[0], 1e-5, 1e-6));
+        if (sums) {
+          EXPECT_TRUE(fresco::test::all_close(sm[1], sm[0], 1e-5, 1e-4));
+        }
+      }
 }
 
 // The optional sums output (ops.h): the per-channel sum and sum of squares of y as written, from the

@@ -20,6 +20,7 @@
 #include "fresco/core/task.h"
 #include "fresco/ops.h"
 #include "graph_nodes.h"
+#include "support/scoped_env.h"
 
 namespace fresco::gpu_test {
 
@@ -112,22 +113,7 @@ inline const bool kTuningCacheOffInTests = [] {
   return true;
 }();
 
-struct ScopedEnv {
-  std::string name, old;
-  bool had = false;
-  ScopedEnv(const std::string& n, const std::string& v) : name(n) {
-    if (const char* o = std::getenv(n.c_str())) old = o, had = true;
-    setenv(n.c_str(), v.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had)
-      setenv(name.c_str(), old.c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-};
+using fresco::test::ScopedEnv;  // (support/scoped_env.h)
 
 // A temporary file's path (under the test's temp dir, with the process id), removed when this goes.
 struct TempPath {
