@@ -157,9 +157,10 @@ bool xnn_conv_wanted(const sdk::ConvShape& g) {
 uint64_t xnn_conv_arena_bytes(const sdk::ConvShape& g, bool bias, int threads) {
   if (!xnn_ready()) return 0;
   pthreadpool_t pool = pool_for(threads);
-  // a dry run on zeros of one block's sizes: the blocks XNNPACK takes, counted
+  // a dry run on zeros of one full block's sizes (a later call of this node may hold more images than this
+  // one): the blocks XNNPACK takes, counted
   sdk::ConvShape one = g;
-  one.n = std::min(g.n, kChunkImages);
+  one.n = kChunkImages;
   std::vector<float> x(static_cast<size_t>(one.n * g.h * g.w * g.c)),
       w(static_cast<size_t>(g.k * g.r * g.s * g.cg)), b(bias ? static_cast<size_t>(g.k) : 0),
       y(static_cast<size_t>(one.n * g.p * g.q * g.k));

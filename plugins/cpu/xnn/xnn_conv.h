@@ -20,10 +20,10 @@ namespace fresco::cpu {
 // FRESCO_CPU_XNNPACK not 0 (read at each call: prepare decides, run follows prepare's choice).
 bool xnn_conv_wanted(const sdk::ConvShape& g);
 
-// Bytes of workspace (a multiple of 64) one call needs for XNNPACK's allocations, found by creating and
-// setting up an operator of this shape (at prepare; it allocates); 0 when XNNPACK cannot be used here (it
-// did not initialise, or its allocations do not reach this library's allocator), and the caller then keeps
-// its own path.
+// Bytes of workspace (a multiple of 64) a call of this shape, with any number of images, needs for
+// XNNPACK's allocations, found by creating and setting up an operator for one block of images (at prepare;
+// it allocates); 0 when XNNPACK cannot be used here (it did not initialise, or its allocations do not reach
+// this library's allocator), and the caller then keeps its own path.
 uint64_t xnn_conv_arena_bytes(const sdk::ConvShape& g, bool bias, int threads);
 
 // y = conv(x, w) (+ b when not null), with XNNPACK's allocations in arena[0, arena_bytes) (64-byte aligned,
