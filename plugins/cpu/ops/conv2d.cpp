@@ -36,15 +36,17 @@ uint64_t sums_bytes(const FrCall* call, const ConvGeom& gm) {
   return static_cast<uint64_t>((rows + grain - 1) / grain * 2 * gm.k) * sizeof(double);
 }
 
-uint64_t workspace_of(const FrCall* call, const ConvGeom& gm) {
-  const uint64_t sb = sums_bytes(call, gm);
-  return sb ? sums_offset(gm) + sb : gm.col_bytes + gm.gemm_bytes;
-}
-
 // The XNNPACK path's state (prepare's choice): its arena at the workspace's start, the sums' partials after.
 struct XnnState {
   uint64_t arena_bytes;
 };
+
+// The workspace of the packed GEMM's path, or of XNNPACK's with its state `xs`.
+uint64_t workspace_of(const FrCall* call, const ConvGeom& gm, const XnnState* xs = nullptr) {
+  const uint64_t sb = sums_bytes(call, gm);
+  if (xs) return xs->arena_bytes + sb;
+  return sb ? sums_offset(gm) + sb : gm.col_bytes + gm.gemm_bytes;
+}
 
 // sums[k] = sum of y[.., k], sums[K + k] = sum of its squares: double per chunk, chunks added in order.
 void channel_sums(const float* y, int64_t rows, int64_t k, double* part, float* sums) {
@@ -96,8 +98,9 @@ FR_CPU_KERNEL_PREPARE(conv2d) {
     if (!xnn_conv_wanted(gm)) return;
     const uint64_t arena = xnn_conv_arena_bytes(gm, p.has_bias != 0, max_threads());
     if (arena == 0) return;  // XNNPACK not usable here: the packed GEMM
-    *state = new XnnState{arena};
-    *workspace_bytes = arena + sums_bytes(call, gm);
+    auto* xs = new XnnState{arena};
+    *state = xs;
+    *workspace_bytes = workspace_of(call, gm, xs);
   });
 }
 
@@ -110,9 +113,8 @@ FR_CPU_KERNEL_RUN(conv2d) {
     const auto& p = sdk::params<FrConvParams>(call);
     const ConvGeom gm = checked_geometry(call, p);
     const auto* xs = static_cast<const XnnState*>(call->state);  // prepare's choice: XNNPACK
-    FR_PLUGIN_CHECK(
-        call->workspace_bytes >= (xs ? xs->arena_bytes + sums_bytes(call, gm) : workspace_of(call, gm)),
-        FR_ERR_INVALID_ARGUMENT, "conv2d: workspace too small");
+    FR_PLUGIN_CHECK(call->workspace_bytes >= workspace_of(call, gm, xs), FR_ERR_INVALID_ARGUMENT,
+                    "conv2d: workspace too small");
     const float* x = sdk::data<const float>(call->in[0]);
     void* applied = nullptr;
     const void* residual = nullptr;

@@ -11,8 +11,7 @@ namespace fresco::sdk {
 // The call's params, once its ranges and params are checked; *elements = the tensor's element count.
 inline const FrEmaParams& ema_checked(const FrCall* call, uint64_t* elements) {
   expect_arity(call, 0, 0, 2, 1, "ema_update");
-  FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                  "ema_update: step scalars range too small");
+  step_scalars(call->rin[1], "ema_update");  // checked for size
   const auto& p = params<FrEmaParams>(call);
   FR_PLUGIN_CHECK(p.weight > 0.0f && p.weight <= 1.0f && p.every >= 1, FR_ERR_INVALID_ARGUMENT,
                   "ema_update: need 0 < weight <= 1 and every >= 1");

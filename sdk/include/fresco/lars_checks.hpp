@@ -14,8 +14,7 @@ namespace fresco::sdk {
 // The call's params, once its ranges and params are checked; *elements = the tensor's element count.
 inline const FrLarsParams& lars_checked(const FrCall* call, uint64_t* elements) {
   expect_arity(call, 0, 0, 2, 2, "lars_update");
-  FR_PLUGIN_CHECK(call->rin[1].bytes >= sizeof(FrStepScalars), FR_ERR_INVALID_ARGUMENT,
-                  "lars_update: step scalars range too small");
+  step_scalars(call->rin[1], "lars_update");  // checked for size
   const auto& p = params<FrLarsParams>(call);
   FR_PLUGIN_CHECK(std::isfinite(p.eta) && p.eta > 0.0f, FR_ERR_INVALID_ARGUMENT,
                   "lars_update: eta must be positive");
