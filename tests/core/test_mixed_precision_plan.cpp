@@ -267,9 +267,8 @@ TEST(MixedPrecisionPlan, Bf16EarlyUpdateCastsAndUpdatesTheDeepPartsBesideTheFirs
   EXPECT_EQ(late.train->nodes(GraphId::GRAD_CAST)[0].rin[0].take, -1);
   EXPECT_TRUE(late.weight_cast_in_step);
   // fp16 forced on: the gradients are prepared early, never updated there (Fp16ScalesTheLoss... above).
-  for (const GraphNode& n :
-       compile(DType::F16, CompileOptions::EarlyUpdate::ON).train->nodes(GraphId::DEEP_FWD_BWD))
-    EXPECT_NE(n.op, "sgd_update");
+  const CompiledModel forced = compile(DType::F16, CompileOptions::EarlyUpdate::ON);  // alive for the loop
+  for (const GraphNode& n : forced.train->nodes(GraphId::DEEP_FWD_BWD)) EXPECT_NE(n.op, "sgd_update");
 }
 
 // CompileOptions::early_update_parts: the last deep convs' weights cast, updated and cast back on the

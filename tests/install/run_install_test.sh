@@ -4,18 +4,19 @@
 # installed plugins without FRESCO_PLUGIN_PATH; train_swish trains a network through the custom op), checks the
 # op library with fresco-plugin-check and trains a job through it with `fresco --plugin`, and builds and runs
 # the consumer again with pkg-config's flags alone.
-# Usage: run_install_test.sh BUILD_DIR SOURCE_DIR
+# Usage: run_install_test.sh BUILD_DIR SOURCE_DIR [CXX_FLAGS]
+# CXX_FLAGS: the build's own (a sanitizer build's consumers must link the same runtime first).
 set -euo pipefail
-build=$1; src=$2
+build=$1; src=$2; flags=${3:-}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log"
+      -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_FLAGS="$flags" > "$work/configure.log"
 cmake --build "$work/consumer" > "$work/build.log"
 env -u FRESCO_PLUGIN_PATH LD_LIBRARY_PATH="$work/prefix/lib" FRESCO_LOG=warn "$work/consumer/consumer"
 "$work/prefix/bin/fresco" plugins | grep -q "$work/prefix/lib/fresco/libfresco-cpu.so"
 cmake -S "$src/sdk/examples/swish_op" -B "$work/swish" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/swish-configure.log"
+      -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_FLAGS="$flags" > "$work/swish-configure.log"
 cmake --build "$work/swish" > "$work/swish-build.log"
 LD_LIBRARY_PATH="$work/prefix/lib" FRESCO_LOG=warn "$work/swish/train_swish"
 "$work/prefix/bin/fresco-plugin-check" "$work/swish/libfresco-swish.so"
@@ -32,7 +33,7 @@ fi
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --libs --cflags fresco | grep -q -- "-lfresco"
 # pkg-config's flags point into this prefix (the .pc finds it from its own folder): a program builds with them
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
-g++ $(pkg-config --cflags fresco) "$src/tests/install/consumer/main.cpp" $(pkg-config --libs fresco) \
+g++ $flags $(pkg-config --cflags fresco) "$src/tests/install/consumer/main.cpp" $(pkg-config --libs fresco) \
     -o "$work/consumer_pc"
 env -u FRESCO_PLUGIN_PATH LD_LIBRARY_PATH="$work/prefix/lib" FRESCO_LOG=warn "$work/consumer_pc"
 echo "install test: OK"

@@ -508,8 +508,8 @@ TEST(CpuEma, CopiesThenAveragesEveryKthStep) {
   std::mt19937 rng(5);
   std::vector<float> w = fresco::test::random_floats(rng, 1031, -1.0f, 1.0f);
   const std::vector<float> e0 = fresco::test::random_floats(rng, 1031, -1.0f, 1.0f);
+  FrStepScalars s{};  // outlives each call: the OpCall keeps a pointer to it until it runs
   auto run = [&](std::vector<float>& e, int32_t step, FrEmaParams p) {
-    FrStepScalars s{};
     s.step = step;
     OpCall c(FR_OP_EMA_UPDATE);
     c.rout(range(e)).rin(range(w)).rin(pod_range(s)).params(p);
@@ -534,7 +534,6 @@ TEST(CpuEma, CopiesThenAveragesEveryKthStep) {
   EXPECT_FALSE(run(e, 5, {1.5f, 3}).run());  // above 1: not an average
   std::vector<float> short_e(7);
   OpCall bad(FR_OP_EMA_UPDATE);
-  FrStepScalars s{};
   bad.rout(range(short_e)).rin(range(w)).rin(pod_range(s)).params(FrEmaParams{kWeight, 1});
   EXPECT_TRUE(fresco::test::contains(bad.run_error(), "E and W sizes differ")) << bad.run_error();
 }
