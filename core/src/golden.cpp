@@ -51,7 +51,7 @@ std::vector<T> slice(const std::string& bin, const BinTensor& t, const std::stri
                    std::to_string(t.offset) + " lies beyond the end of the file (" +
                    std::to_string(bin.size()) + " bytes)");
   std::vector<T> v(static_cast<size_t>(count));
-  std::memcpy(v.data(), bin.data() + t.offset, bytes);
+  if (bytes) std::memcpy(v.data(), bin.data() + t.offset, bytes);  // an empty vector's data() may be null
   return v;
 }
 

@@ -92,3 +92,27 @@ TEST(Golden, ManifestTensorsOutsideTheFileAreRefused) {
     }
   }
 }
+
+// An empty tensor (a dimension of 0) is read as no values and refused by the checks of what it feeds; the
+// reader copies nothing for it (an empty vector's data() may be null, which memcpy must not see: UBSan).
+TEST(Golden, EmptyManifestTensorsAreRefusedByTheirReaders) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  const std::string src = std::string(FRESCO_TEST_DATA_DIR) + "/golden/mlp_adamw";
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(src + "/manifest.json"));
+  for (const char* tensor : {"labels", "init/0/weight"}) {
+    fresco::test::TempDir dir;
+    nlohmann::json m = manifest;
+    m["tensors"][tensor]["shape"] = nlohmann::json::array({0});
+    std::ofstream(dir.file("manifest.json")) << m.dump();
+    std::filesystem::copy_file(src + "/data.bin", dir.file("data.bin"));
+    try {
+      run_golden(dir.path().string(), "cpu", 1);
+      ADD_FAILURE() << tensor << ": an empty tensor was accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("labels count differs") != std::string::npos ||
+                  what.find("found 0") != std::string::npos)
+          << tensor << ": " << what;
+    }
+  }
+}
