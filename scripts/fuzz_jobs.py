@@ -7,10 +7,12 @@ instead of silence. A check tool for developers; CI does not run it.
 Each job is a small residual network on Fashion-MNIST (conv, bn, relu, residual, pools, grouped conv, gelu,
 dropout, flatten, fc) with one to --mutations changes: a field set to a plausible value (a small shape) or to
 an extreme or wrongly typed one, a field removed, a layer renamed, a list shuffled, shortened or lengthened, a subtree copied elsewhere. Jobs
-that fail are kept as bad_SEED_N.json in --work.
+that fail are kept as bad_SEED_N.json in --work. With --golden CASE_DIR it mutates that golden case's
+manifest instead (values replaced or removed, lists cut or grown, data.bin cut short one time in five) and
+replays two steps with `fresco golden`, where a FAIL line is a clean end too.
 
 usage: scripts/fuzz_jobs.py [--build build-debug] [--seed 1] [--count 200] [--mutations 4] [--train]
-                            [--work /tmp/fresco-fuzz]
+                            [--golden tests/data/golden/mlp_adamw] [--work /tmp/fresco-fuzz]
 """
 import argparse
 import copy
@@ -78,11 +80,59 @@ def mutate(job, rng, most):
 
 
 def clean(proc):
-    """Success, or a refusal the user can read: one `fresco: error:` and no sanitizer report or signal."""
+    """Success, or a refusal the user can read: one `fresco: error:` (or a golden FAIL) and no sanitizer
+    report or signal."""
     err = proc.stderr
     if "Sanitizer" in err or "runtime error" in err:
         return False
-    return proc.returncode == 0 or (0 < proc.returncode < 128 and "fresco: error:" in err)
+    said = "fresco: error:" in err or "FAIL" in proc.stdout
+    return proc.returncode == 0 or (0 < proc.returncode < 128 and said)
+
+
+def mutate_manifest(m, rng, most):
+    for _ in range(rng.randint(1, most)):
+        n = rng.choice(containers(m, []))
+        if isinstance(n, dict) and n:
+            key = rng.choice(list(n))
+            if rng.random() < 0.8:
+                n[key] = copy.deepcopy(rng.choice(PLAUSIBLE + [0] if rng.random() < 0.3 else VALUES))
+            else:
+                n.pop(key)
+        elif isinstance(n, list) and n:
+            r = rng.random()
+            if r < 0.4:
+                n.pop(rng.randrange(len(n)))
+            elif r < 0.7:
+                n[rng.randrange(len(n))] = copy.deepcopy(rng.choice(VALUES))
+            else:
+                n.append(copy.deepcopy(rng.choice(n)))
+    return m
+
+
+def fuzz_golden(a, exe, env, rng):
+    with open(os.path.join(a.golden, "manifest.json")) as f:
+        base = json.load(f)
+    with open(os.path.join(a.golden, "data.bin"), "rb") as f:
+        data = f.read()
+    case = os.path.join(a.work, "case")
+    os.makedirs(case, exist_ok=True)
+    bad = 0
+    for i in range(a.count):
+        text = json.dumps(mutate_manifest(copy.deepcopy(base), rng, a.mutations))
+        with open(os.path.join(case, "manifest.json"), "w") as f:
+            f.write(text)
+        with open(os.path.join(case, "data.bin"), "wb") as f:
+            f.write(data[:rng.randrange(len(data))] if rng.random() < 0.2 else data)
+        proc = subprocess.run([exe, "golden", case, "--steps", "2"], env=env, capture_output=True, text=True,
+                              timeout=900, cwd=a.work)
+        if not clean(proc):
+            bad += 1
+            kept = os.path.join(a.work, f"bad_{a.seed}_{i}.json")
+            with open(kept, "w") as f:
+                f.write(text)
+            print(f"BAD {kept}: golden exit {proc.returncode}\n{proc.stderr[-2000:]}", flush=True)
+    print(f"{a.count} manifests: {bad} bad")
+    return 1 if bad else 0
 
 
 def main():
@@ -92,6 +142,7 @@ def main():
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--mutations", type=int, default=4)
     ap.add_argument("--train", action="store_true", help="train 256 samples of each job that compiles")
+    ap.add_argument("--golden", help="a golden case folder: fuzz its manifest instead of job files")
     ap.add_argument("--work", default="/tmp/fresco-fuzz")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
@@ -100,6 +151,8 @@ def main():
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "lib"), FRESCO_LOG="warn",
                ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     rng = random.Random(a.seed)
+    if a.golden:
+        return fuzz_golden(a, exe, env, rng)
     job_path = os.path.join(a.work, "job.json")
     bad = compiled = trained = 0
     for i in range(a.count):

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -118,12 +119,21 @@ GoldenReport run_golden(const std::string& dir, const std::string& device, int m
     train.name = rep.name;
     train.n = dt.shape[0], train.h = dt.shape[1], train.w = dt.shape[2], train.c = dt.shape[3];
     train.images = slice<uint8_t>(bin, dt, "data", bpath);
-    train.labels = slice<int32_t>(bin, tensors["labels"], "labels", bpath);
+    const BinTensor &lt = tensors["labels"], &et = tensors["eval_logits"];
+    FRESCO_CHECK(lt.shape.size() == 1 && lt.dtype == "i32", ErrorCode::kBadData,
+                 mpath + ": labels must be i32 [samples]");
+    train.labels = slice<int32_t>(bin, lt, "labels", bpath);
     FRESCO_CHECK(static_cast<int64_t>(train.labels.size()) == train.n, ErrorCode::kBadData,
                  mpath + ": labels count differs from data count");
-    const std::vector<float> want_logits = slice<float>(bin, tensors["eval_logits"], "eval_logits", bpath);
-    const int64_t n_eval = tensors["eval_logits"].shape.at(0);
-    train.num_classes = static_cast<int32_t>(tensors["eval_logits"].shape.at(1));
+    FRESCO_CHECK(et.shape.size() == 2 && et.dtype == "f32", ErrorCode::kBadData,
+                 mpath + ": eval_logits must be f32 [samples, classes]");
+    const std::vector<float> want_logits = slice<float>(bin, et, "eval_logits", bpath);
+    const int64_t n_eval = et.shape[0];
+    FRESCO_CHECK(n_eval >= 1 && n_eval <= train.n && et.shape[1] >= 1 && et.shape[1] <= INT32_MAX,
+                 ErrorCode::kBadData,
+                 mpath + ": eval_logits must have 1 to " + std::to_string(train.n) +
+                     " samples (the first ones of data) and at least one class");
+    train.num_classes = static_cast<int32_t>(et.shape[1]);
     data::Dataset test = train;
     test.n = n_eval;
     test.images.resize(static_cast<size_t>(n_eval * train.sample_bytes()));
@@ -191,6 +201,7 @@ GoldenReport run_golden(const std::string& dir, const std::string& device, int m
         const size_t slash = rest.rfind('/');
         const std::string path = rest.substr(0, slash), param = rest.substr(slash + 1);
         const int32_t layer = task.layer_index(path);
+        FRESCO_CHECK(t.dtype == "f32", ErrorCode::kBadData, mpath + ": tensor '" + name + "' must be f32");
         const std::vector<float> v = slice<float>(bin, t, name, bpath);
         if (write) {
           task.write_param(layer, param, v);

@@ -93,6 +93,42 @@ TEST(Golden, ManifestTensorsOutsideTheFileAreRefused) {
   }
 }
 
+// A tensor of the wrong rank or dtype for what reads it is refused with a message naming it (eval_logits of
+// one dimension used to end in an uncaught std::out_of_range: found by scripts/fuzz_jobs.py --golden).
+TEST(Golden, ManifestTensorsOfTheWrongShapeOrDtypeAreRefused) {
+  PluginRegistry::instance().load_default({FRESCO_LIB_DIR});
+  const std::string src = std::string(FRESCO_TEST_DATA_DIR) + "/golden/mlp_adamw";
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(src + "/manifest.json"));
+  struct Case {
+    const char* tensor;
+    const char* key;
+    nlohmann::json value;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"eval_logits", "shape", {640}, "eval_logits must be f32 [samples, classes]"},
+      {"eval_logits", "dtype", "i32", "eval_logits must be f32 [samples, classes]"},
+      {"eval_logits", "shape", {0, 10}, "eval_logits must have 1 to 640 samples"},
+      {"labels", "shape", {64, 10}, "labels must be i32 [samples]"},
+      {"labels", "dtype", "f32", "labels must be i32 [samples]"},
+      {"init/0/weight", "dtype", "u8", "tensor 'init/0/weight' must be f32"},
+  };
+  for (const Case& c : cases) {
+    fresco::test::TempDir dir;
+    nlohmann::json m = manifest;
+    m["tensors"][c.tensor][c.key] = c.value;
+    std::ofstream(dir.file("manifest.json")) << m.dump();
+    std::filesystem::copy_file(src + "/data.bin", dir.file("data.bin"));
+    try {
+      run_golden(dir.path().string(), "cpu", 1);
+      ADD_FAILURE() << c.tensor << " " << c.key << " " << c.value << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadData) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
+  }
+}
+
 // An empty tensor (a dimension of 0) is read as no values and refused by the checks of what it feeds; the
 // reader copies nothing for it (an empty vector's data() may be null, which memcpy must not see: UBSan).
 TEST(Golden, EmptyManifestTensorsAreRefusedByTheirReaders) {
