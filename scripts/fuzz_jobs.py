@@ -89,6 +89,14 @@ def clean(proc):
     return proc.returncode == 0 or (0 < proc.returncode < 128 and said)
 
 
+def report_bad(a, i, text, what, proc):
+    """Keeps the input that failed as bad_SEED_I.json in --work and prints how the run ended."""
+    kept = os.path.join(a.work, f"bad_{a.seed}_{i}.json")
+    with open(kept, "w") as f:
+        f.write(text)
+    print(f"BAD {kept}: {what} exit {proc.returncode}\n{proc.stderr[-2000:]}", flush=True)
+
+
 def mutate_manifest(m, rng, most):
     for _ in range(rng.randint(1, most)):
         n = rng.choice(containers(m, []))
@@ -127,10 +135,7 @@ def fuzz_golden(a, exe, env, rng):
                               timeout=900, cwd=a.work)
         if not clean(proc):
             bad += 1
-            kept = os.path.join(a.work, f"bad_{a.seed}_{i}.json")
-            with open(kept, "w") as f:
-                f.write(text)
-            print(f"BAD {kept}: golden exit {proc.returncode}\n{proc.stderr[-2000:]}", flush=True)
+            report_bad(a, i, text, "golden", proc)
     print(f"{a.count} manifests: {bad} bad")
     return 1 if bad else 0
 
@@ -166,10 +171,7 @@ def main():
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=a.work)
             if not clean(proc):
                 bad += 1
-                kept = os.path.join(a.work, f"bad_{a.seed}_{i}.json")
-                with open(kept, "w") as f:
-                    f.write(text)
-                print(f"BAD {kept}: {cmd[1]} exit {proc.returncode}\n{proc.stderr[-2000:]}", flush=True)
+                report_bad(a, i, text, cmd[1], proc)
                 break
             if proc.returncode != 0:
                 break
