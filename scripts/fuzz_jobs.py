@@ -9,13 +9,17 @@ dropout, flatten, fc) with one to --mutations changes: a field set to a plausibl
 an extreme or wrongly typed one, a field removed, a layer renamed, a list shuffled, shortened or lengthened, a subtree copied elsewhere. Jobs
 that fail are kept as bad_SEED_N.json in --work. With --golden CASE_DIR it mutates that golden case's
 manifest instead (values replaced or removed, lists cut or grown, data.bin cut short one time in five) and
-replays two steps with `fresco golden`, where a FAIL line is a clean end too.
+replays two steps with `fresco golden`, where a FAIL line is a clean end too. With --dataset FOLDER (a
+Fashion-MNIST folder of IDX .gz files) it damages one of the four files (cut short, bytes of the header or
+body changed, bytes added, or the gzip stream itself cut) and trains jobs/mlp_fashion_mnist.json on it.
 
 usage: scripts/fuzz_jobs.py [--build build-debug] [--seed 1] [--count 200] [--mutations 4] [--train]
-                            [--golden tests/data/golden/mlp_adamw] [--work /tmp/fresco-fuzz]
+                            [--golden tests/data/golden/mlp_adamw | --dataset /usr/share/datasets/fashion-mnist]
+                            [--work /tmp/fresco-fuzz]
 """
 import argparse
 import copy
+import gzip
 import json
 import os
 import random
@@ -140,6 +144,46 @@ def fuzz_golden(a, exe, env, rng):
     return 1 if bad else 0
 
 
+def damage(b, rng):
+    b = bytearray(b)
+    r = rng.random()
+    if r < 0.3:
+        return bytes(b[:rng.randrange(len(b))])
+    if r < 0.7:
+        for _ in range(rng.randint(1, 4)):
+            k = rng.randrange(min(16, len(b))) if rng.random() < 0.7 else rng.randrange(len(b))
+            b[k] = rng.randrange(256)
+        return bytes(b)
+    return bytes(b) + bytes(rng.randrange(100))
+
+
+def fuzz_dataset(a, exe, env, rng):
+    raw = {}
+    for n in sorted(os.listdir(a.dataset)):
+        if n.endswith(".gz"):
+            with gzip.open(os.path.join(a.dataset, n)) as f:
+                raw[n] = f.read()
+    job = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "jobs", "mlp_fashion_mnist.json")
+    folder = os.path.join(a.work, "data")
+    os.makedirs(folder, exist_ok=True)
+    bad = 0
+    for i in range(a.count):
+        victim = rng.choice(sorted(raw))
+        for n, b in raw.items():
+            z = gzip.compress(damage(b, rng) if n == victim else b, compresslevel=1)
+            if n == victim and rng.random() < 0.15:
+                z = z[:rng.randrange(len(z))]  # the gzip stream itself cut short
+            with open(os.path.join(folder, n), "wb") as f:
+                f.write(z)
+        cmd = [exe, "train", job, "--data", folder, "--samples", "128", "--epochs", "1", "--device", "cpu"]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=a.work)
+        if not clean(proc):
+            bad += 1
+            report_bad(a, i, victim, "train", proc)
+    print(f"{a.count} damaged datasets: {bad} bad")
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build-debug")
@@ -148,6 +192,7 @@ def main():
     ap.add_argument("--mutations", type=int, default=4)
     ap.add_argument("--train", action="store_true", help="train 256 samples of each job that compiles")
     ap.add_argument("--golden", help="a golden case folder: fuzz its manifest instead of job files")
+    ap.add_argument("--dataset", help="a Fashion-MNIST folder: damage its files instead of job files")
     ap.add_argument("--work", default="/tmp/fresco-fuzz")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
@@ -158,6 +203,8 @@ def main():
     rng = random.Random(a.seed)
     if a.golden:
         return fuzz_golden(a, exe, env, rng)
+    if a.dataset:
+        return fuzz_dataset(a, exe, env, rng)
     job_path = os.path.join(a.work, "job.json")
     bad = compiled = trained = 0
     for i in range(a.count):
