@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "fresco/core/deep_learning_task.h"
 #include "fresco/core/error.h"
@@ -34,9 +35,21 @@ std::string read_file(const std::string& path, ErrorCode missing) {
   return ss.str();
 }
 
+// The manifest's name of the dtype slice<T> reads.
+template <class T>
+constexpr const char* dtype_name() {
+  if constexpr (std::is_same_v<T, float>) return "f32";
+  if constexpr (std::is_same_v<T, int32_t>) return "i32";
+  return "u8";
+}
+
 template <class T>
 std::vector<T> slice(const std::string& bin, const BinTensor& t, const std::string& name,
                      const std::string& file) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int32_t> || std::is_same_v<T, uint8_t>);
+  FRESCO_CHECK(
+      t.dtype == dtype_name<T>(), ErrorCode::kBadData,
+      file + ": tensor '" + name + "' must be " + dtype_name<T>() + " (the manifest says " + t.dtype + ")");
   // Every size is checked before it is multiplied: a manifest names any numbers it likes.
   uint64_t count = 1;
   for (int64_t d : t.shape) {
@@ -201,7 +214,6 @@ GoldenReport run_golden(const std::string& dir, const std::string& device, int m
         const size_t slash = rest.rfind('/');
         const std::string path = rest.substr(0, slash), param = rest.substr(slash + 1);
         const int32_t layer = task.layer_index(path);
-        FRESCO_CHECK(t.dtype == "f32", ErrorCode::kBadData, mpath + ": tensor '" + name + "' must be f32");
         const std::vector<float> v = slice<float>(bin, t, name, bpath);
         if (write) {
           task.write_param(layer, param, v);

@@ -81,8 +81,9 @@ namespace {
 constexpr uint32_t kF32 = FR_DTYPE_BIT(FR_F32);
 constexpr uint32_t kAny = 0x3Fu;
 constexpr uint32_t kFloats = FR_DTYPE_BIT(FR_F32) | FR_DTYPE_BIT(FR_F16) | FR_DTYPE_BIT(FR_BF16);
-#define FR_KF(kind, op, mask, flags, prep, run) \
-  { sizeof(FrKernelDef), kind, op, "cpu", mask, flags, prep, in_arena<run>, nullptr }
+#define FR_KFD(kind, op, mask, flags, prep, run, destroy) \
+  { sizeof(FrKernelDef), kind, op, "cpu", mask, flags, prep, in_arena<run>, destroy }
+#define FR_KF(kind, op, mask, flags, prep, run) FR_KFD(kind, op, mask, flags, prep, run, nullptr)
 #define FR_K(kind, op, mask, prep, run) FR_KF(kind, op, mask, 0, prep, run)
 constexpr uint32_t kSums = FR_KERNEL_SUMS_OPERANDS;
 constexpr uint32_t kPrologue = FR_KERNEL_CONV_PROLOGUE;
@@ -98,8 +99,8 @@ constexpr uint32_t kBackups = FR_KERNEL_UPDATE_BACKUPS;
 const FrKernelDef kKernels[] = {
     FR_K(FR_COMPUTE, FR_OP_FC, kF32, fc_prepare, fc_run),
     FR_K(FR_COMPUTE, FR_OP_FC_BACKWARD, kF32, fc_backward_prepare, fc_backward_run),
-    {sizeof(FrKernelDef), FR_COMPUTE, FR_OP_CONV2D, "cpu", kF32, kSums | kPrologue | kJoinPrologue,
-     conv2d_prepare, in_arena<conv2d_run>, conv2d_destroy},
+    FR_KFD(FR_COMPUTE, FR_OP_CONV2D, kF32, kSums | kPrologue | kJoinPrologue, conv2d_prepare, conv2d_run,
+           conv2d_destroy),
     FR_KF(FR_COMPUTE, FR_OP_CONV2D_BACKWARD, kF32, kPrologue | kWgradBn | kJoinEpilogue | kCompact,
           conv2d_backward_prepare, conv2d_backward_run),
     FR_K(FR_COMPUTE, FR_OP_RELU, kF32, nullptr, relu_run),
@@ -161,6 +162,7 @@ const FrKernelDef kKernels[] = {
 };
 #undef FR_K
 #undef FR_KF
+#undef FR_KFD
 }  // namespace
 
 }  // namespace fresco::cpu
